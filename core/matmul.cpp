@@ -1,0 +1,108 @@
+// matmul through cblas_sgemm / cblas_dgemm.
+//
+// A view whose last dim has stride 1 goes to BLAS as is (row-major, leading dim = stride of
+// dim -2); one whose dim -2 has stride 1 (a transpose) goes as a BLAS transpose. Anything
+// else is packed first. Batched products run one single-threaded GEMM per batch entry in
+// parallel when the matrices are small, else one multi-threaded GEMM after another.
+#include <cblas.h>
+
+#include "parallel.hpp"
+#include "tensor.hpp"
+
+namespace qkv {
+namespace {
+
+struct Operand {
+  Tensor t;          // possibly packed copy
+  bool trans;        // pass CblasTrans
+  int64_t ld;        // leading dimension
+};
+
+// m: a (..., r, c) view. Chooses how BLAS reads its last two dims.
+Operand as_blas(const Tensor& m) {
+  const int64_t r = m.size(-2), c = m.size(-1);
+  const int64_t sr = m.stride(-2), sc = m.stride(-1);
+  if ((sc == 1 || c == 1) && sr >= std::max<int64_t>(c, 1)) return {m, false, sr};
+  if ((sr == 1 || r == 1) && sc >= std::max<int64_t>(r, 1)) return {m, true, sc};
+  const Tensor p = m.contiguous();
+  return {p, false, std::max<int64_t>(c, 1)};
+}
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc) {
+  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, TA, TB, n, m, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, TA, TB, n, m, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  QKV_CHECK(a_in.defined() && b_in.defined(), "matmul", "undefined tensor");
+  QKV_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2, "matmul", "needs 2-d or batched operands, got ",
+            a_in.shape(), " and ", b_in.shape());
+  QKV_CHECK(a_in.dtype() == b_in.dtype(), "matmul", "dtype mismatch: ",
+            dtype_name(a_in.dtype()), " ", a_in.shape(), " and ", dtype_name(b_in.dtype()), " ",
+            b_in.shape());
+  const int64_t n = a_in.size(-2), k = a_in.size(-1), m = b_in.size(-1);
+  QKV_CHECK(b_in.size(-2) == k, "matmul", "inner dims differ: ", a_in.shape(), " @ ",
+            b_in.shape());
+  const Shape abatch(a_in.shape().begin(), a_in.shape().end() - 2);
+  const Shape bbatch(b_in.shape().begin(), b_in.shape().end() - 2);
+  const Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
+  Shape ashape = batch, bshape = batch, oshape = batch;
+  ashape.insert(ashape.end(), {n, k});
+  bshape.insert(bshape.end(), {k, m});
+  oshape.insert(oshape.end(), {n, m});
+  const Tensor a = a_in.expand(ashape), b = b_in.expand(bshape);
+  Tensor out = empty(oshape, a.dtype());
+  const int64_t nb = numel_of(batch);
+  if (out.numel() == 0) return out;
+  if (k == 0) return out.zero_();
+  visit_float(a.dtype(), "matmul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // The batch entries as (offset into a, offset into b), row-major over batch.
+    std::vector<int64_t> aoff(nb), boff(nb);
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t rem = i, ao = 0, bo = 0;
+      for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+        const int64_t idx = rem % batch[d];
+        rem /= batch[d];
+        ao += idx * a.stride(d);
+        bo += idx * b.stride(d);
+      }
+      aoff[i] = ao;
+      boff[i] = bo;
+    }
+    // Pack per-matrix if its last two dims need it (rare: slices of slices).
+    Operand oa = as_blas(a), ob = as_blas(b);
+    if (oa.t.storage() != a.storage() || oa.t.offset() != a.offset()) {
+      for (int64_t i = 0; i < nb; ++i) aoff[i] = i * n * k;
+    }
+    if (ob.t.storage() != b.storage() || ob.t.offset() != b.offset()) {
+      for (int64_t i = 0; i < nb; ++i) boff[i] = i * k * m;
+    }
+    const T* pa = oa.t.template data<T>();
+    const T* pb = ob.t.template data<T>();
+    T* po = out.data<T>();
+    auto one = [&](int64_t i) {
+      gemm<T>(oa.trans, ob.trans, n, m, k, pa + aoff[i], oa.ld, pb + boff[i], ob.ld,
+              po + i * n * m, m);
+    };
+    // Small matrices: many single-threaded GEMMs side by side (BLAS sees omp_in_parallel).
+    const bool small = n * m * k < 64 * 64 * 64;
+    if (nb > 1 && small) {
+      parallel_for(nb, kParallelGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) one(i);
+      });
+    } else {
+      for (int64_t i = 0; i < nb; ++i) one(i);
+    }
+  });
+  return out;
+}
+
+}  // namespace qkv

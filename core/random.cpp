@@ -1,0 +1,91 @@
+#include "random.hpp"
+
+#include <cmath>
+
+#include "parallel.hpp"
+
+namespace qkv {
+
+uint64_t random_bits(uint64_t seed, uint64_t counter) {
+  // Two rounds of splitmix64: mix the seed, then the counter under it.
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(seed) ^ (counter * 0xd1b54a32d192ed03ULL));
+}
+
+namespace {
+// 53 random bits -> [0, 1)
+inline double to_unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+}  // namespace
+
+uint64_t Generator::next_u64() { return random_bits(seed_, advance(1)); }
+double Generator::next_uniform() { return to_unit(next_u64()); }
+int64_t Generator::next_int(int64_t n) {
+  QKV_CHECK(n > 0, "Generator::next_int", "n must be positive, got ", n);
+  return static_cast<int64_t>(next_uniform() * static_cast<double>(n)) % n;
+}
+
+// Fills a packed tensor: element i gets f(seed, first + i).
+template <class F>
+static Tensor fill_counter(const Shape& s, DType dt, Generator& g, F f) {
+  Tensor t = empty(s, dt);
+  const int64_t n = t.numel();
+  const uint64_t first = g.advance(static_cast<uint64_t>(n));
+  const uint64_t seed = g.seed();
+  visit_all(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    parallel_for(n, 8, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) p[i] = static_cast<T>(f(seed, first + i));
+    });
+  });
+  return t;
+}
+
+Tensor rand(const Shape& s, Generator& g, DType dt) { return uniform(s, 0.0, 1.0, g, dt); }
+
+Tensor uniform(const Shape& s, double lo, double hi, Generator& g, DType dt) {
+  QKV_CHECK(is_floating(dt), "uniform", "dtype must be float");
+  return fill_counter(s, dt, g, [lo, hi](uint64_t seed, uint64_t c) {
+    return lo + (hi - lo) * to_unit(random_bits(seed, c));
+  });
+}
+
+Tensor randn(const Shape& s, Generator& g, DType dt) {
+  QKV_CHECK(is_floating(dt), "randn", "dtype must be float");
+  // Box-Muller on two draws derived from the one counter, in a stream of their own (another
+  // seed) so they never coincide with uniform draws at counters 2c and 2c + 1.
+  return fill_counter(s, dt, g, [](uint64_t seed, uint64_t c) {
+    const uint64_t normal_seed = seed ^ 0x5851f42d4c957f2dULL;
+    const double u1 = 1.0 - to_unit(random_bits(normal_seed, 2 * c));  // (0, 1]
+    const double u2 = to_unit(random_bits(normal_seed, 2 * c + 1));
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  });
+}
+
+Tensor randint(const Shape& s, int64_t lo, int64_t hi, Generator& g) {
+  QKV_CHECK(hi > lo, "randint", "empty range [", lo, ", ", hi, ")");
+  const double span = static_cast<double>(hi - lo);
+  return fill_counter(s, DType::i64, g, [lo, hi, span](uint64_t seed, uint64_t c) {
+    return std::min<int64_t>(hi - 1, lo + static_cast<int64_t>(to_unit(random_bits(seed, c)) * span));
+  });
+}
+
+Tensor bernoulli(const Shape& s, double p_keep, Generator& g) {
+  return fill_counter(s, DType::b8, g, [p_keep](uint64_t seed, uint64_t c) {
+    return to_unit(random_bits(seed, c)) < p_keep ? 1 : 0;
+  });
+}
+
+std::vector<int64_t> randperm(int64_t n, Generator& g) {
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[g.next_int(i + 1)]);
+  return p;
+}
+
+}  // namespace qkv

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs qkv's build and test dependencies from Debian 12 packages, only those missing.
+# Idempotent: a second run installs nothing and prints one line.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config   # toolchain
+  libopenblas-openmp-dev             # BLAS kernels, OpenMP build: no second thread pool (see README)
+  libomp-dev                         # OpenMP runtime headers for clang builds (g++ ships libgomp)
+  catch2                             # Catch2 v2 unit tests
+  libcli11-dev                       # the qkv command line
+  libspdlog-dev                      # log lines
+  nlohmann-json3-dev                 # safetensors headers, metrics.jsonl
+  libstb-dev                         # PNG figures
+  python3-torch python3-numpy        # test-only: the PyTorch reference oracle (/usr/bin/python3)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
