@@ -1,0 +1,116 @@
+// Differentiable ops on Var. Each is defined with its backward right beside it, one file per
+// family: ops_elementwise.cpp, ops_reduce.cpp, ops_view.cpp, ops_linalg.cpp, ops_index.cpp,
+// ops_activation.cpp, ops_norm.cpp, ops_loss.cpp.
+//
+// Binary ops broadcast like NumPy; their backward sums the gradient back to each input's
+// shape. Masks are bool (b8) Tensors, never differentiated.
+#pragma once
+#include "autograd/var.hpp"
+#include "core/random.hpp"
+
+namespace qkv::ag {
+
+// Constants enter graphs as Vars that don't require grad.
+inline Var constant(const Tensor& t) { return Var(t, false); }
+inline Var param(const Tensor& t) { return Var(t, true); }
+
+// --- elementwise (ops_elementwise.cpp) ---
+Var add(const Var& a, const Var& b);
+Var sub(const Var& a, const Var& b);
+Var mul(const Var& a, const Var& b);
+Var div(const Var& a, const Var& b);
+Var maximum(const Var& a, const Var& b);  // ties send the gradient to a
+Var add(const Var& a, double s);
+Var mul(const Var& a, double s);
+Var pow(const Var& a, double e);
+Var rsub(double s, const Var& a);  // s - a
+Var neg(const Var& a);
+Var exp(const Var& a);
+Var log(const Var& a);
+Var sqrt(const Var& a);
+Var rsqrt(const Var& a);
+Var abs(const Var& a);
+// where(cond, a, b): a where cond is true, else b; no gradient reaches the unselected side.
+Var where(const Tensor& cond, const Var& a, const Var& b);
+// masked_fill(x, mask, v): v where mask is true; those positions get no gradient.
+Var masked_fill(const Var& x, const Tensor& mask, double value);
+
+// --- activations (ops_activation.cpp) ---
+Var relu(const Var& x);
+Var gelu(const Var& x);  // exact (erf) GELU, as torch's default
+Var tanh(const Var& x);
+Var sigmoid(const Var& x);
+Var elu(const Var& x, double alpha = 1.0);
+Var softmax(const Var& x, int64_t d);      // an all -inf row gives zeros, zero gradient
+Var log_softmax(const Var& x, int64_t d);
+// Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p);
+// the mask is kept for backward. Identity when p == 0. Needs a generator for the mask.
+Var dropout(const Var& x, double p, Generator& gen);
+
+// --- reductions (ops_reduce.cpp) ---
+Var sum(const Var& x, const Shape& dims = {}, bool keepdim = false);
+Var mean(const Var& x, const Shape& dims = {}, bool keepdim = false);
+// Max over dims; the gradient goes to the first maximal element of each reduced block
+// (lowest flat index), so ties are handled deterministically.
+Var max(const Var& x, const Shape& dims = {}, bool keepdim = false);
+Var var(const Var& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+
+// --- views and shape (ops_view.cpp) ---
+Var reshape(const Var& x, const Shape& s);
+Var transpose(const Var& x, int64_t d0, int64_t d1);
+Var permute(const Var& x, const Shape& dims);
+Var slice(const Var& x, int64_t d, int64_t start, int64_t end, int64_t step = 1);
+Var narrow(const Var& x, int64_t d, int64_t start, int64_t length);
+Var select(const Var& x, int64_t d, int64_t index);
+Var expand(const Var& x, const Shape& s);
+Var unsqueeze(const Var& x, int64_t d);
+Var squeeze(const Var& x, int64_t d);
+Var contiguous(const Var& x);
+Var concat(const std::vector<Var>& xs, int64_t d);
+Var stack(const std::vector<Var>& xs, int64_t d);
+std::vector<Var> split(const Var& x, const Shape& sizes, int64_t d);
+std::vector<Var> chunk(const Var& x, int64_t n, int64_t d);
+
+// --- linear algebra (ops_linalg.cpp) ---
+// a: (..., n, k), b: (..., k, m) -> (..., n, m); batch dims broadcast.
+Var matmul(const Var& a, const Var& b);
+// x: (..., in), w: (out, in), b: (out) or undefined -> (..., out): x w^T + b, as torch's
+// F.linear. One GEMM over all leading dims.
+Var linear(const Var& x, const Var& w, const Var& b = Var());
+
+// --- indexing (ops_index.cpp) ---
+// index_select(x, d, idx): idx 1-d int64. Backward scatter-adds; repeated indices accumulate.
+Var index_select(const Var& x, int64_t d, const Tensor& idx);
+// gather(x, d, idx): idx has x's rank. Backward scatter-adds.
+Var gather(const Var& x, int64_t d, const Tensor& idx);
+// embedding(weight, ids): weight (V, D), ids int64 of any shape -> (ids..., D).
+Var embedding(const Var& weight, const Tensor& ids);
+
+// --- normalization (ops_norm.cpp) ---
+// LayerNorm over the last dim: (x - mean) / sqrt(var_biased + eps) * gamma + beta, fused.
+// gamma, beta: (D) or undefined.
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-5);
+
+// --- losses (ops_loss.cpp) ---
+// Cross-entropy of logits (N, C) against int64 targets (N), fused log-softmax + NLL, mean over
+// targets != ignore_index, with label smoothing as torch.nn.functional.cross_entropy.
+// All targets ignored gives 0 (torch gives NaN) with zero gradient.
+Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100,
+                  double label_smoothing = 0.0);
+Var mse_loss(const Var& x, const Var& y);  // mean of squared differences
+
+// --- operators ---
+inline Var operator+(const Var& a, const Var& b) { return add(a, b); }
+inline Var operator-(const Var& a, const Var& b) { return sub(a, b); }
+inline Var operator*(const Var& a, const Var& b) { return mul(a, b); }
+inline Var operator/(const Var& a, const Var& b) { return div(a, b); }
+inline Var operator-(const Var& a) { return neg(a); }
+inline Var operator+(const Var& a, double s) { return add(a, s); }
+inline Var operator-(const Var& a, double s) { return add(a, -s); }
+inline Var operator*(const Var& a, double s) { return mul(a, s); }
+inline Var operator/(const Var& a, double s) { return mul(a, 1.0 / s); }
+inline Var operator+(double s, const Var& a) { return add(a, s); }
+inline Var operator-(double s, const Var& a) { return rsub(s, a); }
+inline Var operator*(double s, const Var& a) { return mul(a, s); }
+
+}  // namespace qkv::ag

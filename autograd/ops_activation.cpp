@@ -1,0 +1,69 @@
+// Activations, softmax and dropout, each with its derivative.
+#include "autograd/ops.hpp"
+
+namespace qkv::ag {
+
+Var relu(const Var& x) {
+  return record("relu", qkv::relu(x.data()), {x},
+                [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> {
+                  // 1 where x > 0, else 0 (0 at 0, as torch)
+                  return {qkv::where(gt(x_, 0.0), g, zeros({}, g.dtype()))};
+                });
+}
+
+Var gelu(const Var& x) {
+  return record("gelu", qkv::gelu(x.data()), {x},
+                [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> {
+                  return {qkv::mul(g, gelu_grad(x_))};
+                });
+}
+
+Var tanh(const Var& x) {
+  Tensor y = qkv::tanh(x.data());
+  return record("tanh", y, {x}, [y](const Tensor& g) -> std::vector<Tensor> {
+    return {qkv::mul(g, qkv::rsub(1.0, qkv::mul(y, y)))};  // 1 - tanh^2
+  });
+}
+
+Var sigmoid(const Var& x) {
+  Tensor y = qkv::sigmoid(x.data());
+  return record("sigmoid", y, {x}, [y](const Tensor& g) -> std::vector<Tensor> {
+    return {qkv::mul(g, qkv::mul(y, qkv::rsub(1.0, y)))};  // s (1 - s)
+  });
+}
+
+Var elu(const Var& x, double alpha) {
+  const Tensor pos = gt(x.data(), 0.0);
+  const Tensor em1 = qkv::mul(qkv::sub(qkv::exp(x.data()), 1.0), alpha);  // alpha (e^x - 1)
+  return record("elu", qkv::where(pos, x.data(), em1), {x},
+                [pos, em1, alpha](const Tensor& g) -> std::vector<Tensor> {
+                  // 1 for x > 0, alpha e^x = em1 + alpha otherwise
+                  return {qkv::mul(g, qkv::where(pos, ones({}, g.dtype()), qkv::add(em1, alpha)))};
+                });
+}
+
+Var softmax(const Var& x, int64_t d) {
+  Tensor y = qkv::softmax(x.data(), d);
+  return record("softmax", y, {x}, [y, d](const Tensor& g) -> std::vector<Tensor> {
+    return {softmax_backward(y, g, d)};  // y * (g - sum(g y))
+  });
+}
+
+Var log_softmax(const Var& x, int64_t d) {
+  Tensor y = qkv::log_softmax(x.data(), d);
+  return record("log_softmax", y, {x}, [y, d](const Tensor& g) -> std::vector<Tensor> {
+    return {log_softmax_backward(y, g, d)};  // g - softmax * sum(g)
+  });
+}
+
+Var dropout(const Var& x, double p, Generator& gen) {
+  QKV_CHECK(p >= 0 && p < 1, "dropout", "p must be in [0, 1), got ", p);
+  if (p == 0) return x;
+  // The scaled keep-mask: 1/(1-p) where kept, 0 where dropped; forward and backward share it.
+  const Tensor keep = bernoulli(x.shape(), 1.0 - p, gen);
+  const Tensor scale = qkv::where(keep, full({}, 1.0 / (1.0 - p), x.dtype()), zeros({}, x.dtype()));
+  return record("dropout", qkv::mul(x.data(), scale), {x},
+                [scale](const Tensor& g) -> std::vector<Tensor> { return {qkv::mul(g, scale)}; });
+}
+
+}  // namespace qkv::ag

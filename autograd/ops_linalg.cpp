@@ -1,0 +1,43 @@
+// Matrix products. Gradients are products with transposed views, which BLAS reads as
+// transposes without copying.
+#include "autograd/ops.hpp"
+
+namespace qkv::ag {
+
+Var matmul(const Var& a, const Var& b) {
+  return record("matmul", qkv::matmul(a.data(), b.data()), {a, b},
+                [a_ = a.data(), b_ = b.data(), ra = a.requires_grad(),
+                 rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+                  // C = A B: dA = dC B^T, dB = A^T dC (summed over broadcast batch dims)
+                  return {ra ? sum_to(qkv::matmul(g, b_.t()), a_.shape()) : Tensor(),
+                          rb ? sum_to(qkv::matmul(a_.t(), g), b_.shape()) : Tensor()};
+                });
+}
+
+Var linear(const Var& x, const Var& w, const Var& b) {
+  // x: (..., in) flattened to (N, in) so the whole batch is one GEMM against w^T: (in, out).
+  const int64_t in = w.size(1), out_f = w.size(0);
+  QKV_CHECK(w.dim() == 2 && x.size(-1) == in, "linear", "input ", x.shape(), " and weight ",
+            w.shape(), " do not fit (weight is (out, in))");
+  QKV_CHECK(!b.defined() || b.shape() == Shape{out_f}, "linear", "bias ", b.shape(),
+            " for weight ", w.shape());
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  const Tensor x2 = x.data().reshape({-1, in});
+  Tensor y = qkv::matmul(x2, w.data().t());
+  if (b.defined()) y = qkv::add(y, b.data());
+  std::vector<Var> inputs = {x, w};
+  if (b.defined()) inputs.push_back(b);
+  return record("linear", y.reshape(out_shape), inputs,
+                [x2, w_ = w.data(), xs = x.shape(), has_b = b.defined(), rx = x.requires_grad(),
+                 rw = w.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+                  const Tensor g2 = g.reshape({-1, g.size(-1)});  // (N, out)
+                  std::vector<Tensor> grads = {
+                      rx ? qkv::matmul(g2, w_).reshape(xs) : Tensor(),  // dx = g W
+                      rw ? qkv::matmul(g2.t(), x2) : Tensor()};         // dW = g^T x
+                  if (has_b) grads.push_back(qkv::sum(g2, {0}));         // db = sum_N g
+                  return grads;
+                });
+}
+
+}  // namespace qkv::ag

@@ -1,0 +1,94 @@
+// LayerNorm, fused: one pass per row forward, one backward, instead of a dozen small ops.
+#include <cmath>
+
+#include "autograd/ops.hpp"
+#include "core/parallel.hpp"
+
+namespace qkv::ag {
+namespace {
+
+// x: (R, D) packed. Writes xhat = (x - mean) * rstd (R, D) and rstd (R).
+template <class T>
+void normalize_rows(const T* x, T* xhat, T* rstd, int64_t rows, int64_t d, double eps) {
+  parallel_for(rows, d, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* xr = x + r * d;
+      double mu = 0;
+      for (int64_t j = 0; j < d; ++j) mu += xr[j];
+      mu /= d;
+      double v = 0;
+      for (int64_t j = 0; j < d; ++j) v += (xr[j] - mu) * (xr[j] - mu);
+      const double rs = 1.0 / std::sqrt(v / d + eps);
+      rstd[r] = static_cast<T>(rs);
+      for (int64_t j = 0; j < d; ++j) xhat[r * d + j] = static_cast<T>((xr[j] - mu) * rs);
+    }
+  });
+}
+
+// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * gamma.
+template <class T>
+void layer_norm_dx(const T* g, const T* gamma, const T* xhat, const T* rstd, T* dx, int64_t rows,
+                   int64_t d) {
+  parallel_for(rows, d, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* gr = g + r * d;
+      const T* xr = xhat + r * d;
+      double m1 = 0, m2 = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        const double dxh = gamma ? double(gr[j]) * gamma[j] : double(gr[j]);
+        m1 += dxh;
+        m2 += dxh * xr[j];
+      }
+      m1 /= d;
+      m2 /= d;
+      for (int64_t j = 0; j < d; ++j) {
+        const double dxh = gamma ? double(gr[j]) * gamma[j] : double(gr[j]);
+        dx[r * d + j] = static_cast<T>(rstd[r] * (dxh - m1 - xr[j] * m2));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
+  const int64_t d = x.size(-1);
+  QKV_CHECK(!gamma.defined() || gamma.shape() == Shape{d}, "layer_norm", "weight ",
+            gamma.shape(), " for input ", x.shape());
+  QKV_CHECK(!beta.defined() || beta.shape() == Shape{d}, "layer_norm", "bias ", beta.shape(),
+            " for input ", x.shape());
+  const Tensor xc = x.data().contiguous();
+  const int64_t rows = xc.numel() / std::max<int64_t>(d, 1);
+  Tensor xhat = empty(xc.shape(), xc.dtype());
+  Tensor rstd = empty({rows}, xc.dtype());
+  visit_float(xc.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normalize_rows<T>(xc.data<T>(), xhat.data<T>(), rstd.data<T>(), rows, d, eps);
+  });
+  Tensor y = xhat;
+  if (gamma.defined()) y = qkv::mul(y, gamma.data());
+  if (beta.defined()) y = qkv::add(y, beta.data());
+  std::vector<Var> inputs = {x};
+  if (gamma.defined()) inputs.push_back(gamma);
+  if (beta.defined()) inputs.push_back(beta);
+  return record(
+      "layer_norm", y, inputs,
+      [xhat, rstd, gam = gamma.defined() ? gamma.data() : Tensor(), has_b = beta.defined(),
+       rows, d](const Tensor& g_in) -> std::vector<Tensor> {
+        const Tensor g = g_in.contiguous();
+        Tensor dx = empty(g.shape(), g.dtype());
+        visit_float(g.dtype(), "layer_norm backward", [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const Tensor gc = gam.defined() ? gam.contiguous() : Tensor();
+          layer_norm_dx<T>(g.data<T>(), gc.defined() ? gc.data<T>() : nullptr, xhat.data<T>(),
+                           rstd.data<T>(), dx.data<T>(), rows, d);
+        });
+        std::vector<Tensor> grads = {dx};
+        const Tensor g2 = g.reshape({rows, d});
+        if (gam.defined()) grads.push_back(qkv::sum(qkv::mul(g2, xhat.reshape({rows, d})), {0}));
+        if (has_b) grads.push_back(qkv::sum(g2, {0}));
+        return grads;
+      });
+}
+
+}  // namespace qkv::ag
