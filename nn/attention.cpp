@@ -1,0 +1,100 @@
+#include "nn/attention.hpp"
+
+#include <cmath>
+
+namespace qkv::nn {
+
+Tensor causal_mask(int64_t n, int64_t m) {
+  QKV_CHECK(n >= 0 && m >= 0, "causal_mask", "negative size ", n, " x ", m);
+  Tensor mask = empty({n, m}, DType::b8);
+  uint8_t* p = mask.data<uint8_t>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) p[i * m + j] = j <= i + (m - n);
+  return mask;
+}
+
+Tensor key_padding_mask(const Tensor& valid) {
+  QKV_CHECK(valid.dtype() == DType::b8 && valid.dim() == 2, "key_padding_mask",
+            "expected a bool (B, m) mask, got ", dtype_name(valid.dtype()), " ", valid.shape());
+  return valid.unsqueeze(1).unsqueeze(1);
+}
+
+Tensor combine_masks(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return logical_and(a, b);
+}
+
+Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
+                                 Scale scale, Var* weights, double dropout_p,
+                                 Generator* dropout_gen) {
+  QKV_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) &&
+                k.size(-2) == v.size(-2),
+            "scaled_dot_product_attention", "q ", q.shape(), ", k ", k.shape(), ", v ",
+            v.shape(), " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v))");
+  const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  // scores = q k^T * s: (..., n, m)
+  Var scores = ag::mul(ag::matmul(q, ag::transpose(k, -2, -1)), s);
+  if (mask.defined()) {
+    QKV_CHECK(mask.dtype() == DType::b8, "scaled_dot_product_attention",
+              "mask must be bool (true = may attend), got ", dtype_name(mask.dtype()), " ",
+              mask.shape());
+    QKV_CHECK(broadcast_shapes(scores.shape(), mask.shape(), "scaled_dot_product_attention") ==
+                  scores.shape(),
+              "scaled_dot_product_attention", "mask ", mask.shape(),
+              " does not broadcast to the scores ", scores.shape());
+    // -inf where attending is not allowed; softmax turns an all -inf row into zeros.
+    scores = ag::masked_fill(scores, logical_not(mask), -INFINITY);
+  }
+  Var a = ag::softmax(scores, -1);
+  if (weights) *weights = a;
+  if (dropout_p > 0) {
+    QKV_CHECK(dropout_gen, "scaled_dot_product_attention", "dropout needs a generator");
+    a = ag::dropout(a, dropout_p, *dropout_gen);
+  }
+  return ag::matmul(a, v);
+}
+
+MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, bool bias, Scale s,
+                                       double dropout, std::shared_ptr<Generator> dgen)
+    : d_model(d), heads(h), d_head(h > 0 ? d / h : 0), scale(s), dropout_p(dropout),
+      dropout_gen(std::move(dgen)) {
+  QKV_CHECK(h > 0 && d > 0 && d % h == 0, "MultiHeadAttention", "d_model ", d,
+            " is not divisible by heads ", h);
+  QKV_CHECK(dropout == 0 || dropout_gen, "MultiHeadAttention", "dropout needs a generator");
+  w_q = register_module("w_q", std::make_shared<Linear>(d, d, gen, bias));
+  w_k = register_module("w_k", std::make_shared<Linear>(d, d, gen, bias));
+  w_v = register_module("w_v", std::make_shared<Linear>(d, d, gen, bias));
+  w_o = register_module("w_o", std::make_shared<Linear>(d, d, gen, bias));
+}
+
+Var MultiHeadAttention::split_heads(const Var& x) const {
+  // (B, n, d) -> (B, n, h, d_head) -> (B, h, n, d_head): a view, no copy
+  return ag::transpose(ag::reshape(x, {x.size(0), x.size(1), heads, d_head}), 1, 2);
+}
+
+Var MultiHeadAttention::merge_heads(const Var& x) const {
+  // (B, h, n, d_head) -> (B, n, h, d_head) -> (B, n, d)
+  return ag::reshape(ag::transpose(x, 1, 2), {x.size(0), x.size(2), d_model});
+}
+
+Var MultiHeadAttention::forward(const Var& query, const Var& key, const Var& value,
+                                const Tensor& mask, Var* weights) const {
+  QKV_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 &&
+                query.size(-1) == d_model && key.size(-1) == d_model &&
+                value.size(-1) == d_model && key.size(1) == value.size(1) &&
+                query.size(0) == key.size(0) && key.size(0) == value.size(0),
+            "MultiHeadAttention", "query ", query.shape(), ", key ", key.shape(), ", value ",
+            value.shape(), " for d_model ", d_model, " (expected (B, n, d) and (B, m, d))");
+  return attend(query, project_key(key), project_value(value), mask, weights);
+}
+
+Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, const Tensor& mask,
+                               Var* weights) const {
+  const Var q = split_heads(w_q->forward(query));  // (B, h, n, d_head)
+  const double p = is_training() ? dropout_p : 0.0;
+  const Var o = scaled_dot_product_attention(q, k, v, mask, scale, weights, p, dropout_gen.get());
+  return w_o->forward(merge_heads(o));  // (B, n, d)
+}
+
+}  // namespace qkv::nn

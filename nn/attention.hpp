@@ -1,0 +1,70 @@
+// Scaled dot-product attention and multi-head attention.
+//
+// MASK CONVENTION (the one convention in qkv): a mask is a bool Tensor where true means
+// "may attend" (as PyTorch's scaled_dot_product_attention; the opposite of
+// nn.MultiheadAttention's key_padding_mask). A mask broadcasts against the scores
+// (B, H, n, m): a causal mask is (n, m), a key-padding mask is (B, 1, 1, m). Masks combine
+// by AND (combine_masks). A query row with nothing to attend to gives a zero output and zero,
+// finite gradients (never NaN).
+#pragma once
+#include <optional>
+
+#include "nn/layers.hpp"
+
+namespace qkv::nn {
+
+// (n, m) bool, true where key j <= query i + (m - n): each query sees itself and the past.
+Tensor causal_mask(int64_t n, int64_t m);
+inline Tensor causal_mask(int64_t n) { return causal_mask(n, n); }
+// valid: (B, m) bool, true on real tokens -> (B, 1, 1, m), ready to broadcast over heads and
+// queries.
+Tensor key_padding_mask(const Tensor& valid);
+// AND of two masks (either may be undefined, meaning "attend everywhere").
+Tensor combine_masks(const Tensor& a, const Tensor& b);
+
+// The scale applied to q.k: nullopt is 1/sqrt(d_k) (the default), 1.0 is "no scaling".
+using Scale = std::optional<double>;
+
+// q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v) -> (..., n, d_v).
+// mask: bool, broadcastable to (..., n, m), or undefined. When weights is non-null it receives
+// the attention weights (..., n, m). Dropout on the weights when dropout_p > 0 (training).
+Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v,
+                                 const Tensor& mask = Tensor(), Scale scale = std::nullopt,
+                                 Var* weights = nullptr, double dropout_p = 0.0,
+                                 Generator* dropout_gen = nullptr);
+
+// Multi-head attention: h heads of width d_model / h, with projections W_Q, W_K, W_V, W_O
+// (each d_model x d_model, biases optional), named w_q, w_k, w_v, w_o.
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t d_model, int64_t heads, Generator& gen, bool bias = true,
+                     Scale scale = std::nullopt, double dropout = 0.0,
+                     std::shared_ptr<Generator> dropout_gen = nullptr);
+
+  // query: (B, n, d), key/value: (B, m, d) -> (B, n, d). Self-attention passes the same
+  // tensor three times; cross-attention takes key/value from another sequence (m != n).
+  // mask: bool broadcastable to (B, h, n, m). When weights is non-null it receives the
+  // per-head attention weights (B, h, n, m) (off by default: training never pays for them).
+  Var forward(const Var& query, const Var& key, const Var& value, const Tensor& mask = Tensor(),
+              Var* weights = nullptr) const;
+
+  // As forward, with keys and values already projected and split: k, v: (B, h, m, d_head).
+  // Incremental decoding uses it with cached projections.
+  Var attend(const Var& query, const Var& k, const Var& v, const Tensor& mask = Tensor(),
+             Var* weights = nullptr) const;
+  // key (B, m, d) -> its projection split into heads (B, h, m, d_head); likewise value.
+  Var project_key(const Var& key) const { return split_heads(w_k->forward(key)); }
+  Var project_value(const Var& value) const { return split_heads(w_v->forward(value)); }
+
+  // Splits (B, n, d) into heads (B, h, n, d/h), and back.
+  Var split_heads(const Var& x) const;
+  Var merge_heads(const Var& x) const;
+
+  int64_t d_model, heads, d_head;
+  Scale scale;
+  double dropout_p;
+  std::shared_ptr<Generator> dropout_gen;
+  std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,69 @@
+#include "nn/layers.hpp"
+
+#include <cmath>
+
+namespace qkv::nn {
+
+Linear::Linear(int64_t in, int64_t out, Generator& gen, bool with_bias) {
+  QKV_CHECK(in > 0 && out > 0, "Linear", "sizes must be positive, got in ", in, " out ", out);
+  // Xavier/Glorot uniform: U(-a, a), a = sqrt(6 / (in + out)), keeps activation variance.
+  const double a = std::sqrt(6.0 / static_cast<double>(in + out));
+  weight = register_parameter("weight", uniform({out, in}, -a, a, gen));
+  if (with_bias) bias = register_parameter("bias", zeros({out}));
+}
+
+Var Linear::forward(const Var& x) const { return ag::linear(x, weight, bias); }
+
+Embedding::Embedding(int64_t vocab, int64_t dim, Generator& gen, bool scale)
+    : scale_by_sqrt_dim(scale) {
+  QKV_CHECK(vocab > 0 && dim > 0, "Embedding", "sizes must be positive, got vocab ", vocab,
+            " dim ", dim);
+  weight = register_parameter("weight", randn({vocab, dim}, gen));
+}
+
+Var Embedding::forward(const Tensor& ids) const {
+  const Var e = ag::embedding(weight, ids);
+  return scale_by_sqrt_dim ? ag::mul(e, std::sqrt(static_cast<double>(dim()))) : e;
+}
+
+LayerNorm::LayerNorm(int64_t d, double eps_) : eps(eps_) {
+  QKV_CHECK(d > 0 && eps_ > 0, "LayerNorm", "needs d > 0 and eps > 0, got d ", d, " eps ", eps_);
+  weight = register_parameter("weight", ones({d}));
+  bias = register_parameter("bias", zeros({d}));
+}
+
+Var LayerNorm::forward(const Var& x) const { return ag::layer_norm(x, weight, bias, eps); }
+
+Dropout::Dropout(double p_, std::shared_ptr<Generator> g) : p(p_), gen(std::move(g)) {
+  QKV_CHECK(p_ >= 0 && p_ < 1, "Dropout", "p must be in [0, 1), got ", p_);
+}
+
+Var Dropout::forward(const Var& x) const {
+  if (!is_training() || p == 0) return x;
+  return ag::dropout(x, p, *gen);
+}
+
+Activation parse_activation(const std::string& name) {
+  if (name == "relu") return Activation::relu;
+  if (name == "gelu") return Activation::gelu;
+  throw Error(cat("activation: unknown '", name, "' (expected relu or gelu)"));
+}
+
+Var activate(const Var& x, Activation a) {
+  return a == Activation::relu ? ag::relu(x) : ag::gelu(x);
+}
+
+PositionwiseFeedForward::PositionwiseFeedForward(int64_t d, int64_t d_ff, Generator& gen,
+                                                 Activation a, double p,
+                                                 std::shared_ptr<Generator> dropout_gen)
+    : act(a) {
+  linear1 = register_module("linear1", std::make_shared<Linear>(d, d_ff, gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(d_ff, d, gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(p, std::move(dropout_gen)));
+}
+
+Var PositionwiseFeedForward::forward(const Var& x) const {
+  return linear2->forward(dropout->forward(activate(linear1->forward(x), act)));
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,69 @@
+// The basic layers: Linear, Embedding, LayerNorm, Dropout, PositionwiseFeedForward.
+// Shapes: "..." is any number of leading dims (batch, sequence).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/random.hpp"
+#include "nn/module.hpp"
+
+namespace qkv::nn {
+
+// y = x W^T + b. x: (..., in) -> (..., out). W: (out, in), Xavier/Glorot uniform;
+// b: (out), zeros (omitted when bias = false).
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, Generator& gen, bool bias = true);
+  Var forward(const Var& x) const;
+  Var weight, bias;
+};
+
+// ids: (...) int64 -> (..., dim). Weight (vocab, dim) ~ N(0, 1) as torch.nn.Embedding;
+// scale_by_sqrt_dim multiplies the output by sqrt(dim), as the lesson (and Vaswani et al.) do.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t vocab, int64_t dim, Generator& gen, bool scale_by_sqrt_dim = false);
+  Var forward(const Tensor& ids) const;
+  int64_t vocab() const { return weight.size(0); }
+  int64_t dim() const { return weight.size(1); }
+  Var weight;
+  bool scale_by_sqrt_dim;
+};
+
+// Normalises the last dim: (x - mean) / sqrt(var + eps) * weight + bias. x: (..., d).
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t d, double eps = 1e-5);
+  Var forward(const Var& x) const;
+  Var weight, bias;
+  double eps;
+};
+
+// Inverted dropout with probability p while training; identity in eval mode or when p == 0.
+// The mask comes from a generator shared by the whole model, so a checkpoint that saves that
+// generator's state resumes with the same masks.
+class Dropout : public Module {
+ public:
+  Dropout(double p, std::shared_ptr<Generator> gen);
+  Var forward(const Var& x) const;
+  double p;
+  std::shared_ptr<Generator> gen;
+};
+
+enum class Activation { relu, gelu };
+Activation parse_activation(const std::string& name);  // "relu" | "gelu"
+Var activate(const Var& x, Activation a);
+
+// FFN(x) = act(x W1^T + b1) W2^T + b2, with dropout after the activation (as PyTorch's
+// Transformer layers). x: (..., d) -> (..., d); inner width d_ff (default 4d).
+class PositionwiseFeedForward : public Module {
+ public:
+  PositionwiseFeedForward(int64_t d, int64_t d_ff, Generator& gen, Activation act,
+                          double dropout, std::shared_ptr<Generator> dropout_gen);
+  Var forward(const Var& x) const;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout;
+  Activation act;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,125 @@
+#include "nn/seq2seq.hpp"
+
+#include <cmath>
+
+namespace qkv::nn {
+
+void ModelConfig::validate() const {
+  auto need = [](bool ok, const std::string& key, const std::string& why) {
+    if (!ok) throw Error("model." + key + ": " + why);
+  };
+  need(src_vocab > 0, "src_vocab", "must be positive, got " + std::to_string(src_vocab));
+  need(tgt_vocab > 0, "tgt_vocab", "must be positive, got " + std::to_string(tgt_vocab));
+  need(d_model > 0, "d_model", "must be positive, got " + std::to_string(d_model));
+  need(heads > 0, "heads", "must be positive, got " + std::to_string(heads));
+  need(d_model % heads == 0, "heads",
+       "d_model " + std::to_string(d_model) + " is not divisible by heads " + std::to_string(heads));
+  need(d_ff > 0, "d_ff", "must be positive, got " + std::to_string(d_ff));
+  need(encoder_layers >= 0, "encoder_layers", "must be >= 0");
+  need(decoder_layers > 0, "decoder_layers", "must be >= 1");
+  need(dropout >= 0 && dropout < 1, "dropout", "must be in [0, 1), got " + std::to_string(dropout));
+  need(attention_dropout >= 0 && attention_dropout < 1, "attention_dropout", "must be in [0, 1)");
+  need(activation == "relu" || activation == "gelu", "activation",
+       "must be relu or gelu, got '" + activation + "'");
+  need(position == "sinusoidal" || position == "learned" || position == "none", "position",
+       "must be sinusoidal, learned or none, got '" + position + "'");
+  need(max_len > 0, "max_len", "must be positive");
+  need(!share_embeddings || src_vocab == tgt_vocab, "share_embeddings",
+       "needs one vocabulary for source and target (got " + std::to_string(src_vocab) + " and " +
+           std::to_string(tgt_vocab) + ")");
+  need(attention_scale >= 0, "attention_scale", "must be >= 0 (0 means 1/sqrt(d_k))");
+  need(layer_norm_eps > 0, "layer_norm_eps", "must be positive");
+}
+
+BlockConfig ModelConfig::block() const {
+  BlockConfig b;
+  b.d_model = d_model;
+  b.heads = heads;
+  b.d_ff = d_ff;
+  b.dropout = dropout;
+  b.attention_dropout = attention_dropout;
+  b.norm_first = norm_first;
+  b.layer_norm_eps = layer_norm_eps;
+  b.activation = parse_activation(activation);
+  if (attention_scale > 0) b.scale = attention_scale;
+  b.bias = bias;
+  return b;
+}
+
+Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
+    : config(c), dropout_gen_(std::make_shared<Generator>(gen.next_u64())) {
+  c.validate();
+  src_embed = register_module(
+      "src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, gen, c.scale_embedding));
+  tgt_embed = c.share_embeddings
+                  ? src_embed
+                  : register_module("tgt_embed", std::make_shared<Embedding>(
+                                                     c.tgt_vocab, c.d_model, gen, c.scale_embedding));
+  const PositionKind pk = parse_position(c.position);
+  src_pos = register_module("src_pos", std::make_shared<PositionalEncoding>(
+                                           pk, c.d_model, c.max_len, gen, c.dropout, dropout_gen_));
+  tgt_pos = register_module("tgt_pos", std::make_shared<PositionalEncoding>(
+                                           pk, c.d_model, c.max_len, gen, c.dropout, dropout_gen_));
+  const bool final_norm = c.final_norm || c.norm_first;
+  encoder = register_module("encoder", std::make_shared<Encoder>(c.encoder_layers, c.block(),
+                                                                 final_norm, gen, dropout_gen_));
+  decoder = register_module("decoder", std::make_shared<Decoder>(c.decoder_layers, c.block(),
+                                                                 final_norm, gen, dropout_gen_));
+  if (!c.tie_output)
+    output = register_module("output", std::make_shared<Linear>(c.d_model, c.tgt_vocab, gen));
+}
+
+Var Seq2Seq::project(const Var& h) const {
+  if (output) return output->forward(h);
+  return ag::linear(h, tgt_embed->weight);  // tied: logits = h E^T
+}
+
+Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights) const {
+  QKV_CHECK(src.dim() == 2 && src_valid.shape() == src.shape(), "Seq2Seq::encode", "src ",
+            src.shape(), " and src_valid ", src_valid.shape(), " must both be (B, S)");
+  ag::ModuleScope scope("encoder");
+  const Var x = src_pos->forward(src_embed->forward(src));
+  return encoder->forward(x, key_padding_mask(src_valid), weights);
+}
+
+Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
+                    const Tensor& tgt_valid, AttentionMaps* maps) const {
+  QKV_CHECK(tgt_in.dim() == 2 && tgt_valid.shape() == tgt_in.shape(), "Seq2Seq::decode",
+            "tgt_in ", tgt_in.shape(), " and tgt_valid ", tgt_valid.shape(),
+            " must both be (B, T)");
+  ag::ModuleScope scope("decoder");
+  const int64_t t = tgt_in.size(1);
+  const Var y = tgt_pos->forward(tgt_embed->forward(tgt_in));
+  const Tensor self_mask = combine_masks(causal_mask(t), key_padding_mask(tgt_valid));
+  const Var h = decoder->forward(y, memory, self_mask, key_padding_mask(src_valid),
+                                 maps ? &maps->decoder_self : nullptr,
+                                 maps ? &maps->decoder_cross : nullptr);
+  return project(h);
+}
+
+Var Seq2Seq::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+                     const Tensor& tgt_valid, AttentionMaps* maps) const {
+  QKV_CHECK(src.size(0) == tgt_in.size(0), "Seq2Seq", "batch sizes differ: src ", src.shape(),
+            ", tgt_in ", tgt_in.shape());
+  const Var memory = encode(src, src_valid, maps ? &maps->encoder_self : nullptr);
+  return decode(memory, src_valid, tgt_in, tgt_valid, maps);
+}
+
+Seq2Seq::DecodeState Seq2Seq::start_decoding(const Var& memory, const Tensor& src_valid) const {
+  DecodeState s;
+  s.memory = memory;
+  s.cross_mask = key_padding_mask(src_valid);
+  return s;
+}
+
+Var Seq2Seq::decode_step(DecodeState& s, const Tensor& tokens, std::vector<Var>* cws) const {
+  QKV_CHECK(tokens.dim() == 1 && tokens.size(0) == s.memory.size(0), "Seq2Seq::decode_step",
+            "tokens ", tokens.shape(), " for a batch of ", s.memory.size(0));
+  ag::NoGrad no_grad;
+  const Var y = tgt_pos->forward(tgt_embed->forward(tokens.unsqueeze(1)), s.position);
+  const Var h = decoder->forward_step(y, s.memory, s.cross_mask, s.cache, cws);
+  ++s.position;
+  return ag::select(project(h), 1, 0);  // (B, V)
+}
+
+}  // namespace qkv::nn

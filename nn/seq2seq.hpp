@@ -1,0 +1,89 @@
+// Seq2Seq: the encoder-decoder Transformer of the lesson.
+//
+//   src (B, S) int64 -> embed * sqrt(d) + PE -> Encoder -> memory (B, S, d)
+//   tgt_in (B, T) int64 -> embed * sqrt(d) + PE -> Decoder(memory) -> Linear -> logits (B, T, V)
+//
+// Masks: src_valid (B, S) and tgt_valid (B, T) are bool, true on real tokens (not padding).
+// The encoder masks padded keys; the decoder's self-attention is causal AND masks padded
+// targets; its cross-attention masks padded sources.
+#pragma once
+#include <string>
+
+#include "nn/positional.hpp"
+#include "nn/transformer.hpp"
+
+namespace qkv::nn {
+
+struct ModelConfig {
+  int64_t src_vocab = 0;  // set from the data's vocabulary
+  int64_t tgt_vocab = 0;
+  int64_t d_model = 128;
+  int64_t heads = 4;
+  int64_t d_ff = 512;
+  int64_t encoder_layers = 2;
+  int64_t decoder_layers = 2;
+  double dropout = 0.1;
+  double attention_dropout = 0.0;
+  bool norm_first = false;      // false: post-LN (the lesson's); true: pre-LN
+  bool final_norm = false;      // a LayerNorm after each stack (always on for pre-LN)
+  std::string activation = "relu";
+  std::string position = "sinusoidal";  // sinusoidal | learned | none
+  int64_t max_len = 512;                // learned positions only
+  bool scale_embedding = true;          // embeddings * sqrt(d_model)
+  bool share_embeddings = false;        // one table for source and target (same vocab)
+  bool tie_output = false;              // output projection = target embedding^T
+  double attention_scale = 0.0;         // 0: 1/sqrt(d_k) (default); else this number (1 = none)
+  double layer_norm_eps = 1e-5;
+  bool bias = true;
+  // Throws qkv::Error naming the key when a value is out of range or inconsistent.
+  void validate() const;
+  BlockConfig block() const;
+};
+
+// Per-layer attention weights, when asked for.
+struct AttentionMaps {
+  std::vector<Var> encoder_self, decoder_self, decoder_cross;  // each (B, h, n, m)
+};
+
+class Seq2Seq : public Module {
+ public:
+  Seq2Seq(const ModelConfig& c, Generator& gen);
+
+  Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const;
+  // memory: (B, S, d)
+  Var encode(const Tensor& src, const Tensor& src_valid,
+             std::vector<Var>* weights = nullptr) const;
+  // Full decoder pass over tgt_in: (B, T, V) logits.
+  Var decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
+             const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const;
+
+  // Incremental decoding: feed one token per sequence at a time; the state caches every
+  // layer's keys and values, so step t costs O(t) instead of re-running the prefix.
+  struct DecodeState {
+    Var memory;
+    Tensor cross_mask;  // (B, 1, 1, S)
+    std::vector<DecoderBlockCache> cache;
+    int64_t position = 0;
+  };
+  DecodeState start_decoding(const Var& memory, const Tensor& src_valid) const;
+  // tokens: (B) int64, the previous output (or <bos>) -> logits (B, V) for the next token.
+  Var decode_step(DecodeState& state, const Tensor& tokens,
+                  std::vector<Var>* cross_weights = nullptr) const;
+
+  // The generator used by every dropout in the model (saved in checkpoints).
+  Generator& dropout_generator() const { return *dropout_gen_; }
+
+  ModelConfig config;
+  std::shared_ptr<Embedding> src_embed, tgt_embed;
+  std::shared_ptr<PositionalEncoding> src_pos, tgt_pos;
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+  std::shared_ptr<Linear> output;  // null when tied to tgt_embed
+
+ private:
+  Var project(const Var& h) const;  // (..., d) -> (..., V)
+  std::shared_ptr<Generator> dropout_gen_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,163 @@
+#include "nn/transformer.hpp"
+
+#include <string>
+
+namespace qkv::nn {
+namespace {
+
+std::shared_ptr<MultiHeadAttention> make_attention(const BlockConfig& c, Generator& gen,
+                                                   const std::shared_ptr<Generator>& dgen) {
+  return std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.bias, c.scale,
+                                              c.attention_dropout, dgen);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ encoder block
+
+TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator& gen,
+                                                 std::shared_ptr<Generator> dgen)
+    : norm_first(c.norm_first) {
+  self_attn = register_module("self_attn", make_attention(c, gen, dgen));
+  ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
+                                   c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dgen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dgen));
+}
+
+Var TransformerEncoderBlock::forward(const Var& x, const Tensor& mask, Var* w) const {
+  auto sa = [&](const Var& h) { return dropout1->forward(self_attn->forward(h, h, h, mask, w)); };
+  auto ff = [&](const Var& h) { return dropout2->forward(ffn->forward(h)); };
+  if (norm_first) {
+    const Var x1 = ag::add(x, sa(norm1->forward(x)));
+    return ag::add(x1, ff(norm2->forward(x1)));
+  }
+  const Var x1 = norm1->forward(ag::add(x, sa(x)));
+  return norm2->forward(ag::add(x1, ff(x1)));
+}
+
+// ------------------------------------------------------------------ decoder block
+
+TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator& gen,
+                                                 std::shared_ptr<Generator> dgen)
+    : norm_first(c.norm_first) {
+  self_attn = register_module("self_attn", make_attention(c, gen, dgen));
+  cross_attn = register_module("cross_attn", make_attention(c, gen, dgen));
+  ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
+                                   c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dgen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dgen));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout, dgen));
+}
+
+Var TransformerDecoderBlock::forward(const Var& x, const Var& memory, const Tensor& self_mask,
+                                     const Tensor& cross_mask, Var* sw, Var* cw) const {
+  auto sa = [&](const Var& h) {
+    return dropout1->forward(self_attn->forward(h, h, h, self_mask, sw));
+  };
+  auto ca = [&](const Var& h) {
+    return dropout2->forward(cross_attn->forward(h, memory, memory, cross_mask, cw));
+  };
+  auto ff = [&](const Var& h) { return dropout3->forward(ffn->forward(h)); };
+  if (norm_first) {
+    const Var x1 = ag::add(x, sa(norm1->forward(x)));
+    const Var x2 = ag::add(x1, ca(norm2->forward(x1)));
+    return ag::add(x2, ff(norm3->forward(x2)));
+  }
+  const Var x1 = norm1->forward(ag::add(x, sa(x)));
+  const Var x2 = norm2->forward(ag::add(x1, ca(x1)));
+  return norm3->forward(ag::add(x2, ff(x2)));
+}
+
+Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory,
+                                          const Tensor& cross_mask, DecoderBlockCache& cache,
+                                          Var* cw) const {
+  // Self-attention of the new position over every cached position and itself: nothing in the
+  // cache lies in its future, so no causal mask is needed.
+  auto sa = [&](const Var& h) {
+    const Var k = self_attn->project_key(h), v = self_attn->project_value(h);
+    cache.self_k = cache.self_k.defined() ? ag::concat({cache.self_k, k}, 2) : k;
+    cache.self_v = cache.self_v.defined() ? ag::concat({cache.self_v, v}, 2) : v;
+    return self_attn->attend(h, cache.self_k, cache.self_v);
+  };
+  auto ca = [&](const Var& h) {
+    if (!cache.cross_k.defined()) {
+      cache.cross_k = cross_attn->project_key(memory);
+      cache.cross_v = cross_attn->project_value(memory);
+    }
+    return cross_attn->attend(h, cache.cross_k, cache.cross_v, cross_mask, cw);
+  };
+  if (norm_first) {
+    const Var x1 = ag::add(x, sa(norm1->forward(x)));
+    const Var x2 = ag::add(x1, ca(norm2->forward(x1)));
+    return ag::add(x2, ffn->forward(norm3->forward(x2)));
+  }
+  const Var x1 = norm1->forward(ag::add(x, sa(x)));
+  const Var x2 = norm2->forward(ag::add(x1, ca(x1)));
+  return norm3->forward(ag::add(x2, ffn->forward(x2)));
+}
+
+// ------------------------------------------------------------------ stacks
+
+Encoder::Encoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& gen,
+                 std::shared_ptr<Generator> dgen) {
+  QKV_CHECK(n >= 0, "Encoder", "negative layer count ", n);
+  for (int64_t i = 0; i < n; ++i)
+    layers.push_back(std::make_shared<TransformerEncoderBlock>(c, gen, dgen));
+  register_module("layers", std::make_shared<ModuleList>(layers));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+}
+
+Var Encoder::forward(const Var& x, const Tensor& mask, std::vector<Var>* weights) const {
+  Var h = x;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    ag::ModuleScope scope("layers." + std::to_string(i));
+    Var w;
+    h = layers[i]->forward(h, mask, weights ? &w : nullptr);
+    if (weights) weights->push_back(w);
+  }
+  return norm ? norm->forward(h) : h;
+}
+
+Decoder::Decoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& gen,
+                 std::shared_ptr<Generator> dgen) {
+  QKV_CHECK(n >= 0, "Decoder", "negative layer count ", n);
+  for (int64_t i = 0; i < n; ++i)
+    layers.push_back(std::make_shared<TransformerDecoderBlock>(c, gen, dgen));
+  register_module("layers", std::make_shared<ModuleList>(layers));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+}
+
+Var Decoder::forward(const Var& x, const Var& memory, const Tensor& self_mask,
+                     const Tensor& cross_mask, std::vector<Var>* sws,
+                     std::vector<Var>* cws) const {
+  Var h = x;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    ag::ModuleScope scope("layers." + std::to_string(i));
+    Var sw, cw;
+    h = layers[i]->forward(h, memory, self_mask, cross_mask, sws ? &sw : nullptr,
+                           cws ? &cw : nullptr);
+    if (sws) sws->push_back(sw);
+    if (cws) cws->push_back(cw);
+  }
+  return norm ? norm->forward(h) : h;
+}
+
+Var Decoder::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
+                          std::vector<DecoderBlockCache>& cache, std::vector<Var>* cws) const {
+  if (cache.size() != layers.size()) cache.resize(layers.size());
+  Var h = x;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Var cw;
+    h = layers[i]->forward_step(h, memory, cross_mask, cache[i], cws ? &cw : nullptr);
+    if (cws) cws->push_back(cw);
+  }
+  return norm ? norm->forward(h) : h;
+}
+
+}  // namespace qkv::nn

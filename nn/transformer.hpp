@@ -1,0 +1,93 @@
+// Transformer blocks and stacks.
+//
+// Post-LN (the lesson's, norm_first = false): x = LayerNorm(x + Sublayer(x)).
+// Pre-LN (norm_first = true):                 x = x + Sublayer(LayerNorm(x)).
+// Dropout is applied to each sublayer's output before the residual add, as in PyTorch.
+// Masks follow nn/attention.hpp: bool, true = may attend.
+#pragma once
+#include <vector>
+
+#include "nn/attention.hpp"
+
+namespace qkv::nn {
+
+struct BlockConfig {
+  int64_t d_model = 128;
+  int64_t heads = 4;
+  int64_t d_ff = 512;
+  double dropout = 0.1;
+  double attention_dropout = 0.0;
+  bool norm_first = false;
+  double layer_norm_eps = 1e-5;
+  Activation activation = Activation::relu;
+  Scale scale = std::nullopt;  // attention scale; nullopt = 1/sqrt(d_k)
+  bool bias = true;
+};
+
+// Self-attention + FFN. x: (B, n, d) -> (B, n, d).
+class TransformerEncoderBlock : public Module {
+ public:
+  TransformerEncoderBlock(const BlockConfig& c, Generator& gen, std::shared_ptr<Generator> dgen);
+  // mask: broadcastable to (B, h, n, n), e.g. key_padding_mask(src_valid).
+  Var forward(const Var& x, const Tensor& mask, Var* attn_weights = nullptr) const;
+
+  bool norm_first;
+  std::shared_ptr<MultiHeadAttention> self_attn;
+  std::shared_ptr<PositionwiseFeedForward> ffn;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> dropout1, dropout2;
+};
+
+// Cached keys and values of one decoder block, for incremental decoding.
+struct DecoderBlockCache {
+  Var self_k, self_v;    // (B, h, t, d_head): projections of every position decoded so far
+  Var cross_k, cross_v;  // (B, h, m, d_head): the memory's projections, computed once
+};
+
+// Masked self-attention + cross-attention to the encoder output + FFN.
+class TransformerDecoderBlock : public Module {
+ public:
+  TransformerDecoderBlock(const BlockConfig& c, Generator& gen, std::shared_ptr<Generator> dgen);
+  // x: (B, n, d), memory: (B, m, d). self_mask broadcastable to (B, h, n, n) (causal AND
+  // target padding); cross_mask to (B, h, n, m) (source padding).
+  Var forward(const Var& x, const Var& memory, const Tensor& self_mask, const Tensor& cross_mask,
+              Var* self_weights = nullptr, Var* cross_weights = nullptr) const;
+  // One new position. x: (B, 1, d); the cache holds positions < t and receives t.
+  // cross_mask broadcastable to (B, h, 1, m). No autograd (inference).
+  Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
+                   DecoderBlockCache& cache, Var* cross_weights = nullptr) const;
+
+  bool norm_first;
+  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
+  std::shared_ptr<PositionwiseFeedForward> ffn;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+};
+
+// N encoder blocks, with a final LayerNorm when final_norm (pre-LN stacks need one; PyTorch's
+// nn.Transformer adds one to post-LN stacks too).
+class Encoder : public Module {
+ public:
+  Encoder(int64_t layers, const BlockConfig& c, bool final_norm, Generator& gen,
+          std::shared_ptr<Generator> dgen);
+  // weights, when non-null, receives each layer's self-attention weights.
+  Var forward(const Var& x, const Tensor& mask, std::vector<Var>* weights = nullptr) const;
+  std::vector<std::shared_ptr<TransformerEncoderBlock>> layers;
+  std::shared_ptr<LayerNorm> norm;  // null without final_norm
+};
+
+class Decoder : public Module {
+ public:
+  Decoder(int64_t layers, const BlockConfig& c, bool final_norm, Generator& gen,
+          std::shared_ptr<Generator> dgen);
+  Var forward(const Var& x, const Var& memory, const Tensor& self_mask, const Tensor& cross_mask,
+              std::vector<Var>* self_weights = nullptr,
+              std::vector<Var>* cross_weights = nullptr) const;
+  Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
+                   std::vector<DecoderBlockCache>& cache,
+                   std::vector<Var>* cross_weights = nullptr) const;
+  std::vector<std::shared_ptr<TransformerDecoderBlock>> layers;
+  std::shared_ptr<LayerNorm> norm;
+};
+
+}  // namespace qkv::nn
