@@ -1,5 +1,7 @@
 // Elementwise ops: binary with NumPy broadcasting, scalar variants, unary maps, masks.
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "strided.hpp"
 #include "tensor.hpp"
@@ -91,14 +93,40 @@ Tensor compare_scalar(const Tensor& a, double s, const char* op, F f) {
   QKV_CHECK(a.defined(), op, "undefined tensor");
   return visit_all(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T v = static_cast<T>(s);
-    return unary_kernel<T, uint8_t>(a, [&](T x) { return uint8_t(f(x, v)); });
+    if constexpr (std::is_integral_v<T>) {
+      // Compare the true values: int64 2 < 2.5, and never equal to a fractional scalar.
+      return unary_kernel<T, uint8_t>(a, [&](T x) { return uint8_t(f(static_cast<double>(x), s)); });
+    } else {
+      // As torch: the scalar takes the tensor's float type.
+      const T v = static_cast<T>(s);
+      return unary_kernel<T, uint8_t>(a, [&](T x) { return uint8_t(f(x, v)); });
+    }
   });
+}
+
+void check_float(const Tensor& x, const char* op) {
+  QKV_CHECK(x.defined(), op, "undefined tensor");
+  QKV_CHECK(is_floating(x.dtype()), op, "expected a float32 or float64 tensor, got ",
+            dtype_name(x.dtype()), " ", x.shape());
+}
+
+// NaN-propagating max/min (as torch.maximum): a NaN on either side gives NaN.
+template <class T>
+T max_nan(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (x != x || y != y) return std::numeric_limits<T>::quiet_NaN();
+  return x >= y ? x : y;
+}
+template <class T>
+T min_nan(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (x != x || y != y) return std::numeric_limits<T>::quiet_NaN();
+  return x <= y ? x : y;
 }
 
 template <class F>
 Tensor float_map(const Tensor& x, const char* op, F f) {
-  QKV_CHECK(x.defined(), op, "undefined tensor");
+  check_float(x, op);
   return visit_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return unary_kernel<T, T>(x, [&](T v) { return static_cast<T>(f(v)); });
@@ -117,8 +145,8 @@ Tensor sub(const Tensor& a, const Tensor& b) { return arith(a, b, "sub", [](auto
 Tensor mul(const Tensor& a, const Tensor& b) { return arith(a, b, "mul", [](auto x, auto y) { return x * y; }); }
 Tensor div(const Tensor& a, const Tensor& b) { return arith(a, b, "div", [](auto x, auto y) { return x / y; }); }
 Tensor pow(const Tensor& a, const Tensor& b) { return arith(a, b, "pow", [](auto x, auto y) { return std::pow(x, y); }); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return arith(a, b, "maximum", [](auto x, auto y) { return x >= y ? x : y; }); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return arith(a, b, "minimum", [](auto x, auto y) { return x <= y ? x : y; }); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return arith(a, b, "maximum", [](auto x, auto y) { return max_nan(x, y); }); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return arith(a, b, "minimum", [](auto x, auto y) { return min_nan(x, y); }); }
 
 Tensor add(const Tensor& a, double s) { return arith_scalar(a, "add", [s](auto x) { return x + s; }); }
 Tensor sub(const Tensor& a, double s) { return arith_scalar(a, "sub", [s](auto x) { return x - s; }); }
@@ -130,8 +158,8 @@ Tensor pow(const Tensor& a, double e) {
   if (e == 2.0) return arith_scalar(a, "pow", [](auto x) { return x * x; });
   return arith_scalar(a, "pow", [e](auto x) { return std::pow(x, e); });
 }
-Tensor maximum(const Tensor& a, double s) { return arith_scalar(a, "maximum", [s](auto x) { return x >= s ? x : s; }); }
-Tensor minimum(const Tensor& a, double s) { return arith_scalar(a, "minimum", [s](auto x) { return x <= s ? x : s; }); }
+Tensor maximum(const Tensor& a, double s) { return arith_scalar(a, "maximum", [s](auto x) { return max_nan<double>(x, s); }); }
+Tensor minimum(const Tensor& a, double s) { return arith_scalar(a, "minimum", [s](auto x) { return min_nan<double>(x, s); }); }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", [](auto x, auto y) { return x == y; }); }
 Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", [](auto x, auto y) { return x != y; }); }
@@ -209,22 +237,25 @@ Tensor sigmoid(const Tensor& x) {
     return e / (T(1) + e);
   });
 }
-Tensor relu(const Tensor& x) { return float_map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); }); }
+// NaN passes through (v < 0 is false), so a diverging run stays visible.
+Tensor relu(const Tensor& x) { return float_map(x, "relu", [](auto v) { return v < 0 ? decltype(v)(0) : v; }); }
 Tensor gelu(const Tensor& x) {
   return float_map(x, "gelu", [](auto v) {
     using T = decltype(v);
-    return T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2)));
+    // Phi(v) = erfc(-v / sqrt 2) / 2: unlike 1 + erf(v / sqrt 2), no cancellation for v << 0.
+    return T(0.5) * v * std::erfc(-v * T(M_SQRT1_2));
   });
 }
 Tensor gelu_grad(const Tensor& x) {
   return float_map(x, "gelu_grad", [](auto v) {
     using T = decltype(v);
-    const T cdf = T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2)));
+    const T cdf = T(0.5) * std::erfc(-v * T(M_SQRT1_2));
     const T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);  // 1/sqrt(2 pi)
     return cdf + v * pdf;
   });
 }
 Tensor isfinite(const Tensor& x) {
+  check_float(x, "isfinite");
   return visit_float(x.dtype(), "isfinite", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return unary_kernel<T, uint8_t>(x, [](T v) { return uint8_t(std::isfinite(v)); });

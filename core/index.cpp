@@ -6,14 +6,19 @@
 namespace qkv {
 namespace {
 
-void check_index(const Tensor& idx, int64_t limit, const char* op) {
+// idx: int64 indices into a dim of size limit of a tensor of shape x (named in errors).
+void check_index(const Tensor& idx, int64_t limit, const Shape& x, const char* op) {
   QKV_CHECK(idx.defined() && idx.dtype() == DType::i64, op, "indices must be int64, got ",
             idx.defined() ? dtype_name(idx.dtype()) : "undefined", " ", idx.shape());
   const Tensor c = idx.contiguous();
   const int64_t* p = c.data<int64_t>();
   for (int64_t i = 0, n = c.numel(); i < n; ++i)
     QKV_CHECK(p[i] >= 0 && p[i] < limit, op, "index ", p[i], " out of range [0, ", limit,
-              ") for indices of shape ", idx.shape());
+              ") in indices of shape ", idx.shape(), " into ", x);
+}
+
+void check_defined(const Tensor& t, const char* op) {
+  QKV_CHECK(t.defined(), op, "undefined tensor");
 }
 
 }  // namespace
@@ -21,7 +26,10 @@ void check_index(const Tensor& idx, int64_t limit, const char* op) {
 Tensor concat(const std::vector<Tensor>& ts, int64_t d) {
   QKV_CHECK(!ts.empty(), "concat", "no tensors");
   const Tensor& first = ts[0];
-  d = wrap_dim(d, first.dim(), "concat");
+  for (const Tensor& t : ts) check_defined(t, "concat");
+  QKV_CHECK(first.dim() > 0, "concat", "cannot concatenate 0-d tensors of shape ", first.shape(),
+            "; use stack");
+  d = wrap_dim(d, first.shape(), "concat");
   Shape shape = first.shape();
   shape[d] = 0;
   for (const Tensor& t : ts) {
@@ -44,6 +52,9 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t d) {
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t d) {
   QKV_CHECK(!ts.empty(), "stack", "no tensors");
+  check_defined(ts[0], "stack");
+  QKV_CHECK(d >= -(ts[0].dim() + 1) && d <= ts[0].dim(), "stack", "dim ", d,
+            " out of range for stacking tensors of shape ", ts[0].shape());
   d = wrap_dim(d, ts[0].dim() + 1, "stack");
   std::vector<Tensor> us;
   for (const Tensor& t : ts) {
@@ -55,7 +66,9 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t d) {
 }
 
 std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t d) {
-  d = wrap_dim(d, x.dim(), "split");
+  check_defined(x, "split");
+  QKV_CHECK(x.dim() > 0, "split", "cannot split a 0-d tensor");
+  d = wrap_dim(d, x.shape(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     QKV_CHECK(s >= 0, "split", "negative size in ", sizes);
@@ -73,16 +86,22 @@ std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t d) {
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t d) {
-  d = wrap_dim(d, x.dim(), "chunk");
+  check_defined(x, "chunk");
+  QKV_CHECK(x.dim() > 0, "chunk", "cannot chunk a 0-d tensor");
+  d = wrap_dim(d, x.shape(), "chunk");
   QKV_CHECK(n > 0 && x.size(d) % n == 0, "chunk", "dim ", d, " of ", x.shape(),
             " does not split into ", n, " equal parts");
   return split(x, Shape(n, x.size(d) / n), d);
 }
 
 Tensor index_select(const Tensor& x, int64_t d, const Tensor& idx) {
-  d = wrap_dim(d, x.dim(), "index_select");
-  QKV_CHECK(idx.dim() == 1, "index_select", "indices must be 1-d, got ", idx.shape());
-  check_index(idx, x.size(d), "index_select");
+  check_defined(x, "index_select");
+  check_defined(idx, "index_select");
+  QKV_CHECK(x.dim() > 0, "index_select", "cannot index a 0-d tensor");
+  d = wrap_dim(d, x.shape(), "index_select");
+  QKV_CHECK(idx.dim() == 1, "index_select", "indices must be 1-d, got ", idx.shape(), " for ",
+            x.shape());
+  check_index(idx, x.size(d), x.shape(), "index_select");
   Shape shape = x.shape();
   shape[d] = idx.numel();
   Tensor out = empty(shape, x.dtype());
@@ -96,11 +115,18 @@ Tensor index_select(const Tensor& x, int64_t d, const Tensor& idx) {
 }
 
 Tensor index_add(const Tensor& base, int64_t d, const Tensor& idx, const Tensor& src) {
-  d = wrap_dim(d, base.dim(), "index_add");
-  QKV_CHECK(idx.dim() == 1 && src.dim() == base.dim() && src.size(d) == idx.numel(), "index_add",
-            "base ", base.shape(), ", indices ", idx.shape(), ", source ", src.shape(),
-            " do not fit");
-  check_index(idx, base.size(d), "index_add");
+  check_defined(base, "index_add");
+  check_defined(idx, "index_add");
+  check_defined(src, "index_add");
+  QKV_CHECK(base.dim() > 0, "index_add", "cannot index a 0-d tensor");
+  d = wrap_dim(d, base.shape(), "index_add");
+  bool fits = idx.dim() == 1 && src.dim() == base.dim() && src.size(d) == idx.numel();
+  for (int64_t i = 0; fits && i < base.dim(); ++i) fits = i == d || src.size(i) == base.size(i);
+  QKV_CHECK(fits, "index_add", "base ", base.shape(), ", indices ", idx.shape(), ", source ",
+            src.shape(), " do not fit");
+  QKV_CHECK(src.dtype() == base.dtype(), "index_add", "dtype mismatch: base ", base.shape(), " ",
+            dtype_name(base.dtype()), ", source ", src.shape(), " ", dtype_name(src.dtype()));
+  check_index(idx, base.size(d), base.shape(), "index_add");
   Tensor out = base.clone();
   const std::vector<int64_t> ids = to_vector<int64_t>(idx);
   // In index order, so repeated indices accumulate deterministically.
@@ -112,13 +138,16 @@ Tensor index_add(const Tensor& base, int64_t d, const Tensor& idx, const Tensor&
 }
 
 Tensor gather(const Tensor& x, int64_t d, const Tensor& idx) {
-  d = wrap_dim(d, x.dim(), "gather");
+  check_defined(x, "gather");
+  check_defined(idx, "gather");
+  QKV_CHECK(x.dim() > 0, "gather", "cannot gather from a 0-d tensor");
+  d = wrap_dim(d, x.shape(), "gather");
   QKV_CHECK(idx.dim() == x.dim(), "gather", "indices ", idx.shape(), " and input ", x.shape(),
             " differ in rank");
   for (int64_t i = 0; i < x.dim(); ++i)
     QKV_CHECK(i == d || idx.size(i) <= x.size(i), "gather", "indices ", idx.shape(),
               " larger than input ", x.shape(), " outside dim ", d);
-  check_index(idx, x.size(d), "gather");
+  check_index(idx, x.size(d), x.shape(), "gather");
   Tensor out = empty(idx.shape(), x.dtype());
   visit_all(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -127,23 +156,32 @@ Tensor gather(const Tensor& x, int64_t d, const Tensor& idx) {
     T* po = out.data<T>();
     // Walk idx; the x offset uses x's strides for every dim but d, where the index decides.
     Shape xs = x.strides();
+    const int64_t xd = xs[d];
     xs[d] = 0;
     detail::for_each_lane<3>(idx.shape(), d, {&out.strides(), &idx.strides(), &xs},
                              [&](auto b, int64_t n, auto st) {
                                for (int64_t j = 0; j < n; ++j)
-                                 po[b[0] + j * st[0]] =
-                                     px[b[2] + pi[b[1] + j * st[1]] * x.stride(d)];
+                                 po[b[0] + j * st[0]] = px[b[2] + pi[b[1] + j * st[1]] * xd];
                              });
   });
   return out;
 }
 
 Tensor scatter_add(const Tensor& base, int64_t d, const Tensor& idx, const Tensor& src) {
-  d = wrap_dim(d, base.dim(), "scatter_add");
-  QKV_CHECK(idx.shape() == src.shape() && idx.dim() == base.dim(), "scatter_add", "base ",
-            base.shape(), ", indices ", idx.shape(), ", source ", src.shape(), " do not fit");
-  QKV_CHECK(src.dtype() == base.dtype(), "scatter_add", "dtype mismatch");
-  check_index(idx, base.size(d), "scatter_add");
+  check_defined(base, "scatter_add");
+  check_defined(idx, "scatter_add");
+  check_defined(src, "scatter_add");
+  QKV_CHECK(base.dim() > 0, "scatter_add", "cannot scatter into a 0-d tensor");
+  d = wrap_dim(d, base.shape(), "scatter_add");
+  bool fits = idx.shape() == src.shape() && idx.dim() == base.dim();
+  // Outside d every index addresses base directly, so it must lie inside base.
+  for (int64_t i = 0; fits && i < base.dim(); ++i) fits = i == d || idx.size(i) <= base.size(i);
+  QKV_CHECK(fits, "scatter_add", "base ", base.shape(), ", indices ", idx.shape(), ", source ",
+            src.shape(), " do not fit");
+  QKV_CHECK(src.dtype() == base.dtype(), "scatter_add", "dtype mismatch: base ", base.shape(),
+            " ", dtype_name(base.dtype()), ", source ", src.shape(), " ",
+            dtype_name(src.dtype()));
+  check_index(idx, base.size(d), base.shape(), "scatter_add");
   Tensor out = base.clone();
   visit_all(base.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -151,20 +189,20 @@ Tensor scatter_add(const Tensor& base, int64_t d, const Tensor& idx, const Tenso
     const int64_t* pi = idx.data<int64_t>();
     T* po = out.data<T>();
     Shape os = out.strides();
+    const int64_t od = os[d];
     os[d] = 0;
     // Each lane along d is owned by one thread and walked in order: deterministic.
     detail::for_each_lane<3>(idx.shape(), d, {&os, &idx.strides(), &src.strides()},
                              [&](auto b, int64_t n, auto st) {
                                for (int64_t j = 0; j < n; ++j)
-                                 po[b[0] + pi[b[1] + j * st[1]] * out.stride(d)] +=
-                                     ps[b[2] + j * st[2]];
+                                 po[b[0] + pi[b[1] + j * st[1]] * od] += ps[b[2] + j * st[2]];
                              });
   });
   return out;
 }
 
 Tensor one_hot(const Tensor& idx, int64_t classes, DType dt) {
-  check_index(idx, classes, "one_hot");
+  check_index(idx, classes, idx.shape(), "one_hot");
   Shape shape = idx.shape();
   shape.push_back(classes);
   Tensor out = zeros(shape, dt);

@@ -47,12 +47,19 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   QKV_CHECK(a_in.dtype() == b_in.dtype(), "matmul", "dtype mismatch: ",
             dtype_name(a_in.dtype()), " ", a_in.shape(), " and ", dtype_name(b_in.dtype()), " ",
             b_in.shape());
+  QKV_CHECK(is_floating(a_in.dtype()), "matmul", "expected float32 or float64 operands, got ",
+            dtype_name(a_in.dtype()), " ", a_in.shape(), " and ", b_in.shape());
   const int64_t n = a_in.size(-2), k = a_in.size(-1), m = b_in.size(-1);
   QKV_CHECK(b_in.size(-2) == k, "matmul", "inner dims differ: ", a_in.shape(), " @ ",
             b_in.shape());
   const Shape abatch(a_in.shape().begin(), a_in.shape().end() - 2);
   const Shape bbatch(b_in.shape().begin(), b_in.shape().end() - 2);
-  const Shape batch = broadcast_shapes(abatch, bbatch, "matmul");
+  Shape batch;
+  try {
+    batch = broadcast_shapes(abatch, bbatch, "matmul");
+  } catch (const Error& e) {
+    throw Error(cat(e.what(), " (batch dims of ", a_in.shape(), " @ ", b_in.shape(), ")"));
+  }
   Shape ashape = batch, bshape = batch, oshape = batch;
   ashape.insert(ashape.end(), {n, k});
   bshape.insert(bshape.end(), {k, m});

@@ -49,14 +49,16 @@ static Tensor fill_counter(const Shape& s, DType dt, Generator& g, F f) {
 Tensor rand(const Shape& s, Generator& g, DType dt) { return uniform(s, 0.0, 1.0, g, dt); }
 
 Tensor uniform(const Shape& s, double lo, double hi, Generator& g, DType dt) {
-  QKV_CHECK(is_floating(dt), "uniform", "dtype must be float");
+  QKV_CHECK(is_floating(dt), "uniform", "dtype must be float32 or float64, got ",
+            dtype_name(dt), " for shape ", s);
   return fill_counter(s, dt, g, [lo, hi](uint64_t seed, uint64_t c) {
     return lo + (hi - lo) * to_unit(random_bits(seed, c));
   });
 }
 
 Tensor randn(const Shape& s, Generator& g, DType dt) {
-  QKV_CHECK(is_floating(dt), "randn", "dtype must be float");
+  QKV_CHECK(is_floating(dt), "randn", "dtype must be float32 or float64, got ", dtype_name(dt),
+            " for shape ", s);
   // Box-Muller on two draws derived from the one counter, in a stream of their own (another
   // seed) so they never coincide with uniform draws at counters 2c and 2c + 1.
   return fill_counter(s, dt, g, [](uint64_t seed, uint64_t c) {

@@ -16,15 +16,25 @@ struct Plan {
   Shape out_shape;  // kept dims, or all dims with 1s when keepdim
 };
 
-Plan plan_reduction(const Tensor& x, const Shape& dims_in, bool keepdim, const char* op) {
+// Which dims of x a reduction over dims_in (empty = all) reduces; checks range and repeats.
+std::vector<bool> reduced_dims(const Tensor& x, const Shape& dims_in, const char* op) {
   QKV_CHECK(x.defined(), op, "undefined tensor");
   const int64_t nd = x.dim();
   std::vector<bool> reduced(nd, dims_in.empty());
+  std::vector<bool> seen(std::max<int64_t>(nd, 1), false);
   for (int64_t d : dims_in) {
-    const int64_t w = wrap_dim(d, nd, op);
-    QKV_CHECK(!reduced[w] || dims_in.empty(), op, "repeated dim ", d, " for shape ", x.shape());
-    reduced[w] = true;
+    // A 0-d tensor accepts dim 0 or -1 (as torch): it has nothing to reduce.
+    const int64_t w = wrap_dim(d, x.shape(), op);
+    QKV_CHECK(!seen[w], op, "repeated dim ", d, " for shape ", x.shape());
+    seen[w] = true;
+    if (nd > 0) reduced[w] = true;
   }
+  return reduced;
+}
+
+Plan plan_reduction(const Tensor& x, const Shape& dims_in, bool keepdim, const char* op) {
+  const std::vector<bool> reduced = reduced_dims(x, dims_in, op);
+  const int64_t nd = x.dim();
   Shape perm, kept, out_shape;
   int64_t r = 1;
   for (int64_t d = 0; d < nd; ++d)
@@ -132,7 +142,9 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   return sum_impl(x, dims, keepdim, false, "sum");
 }
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
-  QKV_CHECK(x.defined() && is_floating(x.dtype()), "mean", "expected a float tensor");
+  QKV_CHECK(x.defined(), "mean", "undefined tensor");
+  QKV_CHECK(is_floating(x.dtype()), "mean", "expected a float tensor, got ",
+            dtype_name(x.dtype()), " ", x.shape());
   return sum_impl(x, dims, keepdim, true, "mean");
 }
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
@@ -144,7 +156,7 @@ Tensor min(const Tensor& x, const Shape& dims, bool keepdim) {
 
 Tensor argmax(const Tensor& x, int64_t d, bool keepdim) {
   QKV_CHECK(x.defined(), "argmax", "undefined tensor");
-  d = wrap_dim(d, x.dim(), "argmax");
+  d = wrap_dim(d, x.shape(), "argmax");
   const Plan p = plan_reduction(x, {d}, keepdim, "argmax");
   QKV_CHECK(p.lanes.size(-1) > 0, "argmax", "empty dim ", d, " of ", x.shape());
   return visit_all(x.dtype(), [&](auto tag) {
@@ -162,7 +174,11 @@ Tensor argmax(const Tensor& x, int64_t d, bool keepdim) {
 }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  QKV_CHECK(x.defined() && is_floating(x.dtype()), "var", "expected a float tensor");
+  QKV_CHECK(x.defined(), "var", "undefined tensor");
+  QKV_CHECK(is_floating(x.dtype()), "var", "expected a float tensor, got ", dtype_name(x.dtype()),
+            " ", x.shape());
+  // Checked here so a bad dim is reported as var's, not mean's.
+  (void)reduced_dims(x, dims, "var");
   const Tensor mu = mean(x, dims, true);
   const Tensor dev = sub(x, mu);
   const Tensor ss = sum(mul(dev, dev), dims, keepdim);

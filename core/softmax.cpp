@@ -14,7 +14,9 @@ namespace {
 template <bool kLog>
 Tensor softmax_impl(const Tensor& x, int64_t d, const char* op) {
   QKV_CHECK(x.defined(), op, "undefined tensor");
-  d = wrap_dim(d, x.dim(), op);
+  QKV_CHECK(is_floating(x.dtype()), op, "expected a float32 or float64 tensor, got ",
+            dtype_name(x.dtype()), " ", x.shape());
+  d = wrap_dim(d, x.shape(), op);
   if (x.dim() == 0) return softmax_impl<kLog>(x.reshape({1}), 0, op).reshape({});
   Tensor out = empty(x.shape(), x.dtype());
   visit_float(x.dtype(), op, [&](auto tag) {
@@ -39,8 +41,11 @@ Tensor softmax_impl(const Tensor& x, int64_t d, const char* op) {
                                  z += e;
                                }
                                if (kLog) {
-                                 const T lz = static_cast<T>(std::log(z)) + m;
-                                 for (int64_t j = 0; j < n; ++j) o[j * st[0]] = in[j * st[1]] - lz;
+                                 // (x - m) - log z, not x - (m + log z): with m = 1e4 in
+                                 // float32 the sum m + log z would round away log z.
+                                 const T lz = static_cast<T>(std::log(z));
+                                 for (int64_t j = 0; j < n; ++j)
+                                   o[j * st[0]] = (in[j * st[1]] - m) - lz;
                                } else {
                                  const T inv = static_cast<T>(1.0 / z);
                                  for (int64_t j = 0; j < n; ++j) o[j * st[0]] *= inv;
@@ -54,9 +59,13 @@ Tensor softmax_impl(const Tensor& x, int64_t d, const char* op) {
 // dx = g - exp(y) * sum(g)            for log-softmax (y = log-probabilities)
 template <bool kLog>
 Tensor softmax_backward_impl(const Tensor& y, const Tensor& g, int64_t d, const char* op) {
-  QKV_CHECK(y.shape() == g.shape() && y.dtype() == g.dtype(), op, "output ", y.shape(),
-            " and gradient ", g.shape(), " differ");
-  d = wrap_dim(d, y.dim(), op);
+  QKV_CHECK(y.defined() && g.defined(), op, "undefined tensor");
+  QKV_CHECK(y.shape() == g.shape() && y.dtype() == g.dtype(), op, "output ", y.shape(), " ",
+            dtype_name(y.dtype()), " and gradient ", g.shape(), " ", dtype_name(g.dtype()),
+            " differ");
+  d = wrap_dim(d, y.shape(), op);
+  if (y.dim() == 0)
+    return softmax_backward_impl<kLog>(y.reshape({1}), g.reshape({1}), 0, op).reshape({});
   Tensor out = empty(y.shape(), y.dtype());
   visit_float(y.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;

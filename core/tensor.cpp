@@ -54,11 +54,33 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
-  const int64_t w = d < 0 ? d + ndim : d;
+  // A 0-d tensor behaves as 1-d here (as torch): dims 0 and -1 both name it.
+  const int64_t w = d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
   QKV_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op, "dim ", d, " out of range for a ",
             ndim, "-d tensor");
   return w;
 }
+
+int64_t wrap_dim(int64_t d, const Shape& s, const char* op) {
+  const int64_t ndim = static_cast<int64_t>(s.size());
+  const int64_t w = d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
+  QKV_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op, "dim ", d, " out of range for shape ",
+            s);
+  return w;
+}
+
+namespace {
+// Views that index shape[d] need a real dim: a 0-d tensor has none.
+void check_has_dims(const Tensor& t, const char* op) {
+  QKV_CHECK(t.dim() > 0, op, "needs at least one dim, got shape ", t.shape());
+}
+// Value conversion for copies and fills: to bool means "nonzero", as in torch.
+template <class D, class S>
+D convert(S v) {
+  if constexpr (std::is_same_v<D, uint8_t>) return static_cast<D>(v != S(0));
+  else return static_cast<D>(v);
+}
+}  // namespace
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
@@ -81,8 +103,14 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int
       offset_(offset),
       dtype_(dt) {}
 
-int64_t Tensor::size(int64_t d) const { return shape_[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides_[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  check_has_dims(*this, "size");
+  return shape_[wrap_dim(d, shape_, "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  check_has_dims(*this, "stride");
+  return strides_[wrap_dim(d, shape_, "stride")];
+}
 int64_t Tensor::numel() const { return numel_of(shape_); }
 
 bool Tensor::is_contiguous() const {
@@ -141,7 +169,9 @@ Tensor Tensor::view(const Shape& want) const {
   }
   QKV_CHECK(numel_of(shape) == numel(), "view", "cannot view shape ", shape_, " (", numel(),
             " elements) as ", want);
-  if (is_contiguous()) return Tensor(storage_, shape, contiguous_strides(shape), offset_, dtype_);
+  // Zero elements: nothing to address, so any shape's packed strides will do.
+  if (is_contiguous() || numel() == 0)
+    return Tensor(storage_, shape, contiguous_strides(shape), offset_, dtype_);
   // Non-contiguous: each group of old dims that maps onto a group of new dims must be
   // contiguous within itself. Walk both shapes, matching products.
   Shape strides(shape.size());
@@ -181,6 +211,17 @@ Tensor Tensor::view(const Shape& want) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  // Validate here so errors say "reshape", and so a failed view below can only mean
+  // "strides cannot express it", the one case that copies.
+  int64_t known = 1, infer = 0;
+  for (int64_t d : shape) {
+    QKV_CHECK(d >= -1, "reshape", "negative size in ", shape);
+    if (d == -1) ++infer;
+    else known *= d;
+  }
+  QKV_CHECK(infer <= 1, "reshape", "more than one -1 in ", shape);
+  QKV_CHECK(infer ? known > 0 && numel() % known == 0 : known == numel(), "reshape",
+            "cannot reshape ", shape_, " (", numel(), " elements) to ", shape);
   try {
     return view(shape);
   } catch (const Error&) {
@@ -189,8 +230,9 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  d0 = wrap_dim(d0, dim(), "transpose");
-  d1 = wrap_dim(d1, dim(), "transpose");
+  d0 = wrap_dim(d0, shape_, "transpose");
+  d1 = wrap_dim(d1, shape_, "transpose");
+  if (dim() == 0) return *this;
   Shape s = shape_, st = strides_;
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
@@ -203,8 +245,8 @@ Tensor Tensor::permute(const Shape& dims) const {
   Shape s(dims.size()), st(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = wrap_dim(dims[i], dim(), "permute");
-    QKV_CHECK(!seen[d], "permute", "repeated dim in ", dims);
+    const int64_t d = wrap_dim(dims[i], shape_, "permute");
+    QKV_CHECK(!seen[d], "permute", "repeated dim in ", dims, " for shape ", shape_);
     seen[d] = true;
     s[i] = shape_[d];
     st[i] = strides_[d];
@@ -213,8 +255,10 @@ Tensor Tensor::permute(const Shape& dims) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  d = wrap_dim(d, dim(), "slice");
-  QKV_CHECK(step > 0, "slice", "step must be positive, got ", step);
+  check_has_dims(*this, "slice");
+  d = wrap_dim(d, shape_, "slice");
+  QKV_CHECK(step > 0, "slice", "step must be positive, got ", step, " for dim ", d, " of ",
+            shape_);
   const int64_t n = shape_[d];
   if (start < 0) start += n;
   if (end < 0) end += n;
@@ -227,14 +271,16 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  d = wrap_dim(d, dim(), "narrow");
+  check_has_dims(*this, "narrow");
+  d = wrap_dim(d, shape_, "narrow");
   QKV_CHECK(start >= 0 && length >= 0 && start + length <= shape_[d], "narrow", "start ", start,
             " length ", length, " out of range for dim ", d, " of shape ", shape_);
   return slice(d, start, start + length);
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  d = wrap_dim(d, dim(), "select");
+  check_has_dims(*this, "select");
+  d = wrap_dim(d, shape_, "select");
   const int64_t n = shape_[d];
   QKV_CHECK(index >= -n && index < n, "select", "index ", index, " out of range for dim ", d,
             " of shape ", shape_);
@@ -259,6 +305,8 @@ Tensor Tensor::expand(const Shape& shape) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  QKV_CHECK(d >= -(dim() + 1) && d <= dim(), "unsqueeze", "dim ", d, " out of range for shape ",
+            shape_);
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape s = shape_, st = strides_;
   const int64_t stride = d < dim() ? strides_[d] * shape_[d] : 1;
@@ -268,7 +316,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  d = wrap_dim(d, dim(), "squeeze");
+  d = wrap_dim(d, shape_, "squeeze");
+  if (dim() == 0) return *this;
   QKV_CHECK(shape_[d] == 1, "squeeze", "dim ", d, " of shape ", shape_, " is not 1");
   return select(d, 0);
 }
@@ -294,6 +343,8 @@ Tensor empty(const Shape& s, DType dt) {
 
 Tensor& Tensor::copy_(const Tensor& src_in) {
   QKV_CHECK(defined() && src_in.defined(), "copy_", "undefined tensor");
+  QKV_CHECK(broadcast_shapes(shape_, src_in.shape(), "copy_") == shape_, "copy_", "source ",
+            src_in.shape(), " does not broadcast to destination ", shape_);
   const Tensor src = src_in.expand(shape_);
   visit_all(dtype_, [&](auto to) {
     using D = typename decltype(to)::type;
@@ -306,7 +357,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
                                 D* o = dst + base[0];
                                 const S* i = sp + base[1];
                                 for (int64_t j = 0; j < n; ++j)
-                                  o[j * step[0]] = static_cast<D>(i[j * step[1]]);
+                                  o[j * step[0]] = convert<D>(i[j * step[1]]);
                               });
     });
   });
@@ -317,7 +368,7 @@ Tensor& Tensor::fill_(double value) {
   visit_all(dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = data<T>();
-    const T v = static_cast<T>(value);
+    const T v = convert<T>(value);
     detail::for_each_row<1>(shape_, {&strides_}, [&](auto base, int64_t n, auto step) {
       for (int64_t j = 0; j < n; ++j) p[base[0] + j * step[0]] = v;
     });
@@ -325,7 +376,10 @@ Tensor& Tensor::fill_(double value) {
   return *this;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  QKV_CHECK(defined(), "contiguous", "undefined tensor");
+  return is_contiguous() ? *this : clone();
+}
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape_, dtype_);

@@ -38,8 +38,8 @@ class Tensor {
   template <class T>
   T* data() const {
     QKV_CHECK(defined(), "data", "undefined tensor");
-    QKV_CHECK(dtype_of<T>() == dtype_, "data", "dtype is ", dtype_name(dtype_), ", asked for ",
-              dtype_name(dtype_of<T>()));
+    QKV_CHECK(dtype_of<T>() == dtype_, "data", "tensor ", shape_, " is ", dtype_name(dtype_),
+              ", asked for ", dtype_name(dtype_of<T>()));
     return static_cast<T*>(storage_->data()) + offset_;
   }
   void* raw_data() const;
@@ -87,6 +87,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);  // shape, dtype, v
 int64_t numel_of(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op);  // -1 -> ndim - 1, checks range
+// As above for a tensor of shape s; the error message names s. A 0-d tensor accepts 0 and -1.
+int64_t wrap_dim(int64_t d, const Shape& s, const char* op);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 // --- factories (dtype defaults to float32) ---

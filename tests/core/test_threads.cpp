@@ -1,0 +1,167 @@
+// Threading: results do not depend on the thread count, and BLAS never adds threads of its
+// own (the OpenMP build of OpenBLAS runs single-threaded inside a parallel region).
+#include <cblas.h>
+#include <omp.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/parallel.hpp"
+#include "core_test_util.hpp"
+
+using namespace qkv;
+using namespace qkv::test;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
+}
+
+struct ThreadGuard {
+  int saved = get_num_threads();
+  ~ThreadGuard() { set_num_threads(saved); }
+};
+
+// The "Threads:" line of /proc/self/status: every thread of this process, OpenMP or not.
+int process_threads() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+// Every op whose result must not depend on the thread count, on inputs > 1e6 elements.
+std::vector<Tensor> reductions(const Tensor& x) {
+  const Tensor xt = x.t();  // lanes along the strided dim
+  return {sum(x),
+          mean(x),
+          max(x),
+          min(x),
+          var(x),
+          sum(x, {0}),
+          sum(x, {1}),
+          mean(xt, {0}, true),
+          var(x, {0}),
+          var(xt, {1}),
+          max(x, {1}),
+          argmax(x, 0),
+          argmax(xt, 1),
+          argmax(x.flatten(), 0),
+          sum(x.view({64, 16, 1000}), {0, 2}),
+          sum(x.flatten().slice(0, 0, x.numel(), 3)),  // one long strided lane
+          softmax(x, 0),
+          log_softmax(x, 1),
+          sum_to(x, {1, 1000})};
+}
+
+}  // namespace
+
+TEST_CASE("reductions are bitwise identical with 1 and 2 threads on > 1e6 elements") {
+  ThreadGuard guard;
+  Generator g(31337);
+  const Tensor x32 = randn({1024, 1000}, g, DType::f32);  // 1.02e6 elements
+  const Tensor x64 = randn({1024, 1000}, g, DType::f64);
+  REQUIRE(x32.numel() > 1000000);
+  for (const Tensor& x : {x32, x64}) {
+    set_num_threads(1);
+    const std::vector<Tensor> one = reductions(x);
+    set_num_threads(2);
+    REQUIRE(get_num_threads() == 2);
+    const std::vector<Tensor> two = reductions(x);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO(dtype_name(x.dtype()) << " result " << i);
+      CHECK(same_bits(one[i], two[i]));
+    }
+  }
+}
+
+TEST_CASE("set_num_threads sets OpenMP and OpenBLAS; OpenBLAS is the OpenMP build") {
+  ThreadGuard guard;
+  // 2 = OpenMP (0 = sequential, 1 = pthreads): the build that shares qkv's thread pool.
+  CHECK(openblas_get_parallel() == 2);
+  for (int n : {1, 2, 3}) {
+    set_num_threads(n);
+    CHECK(get_num_threads() == n);
+    CHECK(omp_get_max_threads() == n);
+    CHECK(openblas_get_num_threads() == n);
+  }
+  CHECK_FALSE(in_parallel_region());
+  int inside = 0;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    inside = in_parallel_region() ? 1 : 0;
+  }
+  CHECK(inside == 1);
+}
+
+TEST_CASE("matmul inside an OpenMP parallel region starts no threads of its own") {
+  ThreadGuard guard;
+  const int pool = 2;
+  set_num_threads(pool);
+  // Warm up: the pool exists, OpenBLAS is initialised (a pthreads build would have started
+  // its own workers by now; the OpenMP build starts none).
+  Generator g(5);
+  const Tensor a = randn({256, 256}, g), b = randn({256, 256}, g);
+  const Tensor want = matmul(a, b);  // outside a region: BLAS uses the pool
+  const int before = process_threads();
+  REQUIRE(before >= 1);
+  CHECK(before <= pool);
+
+  std::atomic<int> peak{0};
+  std::atomic<int> regions{0};
+  std::vector<Tensor> got(2 * pool);
+#pragma omp parallel num_threads(pool)
+  {
+    regions = omp_get_num_threads();
+    // Each thread runs whole GEMMs (each large enough that BLAS would parallelise it if it
+    // could) and samples the process thread count while the others are mid-GEMM.
+#pragma omp for schedule(static)
+    for (int i = 0; i < 2 * pool; ++i) {
+      got[i] = matmul(i % 2 ? a.t() : a, b);
+      int now = process_threads();
+      int p = peak.load();
+      while (now > p && !peak.compare_exchange_weak(p, now)) {
+      }
+    }
+    const int now = process_threads();
+    int p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+  }
+  CHECK(regions == pool);
+  INFO("threads before " << before << ", peak inside " << peak.load() << ", pool " << pool);
+  CHECK(peak.load() >= 1);
+  CHECK(peak.load() <= pool);
+  CHECK(process_threads() <= pool);
+  // and the products are right
+  CHECK(max_abs_diff(got[0], want) < 1e-3);
+  CHECK(max_abs_diff(got[2], want) < 1e-3);
+  CHECK(max_abs_diff(got[1], matmul(a.t(), b)) < 1e-3);
+  // a batched matmul of small matrices runs its GEMMs in the pool, also with no extra threads
+  const Tensor qa = randn({16, 32, 32}, g), qb = randn({16, 32, 32}, g);
+  const Tensor batched = matmul(qa, qb);
+  CHECK(process_threads() <= pool);
+  CHECK(max_abs_diff(batched.select(0, 7), matmul(qa.select(0, 7), qb.select(0, 7))) < 1e-4);
+}
+
+TEST_CASE("matmul results do not depend on whether it runs inside a parallel region") {
+  ThreadGuard guard;
+  set_num_threads(2);
+  Generator g(6);
+  const Tensor a = randn({3, 40, 50}, g, DType::f64), b = randn({50, 30}, g, DType::f64);
+  const Tensor outside = matmul(a, b);
+  Tensor inside;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    inside = matmul(a, b);
+  }
+  CHECK(max_abs_diff(inside, outside) < 1e-12);
+}
