@@ -1,0 +1,86 @@
+// Loader: an endless, deterministic stream of batches over a dataset, epoch after epoch, with
+// a resumable position and an optional background prefetch thread.
+//
+// Epoch e's plan (plan_batches) is drawn from one Generator(seed) that runs on from epoch to
+// epoch, so the same seed gives the same batches in the same order. LoaderState is the
+// position of the NEXT batch next() returns: batch `index` of epoch `epoch`, where the
+// generator stood at (rng_seed, rng_position) just before drawing that epoch's plan. restore()
+// redraws the plan from there, so a resumed run sees exactly the batches it would have seen.
+//
+// With prefetch > 0 a thread builds up to `prefetch` batches ahead into a bounded queue while
+// the model trains; the results and state() are the same as without it. An exception in the
+// thread is rethrown by next() as qkv::Error("Loader: ...: <its message>").
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "data/batch.hpp"
+
+namespace qkv::data {
+
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t index = 0;          // batch within the epoch
+  uint64_t rng_seed = 0;      // Generator state before the epoch's plan was drawn
+  uint64_t rng_position = 0;
+  bool operator==(const LoaderState&) const = default;
+};
+
+struct LoaderOptions {
+  BatchOptions batch;
+  int64_t prefetch = 0;  // batches built ahead on a background thread (0 = none, synchronous)
+};
+
+class Loader {
+ public:
+  // The dataset is shared, not copied, and must not change while the loader lives.
+  Loader(std::shared_ptr<const Dataset> data, Framing framing, LoaderOptions options, uint64_t seed);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  Batch next();
+  LoaderState state() const { return consumed_; }
+  void restore(const LoaderState& s);  // checked against the dataset: index must be in the epoch
+
+  const Dataset& dataset() const { return *data_; }
+  const Framing& framing() const { return framing_; }
+
+ private:
+  // The producer side: a plain cursor over epochs, run on the caller's thread or the prefetch one.
+  struct Cursor {
+    LoaderState at;  // next batch to build
+    Generator gen;   // positioned after at.epoch's plan
+    Plan plan;       // at.epoch's plan
+  };
+  struct Item {
+    Batch batch;
+    LoaderState after;
+    std::string error;  // non-empty: the producer failed
+  };
+
+  void seek(const LoaderState& s);  // cursor_ to s (redraws the plan)
+  Item produce();                   // builds cursor_'s batch and advances it
+  void start_thread();
+  void stop_thread();
+  void run();
+
+  std::shared_ptr<const Dataset> data_;
+  Framing framing_;
+  LoaderOptions options_;
+  Cursor cursor_;
+  LoaderState consumed_;
+
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable can_push_, can_pop_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+};
+
+}  // namespace qkv::data

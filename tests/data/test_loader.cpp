@@ -1,0 +1,148 @@
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "data/loader.hpp"
+#include "data/tasks.hpp"
+
+using namespace qkv;
+using namespace qkv::data;
+
+namespace {
+std::shared_ptr<const Dataset> copy_data(int64_t n = 300) {
+  return std::make_shared<const Dataset>(make_task(TaskKind::copy, {10, 1, 12}, n, 4));
+}
+
+LoaderOptions opts(int64_t prefetch, bool bucket = true) {
+  LoaderOptions o;
+  o.batch.batch_size = 16;
+  o.batch.bucket = bucket;
+  o.batch.bucket_pool = 4;
+  o.prefetch = prefetch;
+  return o;
+}
+
+bool same(const Batch& a, const Batch& b) {
+  return a.indices == b.indices && to_vector<int64_t>(a.src) == to_vector<int64_t>(b.src) &&
+         to_vector<int64_t>(a.tgt_in) == to_vector<int64_t>(b.tgt_in) &&
+         to_vector<int64_t>(a.tgt_out) == to_vector<int64_t>(b.tgt_out) &&
+         to_vector<uint8_t>(a.src_mask) == to_vector<uint8_t>(b.src_mask) &&
+         to_vector<uint8_t>(a.tgt_mask) == to_vector<uint8_t>(b.tgt_mask);
+}
+
+std::vector<Batch> take(Loader& l, int n) {
+  std::vector<Batch> out;
+  for (int i = 0; i < n; ++i) out.push_back(l.next());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("loader: each epoch visits every example once, in a new order") {
+  const auto ds = copy_data();
+  Loader l(ds, Framing{}, opts(0), 1);
+  std::vector<std::vector<int64_t>> epoch_orders(3);
+  while (l.state().epoch < 3) {
+    const int64_t e = l.state().epoch;
+    const Batch b = l.next();
+    epoch_orders[static_cast<size_t>(e)].insert(epoch_orders[static_cast<size_t>(e)].end(),
+                                                b.indices.begin(), b.indices.end());
+  }
+  for (const auto& order : epoch_orders) {
+    CHECK(order.size() == 300);
+    CHECK(std::set<int64_t>(order.begin(), order.end()).size() == 300);
+  }
+  CHECK(epoch_orders[0] != epoch_orders[1]);
+  CHECK(epoch_orders[1] != epoch_orders[2]);
+}
+
+TEST_CASE("loader: same seed -> same batches in the same order; another seed -> others") {
+  const auto ds = copy_data();
+  Loader a(ds, Framing{}, opts(0), 7), b(ds, Framing{}, opts(0), 7), c(ds, Framing{}, opts(0), 8);
+  const auto ba = take(a, 60), bb = take(b, 60), bc = take(c, 60);  // three epochs' worth
+  int equal = 0, equal_other = 0;
+  for (int i = 0; i < 60; ++i) equal += same(ba[i], bb[i]), equal_other += same(ba[i], bc[i]);
+  CHECK(equal == 60);
+  CHECK(equal_other < 5);
+}
+
+TEST_CASE("loader: save / restore position -> identical continuation, across epochs") {
+  const auto ds = copy_data();
+  for (int64_t prefetch : {0, 3}) {
+    Loader ref(ds, Framing{}, opts(prefetch), 5);
+    const auto all = take(ref, 70);  // > 3 epochs
+    for (int cut : {0, 1, 13, 19, 20, 21, 44}) {
+      Loader first(ds, Framing{}, opts(prefetch), 5);
+      take(first, cut);
+      const LoaderState saved = first.state();
+      // a brand-new loader, as in a resumed run, built with another seed then restored
+      Loader resumed(ds, Framing{}, opts(prefetch), 999);
+      resumed.restore(saved);
+      CHECK(resumed.state() == saved);
+      int equal = 0;
+      for (int i = cut; i < 70; ++i) equal += same(resumed.next(), all[static_cast<size_t>(i)]);
+      CHECK(equal == 70 - cut);
+    }
+  }
+  // the state is the position of the next batch: epoch rolls over after the last one
+  Loader l(ds, Framing{}, opts(0), 5);
+  const LoaderState s0 = l.state();
+  CHECK(s0.epoch == 0);
+  CHECK(s0.index == 0);
+  CHECK(s0.rng_seed == 5);
+  int n = 0;
+  while (l.state().epoch == 0) l.next(), ++n;
+  CHECK(l.state().index == 0);
+  CHECK(l.state().rng_position > s0.rng_position);
+  CHECK(n >= 300 / 16);
+}
+
+TEST_CASE("loader: a bad state is refused and leaves the loader where it was") {
+  const auto ds = copy_data();
+  Loader l(ds, Framing{}, opts(2), 3);
+  take(l, 5);
+  const LoaderState before = l.state();
+  LoaderState bad = before;
+  bad.index = 10000;
+  CHECK_THROWS_WITH(l.restore(bad), Catch::Contains("index 10000"));
+  CHECK(l.state() == before);
+  Loader ref(ds, Framing{}, opts(0), 3);
+  take(ref, 5);
+  CHECK(same(l.next(), ref.next()));
+}
+
+TEST_CASE("loader: prefetch gives the same stream as synchronous loading") {
+  const auto ds = copy_data(500);
+  Loader sync(ds, Framing{}, opts(0, false), 11), pre(ds, Framing{}, opts(4, false), 11);
+  int equal = 0;
+  for (int i = 0; i < 100; ++i) {
+    equal += same(sync.next(), pre.next());
+    CHECK(sync.state() == pre.state());
+  }
+  CHECK(equal == 100);
+}
+
+TEST_CASE("loader: an error in the prefetch thread surfaces in next() with its message") {
+  Dataset d = make_task(TaskKind::copy, {10, 1, 5}, 40, 2);
+  d.name = "broken";
+  d.examples[23].src.clear();  // make_batch refuses an empty source
+  const auto ds = std::make_shared<const Dataset>(std::move(d));
+  LoaderOptions o = opts(2, false);
+  o.batch.shuffle = false;
+  o.batch.batch_size = 4;
+  Loader l(ds, Framing{}, o, 0);
+  for (int i = 0; i < 5; ++i) CHECK(l.next().size() == 4);  // batches 0..4 are fine
+  CHECK_THROWS_WITH(l.next(), Catch::Contains("prefetch thread") &&
+                                  Catch::Contains("example 23") && Catch::Contains("empty source"));
+  CHECK_THROWS_WITH(l.next(), Catch::Contains("example 23"));  // and stays failed
+  // synchronous loading reports the same error directly
+  Loader s(ds, Framing{}, opts(0, false), 0);
+  CHECK_THROWS_WITH(take(s, 40), Catch::Contains("example 23"));
+}
+
+TEST_CASE("loader: misuse") {
+  CHECK_THROWS_AS(Loader(std::make_shared<const Dataset>(), Framing{}, opts(0), 0), Error);
+  CHECK_THROWS_AS(Loader(nullptr, Framing{}, opts(0), 0), Error);
+  LoaderOptions o = opts(0);
+  o.batch.batch_size = 0;
+  CHECK_THROWS_AS(Loader(copy_data(), Framing{}, o, 0), Error);
+}
