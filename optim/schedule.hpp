@@ -1,0 +1,46 @@
+// Learning-rate schedules: the learning rate as a closed-form function of the step count.
+//
+// `step` is the number of optimizer steps already taken (0 for the first update), the
+// convention of torch's LambdaLR: the trainer calls opt.set_lr(schedule_lr(cfg, opt.steps()))
+// before opt.step(), or apply_schedule(opt, cfg). Because steps() is part of the optimizer's
+// saved state, a resumed run continues the schedule where it stopped.
+//
+//   constant      lr
+//   warmup        lr * min(1, step / warmup)                         (linear warmup, then constant)
+//   noam          factor * d_model^-0.5 * min(s^-0.5, s * warmup^-1.5), s = max(step, 1)
+//                 (the Annotated Transformer's "rate"; lr is not used)
+//   cosine        lr * step / warmup while step < warmup, then
+//                 min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2,
+//                 p = min(1, (step - warmup) / (total_steps - warmup))
+//   inverse_sqrt  lr * step / warmup while step < warmup, then lr * sqrt(warmup / step)
+//
+// A warmup of 0 means no warmup (warmup, cosine, inverse_sqrt; inverse_sqrt then decays as
+// lr / sqrt(max(step, 1))).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace qkv::optim {
+
+class Optimizer;
+
+struct ScheduleConfig {
+  std::string name = "constant";  // constant | warmup | noam | cosine | inverse_sqrt
+  double lr = 1e-3;               // peak learning rate (the [optim] lr)
+  int64_t warmup = 0;             // warmup steps
+  double factor = 1.0;            // noam
+  int64_t d_model = 0;            // noam: the model width (required)
+  int64_t total_steps = 0;        // cosine: the step at which lr reaches min_lr
+  double min_lr = 0.0;            // cosine
+
+  // Throws Error naming the bad key ("optim.warmup: noam needs warmup > 0").
+  void validate() const;
+};
+
+// The learning rate for the update that follows `step` completed steps (step >= 0).
+double schedule_lr(const ScheduleConfig& c, int64_t step);
+
+// opt.set_lr(schedule_lr(c, opt.steps())); returns that learning rate (for the logs).
+double apply_schedule(Optimizer& opt, const ScheduleConfig& c);
+
+}  // namespace qkv::optim
