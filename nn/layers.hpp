@@ -18,7 +18,8 @@ class Linear : public Module {
   Var weight, bias;
 };
 
-// ids: (...) int64 -> (..., dim). Weight (vocab, dim) ~ N(0, 1) as torch.nn.Embedding;
+// ids: (...) int64 -> (..., dim). Weight (vocab, dim) ~ N(0, 1) as torch.nn.Embedding (N(0, 1/dim)
+// when scaled, so the scaled output has unit variance);
 // scale_by_sqrt_dim multiplies the output by sqrt(dim), as the lesson (and Vaswani et al.) do.
 class Embedding : public Module {
  public:

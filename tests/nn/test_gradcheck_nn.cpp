@@ -1,0 +1,195 @@
+// gradcheck in float64 of every layer and block: the modules are converted with to(f64) and
+// their parameters passed as inputs, so every parameter's gradient is checked along with the
+// inputs'. Sizes are tiny so the whole file runs in about a second.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "autograd/gradcheck.hpp"
+#include "nn_test_util.hpp"
+
+using namespace qkv;
+using namespace qkv::nn;
+using namespace qkv::nn::test;
+using ag::GradcheckReport;
+using Ins = const std::vector<Var>&;
+
+namespace {
+
+// inputs first, then every parameter of m (named, so a failure names the parameter)
+std::vector<Var> with_params(std::vector<Var> inputs, const Module& m) {
+  for (const auto& [name, p] : m.named_parameters()) {
+    Var v = p;
+    v.set_name(name);
+    inputs.push_back(v);
+  }
+  return inputs;
+}
+
+void check(const ag::GradcheckFn& f, const std::vector<Var>& in) {
+  const ScopedThreads one(1);
+  const GradcheckReport r = ag::gradcheck(f, in);
+  INFO(r.summary());
+  CHECK(r.passed);
+  double worst_abs = 0, worst_rel = 0;
+  for (const auto& c : r.inputs)
+    worst_abs = std::max(worst_abs, c.max_abs_err), worst_rel = std::max(worst_rel, c.max_rel_err);
+  std::printf("gradcheck [%s] %zu inputs: max abs err %.2g, max rel err %.2g\n",
+              Catch::getResultCapture().getCurrentTestName().c_str(), r.inputs.size(), worst_abs,
+              worst_rel);
+  int64_t checked = 0;
+  for (const auto& c : r.inputs) checked += c.checked;
+  CHECK(checked > 0);
+  CHECK(r.inputs.size() == in.size());  // every input (and parameter) was checked
+}
+
+BlockConfig tiny_block(bool norm_first) {
+  BlockConfig c;
+  c.d_model = 6;
+  c.heads = 2;
+  c.d_ff = 10;
+  c.dropout = 0;
+  c.norm_first = norm_first;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: Linear, Embedding, LayerNorm, FFN") {
+  Generator g(1);
+  Linear lin(4, 3, g);
+  lin.to(DType::f64);
+  // nonzero bias so the check does not pass by symmetry
+  lin.bias.data().copy_(uniform({3}, -1, 1, g, DType::f64));
+  check([&](Ins in) { return lin.forward(in[0]); }, with_params({leaf({2, 5, 4}, g)}, lin));
+  Linear nob(4, 3, g, false);
+  nob.to(DType::f64);
+  check([&](Ins in) { return nob.forward(in[0]); }, with_params({leaf({3, 4}, g)}, nob));
+
+  for (bool scaled : {false, true}) {
+    Embedding emb(5, 3, g, scaled);
+    emb.to(DType::f64);
+    const Tensor ids = from_vector<int64_t>({0, 4, 4, 2, 0, 1}, {2, 3});  // repeats accumulate
+    check([&](Ins) { return emb.forward(ids); }, with_params({}, emb));
+  }
+
+  LayerNorm ln(5, 1e-3);
+  ln.to(DType::f64);
+  ln.weight.data().copy_(uniform({5}, 0.5, 1.5, g, DType::f64));
+  ln.bias.data().copy_(uniform({5}, -1, 1, g, DType::f64));
+  check([&](Ins in) { return ln.forward(in[0]); }, with_params({leaf({2, 3, 5}, g)}, ln));
+
+  for (Activation a : {Activation::relu, Activation::gelu}) {
+    PositionwiseFeedForward ffn(4, 7, g, a, 0.0, nullptr);
+    ffn.to(DType::f64);
+    check([&](Ins in) { return ffn.forward(in[0]); }, with_params({leaf({2, 3, 4}, g)}, ffn));
+  }
+}
+
+TEST_CASE("gradcheck: scaled dot-product attention, with and without masks, scale 1") {
+  Generator g(2);
+  const Tensor causal = causal_mask(3, 4);
+  const Tensor pad = key_padding_mask(valid_mask({4, 2}, 4));  // (2, 1, 1, 4)
+  const Tensor both = combine_masks(causal, pad);
+  Tensor with_empty_row = ones({3, 4}, DType::b8);
+  with_empty_row.select(0, 2).fill_(0);  // a fully masked row: zero, finite gradients
+  for (const Tensor& mask : {Tensor(), causal, pad, both, with_empty_row})
+    for (Scale s : {Scale(), Scale(1.0), Scale(0.3)}) {
+      INFO("mask " << (mask.defined() ? shape_str(mask.shape()) : "none") << " scale "
+                   << (s ? *s : -1.0));
+      // q: (B, H, n, d_k), k: (B, H, m, d_k), v: (B, H, m, d_v) with d_v != d_k
+      check([&](Ins in) { return scaled_dot_product_attention(in[0], in[1], in[2], mask, s); },
+            {leaf({2, 2, 3, 5}, g), leaf({2, 2, 4, 5}, g), leaf({2, 2, 4, 3}, g)});
+    }
+  // the weights output is differentiable too
+  check([&](Ins in) {
+          Var w;
+          scaled_dot_product_attention(in[0], in[1], in[2], causal, std::nullopt, &w);
+          return w;
+        },
+        {leaf({3, 5}, g), leaf({4, 5}, g), leaf({4, 2}, g)});
+}
+
+TEST_CASE("gradcheck: multi-head attention, self and cross, with padding masks") {
+  Generator g(3);
+  MultiHeadAttention mha(6, 2, g);
+  mha.to(DType::f64);
+  for (const Var& b : {mha.w_q->bias, mha.w_k->bias, mha.w_v->bias, mha.w_o->bias}) {
+    Var bb = b;
+    bb.data().copy_(uniform({6}, -0.5, 0.5, g, DType::f64));
+  }
+  const Tensor self_mask = combine_masks(causal_mask(4), key_padding_mask(valid_mask({4, 3}, 4)));
+  check([&](Ins in) { return mha.forward(in[0], in[0], in[0], self_mask); },
+        with_params({leaf({2, 4, 6}, g)}, mha));
+  const Tensor cross_mask = key_padding_mask(valid_mask({5, 2}, 5));
+  check([&](Ins in) { return mha.forward(in[0], in[1], in[1], cross_mask); },
+        with_params({leaf({2, 3, 6}, g), leaf({2, 5, 6}, g)}, mha));
+  // distinct key and value tensors, no mask, scale 1, no biases
+  MultiHeadAttention nob(6, 3, g, false, 1.0);
+  nob.to(DType::f64);
+  check([&](Ins in) { return nob.forward(in[0], in[1], in[2]); },
+        with_params({leaf({1, 2, 6}, g), leaf({1, 3, 6}, g), leaf({1, 3, 6}, g)}, nob));
+}
+
+TEST_CASE("gradcheck: learned positional encoding") {
+  Generator g(4);
+  PositionalEncoding pe(PositionKind::learned, 4, 6, g, 0.0, nullptr);
+  pe.to(DType::f64);
+  check([&](Ins in) { return pe.forward(in[0], 2); }, with_params({leaf({2, 3, 4}, g)}, pe));
+  PositionalEncoding sin(PositionKind::sinusoidal, 4, 0, g, 0.0, nullptr);
+  check([&](Ins in) { return sin.forward(in[0], 5); }, {leaf({2, 3, 4}, g)});
+}
+
+TEST_CASE("gradcheck: encoder and decoder blocks, post-LN and pre-LN") {
+  Generator g(5);
+  for (bool nf : {false, true}) {
+    INFO((nf ? "pre-LN" : "post-LN"));
+    TransformerEncoderBlock enc(tiny_block(nf), g, nullptr);
+    enc.to(DType::f64);
+    const Tensor pad = key_padding_mask(valid_mask({3, 2}, 3));
+    check([&](Ins in) { return enc.forward(in[0], pad); }, with_params({leaf({2, 3, 6}, g)}, enc));
+
+    TransformerDecoderBlock dec(tiny_block(nf), g, nullptr);
+    dec.to(DType::f64);
+    const Tensor self_mask = combine_masks(causal_mask(3), key_padding_mask(valid_mask({3, 2}, 3)));
+    const Tensor cross_mask = key_padding_mask(valid_mask({4, 2}, 4));
+    check([&](Ins in) { return dec.forward(in[0], in[1], self_mask, cross_mask); },
+          with_params({leaf({2, 3, 6}, g), leaf({2, 4, 6}, g)}, dec));
+  }
+}
+
+TEST_CASE("gradcheck: a small Seq2Seq, post-LN and pre-LN, through cross-entropy") {
+  const Tensor src = from_vector<int64_t>({1, 2, 3, 4, 5, 6, 0, 0}, {2, 4});
+  const Tensor tgt_in = from_vector<int64_t>({0, 1, 2, 0, 3, 4}, {2, 3});
+  const Tensor tgt_out = from_vector<int64_t>({1, 2, 5, 3, 4, -100}, {6});
+  const Tensor sv = valid_mask({4, 2}, 4), tv = valid_mask({3, 2}, 3);
+  for (bool nf : {false, true}) {
+    INFO((nf ? "pre-LN" : "post-LN"));
+    Generator g(6);
+    ModelConfig c = tiny_config(nf);
+    c.d_model = 4;
+    c.d_ff = 6;
+    c.decoder_layers = 1;
+    Seq2Seq m(c, g);
+    m.to(DType::f64);
+    check([&](Ins) { return m.forward(src, tgt_in, sv, tv); }, with_params({}, m));
+    check([&](Ins) {
+            const Var logits = m.forward(src, tgt_in, sv, tv);
+            return ag::cross_entropy(ag::reshape(logits, {6, c.tgt_vocab}), tgt_out, -100, 0.1);
+          },
+          with_params({}, m));
+  }
+}
+
+TEST_CASE("gradcheck: cross-entropy with label smoothing and ignore_index") {
+  Generator g(7);
+  const Tensor t = from_vector<int64_t>({2, 0, 3, 3, 1, 2}, {6});  // 3 is ignored
+  for (double ls : {0.0, 0.1, 0.5}) {
+    INFO("label smoothing " << ls);
+    check([&](Ins in) { return ag::cross_entropy(in[0], t, 3, ls); }, {leaf({6, 4}, g, DType::f64, -3, 3)});
+  }
+  Linear head(5, 4, g);
+  head.to(DType::f64);
+  check([&](Ins in) { return ag::cross_entropy(head.forward(in[0]), t, 3, 0.2); },
+        with_params({leaf({6, 5}, g)}, head));
+}
