@@ -6,7 +6,7 @@ ifdef CI
   CMAKE_FLAGS += -DQKV_WERROR=ON
 endif
 
-.PHONY: install build test test-unit test-asan demo clean bench
+.PHONY: install build test test-unit test-asan demo clean
 
 install:
 	@bash scripts/install-deps.sh
@@ -29,6 +29,14 @@ test-asan: install
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DQKV_NATIVE=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS) -L unit
+
+# Train the default config (copy.toml) into runs/demo, then decode a few new sequences.
+demo: build
+	rm -rf runs/demo
+	$(BUILD)/apps/qkv train configs/copy.toml --run-dir runs/demo
+	@echo "--- qkv translate runs/demo: each line should come back unchanged"
+	$(BUILD)/apps/qkv translate runs/demo "3 1 4 1 5 9 2 6" "7 7 2" "10 9 8 7 6 5 4 3 2 1" "8"
+	$(BUILD)/apps/qkv eval runs/demo --split test
 
 clean:
 	rm -rf $(BUILD) build-asan

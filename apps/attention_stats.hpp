@@ -1,0 +1,29 @@
+// Statistics of attention weights: row entropies, largest weights, softmax Jacobians. Used by
+// `qkv train` (attention entropy as a training metric), `qkv saturation` and the trainer in
+// trainer_lite.hpp.
+#pragma once
+#include <vector>
+
+#include "autograd/var.hpp"
+
+namespace qkv::app {
+
+// Mean entropy (nats) of the attention rows of each map (one per layer), averaged over batch,
+// heads and query positions with at least one key: a fully masked query's row is all zeros
+// and is left out. maps: each (B, h, n, m).
+std::vector<double> attention_entropy(const std::vector<ag::Var>& maps);
+
+// Over the rows of p (R, m) (each a probability vector, any float dtype):
+struct RowStats {
+  double mean_entropy = 0;        // mean of -sum p log p (nats); log m is the maximum
+  double mean_max_weight = 0;     // mean of max_j p_j
+  double saturated_fraction = 0;  // share of rows with max_j p_j > threshold
+  double jacobian_norm = 0;       // mean Frobenius norm of the softmax Jacobian diag(p) - p p^T
+};
+RowStats row_stats(const Tensor& p, double threshold = 0.99);
+
+// ||diag(p) - p p^T||_F for one probability vector, in closed form:
+// sqrt(sum p^2 - 2 sum p^3 + (sum p^2)^2).
+double softmax_jacobian_norm(const double* p, int64_t m);
+
+}  // namespace qkv::app

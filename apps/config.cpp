@@ -1,0 +1,305 @@
+#include "apps/config.hpp"
+
+#include <filesystem>
+#include <set>
+
+namespace qkv::app {
+namespace {
+
+// Reads typed fields out of one section, remembering which keys it used, so that anything
+// left over is an unknown key.
+struct Reader {
+  const ojson& j;
+  std::string section;
+  std::set<std::string> used;
+
+  std::string key(const char* k) const { return section.empty() ? k : section + "." + k; }
+  const ojson* find(const char* k) {
+    used.insert(k);
+    if (!j.is_object() || !j.contains(k)) return nullptr;
+    return &j.at(k);
+  }
+  [[noreturn]] void wrong(const char* k, const char* want, const ojson& v) const {
+    throw Error(key(k) + ": expected " + want + ", got " + std::string(v.type_name()) + " " + v.dump());
+  }
+  void operator()(const char* k, int64_t& out) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_number_integer()) wrong(k, "an integer", *v);
+      out = v->get<int64_t>();
+    }
+  }
+  void operator()(const char* k, uint64_t& out) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_number_integer() || v->get<int64_t>() < 0) wrong(k, "a non-negative integer", *v);
+      out = v->get<uint64_t>();
+    }
+  }
+  void operator()(const char* k, int& out) {
+    int64_t x = out;
+    (*this)(k, x);
+    out = static_cast<int>(x);
+  }
+  void operator()(const char* k, double& out) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_number()) wrong(k, "a number", *v);
+      out = v->get<double>();
+    }
+  }
+  void operator()(const char* k, bool& out) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_boolean()) wrong(k, "true or false", *v);
+      out = v->get<bool>();
+    }
+  }
+  void operator()(const char* k, std::string& out) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_string()) wrong(k, "a string", *v);
+      out = v->get<std::string>();
+    }
+  }
+  void finish() const {
+    if (!j.is_object()) return;
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (!used.count(it.key())) {
+        if (section.empty() && it.value().is_object())
+          throw Error("[" + it.key() + "]: unknown section (expected model, data, train, optim, checkpoint)");
+        throw Error(key(it.key().c_str()) + ": unknown key");
+      }
+  }
+};
+
+// Writes the same fields into JSON.
+struct Writer {
+  ojson j = ojson::object();
+  template <class T>
+  void operator()(const char* k, const T& v) { j[k] = v; }
+};
+
+// The field lists: one place names each key, for reading and for writing.
+template <class V, class M>
+void model_fields(V& v, M& m) {
+  v("d_model", m.d_model);
+  v("heads", m.heads);
+  v("d_ff", m.d_ff);
+  v("encoder_layers", m.encoder_layers);
+  v("decoder_layers", m.decoder_layers);
+  v("dropout", m.dropout);
+  v("attention_dropout", m.attention_dropout);
+  v("norm_first", m.norm_first);
+  v("final_norm", m.final_norm);
+  v("activation", m.activation);
+  v("position", m.position);
+  v("max_len", m.max_len);
+  v("scale_embedding", m.scale_embedding);
+  v("share_embeddings", m.share_embeddings);
+  v("tie_output", m.tie_output);
+  v("attention_scale", m.attention_scale);
+  v("layer_norm_eps", m.layer_norm_eps);
+  v("bias", m.bias);
+}
+
+template <class V, class D>
+void data_fields(V& v, D& d) {
+  v("task", d.task);
+  v("seed", d.seed);  // 0: the run's seed
+  v("vocab_size", d.vocab_size);
+  v("min_len", d.min_len);
+  v("max_len", d.max_len);
+  v("train_size", d.train_size);
+  v("valid_size", d.valid_size);
+  v("test_size", d.test_size);
+  v("path", d.path);
+  v("lowercase", d.lowercase);
+  v("skip_malformed", d.skip_malformed);
+  v("tokenizer", d.tokenizer);
+  v("min_freq", d.min_freq);
+  v("max_vocab", d.max_vocab);
+  v("shared_vocab", d.shared_vocab);
+  v("max_seq_len", d.max_seq_len);
+  v("year_min", d.year_min);
+  v("year_max", d.year_max);
+  v("batch_size", d.batch_size);
+  v("max_tokens", d.max_tokens);
+  v("bucket", d.bucket);
+  v("bucket_pool", d.bucket_pool);
+  v("shuffle", d.shuffle);
+  v("prefetch", d.prefetch);
+}
+
+template <class V, class T>
+void train_fields(V& v, T& t) {
+  v("epochs", t.epochs);
+  v("max_steps", t.max_steps);
+  v("label_smoothing", t.label_smoothing);
+  v("log_every", t.log_every);
+  v("eval_every", t.eval_every);
+  v("eval_examples", t.eval_examples);
+  v("max_decode_extra", t.max_decode_extra);
+  v("early_stopping", t.early_stopping);
+  v("log_attention_entropy", t.log_attention_entropy);
+  v("skip_nonfinite", t.skip_nonfinite);
+}
+
+template <class V, class C>
+void checkpoint_fields(V& v, C& c) {
+  v("every", c.every);
+  v("keep", c.keep);
+}
+
+// Prefixes an error from a section parser with where the key was set.
+[[noreturn]] void rethrow_located(const Error& e, const TomlDoc& doc,
+                                  const std::set<std::string>& from_cli) {
+  std::string msg = e.what();
+  const std::string key = msg.substr(0, msg.find(':'));
+  // "[section]: ..." messages name a section
+  std::string lookup = key;
+  if (!lookup.empty() && lookup.front() == '[') lookup = lookup.substr(1, lookup.size() - 2);
+  if (from_cli.count(lookup)) throw Error("command line: --" + lookup + msg.substr(key.size()));
+  auto it = doc.lines.find(lookup);
+  if (it != doc.lines.end()) throw Error(doc.path + ":" + std::to_string(it->second) + ": " + msg);
+  throw Error(doc.path + ": " + msg);
+}
+
+}  // namespace
+
+void RunConfig::validate() const {
+  if (threads < 0) throw Error("threads: must be >= 0 (0: all cores), got " + std::to_string(threads));
+  nn::ModelConfig m = model;
+  m.src_vocab = m.tgt_vocab = 1;  // known only once the data is loaded
+  m.validate();
+  data::validate(data);
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw Error(msg);
+  };
+  need(train.epochs >= 1 || train.max_steps >= 1, "train.epochs: must be >= 1 (or set train.max_steps)");
+  need(train.max_steps >= 0, "train.max_steps: must be >= 0");
+  need(train.label_smoothing >= 0 && train.label_smoothing < 1, "train.label_smoothing: must be in [0, 1)");
+  need(train.log_every >= 1, "train.log_every: must be >= 1");
+  need(train.eval_every >= 0, "train.eval_every: must be >= 0");
+  need(train.eval_examples >= 0, "train.eval_examples: must be >= 0");
+  need(train.max_decode_extra >= 0, "train.max_decode_extra: must be >= 0");
+  need(train.early_stopping >= 0, "train.early_stopping: must be >= 0");
+  need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");
+  need(checkpoint.keep >= 1, "checkpoint.keep: must be >= 1");
+  optim.optim.validate();
+  optim::ScheduleConfig s = optim.schedule;
+  if (s.name == "noam" && s.d_model == 0) s.d_model = model.d_model;
+  // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.
+  if (s.name == "cosine" && s.total_steps == 0) s.total_steps = s.warmup + 1;
+  s.validate();
+}
+
+std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool dotted = a.rfind("--", 0) == 0 && a.find('.') != std::string::npos &&
+                        a.find('.') < a.find('=');
+    const bool top = a == "--seed" || a == "--threads" || a.rfind("--seed=", 0) == 0 ||
+                     a.rfind("--threads=", 0) == 0;
+    if (!dotted && !top) {
+      rest.push_back(a);
+      continue;
+    }
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      out.emplace_back(a.substr(2, eq - 2), a.substr(eq + 1));
+    } else {
+      if (i + 1 >= args.size()) throw Error("command line: " + a + " needs a value");
+      out.emplace_back(a.substr(2), args[++i]);
+    }
+  }
+  args = rest;
+  return out;
+}
+
+RunConfig config_from_toml(const TomlDoc& doc_in,
+                           const std::vector<std::pair<std::string, std::string>>& overrides) {
+  TomlDoc doc = doc_in;
+  std::set<std::string> from_cli;
+  for (const auto& [key, text] : overrides) {
+    const size_t dot = key.find('.');
+    const ojson v = parse_toml_value_or_string(text);
+    if (dot == std::string::npos) {
+      doc.root[key] = v;
+    } else {
+      const std::string sec = key.substr(0, dot), k = key.substr(dot + 1);
+      if (!doc.root.contains(sec)) doc.root[sec] = ojson::object();
+      if (!doc.root[sec].is_object()) throw Error("command line: --" + key + ": " + sec + " is not a section");
+      doc.root[sec][k] = v;
+    }
+    from_cli.insert(key);
+  }
+  RunConfig c;
+  if (!doc.path.empty()) c.name = std::filesystem::path(doc.path).stem().string();
+  try {
+    Reader top{doc.root, "", {}};
+    top("seed", c.seed);
+    top("threads", c.threads);
+    static const ojson kEmpty = ojson::object();
+    auto section = [&](const char* name) -> const ojson& {
+      top.used.insert(name);
+      if (!doc.root.contains(name)) return kEmpty;
+      const ojson& s = doc.root.at(name);
+      if (!s.is_object()) throw Error(std::string(name) + ": expected a [" + name + "] section");
+      return s;
+    };
+    Reader m{section("model"), "model", {}};
+    model_fields(m, c.model);
+    m.finish();
+    Reader d{section("data"), "data", {}};
+    data_fields(d, c.data);
+    d.finish();
+    Reader t{section("train"), "train", {}};
+    train_fields(t, c.train);
+    t.finish();
+    Reader k{section("checkpoint"), "checkpoint", {}};
+    checkpoint_fields(k, c.checkpoint);
+    k.finish();
+    // [optim] is parsed by optim/ itself (same rules: unknown keys and wrong types are errors).
+    nlohmann::json oj = nlohmann::json::parse(section("optim").dump());
+    c.optim = optim::parse_optim_section(oj);
+    top.finish();
+    if (c.data.seed == 0) c.data.seed = c.seed;
+    // A data path is relative to the config file; made absolute so the effective config
+    // saved in the run folder finds the same file.
+    if (!c.data.path.empty() && !doc.path.empty() && !from_cli.count("data.path")) {
+      const std::filesystem::path p(c.data.path);
+      if (p.is_relative())
+        c.data.path = std::filesystem::absolute(std::filesystem::path(doc.path).parent_path() / p)
+                          .lexically_normal()
+                          .string();
+    }
+    if (c.optim.schedule.name == "noam" && c.optim.schedule.d_model == 0)
+      c.optim.schedule.d_model = c.model.d_model;
+    c.validate();
+  } catch (const Error& e) {
+    rethrow_located(e, doc, from_cli);
+  }
+  return c;
+}
+
+RunConfig load_config(const std::string& path,
+                      const std::vector<std::pair<std::string, std::string>>& overrides) {
+  return config_from_toml(read_toml_file(path), overrides);
+}
+
+std::string effective_toml(const RunConfig& c) {
+  ojson root = ojson::object();
+  root["seed"] = c.seed;
+  root["threads"] = c.threads;
+  Writer m, d, t, k;
+  model_fields(m, c.model);
+  data_fields(d, c.data);
+  train_fields(t, c.train);
+  checkpoint_fields(k, c.checkpoint);
+  root["model"] = m.j;
+  root["data"] = d.j;
+  root["train"] = t.j;
+  root["optim"] = ojson::parse(optim::to_json(c.optim).dump());
+  root["checkpoint"] = k.j;
+  return write_toml(root);
+}
+
+}  // namespace qkv::app

@@ -1,0 +1,68 @@
+// RunConfig: everything a training run is made of, read from a TOML file plus command-line
+// overrides, validated, and written back as the run's effective config.
+//
+//   seed = 1            # model init, dropout, data generation and shuffling
+//   threads = 0         # 0: all cores
+//   [model]  nn::ModelConfig        [data]  data::DataConfig
+//   [train]  TrainOptions           [optim] optim::OptimSection (optimizer, schedule, clipping)
+//   [checkpoint] CheckpointOptions
+//
+// Precedence: defaults < file < command line (--section.key VALUE). Unknown keys and values
+// of the wrong type are errors naming the key and where it came from ("FILE:LINE" or
+// "command line").
+#pragma once
+#include <string>
+#include <vector>
+
+#include "apps/toml.hpp"
+#include "data/config.hpp"
+#include "nn/seq2seq.hpp"
+#include "optim/config.hpp"
+
+namespace qkv::app {
+
+struct TrainOptions {
+  int64_t epochs = 10;
+  int64_t max_steps = 0;         // > 0: stop after this many steps even mid-epoch
+  double label_smoothing = 0.0;
+  int64_t log_every = 50;        // steps between log lines / metrics records
+  int64_t eval_every = 0;        // steps between validations (0: once per epoch)
+  int64_t eval_examples = 0;     // validate on at most this many examples (0: all)
+  int64_t max_decode_extra = 10;  // greedy decoding stops at source length + this
+  int64_t early_stopping = 0;    // stop after this many validations without improvement (0: off)
+  bool log_attention_entropy = false;  // log mean attention entropy per layer
+  bool skip_nonfinite = false;   // skip a step whose loss is NaN/Inf instead of stopping
+};
+
+struct CheckpointOptions {
+  int64_t every = 0;   // steps between checkpoints (0: at each validation)
+  int64_t keep = 2;    // most recent checkpoints kept (the best is kept as well)
+};
+
+struct RunConfig {
+  uint64_t seed = 1;
+  int64_t threads = 0;
+  nn::ModelConfig model;
+  data::DataConfig data;
+  TrainOptions train;
+  optim::OptimSection optim;
+  CheckpointOptions checkpoint;
+  std::string name = "run";  // the config file's stem: default run folder runs/<name>
+
+  void validate() const;  // every section; errors name the key
+};
+
+// overrides: ("model.d_model", "256") pairs from the command line.
+RunConfig load_config(const std::string& path,
+                      const std::vector<std::pair<std::string, std::string>>& overrides = {});
+// From parsed TOML (tests, and the effective config of a run).
+RunConfig config_from_toml(const TomlDoc& doc,
+                           const std::vector<std::pair<std::string, std::string>>& overrides = {});
+// The effective config, every key, as TOML text that load_config reads back to the same config.
+std::string effective_toml(const RunConfig& c);
+
+// Splits "--section.key VALUE" / "--section.key=VALUE" arguments out of args; throws on an
+// option without a value. Other arguments are left in args.
+std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std::string>& args);
+
+}  // namespace qkv::app

@@ -1,0 +1,29 @@
+// Training progress: a bar redrawn in place on a terminal, plain log lines otherwise.
+//
+//   [=========>          ] 1200/2400  loss 0.4312  lr 8.1e-04  21.3k tok/s  ETA 0:42
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace qkv::app {
+
+class Progress {
+ public:
+  // total: steps planned; quiet: only warnings and errors; verbose: every step as a line.
+  Progress(int64_t total, int64_t first_step, int64_t log_every, bool quiet, bool verbose);
+  void update(int64_t step, double loss, double lr, double tokens_per_s);
+  // A line that must not be overwritten (validation results, checkpoints).
+  void message(const std::string& line);
+  void finish();
+
+ private:
+  void clear_bar();
+  int64_t total_, first_, log_every_;
+  bool quiet_, verbose_, tty_, bar_shown_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+std::string format_duration(double seconds);  // "1:05:09", "0:42"
+
+}  // namespace qkv::app

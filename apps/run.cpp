@@ -1,0 +1,369 @@
+#include "apps/run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+#include "nn/safetensors.hpp"
+
+namespace qkv::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+nn::ModelConfig model_config(const RunConfig& c, const data::DataSplits& d) {
+  nn::ModelConfig m = c.model;
+  m.src_vocab = d.src_vocab.size();
+  m.tgt_vocab = d.tgt_vocab.size();
+  return m;
+}
+
+namespace {
+
+// Sources padded into (B, S) ids and their (B, S) validity mask.
+std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs) {
+  int64_t s = 1;
+  for (const auto& x : srcs) s = std::max<int64_t>(s, static_cast<int64_t>(x.size()));
+  const int64_t b = static_cast<int64_t>(srcs.size());
+  Tensor ids = zeros({b, s}, DType::i64), valid = zeros({b, s}, DType::b8);
+  int64_t* p = ids.data<int64_t>();
+  uint8_t* v = valid.data<uint8_t>();
+  for (int64_t i = 0; i < b; ++i)
+    for (size_t j = 0; j < srcs[i].size(); ++j) {
+      p[i * s + static_cast<int64_t>(j)] = srcs[i][j];
+      v[i * s + static_cast<int64_t>(j)] = 1;
+    }
+  return {ids, valid};
+}
+
+// Puts the model in eval mode for a scope and restores the previous mode after.
+struct EvalMode {
+  nn::Module& m;
+  bool was;
+  explicit EvalMode(const nn::Module& mod) : m(const_cast<nn::Module&>(mod)), was(mod.is_training()) { m.eval(); }
+  ~EvalMode() { m.train(was); }
+};
+
+}  // namespace
+
+std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
+                                     const data::Framing& f, const std::vector<int64_t>& max_lens) {
+  EvalMode eval(model);
+  ag::NoGrad no_grad;
+  const int64_t b = static_cast<int64_t>(srcs.size());
+  std::vector<data::Ids> out(b);
+  if (b == 0) return out;
+  auto [ids, valid] = pad_sources(srcs);
+  auto state = model.start_decoding(model.encode(ids, valid), valid);
+  std::vector<bool> done(b, false);
+  Tensor tokens = full({b}, static_cast<double>(f.bos), DType::i64);
+  const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
+  for (int64_t t = 0; t < longest; ++t) {
+    const Tensor next = argmax(model.decode_step(state, tokens).data(), -1);  // (B)
+    const int64_t* p = next.data<int64_t>();
+    bool all = true;
+    for (int64_t i = 0; i < b; ++i) {
+      if (done[i]) continue;
+      if ((f.eos >= 0 && p[i] == f.eos) || static_cast<int64_t>(out[i].size()) >= max_lens[i]) {
+        done[i] = true;
+        continue;
+      }
+      out[i].push_back(p[i]);
+      if (static_cast<int64_t>(out[i].size()) >= max_lens[i] && f.eos < 0) done[i] = true;
+      all = all && done[i];
+    }
+    if (all) break;
+    tokens = next;
+  }
+  return out;
+}
+
+data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data::Framing& f,
+                      int64_t beam, int64_t max_len, double alpha) {
+  QKV_CHECK(beam >= 1, "beam_decode", "beam must be >= 1, got ", beam);
+  EvalMode eval(model);
+  ag::NoGrad no_grad;
+  auto [ids, valid] = pad_sources({src});
+  // The beam is a batch of `beam` copies of the source.
+  const Tensor ids_b = ids.expand({beam, ids.size(1)}).contiguous();
+  const Tensor valid_b = valid.expand({beam, valid.size(1)}).contiguous();
+  auto state = model.start_decoding(model.encode(ids_b, valid_b), valid_b);
+  struct Hyp {
+    data::Ids ids;
+    double logp;
+  };
+  std::vector<Hyp> live = {{{}, 0.0}};
+  std::vector<Hyp> finished;
+  auto norm = [alpha](const Hyp& h, int64_t extra) {
+    return h.logp / std::pow(static_cast<double>(std::max<int64_t>(1, static_cast<int64_t>(h.ids.size()) + extra)), alpha);
+  };
+  for (int64_t t = 0; t < max_len && !live.empty(); ++t) {
+    // Feed each live hypothesis's last token (rows beyond live.size() repeat row 0).
+    std::vector<int64_t> last(beam);
+    for (int64_t i = 0; i < beam; ++i) {
+      const Hyp& h = live[std::min<size_t>(i, live.size() - 1)];
+      last[i] = h.ids.empty() ? f.bos : h.ids.back();
+    }
+    const Tensor logp = log_softmax(model.decode_step(state, from_vector(last, {beam})).data(), -1)
+                            .to(DType::f64);
+    const int64_t v = logp.size(1);
+    const double* lp = logp.data<double>();
+    struct Cand {
+      double score;
+      int64_t from, token;
+    };
+    std::vector<Cand> cands;
+    for (size_t i = 0; i < live.size(); ++i)
+      for (int64_t tok = 0; tok < v; ++tok) {
+        if (tok == f.bos || tok == 0) continue;  // never emit <bos> or <pad>
+        cands.push_back({live[i].logp + lp[i * v + tok], static_cast<int64_t>(i), tok});
+      }
+    std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+    std::vector<Hyp> next;
+    std::vector<int64_t> rows;
+    for (const Cand& c : cands) {
+      if (static_cast<int64_t>(next.size()) >= beam) break;
+      Hyp h{live[c.from].ids, c.score};
+      if (f.eos >= 0 && c.token == f.eos) {
+        finished.push_back(h);
+        continue;
+      }
+      h.ids.push_back(c.token);
+      if (f.eos < 0 && static_cast<int64_t>(h.ids.size()) >= max_len) {
+        finished.push_back(h);
+        continue;
+      }
+      next.push_back(h);
+      rows.push_back(c.from);
+    }
+    // Stop once the best finished hypothesis beats every live one's best possible score.
+    if (static_cast<int64_t>(finished.size()) >= beam) break;
+    live = next;
+    if (live.empty()) break;
+    // Reorder the caches so row i holds the history of live[i].
+    std::vector<int64_t> order(beam);
+    for (int64_t i = 0; i < beam; ++i) order[i] = rows[std::min<size_t>(i, rows.size() - 1)];
+    const Tensor idx = from_vector(order, {beam});
+    for (auto& c : state.cache) {
+      c.self_k = ag::Var(index_select(c.self_k.data(), 0, idx));
+      c.self_v = ag::Var(index_select(c.self_v.data(), 0, idx));
+    }
+  }
+  for (const Hyp& h : live) finished.push_back(h);
+  if (finished.empty()) return {};
+  const Hyp* best = &finished[0];
+  for (const Hyp& h : finished)
+    if (norm(h, f.eos >= 0 ? 1 : 0) > norm(*best, f.eos >= 0 ? 1 : 0)) best = &h;
+  return best->ids;
+}
+
+Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
+                 int64_t batch_size, int64_t max_decode_extra, int64_t limit) {
+  EvalMode eval(model);
+  ag::NoGrad no_grad;
+  Metrics m;
+  const int64_t n = limit > 0 ? std::min(limit, ds.size()) : ds.size();
+  double loss_sum = 0;
+  int64_t correct_tokens = 0, exact = 0;
+  for (int64_t at = 0; at < n; at += batch_size) {
+    std::vector<int64_t> idx;
+    for (int64_t i = at; i < std::min(n, at + batch_size); ++i) idx.push_back(i);
+    const data::Batch b = data::make_batch(ds, idx, f);
+    const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask);
+    const int64_t v = logits.size(-1);
+    const Tensor labels = b.tgt_out.flatten();
+    const ag::Var loss = ag::cross_entropy(ag::reshape(logits, {-1, v}), labels, 0);
+    loss_sum += loss.item() * static_cast<double>(b.tgt_tokens);
+    const Tensor pred = argmax(logits.data(), -1).flatten();
+    const Tensor hit = logical_and(eq(pred, labels), ne(labels, 0.0));
+    correct_tokens += static_cast<int64_t>(sum(hit).item());
+    m.tokens += b.tgt_tokens;
+    // Greedy exact match.
+    std::vector<data::Ids> srcs;
+    std::vector<int64_t> lens;
+    for (int64_t i : idx) {
+      srcs.push_back(ds.examples[i].src);
+      const int64_t tl = static_cast<int64_t>(ds.examples[i].tgt.size());
+      lens.push_back(f.eos >= 0 ? std::max<int64_t>(tl, static_cast<int64_t>(ds.examples[i].src.size())) + max_decode_extra : tl);
+    }
+    const std::vector<data::Ids> outs = greedy_decode(model, srcs, f, lens);
+    for (size_t i = 0; i < idx.size(); ++i) exact += outs[i] == ds.examples[idx[i]].tgt;
+  }
+  m.examples = n;
+  m.loss = m.tokens ? loss_sum / static_cast<double>(m.tokens) : 0.0;
+  m.token_accuracy = m.tokens ? static_cast<double>(correct_tokens) / static_cast<double>(m.tokens) : 0.0;
+  m.exact_match = n ? static_cast<double>(exact) / static_cast<double>(n) : 0.0;
+  return m;
+}
+
+// ------------------------------------------------------------------ checkpoints
+
+namespace {
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+void fsync_dir(const fs::path& dir) {
+  // Makes a rename inside dir durable. Best effort: some filesystems refuse to open dirs.
+  if (FILE* f = std::fopen(dir.c_str(), "r")) {
+    ::fsync(fileno(f));
+    std::fclose(f);
+  }
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool complete(const fs::path& ckpt) {
+  return fs::exists(ckpt / "model.safetensors") && fs::exists(ckpt / "optim.safetensors") &&
+         fs::exists(ckpt / "state.json");
+}
+
+}  // namespace
+
+std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model,
+                            const optim::Optimizer& opt, const TrainState& st, int64_t keep,
+                            bool is_best) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  fs::create_directories(dir);
+  const std::string name = step_name(st.step);
+  const fs::path tmp = dir / (".tmp-" + name);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+
+  nn::save_safetensors((tmp / "model.safetensors").string(), model.state_dict(),
+                       {{"format", "qkv"}, {"step", std::to_string(st.step)}});
+  const optim::OptimState os = opt.state();
+  nn::save_safetensors((tmp / "optim.safetensors").string(), os.tensors,
+                       {{"optimizer", os.optimizer}});
+  json j;
+  j["step"] = st.step;
+  j["epoch"] = st.epoch;
+  j["loader"] = {{"epoch", st.loader.epoch}, {"index", st.loader.index},
+                 {"rng_seed", st.loader.rng_seed}, {"rng_position", st.loader.rng_position}};
+  j["dropout_rng"] = {{"seed", st.dropout_seed}, {"position", st.dropout_position}};
+  j["best_score"] = st.best_score;
+  j["best_loss"] = st.best_loss;
+  j["evals_since_best"] = st.evals_since_best;
+  j["metrics_bytes"] = st.metrics_bytes;
+  j["best"] = is_best ? name : st.best;
+  j["log_interval"] = {{"loss_sum", st.log_loss_sum}, {"norm_sum", st.log_norm_sum}, {"count", st.log_count}};
+  j["optimizer"] = {{"name", os.optimizer}, {"scalars", os.scalars}};
+  nn::atomic_write_file((tmp / "state.json").string(), j.dump(2) + "\n");
+  fsync_dir(tmp);
+
+  const fs::path final_dir = dir / name;
+  fs::remove_all(final_dir);
+  fs::rename(tmp, final_dir);
+  fsync_dir(dir);
+  nn::atomic_write_file((dir / "latest").string(), name + "\n");
+  const std::string best = is_best ? name : st.best;
+  if (is_best) nn::atomic_write_file((dir / "best").string(), name + "\n");
+
+  // Keep the newest `keep` checkpoints, and the best.
+  std::vector<std::string> steps;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step-", 0) == 0) steps.push_back(n);
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
+    if (steps[i] != best && steps[i] != name) fs::remove_all(dir / steps[i]);
+  return name;
+}
+
+std::string find_checkpoint(const std::string& run_dir, const std::string& which) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  if (!fs::is_directory(dir)) return "";
+  if (fs::exists(dir / which)) {
+    const std::string n = read_text(dir / which);
+    if (!n.empty() && n.find('/') == std::string::npos && complete(dir / n)) return (dir / n).string();
+  }
+  std::vector<std::string> steps;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step-", 0) == 0 && complete(e.path())) steps.push_back(n);
+  }
+  if (steps.empty()) return "";
+  std::sort(steps.begin(), steps.end());
+  return (dir / steps.back()).string();
+}
+
+TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, optim::Optimizer* opt) {
+  const fs::path dir(ckpt_dir);
+  const nn::SafetensorsFile mf = nn::load_safetensors((dir / "model.safetensors").string());
+  try {
+    model.load_state_dict(mf.tensors);
+  } catch (const Error& e) {
+    throw Error(mf.path + ": does not fit this model's config: " + e.what());
+  }
+  json j;
+  const std::string state_path = (dir / "state.json").string();
+  try {
+    std::ifstream f(state_path);
+    if (!f) throw Error(state_path + ": cannot read");
+    j = json::parse(f);
+    TrainState st;
+    st.step = j.at("step").get<int64_t>();
+    st.epoch = j.at("epoch").get<int64_t>();
+    const json& l = j.at("loader");
+    st.loader = {l.at("epoch").get<int64_t>(), l.at("index").get<int64_t>(),
+                 l.at("rng_seed").get<uint64_t>(), l.at("rng_position").get<uint64_t>()};
+    st.dropout_seed = j.at("dropout_rng").at("seed").get<uint64_t>();
+    st.dropout_position = j.at("dropout_rng").at("position").get<uint64_t>();
+    st.best_score = j.at("best_score").get<double>();
+    st.best_loss = j.at("best_loss").get<double>();
+    st.evals_since_best = j.at("evals_since_best").get<int64_t>();
+    st.metrics_bytes = j.at("metrics_bytes").get<uint64_t>();
+    st.best = j.at("best").get<std::string>();
+    st.log_loss_sum = j.at("log_interval").at("loss_sum").get<double>();
+    st.log_norm_sum = j.at("log_interval").at("norm_sum").get<double>();
+    st.log_count = j.at("log_interval").at("count").get<int64_t>();
+    model.dropout_generator().set_state(st.dropout_seed, st.dropout_position);
+    if (opt) {
+      optim::OptimState os;
+      os.optimizer = j.at("optimizer").at("name").get<std::string>();
+      os.scalars = j.at("optimizer").at("scalars").get<std::map<std::string, double>>();
+      os.tensors = nn::load_safetensors((dir / "optim.safetensors").string()).tensors;
+      opt->load_state(os);
+    }
+    return st;
+  } catch (const json::exception& e) {
+    throw Error(state_path + ": corrupt checkpoint state: " + e.what());
+  }
+}
+
+LoadedRun load_run(const std::string& run_dir, const std::string& which) {
+  const fs::path dir(run_dir);
+  if (!fs::is_directory(dir)) throw Error(run_dir + ": no such run folder");
+  if (!fs::exists(dir / "config.toml")) throw Error(run_dir + ": not a run folder (no config.toml)");
+  LoadedRun r;
+  r.config = load_config((dir / "config.toml").string());
+  r.data = data::load_data(r.config.data);
+  // The vocabularies saved with the run are the ones the model was trained with.
+  if (fs::exists(dir / "src_vocab.txt")) r.data.src_vocab = data::Vocab::load((dir / "src_vocab.txt").string());
+  if (fs::exists(dir / "tgt_vocab.txt")) r.data.tgt_vocab = data::Vocab::load((dir / "tgt_vocab.txt").string());
+  Generator gen(r.config.seed);
+  r.model = std::make_unique<nn::Seq2Seq>(model_config(r.config, r.data), gen);
+  r.checkpoint = find_checkpoint(run_dir, which);
+  if (r.checkpoint.empty()) r.checkpoint = find_checkpoint(run_dir, "latest");
+  if (r.checkpoint.empty()) throw Error(run_dir + ": no checkpoint in this run folder");
+  load_checkpoint(r.checkpoint, *r.model, nullptr);
+  r.model->eval();
+  return r;
+}
+
+}  // namespace qkv::app

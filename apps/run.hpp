@@ -1,0 +1,90 @@
+// What train, eval and translate share: a run folder, its model, data, checkpoints,
+// evaluation and decoding.
+//
+// A run folder:
+//   config.toml                 the effective config (runs again as is)
+//   src_vocab.txt tgt_vocab.txt the vocabularies, one token per line
+//   metrics.jsonl               one JSON object per logged step and per validation
+//   loss.svg                    training and validation loss against steps
+//   checkpoints/step-00001200/  model.safetensors, optim.safetensors, state.json
+//   checkpoints/latest, best    the name of the newest and the best checkpoint
+// Every file is written atomically (temporary file, fsync, rename); a checkpoint folder is
+// complete before it gets its name, so a crash at any moment leaves the last good one.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/config.hpp"
+#include "data/config.hpp"
+#include "nn/seq2seq.hpp"
+#include "optim/optimizers.hpp"
+
+namespace qkv::app {
+
+struct Metrics {
+  double loss = 0;            // teacher-forced cross-entropy per target token (no smoothing)
+  double token_accuracy = 0;  // teacher-forced argmax == label, over real target tokens
+  double exact_match = 0;     // greedy decodes equal to the target, over examples
+  int64_t examples = 0;
+  int64_t tokens = 0;
+};
+
+// Model config with the vocabulary sizes of the data filled in.
+nn::ModelConfig model_config(const RunConfig& c, const data::DataSplits& d);
+
+// Teacher-forced loss and accuracy plus greedy exact match over (at most limit, 0 = all)
+// examples of ds, in order, in eval mode and without recording.
+Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
+                 int64_t batch_size, int64_t max_decode_extra, int64_t limit = 0);
+
+// Greedy decoding of a batch of sources; returns each output's ids up to (not including) the
+// first <eos> (or exactly max_len ids when the framing has no <eos>).
+std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
+                                     const data::Framing& f, const std::vector<int64_t>& max_lens);
+// Beam search for one source with length normalisation: hypotheses are ranked by
+// log P / length^alpha.
+data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data::Framing& f,
+                      int64_t beam, int64_t max_len, double alpha = 1.0);
+
+// --- checkpoints ---
+struct TrainState {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  data::LoaderState loader;
+  uint64_t dropout_seed = 0, dropout_position = 0;
+  double best_score = -1;    // exact match of the best validation so far
+  double best_loss = 1e300;  // its loss (breaks ties)
+  int64_t evals_since_best = 0;
+  uint64_t metrics_bytes = 0;  // metrics.jsonl length when the checkpoint was written
+  std::string best;            // name of the best checkpoint
+  // The open log interval (steps since the last metrics record), so a resumed run logs the
+  // same averages as an uninterrupted one.
+  double log_loss_sum = 0, log_norm_sum = 0;
+  int64_t log_count = 0;
+};
+
+// Writes checkpoints/step-N atomically, points "latest" at it, removes old ones beyond keep
+// (never the best), and points "best" at it when is_best.
+std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model,
+                            const optim::Optimizer& opt, const TrainState& st, int64_t keep,
+                            bool is_best);
+// The checkpoint "latest" (or "best") names; falls back to the newest complete step-* folder.
+// Empty when there is none.
+std::string find_checkpoint(const std::string& run_dir, const std::string& which = "latest");
+// Loads model weights (and, when opt is non-null, the optimizer state) and returns the state.
+TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model,
+                           optim::Optimizer* opt);
+
+// A trained run, ready to evaluate or translate: its config, data, vocabularies and model
+// loaded from the best checkpoint (else the latest).
+struct LoadedRun {
+  RunConfig config;
+  data::DataSplits data;
+  std::unique_ptr<nn::Seq2Seq> model;
+  std::string checkpoint;
+};
+LoadedRun load_run(const std::string& run_dir, const std::string& which = "best");
+
+}  // namespace qkv::app

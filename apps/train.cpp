@@ -1,0 +1,290 @@
+// qkv train CONFIG [--run-dir DIR] [--section.key VALUE ...]   |   qkv train --resume DIR
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "apps/attention_stats.hpp"
+#include "apps/commands.hpp"
+#include "apps/plot.hpp"
+#include "apps/progress.hpp"
+#include "apps/run.hpp"
+#include "core/parallel.hpp"
+#include "data/loader.hpp"
+#include "nn/safetensors.hpp"
+#include "optim/clip.hpp"
+#include "optim/schedule.hpp"
+
+namespace qkv::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_sigint(int) { g_interrupted = true; }
+
+// metrics.jsonl, appended one record per line and flushed, so a crash loses at most a line.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const fs::path& path) : path_(path), out_(path, std::ios::app) {
+    QKV_CHECK(out_.good(), "train", "cannot write ", path.string());
+  }
+  void write(const json& j) {
+    out_ << j.dump() << '\n';
+    out_.flush();
+  }
+  uint64_t bytes() { return static_cast<uint64_t>(fs::file_size(path_)); }
+
+ private:
+  fs::path path_;
+  std::ofstream out_;
+};
+
+// loss.svg from metrics.jsonl: the training loss and the validation loss against steps.
+void plot_losses(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  Series train{"train loss", {}, {}, ""}, valid{"valid loss", {}, {}, ""};
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      const json j = json::parse(line);
+      if (!j.contains("split")) {
+        train.x.push_back(j.at("step").get<double>());
+        train.y.push_back(j.at("loss").get<double>());
+      } else if (j.at("split") == "valid") {
+        valid.x.push_back(j.at("step").get<double>());
+        valid.y.push_back(j.at("loss").get<double>());
+      }
+    } catch (const json::exception&) {
+    }
+  }
+  LineChart c{"Loss", "step", "cross-entropy (nats / token)", false, false, {train, valid}};
+  write_svg((run_dir / "loss.svg").string(), c);
+}
+
+bool folder_has_files(const fs::path& p) {
+  return fs::exists(p) && (!fs::is_directory(p) || !fs::is_empty(p));
+}
+
+}  // namespace
+
+int cmd_train(const TrainArgs& a) {
+  RunConfig cfg;
+  fs::path run_dir;
+  std::string resume_from;
+  if (!a.resume.empty()) {
+    QKV_CHECK(a.config.empty() && a.overrides.empty(), "train",
+              "--resume takes the run folder's own config; give no config file or overrides");
+    run_dir = a.resume;
+    QKV_CHECK(fs::exists(run_dir / "config.toml"), "train", run_dir.string(),
+              ": not a run folder (no config.toml)");
+    cfg = load_config((run_dir / "config.toml").string());
+    resume_from = find_checkpoint(run_dir.string());
+    QKV_CHECK(!resume_from.empty(), "train", run_dir.string(), ": no checkpoint to resume from");
+  } else {
+    QKV_CHECK(!a.config.empty(), "train", "no config file given (try configs/copy.toml)");
+    cfg = load_config(a.config, a.overrides);
+    run_dir = a.run_dir.empty() ? fs::path("runs") / cfg.name : fs::path(a.run_dir);
+    QKV_CHECK(!folder_has_files(run_dir), "train", "run folder ", run_dir.string(),
+              " already exists; resume it with --resume ", run_dir.string(),
+              ", or choose another with --run-dir");
+  }
+  set_num_threads(static_cast<int>(cfg.threads));
+
+  data::DataSplits data = data::load_data(cfg.data);
+  if (!resume_from.empty()) {
+    // The run's own vocabularies: the model's ids mean these tokens.
+    const data::Vocab sv = data::Vocab::load((run_dir / "src_vocab.txt").string());
+    const data::Vocab tv = data::Vocab::load((run_dir / "tgt_vocab.txt").string());
+    QKV_CHECK(sv == data.src_vocab && tv == data.tgt_vocab, "train", run_dir.string(),
+              ": the saved vocabularies differ from the data's; the data changed since the run began");
+  }
+  Generator init(cfg.seed);
+  nn::Seq2Seq model(model_config(cfg, data), init);
+  auto opt = optim::make_optimizer(cfg.optim.optim, model.named_parameters());
+  const std::vector<ag::Var> params = model.parameters();
+  auto train_set = std::make_shared<const data::Dataset>(data.train);
+  const data::LoaderOptions lopt = data::loader_options(cfg.data);
+  data::Loader loader(train_set, data.framing, lopt, cfg.seed);
+
+  // Steps per epoch, from the first epoch's plan (a copy of the loader's generator).
+  Generator plan_gen(cfg.seed);
+  const int64_t per_epoch = static_cast<int64_t>(
+      data::plan_batches(*train_set, data.framing, lopt.batch, plan_gen).size());
+  QKV_CHECK(per_epoch > 0, "train", "the training split of ", data.train.name, " is empty");
+  const int64_t total = cfg.train.max_steps > 0
+                            ? std::min(cfg.train.max_steps, cfg.train.epochs * per_epoch)
+                            : cfg.train.epochs * per_epoch;
+  const int64_t eval_every = cfg.train.eval_every > 0 ? cfg.train.eval_every : per_epoch;
+  // A cosine schedule without its length decays over the whole run (the saved config keeps 0).
+  optim::ScheduleConfig schedule = cfg.optim.schedule;
+  if (schedule.name == "cosine" && schedule.total_steps == 0) {
+    schedule.total_steps = total;
+    QKV_CHECK(total > schedule.warmup, "optim.warmup", schedule.warmup,
+              " warmup steps do not fit in a run of ", total, " steps");
+  }
+
+  TrainState st;
+  if (!resume_from.empty()) {
+    st = load_checkpoint(resume_from, model, opt.get());
+    loader.restore(st.loader);
+    // Forget what was logged after the checkpoint: the resumed run logs it again.
+    fs::resize_file(run_dir / "metrics.jsonl", st.metrics_bytes);
+  } else {
+    fs::create_directories(run_dir);
+    nn::atomic_write_file((run_dir / "config.toml").string(), effective_toml(cfg));
+    data.src_vocab.save((run_dir / "src_vocab.txt").string());
+    data.tgt_vocab.save((run_dir / "tgt_vocab.txt").string());
+  }
+  MetricsLog metrics(run_dir / "metrics.jsonl");
+  Progress progress(total, st.step, cfg.train.log_every, a.quiet, a.verbose);
+  progress.message(fmt::format("{} {}: {} parameters, {} train / {} valid examples, {} steps ({} per epoch), {} threads",
+                               resume_from.empty() ? "training" : "resuming", run_dir.string(),
+                               model.parameter_count(), data.train.size(), data.valid.size(), total,
+                               per_epoch, get_num_threads()));
+
+  double loss_sum = st.log_loss_sum, norm_sum = st.log_norm_sum;
+  int64_t loss_n = st.log_count, tokens = 0;
+  int64_t saved_step = -1;
+  auto checkpoint = [&](bool is_best) {
+    st.log_loss_sum = loss_sum;  // a log interval may span the checkpoint
+    st.log_norm_sum = norm_sum;
+    st.log_count = loss_n;
+    saved_step = st.step;
+    st.loader = loader.state();
+    st.dropout_seed = model.dropout_generator().seed();
+    st.dropout_position = model.dropout_generator().position();
+    st.metrics_bytes = metrics.bytes();
+    const std::string name = save_checkpoint(run_dir.string(), model, *opt, st, cfg.checkpoint.keep, is_best);
+    if (is_best) st.best = name;
+    return name;
+  };
+  auto validate = [&]() -> bool {  // returns whether to stop early
+    const Metrics m = evaluate(model, data.valid, data.framing, cfg.data.batch_size,
+                               cfg.train.max_decode_extra, cfg.train.eval_examples);
+    json j = {{"step", st.step}, {"epoch", st.epoch}, {"split", "valid"}, {"loss", m.loss},
+              {"token_accuracy", m.token_accuracy}, {"exact_match", m.exact_match},
+              {"examples", m.examples}};
+    metrics.write(j);
+    const bool better = m.exact_match > st.best_score ||
+                        (m.exact_match == st.best_score && m.loss < st.best_loss);
+    if (better) {
+      st.best_score = m.exact_match;
+      st.best_loss = m.loss;
+      st.evals_since_best = 0;
+    } else {
+      ++st.evals_since_best;
+    }
+    progress.message(fmt::format("step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}",
+                                 st.step, m.loss, m.token_accuracy, m.exact_match,
+                                 better ? "  (best)" : ""));
+    if (cfg.checkpoint.every == 0) checkpoint(better);
+    else if (better) checkpoint(true);
+    plot_losses(run_dir);
+    return cfg.train.early_stopping > 0 && st.evals_since_best >= cfg.train.early_stopping;
+  };
+
+  std::signal(SIGINT, on_sigint);
+  model.train();
+  auto t0 = std::chrono::steady_clock::now();
+  bool stopped_early = false;
+  // A run resumed at its last step was already validated and checkpointed there.
+  bool evaluated_last = st.step > 0 && (st.step % eval_every == 0 || st.step == total);
+  if (!resume_from.empty()) saved_step = st.step;
+  while (st.step < total) {
+    const data::Batch b = loader.next();
+    ++st.step;
+    evaluated_last = false;
+    nn::AttentionMaps maps;
+    const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
+                                         cfg.train.log_attention_entropy ? &maps : nullptr);
+    const ag::Var loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}),
+                                           b.tgt_out.flatten(), 0, cfg.train.label_smoothing);
+    const double lv = loss.item();
+    if (!std::isfinite(lv)) {
+      const std::string last = find_checkpoint(run_dir.string());
+      if (cfg.train.skip_nonfinite) {
+        progress.message(fmt::format("step {}: loss is {}; skipping this step", st.step, lv));
+        metrics.write({{"step", st.step}, {"skipped", true}});
+        continue;
+      }
+      progress.finish();
+      throw Error(fmt::format("train: step {}: loss is {}; stopping (last good checkpoint: {}; "
+                              "set train.skip_nonfinite = true to skip such steps)",
+                              st.step, lv, last.empty() ? "none" : last));
+    }
+    loss.backward();
+    const double gnorm = cfg.optim.clip_norm > 0 ? optim::clip_grad_norm(params, cfg.optim.clip_norm)
+                                                 : optim::grad_norm(params);
+    if (cfg.optim.clip_value > 0) optim::clip_grad_value(params, cfg.optim.clip_value);
+    const double lr = optim::apply_schedule(*opt, schedule);
+    opt->step();
+    opt->zero_grad();
+    st.loader = loader.state();
+    st.epoch = st.loader.epoch;
+
+    loss_sum += lv;
+    norm_sum += gnorm;
+    ++loss_n;
+    tokens += b.src_tokens + b.tgt_tokens;
+    if (st.step % cfg.train.log_every == 0 || st.step == total) {
+      json j = {{"step", st.step}, {"epoch", st.epoch}, {"loss", loss_sum / loss_n},
+                {"lr", lr}, {"grad_norm", norm_sum / loss_n}};
+      if (cfg.train.log_attention_entropy) {
+        j["attention_entropy"] = {{"encoder_self", attention_entropy(maps.encoder_self)},
+                                  {"decoder_self", attention_entropy(maps.decoder_self)},
+                                  {"decoder_cross", attention_entropy(maps.decoder_cross)}};
+      }
+      metrics.write(j);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      progress.update(st.step, loss_sum / loss_n, lr, secs > 0 ? tokens / secs : 0);
+      loss_sum = norm_sum = 0;
+      loss_n = tokens = 0;
+      t0 = std::chrono::steady_clock::now();
+    } else if (!a.quiet) {
+      progress.update(st.step, lv, lr, 0);
+    }
+    if (st.step % eval_every == 0 || st.step == total) {
+      evaluated_last = true;
+      if (validate()) {
+        progress.message(fmt::format("early stopping: no improvement in {} validations",
+                                     cfg.train.early_stopping));
+        stopped_early = true;
+        break;
+      }
+    }
+    if (cfg.checkpoint.every > 0 && st.step % cfg.checkpoint.every == 0) checkpoint(false);
+    if (g_interrupted) {
+      progress.finish();
+      const std::string name = checkpoint(false);
+      spdlog::warn("interrupted at step {}: wrote checkpoint {}; continue with qkv train --resume {}",
+                   st.step, name, run_dir.string());
+      return 130;
+    }
+  }
+  if (!evaluated_last && !stopped_early) validate();
+  if (saved_step != st.step) checkpoint(false);
+  progress.finish();
+
+  // The held-out test split, with the best checkpoint.
+  const std::string best = find_checkpoint(run_dir.string(), "best");
+  if (!best.empty()) load_checkpoint(best, model, nullptr);
+  const Metrics test = evaluate(model, data.test, data.framing, cfg.data.batch_size,
+                                cfg.train.max_decode_extra);
+  metrics.write({{"step", st.step}, {"split", "test"}, {"loss", test.loss},
+                 {"token_accuracy", test.token_accuracy}, {"exact_match", test.exact_match},
+                 {"examples", test.examples}});
+  plot_losses(run_dir);
+  if (!a.quiet)
+    spdlog::info("done: {} steps; test ({} examples, best checkpoint): loss {:.4f}  token acc {:.4f}  exact match {:.4f}",
+                 st.step, test.examples, test.loss, test.token_accuracy, test.exact_match);
+  return 0;
+}
+
+}  // namespace qkv::app

@@ -1,0 +1,101 @@
+// The run config: TOML reading, precedence (defaults < file < command line), errors that name
+// the key and where it was set, and the effective config reading back to the same config.
+#include <catch2/catch.hpp>
+
+#include "apps/config.hpp"
+#include "apps/toml.hpp"
+
+using namespace qkv;
+using namespace qkv::app;
+
+namespace {
+RunConfig from(const std::string& text, std::vector<std::pair<std::string, std::string>> ov = {}) {
+  return config_from_toml(parse_toml(text, "test.toml"), ov);
+}
+}  // namespace
+
+TEST_CASE("toml: values, sections, comments") {
+  const TomlDoc d = parse_toml(
+      "seed = 7 # the seed\n"
+      "[model]\nd_model = 256\nname = \"a \\\"q\\\" \\u00e9\"\nx = 1e-3\nflag = true\n"
+      "arr = [0.9, 0.98]\nlit = 'c:\\path'\n",
+      "t.toml");
+  CHECK(d.root["seed"] == 7);
+  CHECK(d.root["model"]["d_model"] == 256);
+  CHECK(d.root["model"]["name"] == "a \"q\" \xc3\xa9");
+  CHECK(d.root["model"]["x"].get<double>() == Approx(1e-3));
+  CHECK(d.root["model"]["flag"] == true);
+  CHECK(d.root["model"]["arr"].size() == 2);
+  CHECK(d.root["model"]["lit"] == "c:\\path");
+  CHECK(d.lines.at("model.d_model") == 3);
+}
+
+TEST_CASE("toml: malformed input names the file and line") {
+  CHECK_THROWS_WITH(parse_toml("a = 1\nb = \n", "f.toml"), Catch::StartsWith("f.toml:2:"));
+  CHECK_THROWS_WITH(parse_toml("[model\n", "f.toml"), Catch::StartsWith("f.toml:1:"));
+  CHECK_THROWS_WITH(parse_toml("a = \"open\n", "f.toml"), Catch::Contains("unterminated"));
+  CHECK_THROWS_WITH(parse_toml("a = 1\na = 2\n", "f.toml"), Catch::Contains("twice"));
+  CHECK_THROWS_WITH(parse_toml("a = word\n", "f.toml"), Catch::Contains("quotes"));
+  CHECK_THROWS_WITH(parse_toml("a = 1 2\n", "f.toml"), Catch::Contains("f.toml:1:"));
+}
+
+TEST_CASE("config: defaults, file, then command line") {
+  const RunConfig def = from("");
+  CHECK(def.model.d_model == nn::ModelConfig{}.d_model);
+  const RunConfig f = from("[model]\nd_model = 96\nheads = 4\n");
+  CHECK(f.model.d_model == 96);
+  const RunConfig c = from("[model]\nd_model = 96\nheads = 4\n", {{"model.d_model", "32"}, {"seed", "9"}});
+  CHECK(c.model.d_model == 32);
+  CHECK(c.seed == 9);
+  const RunConfig s = from("", {{"optim.name", "sgd"}, {"data.task", "reverse"}});
+  CHECK(s.optim.optim.name == "sgd");
+  CHECK(s.data.task == "reverse");
+}
+
+TEST_CASE("config: unknown keys and wrong types name the key and where it was set") {
+  CHECK_THROWS_WITH(from("[model]\nd_modle = 64\n"),
+                    Catch::Contains("test.toml:2") && Catch::Contains("model.d_modle") &&
+                        Catch::Contains("unknown key"));
+  CHECK_THROWS_WITH(from("[model]\nd_model = \"big\"\n"),
+                    Catch::Contains("test.toml:2") && Catch::Contains("model.d_model") &&
+                        Catch::Contains("integer"));
+  CHECK_THROWS_WITH(from("[modl]\nd_model = 1\n"), Catch::Contains("unknown section"));
+  CHECK_THROWS_WITH(from("", {{"train.epochs", "many"}}),
+                    Catch::Contains("command line") && Catch::Contains("train.epochs"));
+  CHECK_THROWS_WITH(from("[optim]\nlr = \"fast\"\n"), Catch::Contains("optim.lr"));
+}
+
+TEST_CASE("config: out-of-range and inconsistent values") {
+  CHECK_THROWS_WITH(from("[model]\nd_model = 100\nheads = 3\n"),
+                    Catch::Contains("model.heads") && Catch::Contains("not divisible"));
+  CHECK_THROWS_WITH(from("[optim]\nlr = -1.0\n"), Catch::Contains("optim.lr"));
+  CHECK_THROWS_WITH(from("[data]\nbatch_size = 0\n"), Catch::Contains("data.batch_size"));
+  CHECK_THROWS_WITH(from("[model]\ndropout = 1.5\n"), Catch::Contains("model.dropout"));
+  CHECK_THROWS_WITH(from("threads = -2\n"), Catch::Contains("threads"));
+}
+
+TEST_CASE("config: the effective config reads back to the same config") {
+  const RunConfig c = from(
+      "seed = 3\n[model]\nd_model = 48\nheads = 6\nnorm_first = true\n[data]\ntask = \"sort\"\n"
+      "[optim]\nname = \"adamw\"\nweight_decay = 0.01\nschedule = \"noam\"\nwarmup = 100\n",
+      {{"train.label_smoothing", "0.1"}});
+  const std::string text = effective_toml(c);
+  const RunConfig back = config_from_toml(parse_toml(text, "effective.toml"));
+  CHECK(effective_toml(back) == text);
+  CHECK(back.model.d_model == 48);
+  CHECK(back.optim.schedule.d_model == 48);  // noam's d_model filled from the model
+  CHECK(back.train.label_smoothing == Approx(0.1));
+}
+
+TEST_CASE("overrides are taken out of the argument list") {
+  std::vector<std::string> args = {"train", "c.toml", "--model.d_model", "64", "--quiet",
+                                   "--optim.lr=0.01", "--seed", "5"};
+  const auto ov = take_overrides(args);
+  REQUIRE(ov.size() == 3);
+  CHECK(ov[0] == std::make_pair(std::string("model.d_model"), std::string("64")));
+  CHECK(ov[1] == std::make_pair(std::string("optim.lr"), std::string("0.01")));
+  CHECK(ov[2] == std::make_pair(std::string("seed"), std::string("5")));
+  CHECK(args == std::vector<std::string>{"train", "c.toml", "--quiet"});
+  std::vector<std::string> bad = {"train", "--model.d_model"};
+  CHECK_THROWS_WITH(take_overrides(bad), Catch::Contains("needs a value"));
+}
