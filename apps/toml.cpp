@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "data/utf8.hpp"
 
 namespace qkv::app {
 namespace {
@@ -36,24 +37,6 @@ std::string parse_key(Cursor& c) {
   while (!c.done() && is_bare(c.peek())) k += c.s[c.i++];
   if (k.empty()) c.fail("expected a key (letters, digits, _ or -)");
   return k;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 ojson parse_value(Cursor& c, int depth = 0);
@@ -84,7 +67,7 @@ ojson parse_string(Cursor& c) {
             cp = cp * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
           }
           if (cp >= 0xD800 && cp < 0xE000) c.fail("bad \\u escape (surrogate)");
-          append_utf8(out, cp);
+          data::append_utf8(out, static_cast<char32_t>(cp));
           break;
         }
         default: c.fail(std::string("unknown escape \\") + e);

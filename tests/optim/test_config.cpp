@@ -83,7 +83,12 @@ TEST_CASE("bad [optim] keys and values are errors naming the key", "[optim][conf
   CHECK(noam.schedule.d_model == 0);
   CHECK_THROWS_WITH(noam.schedule.validate(), Contains("optim.d_model"));
   CHECK_THROWS_WITH(schedule_lr(noam.schedule, 10), Contains("d_model"));
-  CHECK_THAT(err(json{{"schedule", "cosine"}, {"warmup", 10}}), Contains("optim.total_steps"));
+  // cosine's total_steps left out: 0, for the trainer to fill with the run's length.
+  const OptimSection cos = parse_optim_section(json{{"schedule", "cosine"}, {"warmup", 10}});
+  CHECK(cos.schedule.total_steps == 0);
+  CHECK_THROWS_WITH(cos.schedule.validate(), Contains("optim.total_steps"));
+  CHECK_THAT(err(json{{"schedule", "cosine"}, {"warmup", 10}, {"total_steps", 5}}),
+             Contains("optim.total_steps"));
   CHECK_THAT(err(json{{"clip_norm", -1.0}}), Contains("optim.clip_norm"));
   CHECK_THAT(err(json::array()), Contains("optim") && Contains("table"));
 }
