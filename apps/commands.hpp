@@ -32,4 +32,41 @@ struct TranslateArgs {
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
+// --- the lesson's experiments (gradcheck.cpp, saturation.cpp, attention.cpp) ---
+struct GradcheckArgs {
+  bool all = false, list = false, json = false;
+  std::vector<std::string> layers;  // --layer NAME ...
+  std::string config;               // --config FILE: also check its [model]
+  std::string mask = "both";        // none | causal | padding | both
+  std::string scale = "default";    // default | none | a number
+  uint64_t seed = 1;
+};
+int cmd_gradcheck(const GradcheckArgs& a);  // gradcheck.cpp
+
+struct SaturationArgs {
+  std::string out = "saturation";
+  std::vector<int64_t> d_k;  // empty: 4, 8, ..., 1024
+  int64_t keys = 10;         // m, keys per softmax row
+  int64_t samples = 20000;   // q.k pairs for the variance
+  int64_t rows = 2000;       // softmax rows per d_k
+  int64_t batch = 8;         // sequences through MultiHeadAttention for the gradient norms
+  int64_t example_d_k = 256; // the bar chart's row
+  int64_t train_steps = 120; // copy-task steps per scale (0: no training)
+  int64_t train_d_model = 256, train_heads = 1, train_batch = 32;
+  uint64_t seed = 1;
+  int threads = 0;
+};
+int cmd_saturation(const SaturationArgs& a);  // saturation.cpp
+
+struct AttentionArgs {
+  std::string run_dir, text, out;
+  std::string kind = "cross";  // self (encoder) | decoder-self | cross
+  int64_t layer = 0;           // 1-based; 0: the last
+  std::string head = "mean";   // mean | 1-based head
+  std::string checkpoint = "best";
+  int cell = 32;
+  int threads = 0;
+};
+int cmd_attention(const AttentionArgs& a);  // attention.cpp
+
 }  // namespace qkv::app

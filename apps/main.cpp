@@ -54,6 +54,45 @@ int main(int argc, char** argv) {
   x->add_option("--checkpoint", tr.checkpoint, "best or latest")->capture_default_str();
   x->add_option("--threads", tr.threads, "threads (default: the run's)");
 
+  GradcheckArgs gc;
+  auto* gcc = app.add_subcommand("gradcheck", "check every layer's gradients against central differences (float64)");
+  gcc->add_flag("--all", gc.all, "every layer (the default when no --layer or --config is given)");
+  gcc->add_option("--layer", gc.layers, "a layer to check (repeatable; --list names them)");
+  gcc->add_flag("--list", gc.list, "name the layers and exit");
+  gcc->add_option("--config", gc.config, "also check the Seq2Seq of this config's [model] section");
+  gcc->add_option("--mask", gc.mask, "attention mask: none, causal, padding or both")->capture_default_str();
+  gcc->add_option("--scale", gc.scale, "attention scale: default (1/sqrt(d_k)), none (1) or a number")->capture_default_str();
+  gcc->add_option("--seed", gc.seed, "inputs and parameters")->capture_default_str();
+  gcc->add_flag("--json", gc.json, "print one JSON object instead of the table");
+
+  SaturationArgs sa;
+  auto* sat = app.add_subcommand("saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements");
+  sat->add_option("--out", sa.out, "output folder")->capture_default_str();
+  sat->add_option("--d-k", sa.d_k, "widths, comma-separated (default 4,8,...,1024)")->delimiter(',');
+  sat->add_option("--keys", sa.keys, "keys per softmax row (m)")->capture_default_str();
+  sat->add_option("--samples", sa.samples, "q.k pairs for the variance")->capture_default_str();
+  sat->add_option("--rows", sa.rows, "softmax rows per d_k")->capture_default_str();
+  sat->add_option("--batch", sa.batch, "sequences for the gradient norms")->capture_default_str();
+  sat->add_option("--example-d-k", sa.example_d_k, "d_k of the bar chart's row")->capture_default_str();
+  sat->add_option("--train-steps", sa.train_steps, "copy-task steps per scale (0: skip training)")->capture_default_str();
+  sat->add_option("--train-d-model", sa.train_d_model, "copy-task model width")->capture_default_str();
+  sat->add_option("--train-heads", sa.train_heads, "copy-task heads")->capture_default_str();
+  sat->add_option("--train-batch", sa.train_batch, "copy-task batch size")->capture_default_str();
+  sat->add_option("--seed", sa.seed, "random draws and training")->capture_default_str();
+  sat->add_option("--threads", sa.threads, "threads (0: all cores)")->capture_default_str();
+
+  AttentionArgs at;
+  auto* att = app.add_subcommand("attention", "draw one attention matrix of a trained run as a heatmap");
+  att->add_option("run_dir", at.run_dir, "run folder")->required();
+  att->add_option("text", at.text, "the input")->required();
+  att->add_option("--out", at.out, "map.png or map.svg")->required();
+  att->add_option("--kind", at.kind, "self (encoder), decoder-self or cross")->capture_default_str();
+  att->add_option("--layer", at.layer, "layer, from 1 (default: the last)");
+  att->add_option("--head", at.head, "head, from 1, or mean")->capture_default_str();
+  att->add_option("--checkpoint", at.checkpoint, "best or latest")->capture_default_str();
+  att->add_option("--cell", at.cell, "pixels per cell")->capture_default_str()->check(CLI::Range(4, 256));
+  att->add_option("--threads", at.threads, "threads (default: the run's)");
+
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
     app.parse(args);
@@ -65,10 +104,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qkv: --section.key overrides are for qkv train\n");
     return 2;
   }
+  if (t->parsed() && !train.resume.empty() && (!train.config.empty() || !train.overrides.empty())) {
+    std::fprintf(stderr, "qkv: train --resume takes the run folder's own config; give no config file or overrides\n");
+    return 2;
+  }
+  if (t->parsed() && train.resume.empty() && train.config.empty()) {
+    std::fprintf(stderr, "qkv: train needs a config file (e.g. configs/copy.toml) or --resume RUN_DIR\n");
+    return 2;
+  }
   try {
     if (t->parsed()) return cmd_train(train);
     if (e->parsed()) return cmd_eval(ev);
     if (x->parsed()) return cmd_translate(tr);
+    if (gcc->parsed()) return cmd_gradcheck(gc);
+    if (sat->parsed()) return cmd_saturation(sa);
+    if (att->parsed()) return cmd_attention(at);
   } catch (const qkv::Error& err) {
     std::fprintf(stderr, "qkv: %s\n", err.what());
     return 1;

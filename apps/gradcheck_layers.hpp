@@ -1,0 +1,61 @@
+// The layers `qkv gradcheck` checks: each builds a module at small sizes in float64 with random
+// inputs and parameters and gives the function and inputs for autograd's gradcheck (inputs
+// first, then every parameter under its dotted name). tests/apps/test_lesson_gradcheck.cpp
+// runs the same registry.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.hpp"
+#include "nn/seq2seq.hpp"
+
+namespace qkv::app {
+
+// Which attention mask the attention layers get: none, causal, key padding, or both (AND).
+enum class MaskKind { none, causal, padding, both };
+MaskKind parse_mask_kind(const std::string& s);  // "none" | "causal" | "padding" | "both"
+// "default" -> 1/sqrt(d_k) (nullopt), "none" -> 1, else a positive number.
+nn::Scale parse_scale(const std::string& s);
+
+struct LayerCheckOptions {
+  MaskKind mask = MaskKind::both;
+  nn::Scale scale;
+  uint64_t seed = 1;
+};
+
+// One gradcheck problem: f over inputs. keep holds the modules f uses.
+struct GradcheckProblem {
+  ag::GradcheckFn f;
+  std::vector<ag::Var> inputs;
+  std::vector<std::shared_ptr<nn::Module>> keep;
+};
+
+struct GradcheckLayer {
+  std::string name, description;
+  bool test_only = false;  // an injected fault: listed, never part of --all
+  std::function<GradcheckProblem(const LayerCheckOptions&)> build;
+};
+
+// Every layer, in the order --list and --all use.
+const std::vector<GradcheckLayer>& gradcheck_layers();
+// The layer called name; throws qkv::Error listing the names when there is none.
+const GradcheckLayer& find_gradcheck_layer(const std::string& name);
+// A Seq2Seq described by a config's [model] section (vocabularies of 11 tokens, batch 2,
+// dropout off), through cross-entropy. The options' mask adds source/target padding when it
+// includes padding; the scale, when given, overrides the config's.
+GradcheckProblem model_gradcheck_problem(nn::ModelConfig m, const LayerCheckOptions& o);
+
+// The result rows of one layer: one per input or parameter.
+struct GradcheckRow {
+  std::string layer, tensor;
+  int64_t checked = 0;
+  bool directional = false;
+  double max_abs_err = 0, max_rel_err = 0;
+  bool passed = true;
+};
+// Runs gradcheck on the problem (single-threaded: the models are tiny).
+std::vector<GradcheckRow> run_gradcheck(const std::string& layer, const GradcheckProblem& p);
+
+}  // namespace qkv::app

@@ -1,0 +1,109 @@
+// qkv attention: trains a tiny copy model through the CLI, then draws its attention maps and
+// checks the files' pixel sizes against the heatmap layout for the known input.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <regex>
+
+#include "apps/heatmap.hpp"
+#include "lesson_test_util.hpp"
+
+using namespace qkv;
+using namespace qkv::app;
+using namespace qkv::lesson_test;
+
+namespace {
+
+const TempDir& trained_run() {
+  static TempDir dir("attention");
+  static bool done = [] {
+    const RunResult r = run_qkv("train '" + source_dir() + "/configs/copy.toml' --run-dir '" + dir.file("run") +
+                                "' --quiet --train.max_steps 60 --train.eval_examples 20 --data.train_size 1000"
+                                " --data.valid_size 20 --data.test_size 20 --optim.warmup 20"
+                                " --model.d_model 32 --model.d_ff 64 --model.heads 2");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    return true;
+  }();
+  (void)done;
+  return dir;
+}
+
+// Width and height from a PNG's IHDR chunk (big-endian at bytes 16 and 20).
+std::pair<int, int> png_size(const std::string& bytes) {
+  REQUIRE(bytes.size() > 24);
+  REQUIRE(bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+  auto be = [&](size_t o) {
+    return (static_cast<unsigned char>(bytes[o]) << 24) | (static_cast<unsigned char>(bytes[o + 1]) << 16) |
+           (static_cast<unsigned char>(bytes[o + 2]) << 8) | static_cast<unsigned char>(bytes[o + 3]);
+  };
+  return {static_cast<int>(be(16)), static_cast<int>(be(20))};
+}
+
+}  // namespace
+
+TEST_CASE("attention: encoder self-attention of a known input has the layout's pixel size") {
+  const TempDir& dir = trained_run();
+  const RunResult r = run_qkv("attention '" + dir.file("run") + "' '1 2 3 4 5' --kind self --layer 1 --head 2 --out '" +
+                              dir.file("self.png") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  // 5 x 5 cells of 32 px, one-character labels:
+  // width = (12 + 14 + 8 + 12 + 6) + 160 + (16 + 16 + 6 + 48 + 12) = 310
+  // height = 36 + 160 + (6 + 14 + 8 + 14 + 12) = 250 (column labels upright)
+  const auto [w, h] = png_size(read_file(dir.file("self.png")));
+  CHECK(w == 310);
+  CHECK(h == 250);
+  CHECK(r.output.find("encoder self-attention, layer 1/2, head 2 of 2") != std::string::npos);
+}
+
+TEST_CASE("attention: cross-attention rows are the output tokens, columns the source") {
+  const TempDir& dir = trained_run();
+  const RunResult r = run_qkv("attention '" + dir.file("run") + "' '3 1 4' --out '" + dir.file("cross.png") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::smatch m;
+  const std::regex shape(R"(\((\d+) x (\d+)\): cross-attention, layer 2/2, mean of 2 heads, (\d+) x (\d+))");
+  REQUIRE(std::regex_search(r.output, m, shape));
+  const int rows = std::stoi(m[3]), cols = std::stoi(m[4]);
+  CHECK(cols == 3);
+  // the output line has rows - 1 tokens (the last row is <eos>)
+  const std::regex out_line(R"(output: ([^\n]*)\n)");
+  std::smatch o;
+  REQUIRE(std::regex_search(r.output, o, out_line));
+  const std::string out = o[1];
+  const int out_tokens = out.empty() ? 0 : 1 + static_cast<int>(std::count(out.begin(), out.end(), ' '));
+  CHECK(rows == out_tokens + 1);
+  // the size: row labels include "<eos>" (5 characters), column labels one character
+  const int width = (12 + 14 + 8 + 12 * 5 + 6) + 3 * 32 + (16 + 16 + 6 + 48 + 12);
+  const int height = 36 + std::max(rows * 32, 100) + (6 + 14 + 8 + 14 + 12);
+  const auto [w, h] = png_size(read_file(dir.file("cross.png")));
+  CHECK(w == std::max(width, 240));
+  CHECK(h == height);
+  CHECK(std::stoi(m[1]) == w);
+  CHECK(std::stoi(m[2]) == h);
+}
+
+TEST_CASE("attention: SVG output, decoder self-attention, and errors") {
+  const TempDir& dir = trained_run();
+  RunResult r = run_qkv("attention '" + dir.file("run") + "' '7 7' --kind decoder-self --out '" + dir.file("d.svg") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string svg = read_file(dir.file("d.svg"));
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("&lt;bos&gt;") != std::string::npos);  // the decoder's first input
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --kind diagonal --out '" + dir.file("x.png") + "'");
+  CHECK(r.status != 0);
+  CHECK(r.output.find("--kind") != std::string::npos);
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --layer 3 --out '" + dir.file("x.png") + "'");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("1..2") != std::string::npos);
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --head 5 --out '" + dir.file("x.png") + "'");
+  CHECK(r.status == 1);
+  r = run_qkv("attention '" + dir.file("run") + "' '1 banana' --out '" + dir.file("x.png") + "'");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("banana") != std::string::npos);
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --out '" + dir.file("x.gif") + "'");
+  CHECK(r.status == 1);
+  CHECK_FALSE(std::filesystem::exists(dir.file("x.png")));
+}

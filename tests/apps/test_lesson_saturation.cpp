@@ -1,0 +1,199 @@
+// qkv saturation: the variance lemma, the softmax statistics against d_k, the gradient norms,
+// the training curves, and the files it writes (JSON schema, CSV twins, figures).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "apps/attention_stats.hpp"
+#include "apps/commands.hpp"
+#include "autograd/ops.hpp"
+#include "core/random.hpp"
+#include "lesson_test_util.hpp"
+
+using namespace qkv;
+using namespace qkv::app;
+using namespace qkv::lesson_test;
+using nlohmann::json;
+
+namespace {
+
+// One fast run shared by the test cases: four widths, the default sample counts, a short
+// training at a small width.
+const json& fast_run() {
+  static TempDir dir("saturation");
+  static json j = [] {
+    SaturationArgs a;
+    a.out = dir.path.string();
+    a.d_k = {4, 16, 64, 256};
+    a.batch = 2;
+    a.example_d_k = 64;
+    a.train_steps = 12;
+    a.train_d_model = 32;
+    a.train_batch = 8;
+    REQUIRE(cmd_saturation(a) == 0);
+    return json::parse(read_file(dir.file("saturation.json")));
+  }();
+  return j;
+}
+
+const json& record(int64_t d, const std::string& scale) {
+  for (const json& r : fast_run().at("records"))
+    if (r.at("d_k") == d && r.at("scale") == scale) return r;
+  FAIL("no record for d_k " << d << " scale " << scale);
+  static json none;
+  return none;
+}
+
+}  // namespace
+
+TEST_CASE("saturation: the variance lemma within 5% for d_k up to 256") {
+  for (int64_t d : {4, 16, 64, 256}) {
+    INFO("d_k " << d);
+    const double unscaled = record(d, "1").at("var_qk");
+    const double scaled = record(d, "1/sqrt(d_k)").at("var_qk");
+    CHECK(std::abs(unscaled / static_cast<double>(d) - 1) < 0.05);
+    CHECK(std::abs(scaled - 1) < 0.05);
+  }
+}
+
+TEST_CASE("saturation: scaled entropy stays near its maximum, unscaled falls with d_k") {
+  const double log_m = std::log(10.0);
+  double prev_unscaled = 1e9, prev_sat = -1;
+  double lo = 1e9, hi = 0;
+  for (int64_t d : {4, 16, 64, 256}) {
+    INFO("d_k " << d);
+    const json& s = record(d, "1/sqrt(d_k)");
+    const json& u = record(d, "1");
+    CHECK(s.at("max_entropy").get<double>() == Approx(log_m));
+    const double hs = s.at("mean_entropy"), hu = u.at("mean_entropy");
+    CHECK(hs <= log_m);
+    CHECK(hs > 0.7 * log_m);
+    lo = std::min(lo, hs), hi = std::max(hi, hs);
+    CHECK(hu < prev_unscaled);  // strictly falling
+    prev_unscaled = hu;
+    CHECK(u.at("saturated_fraction").get<double>() >= prev_sat);
+    prev_sat = u.at("saturated_fraction");
+    CHECK(u.at("mean_max_weight").get<double>() >= s.at("mean_max_weight").get<double>() - 0.02);
+  }
+  CHECK(hi - lo < 0.05 * log_m);  // the scaled rows look the same at every width
+  CHECK(record(256, "1").at("mean_entropy").get<double>() < 0.25 * log_m);
+  CHECK(record(256, "1").at("saturated_fraction").get<double>() > 0.3);
+  CHECK(record(256, "1/sqrt(d_k)").at("saturated_fraction").get<double>() < 0.01);
+  // saturated rows pass almost no gradient: the softmax Jacobian shrinks, and so does the
+  // gradient reaching the logits (W_Q and W_K then get it multiplied by the larger scale)
+  CHECK(record(256, "1").at("jacobian_norm").get<double>() < 0.3 * record(256, "1/sqrt(d_k)").at("jacobian_norm").get<double>());
+  CHECK(record(256, "1").at("grad_norm_logits").get<double>() < 0.7 * record(256, "1/sqrt(d_k)").at("grad_norm_logits").get<double>());
+  for (const json& r : fast_run().at("records"))
+    for (const char* k : {"grad_norm_wq", "grad_norm_wk", "grad_norm_logits"}) {
+      CHECK(std::isfinite(r.at(k).get<double>()));
+      CHECK(r.at(k).get<double>() > 0);
+    }
+}
+
+TEST_CASE("saturation: the JSON schema, the CSV twins and the figures") {
+  const json& j = fast_run();
+  REQUIRE(j.at("records").size() == 8);
+  for (const json& r : j["records"]) {
+    for (const char* k : {"d_k", "scale", "var_qk", "mean_entropy", "max_entropy", "mean_max_weight",
+                          "saturated_fraction", "jacobian_norm", "grad_norm_wq", "grad_norm_wk",
+                          "grad_norm_logits"}) {
+      INFO(k);
+      REQUIRE(r.contains(k));
+      if (std::string(k) != "scale") CHECK(r[k].is_number());
+    }
+    CHECK((r["scale"] == "1" || r["scale"] == "1/sqrt(d_k)"));
+    CHECK(r["mean_max_weight"].get<double>() >= 0.1);  // at least 1/m
+    CHECK(r["mean_max_weight"].get<double>() <= 1.0);
+  }
+  REQUIRE(j.at("training").size() == 2);
+  for (const json& t : j["training"]) {
+    CHECK(t.at("step").size() == 12);
+    CHECK(t.at("loss").size() == 12);
+    CHECK(t.at("attention_entropy").size() == 12);
+    for (double v : t["loss"]) CHECK(std::isfinite(v));
+    for (double v : t["attention_entropy"]) CHECK(v >= 0);
+  }
+  CHECK(j["training"][0]["scale"] == "1/sqrt(d_k)");
+  CHECK(j["training"][1]["scale"] == "1");
+  const json& row = j.at("example_row");
+  double s1 = 0, s2 = 0;
+  for (double v : row.at("scaled")) s1 += v;
+  for (double v : row.at("unscaled")) s2 += v;
+  CHECK(s1 == Approx(1));
+  CHECK(s2 == Approx(1));
+}
+
+TEST_CASE("saturation: CSV twins and figures on disk") {
+  fast_run();
+  const std::filesystem::path out = std::filesystem::temp_directory_path() /
+                                    ("qkv_lesson_saturation_" + std::to_string(::getpid()));
+  const std::string csv = read_file((out / "saturation.csv").string());
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 9);  // header + 8 records
+  CHECK(csv.rfind("d_k,scale,var_qk,mean_entropy,max_entropy,mean_max_weight,saturated_fraction,"
+                  "jacobian_norm,grad_norm_wq,grad_norm_wk,grad_norm_logits\n", 0) == 0);
+  const std::string tcsv = read_file((out / "saturation_training.csv").string());
+  CHECK(std::count(tcsv.begin(), tcsv.end(), '\n') == 1 + 2 * 12);
+  for (const char* f : {"row_weights.svg", "entropy.svg", "max_weight.svg", "saturated_fraction.svg",
+                        "jacobian_norm.svg", "gradient_norm.svg", "logit_gradient_norm.svg", "training_loss.svg", "training_entropy.svg"}) {
+    INFO(f);
+    const std::string svg = read_file((out / f).string());
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("</svg>") != std::string::npos);
+  }
+}
+
+TEST_CASE("row statistics and the softmax Jacobian norm against autograd") {
+  Generator g(3);
+  const Tensor logits = mul(randn({5, 6}, g, DType::f64), 2.0);
+  const Tensor p = softmax(logits, 1);
+  const RowStats s = row_stats(p);
+  double jac = 0, ent = 0, top = 0;
+  for (int64_t i = 0; i < 5; ++i) {
+    // the Jacobian of softmax row i, row by row: d p_a / d z = grad of p_a
+    ag::Var z(logits.select(0, i).contiguous().clone(), true);
+    const ag::Var pz = ag::softmax(z, 0);
+    double fro = 0;
+    for (int64_t a = 0; a < 6; ++a) {
+      Tensor e = zeros({6}, DType::f64);
+      e.data<double>()[a] = 1;
+      const Tensor row = ag::grad({pz}, {e}, {z}, true)[0];
+      fro += qkv::sum(mul(row, row)).item();
+    }
+    jac += std::sqrt(fro) / 5;
+    double h = 0, m = 0;
+    for (int64_t j = 0; j < 6; ++j) {
+      const double v = p.at({i, j});
+      h -= v * std::log(v);
+      m = std::max(m, v);
+    }
+    ent += h / 5, top += m / 5;
+  }
+  CHECK(s.jacobian_norm == Approx(jac).epsilon(1e-9));
+  CHECK(s.mean_entropy == Approx(ent).epsilon(1e-12));
+  CHECK(s.mean_max_weight == Approx(top).epsilon(1e-12));
+  // uniform rows: entropy log m, Jacobian norm sqrt(1/m - 2/m^2 + 1/m^2); one-hot rows: 0
+  const RowStats u = row_stats(full({2, 4}, 0.25, DType::f64));
+  CHECK(u.mean_entropy == Approx(std::log(4.0)));
+  CHECK(u.jacobian_norm == Approx(std::sqrt(0.25 - 2.0 / 16 + 1.0 / 16)));
+  CHECK(u.saturated_fraction == 0);
+  const RowStats o = row_stats(tensor({0, 1, 0, 1, 0, 0}, {2, 3}, DType::f64));
+  CHECK(o.mean_entropy == 0);
+  CHECK(o.jacobian_norm == 0);
+  CHECK(o.saturated_fraction == 1);
+  CHECK_THROWS_AS(row_stats(zeros({3}, DType::f64)), Error);
+}
+
+TEST_CASE("saturation: bad options are errors") {
+  SaturationArgs a;
+  a.out = (std::filesystem::temp_directory_path() / "qkv_lesson_saturation_bad").string();
+  a.keys = 1;
+  CHECK_THROWS_WITH(cmd_saturation(a), Catch::Contains("--keys"));
+  a.keys = 10;
+  a.d_k = {0};
+  CHECK_THROWS_WITH(cmd_saturation(a), Catch::Contains("--d-k"));
+  a.d_k = {4};
+  a.train_heads = 3;
+  CHECK_THROWS_WITH(cmd_saturation(a), Catch::Contains("--train-heads"));
+}
