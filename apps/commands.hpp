@@ -32,6 +32,19 @@ struct TranslateArgs {
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
+struct BenchArgs {
+  std::vector<std::string> models;  // empty: all (tiny, small, annotated, attention-4096)
+  int threads = 2;
+  bool json = false;
+  bool compare = false;     // also run the PyTorch reference, side by side
+  int repeats = 3;          // rounds; each side's result is the median over rounds
+  double min_seconds = 2.0; // timed steps per process: at least this long (and >= 5 steps)
+  std::string reference;    // the reference script (default: apps/bench_reference.py)
+  bool passive = false;     // OMP_WAIT_POLICY=passive for both sides (busy machines)
+  bool child = false;       // internal: run the models in this process, print JSON lines
+};
+int cmd_bench(const BenchArgs& a);  // bench.cpp
+
 // --- the lesson's experiments (gradcheck.cpp, saturation.cpp, attention.cpp) ---
 struct GradcheckArgs {
   bool all = false, list = false, json = false;

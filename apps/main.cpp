@@ -54,6 +54,18 @@ int main(int argc, char** argv) {
   x->add_option("--checkpoint", tr.checkpoint, "best or latest")->capture_default_str();
   x->add_option("--threads", tr.threads, "threads (default: the run's)");
 
+  BenchArgs bn;
+  auto* b = app.add_subcommand("bench", "time training steps of fixed models (--compare: next to PyTorch)");
+  b->add_option("--model", bn.models, "tiny, small, annotated, attention-4096 (default: all)");
+  b->add_option("--threads", bn.threads, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  b->add_flag("--json", bn.json, "print one JSON object");
+  b->add_flag("--compare", bn.compare, "also run the PyTorch reference (apps/bench_reference.py)");
+  b->add_option("--repeats", bn.repeats, "rounds, median taken")->capture_default_str()->check(CLI::Range(1, 100));
+  b->add_option("--min-seconds", bn.min_seconds, "timed seconds per model and round")->capture_default_str();
+  b->add_option("--reference", bn.reference, "PyTorch reference script");
+  b->add_flag("--passive", bn.passive, "OMP_WAIT_POLICY=passive for both sides (for a busy machine)");
+  b->add_flag("--child", bn.child, "internal: run in this process")->group("");
+
   GradcheckArgs gc;
   auto* gcc = app.add_subcommand("gradcheck", "check every layer's gradients against central differences (float64)");
   gcc->add_flag("--all", gc.all, "every layer (the default when no --layer or --config is given)");
@@ -119,6 +131,7 @@ int main(int argc, char** argv) {
     if (gcc->parsed()) return cmd_gradcheck(gc);
     if (sat->parsed()) return cmd_saturation(sa);
     if (att->parsed()) return cmd_attention(at);
+    if (b->parsed()) return cmd_bench(bn);
   } catch (const qkv::Error& err) {
     std::fprintf(stderr, "qkv: %s\n", err.what());
     return 1;

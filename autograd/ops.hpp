@@ -78,6 +78,13 @@ Var matmul(const Var& a, const Var& b);
 // F.linear. One GEMM over all leading dims.
 Var linear(const Var& x, const Var& w, const Var& b = Var());
 
+// --- fused attention (ops_attention.cpp) ---
+// softmax(q k^T * scale with masked scores at -inf) v, never forming the (n, m) weights:
+// q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v), one batch shape; mask bool,
+// broadcastable to (..., n, m), true = may attend, or undefined. A fully masked query row
+// gives zeros and zero gradients. Equal to the composed ops to float rounding.
+Var attention(const Var& q, const Var& k, const Var& v, const Tensor& mask, double scale);
+
 // --- indexing (ops_index.cpp) ---
 // index_select(x, d, idx): idx 1-d int64. Backward scatter-adds; repeated indices accumulate.
 Var index_select(const Var& x, int64_t d, const Tensor& idx);

@@ -1,14 +1,16 @@
 // Activations, softmax and dropout, each with its derivative.
 #include "autograd/ops.hpp"
+#include "core/fused.hpp"
 
 namespace qkv::ag {
 
 Var relu(const Var& x) {
-  return record("relu", qkv::relu(x.data()), {x},
-                [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> {
-                  // 1 where x > 0, else 0 (0 at 0, as torch)
-                  return {qkv::where(gt(x_, 0.0), g, zeros({}, g.dtype()))};
-                });
+  Tensor y = qkv::relu(x.data());
+  return record("relu", y, {x}, [y](const Tensor& g) -> std::vector<Tensor> {
+    // 1 where x > 0 (exactly where y > 0), else 0 (0 at 0, as torch). Keeping y, not x,
+    // lets x be freed: the next layer keeps y anyway.
+    return {relu_backward(y, g)};
+  });
 }
 
 Var gelu(const Var& x) {

@@ -1,6 +1,7 @@
 // Matrix products. Gradients are products with transposed views, which BLAS reads as
 // transposes without copying.
 #include "autograd/ops.hpp"
+#include "core/fused.hpp"
 
 namespace qkv::ag {
 
@@ -24,8 +25,7 @@ Var linear(const Var& x, const Var& w, const Var& b) {
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   const Tensor x2 = x.data().reshape({-1, in});
-  Tensor y = qkv::matmul(x2, w.data().t());
-  if (b.defined()) y = qkv::add(y, b.data());
+  const Tensor y = linear_forward(x2, w.data(), b.defined() ? b.data() : Tensor());
   std::vector<Var> inputs = {x, w};
   if (b.defined()) inputs.push_back(b);
   return record("linear", y.reshape(out_shape), inputs,
@@ -35,7 +35,7 @@ Var linear(const Var& x, const Var& w, const Var& b) {
                   std::vector<Tensor> grads = {
                       rx ? qkv::matmul(g2, w_).reshape(xs) : Tensor(),  // dx = g W
                       rw ? qkv::matmul(g2.t(), x2) : Tensor()};         // dW = g^T x
-                  if (has_b) grads.push_back(qkv::sum(g2, {0}));         // db = sum_N g
+                  if (has_b) grads.push_back(sum_rows(g2));              // db = sum_N g
                   return grads;
                 });
 }

@@ -2,14 +2,17 @@
 #include <cmath>
 
 #include "autograd/ops.hpp"
+#include "core/fused.hpp"
 #include "core/parallel.hpp"
 
 namespace qkv::ag {
 namespace {
 
-// x: (R, D) packed. Writes xhat = (x - mean) * rstd (R, D) and rstd (R).
+// x: (R, D) packed. Writes xhat = (x - mean) * rstd (R, D), rstd (R) and, when y is given,
+// y = xhat * gamma + beta (R, D) in the same pass (gamma, beta: (D) or null).
 template <class T>
-void normalize_rows(const T* x, T* xhat, T* rstd, int64_t rows, int64_t d, double eps) {
+void normalize_rows(const T* x, T* xhat, T* rstd, T* y, const T* gamma, const T* beta,
+                    int64_t rows, int64_t d, double eps) {
   parallel_for(rows, d, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* xr = x + r * d;
@@ -20,7 +23,17 @@ void normalize_rows(const T* x, T* xhat, T* rstd, int64_t rows, int64_t d, doubl
       for (int64_t j = 0; j < d; ++j) v += (xr[j] - mu) * (xr[j] - mu);
       const double rs = 1.0 / std::sqrt(v / d + eps);
       rstd[r] = static_cast<T>(rs);
-      for (int64_t j = 0; j < d; ++j) xhat[r * d + j] = static_cast<T>((xr[j] - mu) * rs);
+      T* xh = xhat + r * d;
+      for (int64_t j = 0; j < d; ++j) xh[j] = static_cast<T>((xr[j] - mu) * rs);
+      if (!y) continue;
+      T* yr = y + r * d;
+      if (gamma && beta) {
+        for (int64_t j = 0; j < d; ++j) yr[j] = xh[j] * gamma[j] + beta[j];
+      } else if (gamma) {
+        for (int64_t j = 0; j < d; ++j) yr[j] = xh[j] * gamma[j];
+      } else {
+        for (int64_t j = 0; j < d; ++j) yr[j] = xh[j] + beta[j];
+      }
     }
   });
 }
@@ -61,13 +74,18 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
   const int64_t rows = xc.numel() / std::max<int64_t>(d, 1);
   Tensor xhat = empty(xc.shape(), xc.dtype());
   Tensor rstd = empty({rows}, xc.dtype());
+  const bool affine = gamma.defined() || beta.defined();
+  Tensor y = affine ? empty(xc.shape(), xc.dtype()) : xhat;
+  const Tensor gc = gamma.defined() ? gamma.data().contiguous() : Tensor();
+  const Tensor bc = beta.defined() ? beta.data().contiguous() : Tensor();
+  QKV_CHECK(!gc.defined() || gc.dtype() == xc.dtype(), "layer_norm", "weight dtype differs from input");
+  QKV_CHECK(!bc.defined() || bc.dtype() == xc.dtype(), "layer_norm", "bias dtype differs from input");
   visit_float(xc.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    normalize_rows<T>(xc.data<T>(), xhat.data<T>(), rstd.data<T>(), rows, d, eps);
+    normalize_rows<T>(xc.data<T>(), xhat.data<T>(), rstd.data<T>(),
+                      affine ? y.data<T>() : nullptr, gc.defined() ? gc.data<T>() : nullptr,
+                      bc.defined() ? bc.data<T>() : nullptr, rows, d, eps);
   });
-  Tensor y = xhat;
-  if (gamma.defined()) y = qkv::mul(y, gamma.data());
-  if (beta.defined()) y = qkv::add(y, beta.data());
   std::vector<Var> inputs = {x};
   if (gamma.defined()) inputs.push_back(gamma);
   if (beta.defined()) inputs.push_back(beta);
@@ -85,8 +103,8 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
         });
         std::vector<Tensor> grads = {dx};
         const Tensor g2 = g.reshape({rows, d});
-        if (gam.defined()) grads.push_back(qkv::sum(qkv::mul(g2, xhat.reshape({rows, d})), {0}));
-        if (has_b) grads.push_back(qkv::sum(g2, {0}));
+        if (gam.defined()) grads.push_back(sum_rows_product(g2, xhat.reshape({rows, d})));
+        if (has_b) grads.push_back(sum_rows(g2));
         return grads;
       });
 }

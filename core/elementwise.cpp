@@ -3,6 +3,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "fused.hpp"
 #include "strided.hpp"
 #include "tensor.hpp"
 
@@ -268,6 +269,18 @@ bool all_finite(const Tensor& x) {
   for (int64_t i = 0, n = f.numel(); i < n; ++i)
     if (!p[i]) return false;
   return true;
+}
+
+Tensor relu_backward(const Tensor& y, const Tensor& g) {
+  check_float(y, "relu_backward");
+  check_same_dtype(y, g, "relu_backward");
+  QKV_CHECK(y.shape() == g.shape(), "relu_backward", "output ", y.shape(), " and gradient ",
+            g.shape(), " differ");
+  return visit_float(y.dtype(), "relu_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return binary_kernel<T, T>(y, g, [](T yv, T gv) { return yv > T(0) ? gv : T(0); },
+                               "relu_backward");
+  });
 }
 
 }  // namespace qkv

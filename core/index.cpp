@@ -1,5 +1,7 @@
 // Joining, splitting and indexing: concat, stack, split, index_select / index_add,
 // gather / scatter_add, one_hot. Index tensors are int64; out-of-range indices are errors.
+#include <cstring>
+
 #include "strided.hpp"
 #include "tensor.hpp"
 
@@ -106,7 +108,17 @@ Tensor index_select(const Tensor& x, int64_t d, const Tensor& idx) {
   shape[d] = idx.numel();
   Tensor out = empty(shape, x.dtype());
   const std::vector<int64_t> ids = to_vector<int64_t>(idx);
-  // Contiguous rows along dim 0 (embedding lookups) copy whole rows.
+  if (d == 0 && x.is_contiguous()) {
+    // Embedding lookups: each selected row is one contiguous block.
+    const int64_t row = x.numel() / std::max<int64_t>(x.size(0), 1);
+    const size_t bytes = row * dtype_size(x.dtype());
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    parallel_for(static_cast<int64_t>(ids.size()), row, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) std::memcpy(dst + i * bytes, src + ids[i] * bytes, bytes);
+    });
+    return out;
+  }
   parallel_for(static_cast<int64_t>(ids.size()), x.numel() / std::max<int64_t>(x.size(d), 1),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t i = lo; i < hi; ++i) out.select(d, i).copy_(x.select(d, ids[i]));
@@ -129,6 +141,26 @@ Tensor index_add(const Tensor& base, int64_t d, const Tensor& idx, const Tensor&
   check_index(idx, base.size(d), base.shape(), "index_add");
   Tensor out = base.clone();
   const std::vector<int64_t> ids = to_vector<int64_t>(idx);
+  if (d == 0 && is_floating(base.dtype())) {
+    // Embedding gradients: add whole rows, in index order (repeated indices accumulate
+    // deterministically), parallel over blocks of columns.
+    const Tensor s = src.contiguous();
+    const int64_t row = out.numel() / std::max<int64_t>(out.size(0), 1);
+    visit_float(base.dtype(), "index_add", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* po = out.data<T>();
+      const T* ps = s.data<T>();
+      const int64_t n = static_cast<int64_t>(ids.size());
+      parallel_for(row, n, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = 0; i < n; ++i) {
+          T* o = po + ids[i] * row;
+          const T* r = ps + i * row;
+          for (int64_t j = lo; j < hi; ++j) o[j] += r[j];
+        }
+      });
+    });
+    return out;
+  }
   // In index order, so repeated indices accumulate deterministically.
   for (size_t i = 0; i < ids.size(); ++i) {
     Tensor row = out.select(d, ids[i]);

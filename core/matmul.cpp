@@ -6,6 +6,7 @@
 // parallel when the matrices are small, else one multi-threaded GEMM after another.
 #include <cblas.h>
 
+#include "fused.hpp"
 #include "parallel.hpp"
 #include "tensor.hpp"
 
@@ -102,7 +103,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     // Small matrices: many single-threaded GEMMs side by side (BLAS sees omp_in_parallel).
     const bool small = n * m * k < 64 * 64 * 64;
     if (nb > 1 && small) {
-      parallel_for(nb, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      // Cost per item is its multiply-adds: tiny products (3x3 heads) stay on one thread.
+      parallel_for(nb, n * m * k, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) one(i);
       });
     } else {
@@ -110,6 +112,41 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     }
   });
   return out;
+}
+
+}  // namespace qkv
+
+// ---------------------------------------------------------------- fused linear
+
+namespace qkv {
+
+Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
+  QKV_CHECK(x.defined() && w.defined(), "linear", "undefined tensor");
+  QKV_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.dtype() == w.dtype(),
+            "linear", "input ", x.shape(), " and weight ", w.shape(),
+            " do not fit (x: (N, in), w: (out, in), one dtype)");
+  if (!b.defined()) return matmul(x, w.t());
+  const int64_t n = x.size(0), in = x.size(1), out_f = w.size(0);
+  QKV_CHECK(b.shape() == Shape{out_f} && b.dtype() == x.dtype(), "linear", "bias ", b.shape(),
+            " for weight ", w.shape());
+  Tensor y = empty({n, out_f}, x.dtype());
+  if (y.numel() == 0) return y;
+  y.copy_(b);  // every row starts as the bias; the GEMM accumulates onto it (beta = 1)
+  if (in == 0) return y;
+  visit_float(x.dtype(), "linear", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Operand ox = as_blas(x), ow = as_blas(w.t());
+    const T* px = ox.t.template data<T>();
+    const T* pw = ow.t.template data<T>();
+    const auto TA = ox.trans ? CblasTrans : CblasNoTrans, TB = ow.trans ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, TA, TB, n, out_f, in, 1.0f, px, ox.ld, pw, ow.ld, 1.0f,
+                  y.data<T>(), out_f);
+    else
+      cblas_dgemm(CblasRowMajor, TA, TB, n, out_f, in, 1.0, px, ox.ld, pw, ow.ld, 1.0,
+                  y.data<T>(), out_f);
+  });
+  return y;
 }
 
 }  // namespace qkv

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fused.hpp"
 #include "strided.hpp"
 #include "tensor.hpp"
 
@@ -203,6 +204,55 @@ Tensor sum_to(const Tensor& g, const Shape& s) {
   }
   if (dims.empty()) return g.reshape(s);
   return sum(g, dims, true).reshape(s);
+}
+
+// Column sums of (N, C) rows, optionally of a product: parallel over blocks of columns, each
+// column summed in double in row order (the same order the generic reduction uses).
+namespace {
+template <bool kProduct>
+Tensor column_sums(const Tensor& x_in, const Tensor& y_in, const char* op) {
+  QKV_CHECK(x_in.defined() && x_in.dim() == 2, op, "expected (N, C), got ", x_in.shape());
+  QKV_CHECK(is_floating(x_in.dtype()), op, "expected a float tensor, got ",
+            dtype_name(x_in.dtype()), " ", x_in.shape());
+  if (kProduct)
+    QKV_CHECK(y_in.defined() && y_in.shape() == x_in.shape() && y_in.dtype() == x_in.dtype(), op,
+              "operands ", x_in.shape(), " and ", y_in.shape(), " differ");
+  const Tensor x = x_in.contiguous();
+  const Tensor y = kProduct ? y_in.contiguous() : Tensor();
+  const int64_t n = x.size(0), c = x.size(1);
+  Tensor out = empty({c}, x.dtype());
+  visit_float(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    const T* py = kProduct ? y.data<T>() : nullptr;
+    T* po = out.data<T>();
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (c + kBlock - 1) / kBlock;
+    parallel_for(blocks, n * kBlock, [&](int64_t lo, int64_t hi) {
+      double acc[kBlock];
+      for (int64_t b = lo; b < hi; ++b) {
+        const int64_t c0 = b * kBlock, cb = std::min(kBlock, c - c0);
+        std::fill(acc, acc + cb, 0.0);
+        for (int64_t r = 0; r < n; ++r) {
+          const T* row = px + r * c + c0;
+          if constexpr (kProduct) {
+            const T* row2 = py + r * c + c0;
+            for (int64_t j = 0; j < cb; ++j) acc[j] += double(row[j] * row2[j]);
+          } else {
+            for (int64_t j = 0; j < cb; ++j) acc[j] += double(row[j]);
+          }
+        }
+        for (int64_t j = 0; j < cb; ++j) po[c0 + j] = static_cast<T>(acc[j]);
+      }
+    });
+  });
+  return out;
+}
+}  // namespace
+
+Tensor sum_rows(const Tensor& x) { return column_sums<false>(x, Tensor(), "sum_rows"); }
+Tensor sum_rows_product(const Tensor& x, const Tensor& y) {
+  return column_sums<true>(x, y, "sum_rows_product");
 }
 
 }  // namespace qkv

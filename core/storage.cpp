@@ -1,5 +1,6 @@
 #include "storage.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -38,6 +39,7 @@ Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   {
     std::lock_guard<std::mutex> lock(k.mu);
     k.stats.live_bytes += kAlign << c;
+    k.stats.peak_live_bytes = std::max(k.stats.peak_live_bytes, k.stats.live_bytes);
     if (!k.free_lists[c].empty()) {
       data_ = k.free_lists[c].back();
       k.free_lists[c].pop_back();
@@ -63,6 +65,11 @@ Storage::~Storage() {
 AllocatorStats allocator_stats() {
   std::lock_guard<std::mutex> lock(cache().mu);
   return cache().stats;
+}
+
+void allocator_reset_peak() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  cache().stats.peak_live_bytes = cache().stats.live_bytes;
 }
 
 void allocator_release_cache() {

@@ -29,9 +29,12 @@ struct AllocatorStats {
   uint64_t cache_hits = 0;     // blocks reused from a free list
   size_t cached_bytes = 0;     // bytes held in free lists now
   size_t live_bytes = 0;       // bytes held by live Storage now
+  size_t peak_live_bytes = 0;  // the most live_bytes has been (the peak tensor memory)
 };
 AllocatorStats allocator_stats();
 // Returns every cached block to the system.
 void allocator_release_cache();
+// Restarts peak tracking: peak_live_bytes = live_bytes (to measure one piece of work).
+void allocator_reset_peak();
 
 }  // namespace qkv

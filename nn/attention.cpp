@@ -1,5 +1,6 @@
 #include "nn/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace qkv::nn {
@@ -33,7 +34,26 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const
             "scaled_dot_product_attention", "q ", q.shape(), ", k ", k.shape(), ", v ",
             v.shape(), " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v))");
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // scores = q k^T * s: (..., n, m)
+  // The fused kernel (no (n, m) tensor) whenever nothing needs the weights themselves: not
+  // the caller, not dropout. It wants one batch shape for q, k and v (no broadcasting).
+  const bool same_batch =
+      q.dim() == k.dim() && k.dim() == v.dim() &&
+      std::equal(q.shape().begin(), q.shape().end() - 2, k.shape().begin()) &&
+      std::equal(q.shape().begin(), q.shape().end() - 2, v.shape().begin());
+  if (!weights && dropout_p == 0 && same_batch) {
+    if (mask.defined()) {
+      QKV_CHECK(mask.dtype() == DType::b8, "scaled_dot_product_attention",
+                "mask must be bool (true = may attend), got ", dtype_name(mask.dtype()), " ",
+                mask.shape());
+      Shape sshape(q.shape().begin(), q.shape().end() - 1);
+      sshape.push_back(k.size(-2));
+      QKV_CHECK(broadcast_shapes(sshape, mask.shape(), "scaled_dot_product_attention") == sshape,
+                "scaled_dot_product_attention", "mask ", mask.shape(),
+                " does not broadcast to the scores ", sshape);
+    }
+    return ag::attention(q, k, v, mask, s);
+  }
+  // The reference path: scores = q k^T * s: (..., n, m)
   Var scores = ag::mul(ag::matmul(q, ag::transpose(k, -2, -1)), s);
   if (mask.defined()) {
     QKV_CHECK(mask.dtype() == DType::b8, "scaled_dot_product_attention",

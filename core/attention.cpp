@@ -1,0 +1,372 @@
+// Attention without the n x m matrix: a tiled forward with an online softmax, and a backward
+// that recomputes each tile's weights from the saved log-sum-exp of its rows.
+//
+// Work is split into items that own their outputs: the forward into (batch entry, query
+// tile), the backward into batch entries (the key-tile gradients dk, dv are sums over query
+// tiles). Items run in parallel, each doing single-threaded GEMMs on its tiles in a fixed
+// order, so results are the same whichever thread runs an item.
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "fused.hpp"
+#include "parallel.hpp"
+
+namespace qkv {
+namespace {
+
+constexpr int64_t kTileQ = 64;    // query rows per tile
+constexpr int64_t kTileK = 256;   // keys per tile (forward)
+constexpr int64_t kTileKB = 128;  // keys per tile (backward: S, dP and P tiles side by side)
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// exp for the softmax tiles. float: a Cephes-style polynomial (about 1 ulp) written so the
+// compiler vectorizes the row loops; std::exp would run one element at a time. double (the
+// gradcheck dtype): std::exp.
+template <class T>
+inline T fast_exp(T x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return std::exp(x);
+  } else {
+    const float xc = std::min(x, 88.0f);
+    const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+    const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float y = p * r * r + r + 1.0f;
+    const int32_t e = (static_cast<int32_t>(std::max(n, -126.0f)) + 127) << 23;
+    const float y2 = y * std::bit_cast<float>(e);
+    return x < -87.0f ? 0.0f : y2;  // -inf (masked) and underflow give exactly 0
+  }
+}
+
+// One operand of the kernels: base pointer, per-batch-entry offsets, row stride.
+template <class T>
+struct Mat {
+  T* p = nullptr;
+  std::vector<int64_t> off;
+  int64_t ld = 0;
+};
+
+// Offsets of every batch entry of t (batch dims are all but the last two), row-major.
+std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {
+  std::vector<int64_t> off(nb);
+  const int64_t bd = t.dim() - 2;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t rem = i, o = t.offset();
+    for (int64_t d = bd - 1; d >= 0; --d) {
+      o += (rem % t.size(d)) * t.stride(d);
+      rem /= t.size(d);
+    }
+    off[i] = o;
+  }
+  return off;
+}
+
+// A view BLAS can read row by row: unit column stride and rows at least a row apart.
+Tensor blas_rows(const Tensor& t) {
+  if (t.stride(-1) == 1 && t.stride(-2) >= std::max<int64_t>(t.size(-1), 1)) return t;
+  return t.contiguous();
+}
+
+template <class T>
+Mat<T> mat(const Tensor& t, int64_t nb) {
+  Mat<T> m;
+  m.p = static_cast<T*>(t.storage()->data());
+  m.off = batch_offsets(t, nb);
+  m.ld = t.stride(-2);
+  return m;
+}
+
+// A fresh tensor of shape s; 4-d (B, H, n, d) is stored as (B, n, H, d), the layout that
+// merging heads (and the projections' gradients) read without a copy.
+Tensor empty_heads_layout(const Shape& s, DType dt) {
+  if (s.size() != 4) return empty(s, dt);
+  return empty({s[0], s[2], s[1], s[3]}, dt).permute({0, 2, 1, 3});
+}
+
+struct Problem {
+  Shape batch;
+  int64_t nb, n, m, dk, dv;
+  Tensor mask;                 // expanded to (batch..., n, m), or undefined
+  std::vector<int64_t> moff;   // per batch entry
+  int64_t msn = 0, msm = 0;    // mask strides along n and m
+};
+
+Problem check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+              const char* op) {
+  QKV_CHECK(q.defined() && k.defined() && v.defined(), op, "undefined tensor");
+  QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, "q ", q.shape(),
+            ", k ", k.shape(), ", v ", v.shape(), " must have one rank >= 2");
+  QKV_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype() && is_floating(q.dtype()), op,
+            "q, k, v must share one float dtype, got ", dtype_name(q.dtype()), ", ",
+            dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
+  Problem p;
+  p.batch = Shape(q.shape().begin(), q.shape().end() - 2);
+  const Shape kb(k.shape().begin(), k.shape().end() - 2), vb(v.shape().begin(), v.shape().end() - 2);
+  p.n = q.size(-2);
+  p.m = k.size(-2);
+  p.dk = q.size(-1);
+  p.dv = v.size(-1);
+  QKV_CHECK(kb == p.batch && vb == p.batch && k.size(-1) == p.dk && v.size(-2) == p.m, op, "q ",
+            q.shape(), ", k ", k.shape(), ", v ", v.shape(),
+            " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v), one batch shape)");
+  p.nb = numel_of(p.batch);
+  if (mask.defined()) {
+    QKV_CHECK(mask.dtype() == DType::b8, op, "mask must be bool (true = may attend), got ",
+              dtype_name(mask.dtype()), " ", mask.shape());
+    Shape full = p.batch;
+    full.insert(full.end(), {p.n, p.m});
+    QKV_CHECK(broadcast_shapes(full, mask.shape(), op) == full, op, "mask ", mask.shape(),
+              " does not broadcast to the scores ", full);
+    p.mask = mask.expand(full);
+    p.moff = batch_offsets(p.mask, p.nb);
+    p.msn = p.mask.stride(-2);
+    p.msm = p.mask.stride(-1);
+  }
+  return p;
+}
+
+template <class T>
+std::vector<T>& workspace(size_t n) {
+  thread_local std::vector<T> ws;
+  if (ws.size() < n) ws.resize(n);
+  return ws;
+}
+
+// Row i of a tile: scale the raw scores s[0..kb) and mask them to -inf (mrow: the mask row,
+// null when unmasked). Returns the row's max.
+template <class T>
+inline T scale_mask_row(T* s, int64_t kb, T sc, const uint8_t* mrow, int64_t msm) {
+  T mx = -std::numeric_limits<T>::infinity();
+  if (mrow) {
+    for (int64_t j = 0; j < kb; ++j) {
+      const T x = mrow[j * msm] ? s[j] * sc : -std::numeric_limits<T>::infinity();
+      s[j] = x;
+      mx = std::max(mx, x);
+    }
+  } else {
+    for (int64_t j = 0; j < kb; ++j) {
+      const T x = s[j] * sc;
+      s[j] = x;
+      mx = std::max(mx, x);
+    }
+  }
+  return mx;
+}
+
+template <class T>
+void forward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, T sc,
+                  Tensor& out, Tensor& lse) {
+  const Mat<T> Q = mat<T>(q, p.nb), K = mat<T>(k, p.nb), V = mat<T>(v, p.nb);
+  Mat<T> O = mat<T>(out, p.nb);
+  T* L = lse.data<T>();
+  const uint8_t* mbase = p.mask.defined() ? static_cast<const uint8_t*>(p.mask.storage()->data()) : nullptr;
+  const int64_t nqt = (p.n + kTileQ - 1) / kTileQ;
+  const int64_t tk = std::min(kTileK, p.m);
+  parallel_for(p.nb * nqt, kTileQ * p.m * (p.dk + p.dv) * 2, [&](int64_t lo, int64_t hi) {
+    std::vector<T>& ws = workspace<T>(kTileQ * tk + kTileQ * p.dv);
+    T* S = ws.data();
+    T* acc = S + kTileQ * tk;
+    double mrun[kTileQ], lrun[kTileQ];
+    for (int64_t it = lo; it < hi; ++it) {
+      const int64_t bi = it / nqt, q0 = (it % nqt) * kTileQ, qb = std::min(kTileQ, p.n - q0);
+      const T* qp = Q.p + Q.off[bi] + q0 * Q.ld;
+      std::fill(acc, acc + qb * p.dv, T(0));
+      for (int64_t i = 0; i < qb; ++i) mrun[i] = -INFINITY, lrun[i] = 0;
+      for (int64_t k0 = 0; k0 < p.m; k0 += tk) {
+        const int64_t kb = std::min(tk, p.m - k0);
+        gemm<T>(false, true, qb, kb, p.dk, T(1), qp, Q.ld, K.p + K.off[bi] + k0 * K.ld, K.ld, T(0),
+                S, kb);
+        for (int64_t i = 0; i < qb; ++i) {
+          T* s = S + i * kb;
+          const uint8_t* mrow =
+              mbase ? mbase + p.moff[bi] + (q0 + i) * p.msn + k0 * p.msm : nullptr;
+          const T mx = scale_mask_row(s, kb, sc, mrow, p.msm);
+          const double mnew = std::max<double>(mrun[i], mx);
+          if (mnew == -INFINITY) {  // nothing to attend to so far: weights all 0
+            std::fill(s, s + kb, T(0));
+            continue;
+          }
+          const T mt = static_cast<T>(mnew);
+          double z = 0;
+          for (int64_t j = 0; j < kb; ++j) {
+            const T e = fast_exp<T>(s[j] - mt);
+            s[j] = e;
+            z += e;
+          }
+          if (mrun[i] != mnew) {
+            const T alpha = mrun[i] == -INFINITY ? T(0) : fast_exp<T>(static_cast<T>(mrun[i]) - mt);
+            lrun[i] *= alpha;
+            T* a = acc + i * p.dv;
+            for (int64_t j = 0; j < p.dv; ++j) a[j] *= alpha;
+            mrun[i] = mnew;
+          }
+          lrun[i] += z;
+        }
+        gemm<T>(false, false, qb, p.dv, kb, T(1), S, kb, V.p + V.off[bi] + k0 * V.ld, V.ld, T(1),
+                acc, p.dv);
+      }
+      for (int64_t i = 0; i < qb; ++i) {
+        T* o = O.p + O.off[bi] + (q0 + i) * O.ld;
+        const T* a = acc + i * p.dv;
+        if (lrun[i] == 0) {
+          std::fill(o, o + p.dv, T(0));
+          L[bi * p.n + q0 + i] = -std::numeric_limits<T>::infinity();
+          continue;
+        }
+        const T inv = static_cast<T>(1.0 / lrun[i]);
+        for (int64_t j = 0; j < p.dv; ++j) o[j] = a[j] * inv;
+        L[bi * p.n + q0 + i] = static_cast<T>(mrun[i] + std::log(lrun[i]));
+      }
+    }
+  });
+}
+
+template <class T>
+void zero_rows(T* p, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(p + r * ld, p + r * ld + cols, T(0));
+}
+
+template <class T>
+void backward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& out, const Tensor& lse, const Tensor& dout, T sc,
+                   AttentionGrads& g) {
+  const Mat<T> Q = mat<T>(q, p.nb), K = mat<T>(k, p.nb), V = mat<T>(v, p.nb);
+  const Mat<T> O = mat<T>(out, p.nb), dO = mat<T>(dout, p.nb);
+  Mat<T> dQ = mat<T>(g.dq, p.nb), dK = mat<T>(g.dk, p.nb), dV = mat<T>(g.dv, p.nb);
+  const T* L = lse.data<T>();
+  const uint8_t* mbase = p.mask.defined() ? static_cast<const uint8_t*>(p.mask.storage()->data()) : nullptr;
+  const int64_t tq = std::min(kTileQ, p.n), tk = std::min(kTileKB, p.m);
+  parallel_for(p.nb, p.n * p.m * (2 * p.dk + 2 * p.dv), [&](int64_t lo, int64_t hi) {
+    std::vector<T>& ws = workspace<T>(2 * tq * tk + p.n);
+    T* P = ws.data();
+    T* dS = P + tq * tk;
+    T* D = dS + tq * tk;
+    for (int64_t bi = lo; bi < hi; ++bi) {
+      T* dq = dQ.p + dQ.off[bi];
+      T* dk = dK.p + dK.off[bi];
+      T* dv = dV.p + dV.off[bi];
+      zero_rows(dq, p.n, p.dk, dQ.ld);
+      zero_rows(dk, p.m, p.dk, dK.ld);
+      zero_rows(dv, p.m, p.dv, dV.ld);
+      const T* lrow = L + bi * p.n;
+      // D_i = sum_j dO_ij O_ij = sum_j P_ij dP_ij: the softmax backward's row term.
+      for (int64_t i = 0; i < p.n; ++i) {
+        const T* o = O.p + O.off[bi] + i * O.ld;
+        const T* go = dO.p + dO.off[bi] + i * dO.ld;
+        double s = 0;
+        for (int64_t j = 0; j < p.dv; ++j) s += double(o[j]) * go[j];
+        D[i] = static_cast<T>(s);
+      }
+      for (int64_t k0 = 0; k0 < p.m; k0 += tk) {
+        const int64_t kb = std::min(tk, p.m - k0);
+        const T* kp = K.p + K.off[bi] + k0 * K.ld;
+        const T* vp = V.p + V.off[bi] + k0 * V.ld;
+        for (int64_t q0 = 0; q0 < p.n; q0 += tq) {
+          const int64_t qb = std::min(tq, p.n - q0);
+          const T* qp = Q.p + Q.off[bi] + q0 * Q.ld;
+          const T* gop = dO.p + dO.off[bi] + q0 * dO.ld;
+          // P = softmax weights of this tile, recomputed: exp(s - lse); masked or dead rows 0.
+          gemm<T>(false, true, qb, kb, p.dk, T(1), qp, Q.ld, kp, K.ld, T(0), P, kb);
+          for (int64_t i = 0; i < qb; ++i) {
+            T* s = P + i * kb;
+            const T l = lrow[q0 + i];
+            if (l == -std::numeric_limits<T>::infinity()) {
+              std::fill(s, s + kb, T(0));
+              continue;
+            }
+            const uint8_t* mrow =
+                mbase ? mbase + p.moff[bi] + (q0 + i) * p.msn + k0 * p.msm : nullptr;
+            (void)scale_mask_row(s, kb, sc, mrow, p.msm);
+            for (int64_t j = 0; j < kb; ++j) s[j] = fast_exp<T>(s[j] - l);
+          }
+          // dV += P^T dO;  dP = dO V^T
+          gemm<T>(true, false, kb, p.dv, qb, T(1), P, kb, gop, dO.ld, T(1), dv + k0 * dV.ld, dV.ld);
+          gemm<T>(false, true, qb, kb, p.dv, T(1), gop, dO.ld, vp, V.ld, T(0), dS, kb);
+          // dS = P (dP - D) * scale: the gradient of the scaled scores, through the softmax
+          for (int64_t i = 0; i < qb; ++i) {
+            const T di = D[q0 + i];
+            T* ds = dS + i * kb;
+            const T* pr = P + i * kb;
+            for (int64_t j = 0; j < kb; ++j) ds[j] = pr[j] * (ds[j] - di) * sc;
+          }
+          // dQ += dS K;  dK += dS^T Q
+          gemm<T>(false, false, qb, p.dk, kb, T(1), dS, kb, kp, K.ld, T(1), dq + q0 * dQ.ld, dQ.ld);
+          gemm<T>(true, false, kb, p.dk, qb, T(1), dS, kb, qp, Q.ld, T(1), dk + k0 * dK.ld, dK.ld);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+AttentionResult attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                  const Tensor& mask, double scale) {
+  const Problem p = check(q_in, k_in, v_in, mask, "attention");
+  const Tensor q = blas_rows(q_in), k = blas_rows(k_in), v = blas_rows(v_in);
+  Shape oshape = p.batch;
+  oshape.insert(oshape.end(), {p.n, p.dv});
+  Shape lshape = p.batch;
+  lshape.push_back(p.n);
+  AttentionResult r{empty_heads_layout(oshape, q.dtype()), empty(lshape, q.dtype())};
+  if (r.out.numel() == 0) return r;
+  if (p.m == 0) {  // no keys: every row is fully masked
+    r.out.zero_();
+    r.lse.fill_(-INFINITY);
+    return r;
+  }
+  visit_float(q.dtype(), "attention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    forward_impl<T>(p, q, k, v, static_cast<T>(scale), r.out, r.lse);
+  });
+  return r;
+}
+
+AttentionGrads attention_backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                  const Tensor& mask, double scale, const Tensor& out_in,
+                                  const Tensor& lse, const Tensor& dout_in) {
+  const Problem p = check(q_in, k_in, v_in, mask, "attention backward");
+  QKV_CHECK(dout_in.shape() == out_in.shape() && dout_in.dtype() == q_in.dtype(),
+            "attention backward", "gradient ", dout_in.shape(), " for an output ",
+            out_in.shape());
+  const Tensor q = blas_rows(q_in), k = blas_rows(k_in), v = blas_rows(v_in);
+  const Tensor out = blas_rows(out_in), dout = blas_rows(dout_in);
+  AttentionGrads g{empty_heads_layout(q.shape(), q.dtype()), empty_heads_layout(k.shape(), q.dtype()),
+                   empty_heads_layout(v.shape(), q.dtype())};
+  if (p.nb == 0 || (p.n == 0 && p.m == 0)) return g;
+  if (p.n == 0 || p.m == 0) {
+    g.dq.zero_();
+    g.dk.zero_();
+    g.dv.zero_();
+    return g;
+  }
+  const Tensor l = lse.contiguous();
+  visit_float(q.dtype(), "attention backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    backward_impl<T>(p, q, k, v, out, l, dout, static_cast<T>(scale), g);
+  });
+  return g;
+}
+
+}  // namespace qkv
