@@ -6,7 +6,7 @@ ifdef CI
   CMAKE_FLAGS += -DQKV_WERROR=ON
 endif
 
-.PHONY: install build test test-unit test-asan demo clean
+.PHONY: install build test test-unit test-asan fuzz demo clean
 
 install:
 	@bash scripts/install-deps.sh
@@ -25,10 +25,29 @@ test: build
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L unit
 
+# The suite under AddressSanitizer + UndefinedBehaviorSanitizer (ASAN_LABELS=unit: the fast part).
+ASAN_LABELS ?=
 test-asan: install
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DQKV_NATIVE=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS) -L unit
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j$(JOBS) $(if $(ASAN_LABELS),-L $(ASAN_LABELS))
+
+# libFuzzer (clang): each target runs FUZZ_SECONDS from the committed seeds in tests/fuzz/corpus;
+# new inputs go to build-fuzz/corpus, crashes to build-fuzz/artifacts (then: a regression test).
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= config tsv vocab safetensors
+fuzz: install
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DQKV_FUZZ=ON \
+	  -DQKV_NATIVE=OFF -DBUILD_TESTING=OFF
+	cmake --build build-fuzz -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	mkdir -p build-fuzz/artifacts
+	set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t; \
+	  echo "--- fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build-fuzz/artifacts/$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
+	done
 
 # Train the default config (copy.toml) into runs/demo, then decode a few new sequences.
 demo: build
@@ -39,4 +58,4 @@ demo: build
 	$(BUILD)/apps/qkv eval runs/demo --split test
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

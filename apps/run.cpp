@@ -227,6 +227,33 @@ std::string read_text(const fs::path& p) {
   return s;
 }
 
+// JSON has no NaN or Inf (nlohmann writes null); a diverged run's losses can be either, so
+// state.json spells them as strings and reads both forms back exactly.
+json finite_or_string(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
+double number_from(const json& v) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "nan") return std::nan("");
+    if (s == "inf") return HUGE_VAL;
+    if (s == "-inf") return -HUGE_VAL;
+    throw Error("expected a number, got \"" + s + "\"");
+  }
+  return v.get<double>();
+}
+
+// Removes checkpoint folder dir/name so that a kill midway never leaves a named, half-deleted
+// checkpoint: it first loses its name (an atomic rename to .tmp-old-*), then its files.
+void remove_checkpoint(const fs::path& dir, const std::string& name) {
+  if (!fs::exists(dir / name)) return;
+  const fs::path doomed = dir / (".tmp-old-" + name);
+  fs::remove_all(doomed);
+  fs::rename(dir / name, doomed);
+  fs::remove_all(doomed);
+}
+
 bool complete(const fs::path& ckpt) {
   return fs::exists(ckpt / "model.safetensors") && fs::exists(ckpt / "optim.safetensors") &&
          fs::exists(ckpt / "state.json");
@@ -255,18 +282,19 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
   j["loader"] = {{"epoch", st.loader.epoch}, {"index", st.loader.index},
                  {"rng_seed", st.loader.rng_seed}, {"rng_position", st.loader.rng_position}};
   j["dropout_rng"] = {{"seed", st.dropout_seed}, {"position", st.dropout_position}};
-  j["best_score"] = st.best_score;
-  j["best_loss"] = st.best_loss;
+  j["best_score"] = finite_or_string(st.best_score);
+  j["best_loss"] = finite_or_string(st.best_loss);
   j["evals_since_best"] = st.evals_since_best;
   j["metrics_bytes"] = st.metrics_bytes;
   j["best"] = is_best ? name : st.best;
-  j["log_interval"] = {{"loss_sum", st.log_loss_sum}, {"norm_sum", st.log_norm_sum}, {"count", st.log_count}};
+  j["log_interval"] = {{"loss_sum", finite_or_string(st.log_loss_sum)},
+                       {"norm_sum", finite_or_string(st.log_norm_sum)}, {"count", st.log_count}};
   j["optimizer"] = {{"name", os.optimizer}, {"scalars", os.scalars}};
   nn::atomic_write_file((tmp / "state.json").string(), j.dump(2) + "\n");
   fsync_dir(tmp);
 
   const fs::path final_dir = dir / name;
-  fs::remove_all(final_dir);
+  remove_checkpoint(dir, name);
   fs::rename(tmp, final_dir);
   fsync_dir(dir);
   nn::atomic_write_file((dir / "latest").string(), name + "\n");
@@ -281,7 +309,7 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
   }
   std::sort(steps.begin(), steps.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
-    if (steps[i] != best && steps[i] != name) fs::remove_all(dir / steps[i]);
+    if (steps[i] != best && steps[i] != name) remove_checkpoint(dir, steps[i]);
   return name;
 }
 
@@ -324,13 +352,13 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, opti
                  l.at("rng_seed").get<uint64_t>(), l.at("rng_position").get<uint64_t>()};
     st.dropout_seed = j.at("dropout_rng").at("seed").get<uint64_t>();
     st.dropout_position = j.at("dropout_rng").at("position").get<uint64_t>();
-    st.best_score = j.at("best_score").get<double>();
-    st.best_loss = j.at("best_loss").get<double>();
+    st.best_score = number_from(j.at("best_score"));
+    st.best_loss = number_from(j.at("best_loss"));
     st.evals_since_best = j.at("evals_since_best").get<int64_t>();
     st.metrics_bytes = j.at("metrics_bytes").get<uint64_t>();
     st.best = j.at("best").get<std::string>();
-    st.log_loss_sum = j.at("log_interval").at("loss_sum").get<double>();
-    st.log_norm_sum = j.at("log_interval").at("norm_sum").get<double>();
+    st.log_loss_sum = number_from(j.at("log_interval").at("loss_sum"));
+    st.log_norm_sum = number_from(j.at("log_interval").at("norm_sum"));
     st.log_count = j.at("log_interval").at("count").get<int64_t>();
     model.dropout_generator().set_state(st.dropout_seed, st.dropout_position);
     if (opt) {

@@ -159,6 +159,9 @@ TomlDoc parse_toml(const std::string& text, const std::string& path) {
   while (std::getline(in, line)) {
     ++lineno;
     Cursor c{line, 0, path, lineno};
+    // TOML is UTF-8; checked up front so no invalid string reaches JSON (whose dump throws).
+    if (size_t bad = 0; !data::valid_utf8(line, &bad))
+      c.fail("invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line (TOML files are UTF-8)");
     c.skip_space();
     if (c.done() || c.peek() == '#' || c.peek() == '\r') continue;
     if (c.peek() == '[') {
@@ -200,6 +203,7 @@ TomlDoc read_toml_file(const std::string& path) {
 
 ojson parse_toml_value_or_string(const std::string& text) {
   const std::string path = "(command line)";
+  QKV_CHECK(data::valid_utf8(text), "command line", "value is not valid UTF-8");
   Cursor c{text, 0, path, 0};
   try {
     ojson v = parse_value(c);

@@ -1,4 +1,5 @@
 // qkv train CONFIG [--run-dir DIR] [--section.key VALUE ...]   |   qkv train --resume DIR
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -6,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <spdlog/spdlog.h>
 
 #include "apps/attention_stats.hpp"
@@ -68,6 +70,34 @@ void plot_losses(const fs::path& run_dir) {
   write_svg((run_dir / "loss.svg").string(), c);
 }
 
+// Learned positions end at model.max_len: refuse data that needs more before the run folder
+// exists, rather than failing at the first long batch (or at validation) mid-run.
+void check_positions(const RunConfig& cfg, const data::DataSplits& d) {
+  if (cfg.model.position != "learned") return;
+  int64_t need = 0;
+  std::string where;
+  auto consider = [&](const data::Dataset& ds, bool decoded) {
+    for (size_t i = 0; i < ds.examples.size(); ++i) {
+      const auto& e = ds.examples[i];
+      const int64_t src = static_cast<int64_t>(e.src.size()), tgt = static_cast<int64_t>(e.tgt.size());
+      int64_t n = std::max(src, d.framing.target_len(tgt));
+      // validation decodes up to the longer side plus train.max_decode_extra tokens
+      if (decoded && d.framing.eos >= 0) n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
+      if (n > need) {
+        need = n;
+        where = fmt::format("{} example {}", ds.name, i + 1);
+      }
+    }
+  };
+  consider(d.train, false);
+  consider(d.valid, true);
+  consider(d.test, true);
+  QKV_CHECK(need <= cfg.model.max_len, "model.max_len",
+            "learned positions cover ", cfg.model.max_len, " tokens, but ", where, " needs ", need,
+            " (with <bos>/<eos> and train.max_decode_extra); raise model.max_len or drop long pairs"
+            " with data.max_seq_len");
+}
+
 bool folder_has_files(const fs::path& p) {
   return fs::exists(p) && (!fs::is_directory(p) || !fs::is_empty(p));
 }
@@ -78,15 +108,19 @@ int cmd_train(const TrainArgs& a) {
   RunConfig cfg;
   fs::path run_dir;
   std::string resume_from;
+  bool restart = false;  // --resume of a run that has no checkpoint yet
   if (!a.resume.empty()) {
     QKV_CHECK(a.config.empty() && a.overrides.empty(), "train",
               "--resume takes the run folder's own config; give no config file or overrides");
     run_dir = a.resume;
     QKV_CHECK(fs::exists(run_dir / "config.toml"), "train", run_dir.string(),
-              ": not a run folder (no config.toml)");
+              ": not a run folder (no config.toml; a run killed before writing it has nothing to resume:"
+              " delete the folder and start again)");
     cfg = load_config((run_dir / "config.toml").string());
     resume_from = find_checkpoint(run_dir.string());
-    QKV_CHECK(!resume_from.empty(), "train", run_dir.string(), ": no checkpoint to resume from");
+    // Killed before its first checkpoint: config.toml fixes everything, so the run restarts
+    // from step 0 and still ends exactly as an uninterrupted one.
+    restart = resume_from.empty();
   } else {
     QKV_CHECK(!a.config.empty(), "train", "no config file given (try configs/copy.toml)");
     cfg = load_config(a.config, a.overrides);
@@ -98,6 +132,7 @@ int cmd_train(const TrainArgs& a) {
   set_num_threads(static_cast<int>(cfg.threads));
 
   data::DataSplits data = data::load_data(cfg.data);
+  check_positions(cfg, data);
   if (!resume_from.empty()) {
     // The run's own vocabularies: the model's ids mean these tokens.
     const data::Vocab sv = data::Vocab::load((run_dir / "src_vocab.txt").string());
@@ -138,14 +173,30 @@ int cmd_train(const TrainArgs& a) {
     fs::resize_file(run_dir / "metrics.jsonl", st.metrics_bytes);
   } else {
     fs::create_directories(run_dir);
-    nn::atomic_write_file((run_dir / "config.toml").string(), effective_toml(cfg));
-    data.src_vocab.save((run_dir / "src_vocab.txt").string());
-    data.tgt_vocab.save((run_dir / "tgt_vocab.txt").string());
+    if (!restart) nn::atomic_write_file((run_dir / "config.toml").string(), effective_toml(cfg));
+    // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
+    for (const auto& [file, vocab] : {std::pair{"src_vocab.txt", &data.src_vocab}, std::pair{"tgt_vocab.txt", &data.tgt_vocab}}) {
+      std::ostringstream text;
+      vocab->write(text);
+      nn::atomic_write_file((run_dir / file).string(), text.str());
+    }
+    if (restart && fs::exists(run_dir / "metrics.jsonl")) fs::resize_file(run_dir / "metrics.jsonl", 0);
+  }
+  if (!a.resume.empty() && fs::is_directory(run_dir / "checkpoints")) {
+    // Half-written checkpoints of a killed run: never complete, never named, safe to drop.
+    for (const auto& e : fs::directory_iterator(run_dir / "checkpoints"))
+      if (const std::string n = e.path().filename().string();
+          n.rfind(".tmp-", 0) == 0 || n.find(".tmp.") != std::string::npos)
+        fs::remove_all(e.path());
+    // A kill between naming a new best checkpoint and writing "best" leaves the pointer one
+    // behind; the checkpoint's own state knows the best, and the final test uses the pointer.
+    if (!st.best.empty() && find_checkpoint(run_dir.string(), "best") != (run_dir / "checkpoints" / st.best).string())
+      nn::atomic_write_file((run_dir / "checkpoints" / "best").string(), st.best + "\n");
   }
   MetricsLog metrics(run_dir / "metrics.jsonl");
   Progress progress(total, st.step, cfg.train.log_every, a.quiet, a.verbose);
   progress.message(fmt::format("{} {}: {} parameters, {} train / {} valid examples, {} steps ({} per epoch), {} threads",
-                               resume_from.empty() ? "training" : "resuming", run_dir.string(),
+                               restart ? "restarting (no checkpoint yet)" : resume_from.empty() ? "training" : "resuming", run_dir.string(),
                                model.parameter_count(), data.train.size(), data.valid.size(), total,
                                per_epoch, get_num_threads()));
 

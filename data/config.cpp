@@ -143,6 +143,8 @@ DataSplits load_data(const DataConfig& c) {
     o.skip_malformed = c.skip_malformed;
     const TsvCorpus corpus = read_tsv(c.path, o);
     out.skipped = corpus.skipped;
+    QKV_KEY_CHECK(!corpus.pairs.empty(), "path", c.path, " holds no sentence pairs",
+                  corpus.skipped ? cat(" (", corpus.skipped, " malformed lines skipped)") : std::string());
     const SplitIndices s = split_indices(static_cast<int64_t>(corpus.pairs.size()), c.train_size,
                                          c.valid_size, c.test_size, c.seed);
     text_splits(c, c.path, pick(corpus.pairs, s.train), pick(corpus.pairs, s.valid),

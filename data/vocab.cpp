@@ -98,10 +98,14 @@ std::string escape(const std::string& t) {
 }
 }  // namespace
 
+void Vocab::write(std::ostream& out) const {
+  for (const auto& t : tokens_) out << escape(t) << '\n';
+}
+
 void Vocab::save(const std::string& path) const {
   std::ofstream f(path, std::ios::binary);
   QKV_CHECK(f.good(), "Vocab::save", "cannot open ", path, " for writing");
-  for (const auto& t : tokens_) f << escape(t) << '\n';
+  write(f);
   f.flush();
   QKV_CHECK(f.good(), "Vocab::save", "write to ", path, " failed");
 }
@@ -109,6 +113,10 @@ void Vocab::save(const std::string& path) const {
 Vocab Vocab::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   QKV_CHECK(f.good(), "Vocab::load", "cannot open ", path);
+  return parse(f, path);
+}
+
+Vocab Vocab::parse(std::istream& f, const std::string& path) {
   std::vector<std::string> tokens;
   std::string line;
   int64_t lineno = 0;

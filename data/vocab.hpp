@@ -9,6 +9,7 @@
 // one space).
 #pragma once
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +54,9 @@ class Vocab {
 
   void save(const std::string& path) const;
   static Vocab load(const std::string& path);
+  // The text format on streams (save and load use these); name is used in messages.
+  void write(std::ostream& out) const;
+  static Vocab parse(std::istream& in, const std::string& name);
 
   bool operator==(const Vocab& o) const { return tokens_ == o.tokens_; }
 

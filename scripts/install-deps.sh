@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config   # toolchain
   libopenblas-openmp-dev             # BLAS kernels, OpenMP build: no second thread pool (see README)
   libomp-dev                         # OpenMP runtime headers for clang builds (g++ ships libgomp)
+  clang libclang-rt-14-dev           # `make fuzz`: clang++ -fsanitize=fuzzer (libFuzzer runtime)
   catch2                             # Catch2 v2 unit tests
   libcli11-dev                       # the qkv command line
   libspdlog-dev                      # log lines
