@@ -4,9 +4,11 @@
 #pragma once
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 
+#include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "core/tensor.hpp"
 
@@ -134,5 +136,18 @@ inline bool shares_storage(const Tensor& a, const Tensor& b) {
     INFO("expression: " #expr);                       \
     CHECK(thrown_);                                   \
   } while (0)
+
+// Bitwise equality (NaN-safe, -0 != +0).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
+}
+
+// Restores the thread count when a test ends, whatever happens.
+struct ThreadGuard {
+  int saved = get_num_threads();
+  ~ThreadGuard() { set_num_threads(saved); }
+};
 
 }  // namespace qkv::test

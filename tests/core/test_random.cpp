@@ -9,23 +9,6 @@
 using namespace qkv;
 using namespace qkv::test;
 
-namespace {
-
-// Bitwise equality (NaN-safe, -0 != +0).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
-}
-
-// Restores the thread count when a test ends, whatever happens.
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
-
-}  // namespace
-
 TEST_CASE("same seed, same numbers; different seed or position, different numbers") {
   for (DType dt : {DType::f32, DType::f64}) {
     Generator g1(123), g2(123), g3(124);

@@ -16,17 +16,6 @@ using namespace qkv::test;
 
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
-}
-
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
-
 // The "Threads:" line of /proc/self/status: every thread of this process, OpenMP or not.
 int process_threads() {
   std::ifstream f("/proc/self/status");
