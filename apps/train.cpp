@@ -252,25 +252,41 @@ int cmd_train(const TrainArgs& a) {
     const data::Batch b = loader.next();
     ++st.step;
     evaluated_last = false;
-    nn::AttentionMaps maps;
-    const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
-                                         cfg.train.log_attention_entropy ? &maps : nullptr);
-    const ag::Var loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}),
-                                           b.tgt_out.flatten(), 0, cfg.train.label_smoothing);
-    const double lv = loss.item();
-    if (!std::isfinite(lv)) {
-      const std::string last = find_checkpoint(run_dir.string());
+    // A non-finite loss (or, in anomaly mode, the first op whose output or gradient is
+    // non-finite, named with its module) stops the run at this step, or skips the step.
+    // Returns whether to skip.
+    auto nonfinite = [&](const std::string& what) {
       if (cfg.train.skip_nonfinite) {
-        progress.message(fmt::format("step {}: loss is {}; skipping this step", st.step, lv));
+        progress.message(fmt::format("step {}: {}; skipping this step", st.step, what));
         metrics.write({{"step", st.step}, {"skipped", true}});
-        continue;
+        opt->zero_grad();  // anomaly mode may stop backward half-way
+        return true;
       }
+      const std::string last = find_checkpoint(run_dir.string());
       progress.finish();
-      throw Error(fmt::format("train: step {}: loss is {}; stopping (last good checkpoint: {}; "
+      throw Error(fmt::format("train: step {}: {}; stopping (last good checkpoint: {}; "
                               "set train.skip_nonfinite = true to skip such steps)",
-                              st.step, lv, last.empty() ? "none" : last));
+                              st.step, what, last.empty() ? "none" : last));
+    };
+    nn::AttentionMaps maps;
+    ag::Var loss;
+    double lv = 0;
+    try {
+      const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
+                                           cfg.train.log_attention_entropy ? &maps : nullptr);
+      loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), 0,
+                               cfg.train.label_smoothing);
+      lv = loss.item();
+      if (!std::isfinite(lv)) {
+        if (nonfinite(fmt::format("loss is {}", lv))) continue;
+      }
+      loss.backward();
+    } catch (const Error& e) {
+      // Only anomaly mode's findings are about the numbers; anything else is a real error.
+      const std::string msg = e.what();
+      if (!ag::anomaly_mode() || msg.rfind("anomaly: ", 0) != 0) throw;
+      if (nonfinite(msg)) continue;
     }
-    loss.backward();
     const double gnorm = cfg.optim.clip_norm > 0 ? optim::clip_grad_norm(params, cfg.optim.clip_norm)
                                                  : optim::grad_norm(params);
     if (cfg.optim.clip_value > 0) optim::clip_grad_value(params, cfg.optim.clip_value);

@@ -98,3 +98,19 @@ TEST_CASE("numerics: a non-finite loss stops training naming the step, keeping t
   }
   CHECK(skipped >= 1);
 }
+
+TEST_CASE("numerics: in anomaly mode a non-finite step names the step, the op and its module", "[e2e]") {
+  TempDir t("anomaly");
+  const std::string run = t.file("run");
+  ::setenv("QKV_ANOMALY", "1", 1);  // read by the child qkv at start-up, not by this process
+  const RunResult r = run_qkv(diverging(run));
+  ::unsetenv("QKV_ANOMALY");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("train: step ") != std::string::npos);
+  CHECK(r.output.find("anomaly: ") != std::string::npos);
+  CHECK(r.output.find(" of op '") != std::string::npos);
+  CHECK(r.output.find(" in module '") != std::string::npos);
+  CHECK(r.output.find("last good checkpoint: ") != std::string::npos);
+  CHECK(r.output.find("Segmentation") == std::string::npos);
+}
