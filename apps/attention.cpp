@@ -1,9 +1,7 @@
 // qkv attention DIR TEXT --out map.png [--kind self|decoder-self|cross] [--layer L] [--head H|mean]:
 // runs a trained model on one input and draws one attention matrix as a labelled heatmap.
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
-#include <sstream>
 
 #include "apps/commands.hpp"
 #include "apps/heatmap.hpp"
@@ -14,29 +12,6 @@
 namespace qkv::app {
 
 namespace {
-
-// The source ids of one input, as `qkv translate` reads it: symbols separated by spaces for
-// the synthetic tasks, the run's tokenizer for text tasks.
-data::Ids encode_source(const LoadedRun& r, std::string text, const std::string& run_dir) {
-  const data::DataConfig& dc = r.config.data;
-  if (dc.lowercase)
-    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const bool synthetic = dc.task != "dates" && dc.task != "tsv";
-  data::Ids src;
-  if (synthetic) {
-    std::istringstream words(text);
-    std::string w;
-    while (words >> w) {
-      QKV_CHECK(r.data.src_vocab.contains(w), "attention", "symbol '", w, "' is not in the task's vocabulary (",
-                r.data.src_vocab.size(), " tokens, see ", run_dir, "/src_vocab.txt)");
-      src.push_back(r.data.src_vocab.id(w));
-    }
-  } else {
-    src = data::encode(text, r.data.tokenizer, r.data.src_vocab);
-  }
-  QKV_CHECK(!src.empty(), "attention", "empty input");
-  return src;
-}
 
 Tensor row_of(const data::Ids& ids) {
   return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())});
@@ -60,7 +35,7 @@ int cmd_attention(const AttentionArgs& a) {
   const data::Framing& f = r.data.framing;
 
   // The model's own output (greedy), then one teacher-forced pass over it to get the maps.
-  const data::Ids src = encode_source(r, a.text, a.run_dir);
+  const data::Ids src = encode_source(r, a.text, a.run_dir, "attention");
   const int64_t max_len = static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
   data::Ids out = greedy_decode(model, {src}, f, {max_len})[0];
   data::Ids full{f.bos};
@@ -137,7 +112,7 @@ int cmd_attention(const AttentionArgs& a) {
   }
   write_heatmap(a.out, hm);
   const HeatmapLayout l = heatmap_layout(hm);
-  const bool synthetic = r.config.data.task != "dates" && r.config.data.task != "tsv";
+  const bool synthetic = is_symbol_task(r.config.data);
   const std::vector<std::string> toks = r.data.tgt_vocab.decode(out);
   std::string shown;
   if (synthetic)

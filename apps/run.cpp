@@ -8,6 +8,8 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "data/tokenizer.hpp"
+#include "data/utf8.hpp"
 #include "nn/safetensors.hpp"
 
 namespace qkv::app {
@@ -392,6 +394,28 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   load_checkpoint(r.checkpoint, *r.model, nullptr);
   r.model->eval();
   return r;
+}
+
+bool is_symbol_task(const data::DataConfig& dc) { return dc.task != "dates" && dc.task != "tsv"; }
+
+data::Ids encode_source(const LoadedRun& r, const std::string& input, const std::string& run_dir,
+                        const char* op) {
+  const data::DataConfig& dc = r.config.data;
+  const std::string text = dc.lowercase ? data::to_lower_utf8(input) : input;
+  data::Ids src;
+  if (is_symbol_task(dc)) {
+    std::istringstream words(text);
+    std::string w;
+    while (words >> w) {
+      QKV_CHECK(r.data.src_vocab.contains(w), op, "symbol '", w, "' is not in the task's vocabulary (",
+                r.data.src_vocab.size(), " tokens, see ", run_dir, "/src_vocab.txt)");
+      src.push_back(r.data.src_vocab.id(w));
+    }
+  } else {
+    src = data::encode(text, r.data.tokenizer, r.data.src_vocab);
+  }
+  QKV_CHECK(!src.empty(), op, "empty input");
+  return src;
 }
 
 }  // namespace qkv::app

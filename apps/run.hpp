@@ -87,4 +87,13 @@ struct LoadedRun {
 };
 LoadedRun load_run(const std::string& run_dir, const std::string& which = "best");
 
+// True for the generated tasks (copy, reverse, sort...), whose text is symbols separated by
+// spaces; false for text tasks (dates, tsv), which go through the run's tokenizer.
+bool is_symbol_task(const data::DataConfig& dc);
+// One user-typed input as source ids, read as the run's data was: lowercased (UTF-8) when
+// data.lowercase, then split into the task's symbols or tokenized. An unknown symbol or an
+// empty input throws qkv::Error naming `op` (the subcommand).
+data::Ids encode_source(const LoadedRun& r, const std::string& text, const std::string& run_dir,
+                        const char* op);
+
 }  // namespace qkv::app

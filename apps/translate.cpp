@@ -1,6 +1,5 @@
 // qkv translate DIR [TEXT ...] [--beam N]: one output line per input (arguments or stdin lines).
 #include <iostream>
-#include <sstream>
 #include <string>
 
 #include "apps/commands.hpp"
@@ -13,28 +12,9 @@ namespace qkv::app {
 int cmd_translate(const TranslateArgs& a) {
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
   set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
-  const data::DataConfig& dc = r.config.data;
-  // Synthetic tasks are sequences of symbols separated by spaces; text tasks use the
-  // run's tokenizer.
-  const bool synthetic = dc.task != "dates" && dc.task != "tsv";
-  const data::TokenizerKind kind = synthetic ? data::TokenizerKind::words : r.data.tokenizer;
-  auto one = [&](std::string text) {
-    if (dc.lowercase)
-      for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    data::Ids src;
-    if (synthetic) {
-      std::istringstream words(text);
-      std::string w;
-      while (words >> w) {
-        QKV_CHECK(r.data.src_vocab.contains(w), "translate", "symbol '", w,
-                  "' is not in the task's vocabulary (", r.data.src_vocab.size(), " tokens, see ",
-                  a.run_dir, "/src_vocab.txt)");
-        src.push_back(r.data.src_vocab.id(w));
-      }
-    } else {
-      src = data::encode(text, kind, r.data.src_vocab);
-    }
-    QKV_CHECK(!src.empty(), "translate", "empty input");
+  const bool symbols = is_symbol_task(r.config.data);
+  auto one = [&](const std::string& text) {
+    const data::Ids src = encode_source(r, text, a.run_dir, "translate");
     const int64_t max_len = a.max_len > 0 ? a.max_len
                                           : static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
     const data::Ids out = a.beam > 1
@@ -42,7 +22,7 @@ int cmd_translate(const TranslateArgs& a) {
                               : greedy_decode(*r.model, {src}, r.data.framing, {max_len})[0];
     std::vector<std::string> toks = r.data.tgt_vocab.decode(out);
     std::string line;
-    if (synthetic) {
+    if (symbols) {
       for (size_t i = 0; i < toks.size(); ++i) line += (i ? " " : "") + toks[i];
     } else {
       line = data::detokenize(toks);

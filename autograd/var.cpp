@@ -150,8 +150,6 @@ Var record(const char* op, Tensor out, std::vector<Var> inputs, BackwardFn backw
   node->seq = g_next_seq.fetch_add(1, std::memory_order_relaxed);
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);
-  node->out_shape = out.shape();
-  node->out_dtype = out.dtype();
   Var v(std::move(out), true);
   v.impl()->node = std::move(node);
   return v;

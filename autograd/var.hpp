@@ -80,8 +80,6 @@ struct Node {
   uint64_t seq;                // creation order: the tape position
   std::vector<Var> inputs;
   BackwardFn backward;         // null once released
-  Shape out_shape;
-  DType out_dtype;
 };
 
 // Wraps out as an op's result. Records a Node with backward when recording is on and some

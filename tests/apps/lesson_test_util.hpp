@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_util.hpp"
+
 namespace qkv::lesson_test {
 
 inline std::string env_or(const char* name, const std::string& fallback) {
@@ -47,19 +49,6 @@ inline std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// A fresh directory under the system temp dir, removed when the object dies.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    path = std::filesystem::temp_directory_path() / ("qkv_lesson_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using qkv::test::TempDir;
 
 }  // namespace qkv::lesson_test

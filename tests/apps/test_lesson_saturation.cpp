@@ -21,9 +21,15 @@ namespace {
 
 // One fast run shared by the test cases: four widths, the default sample counts, a short
 // training at a small width.
-const json& fast_run() {
+// The folder fast_run writes into.
+const TempDir& run_dir() {
   static TempDir dir("saturation");
+  return dir;
+}
+
+const json& fast_run() {
   static json j = [] {
+    const TempDir& dir = run_dir();
     SaturationArgs a;
     a.out = dir.path.string();
     a.d_k = {4, 16, 64, 256};
@@ -127,8 +133,7 @@ TEST_CASE("saturation: the JSON schema, the CSV twins and the figures") {
 
 TEST_CASE("saturation: CSV twins and figures on disk") {
   fast_run();
-  const std::filesystem::path out = std::filesystem::temp_directory_path() /
-                                    ("qkv_lesson_saturation_" + std::to_string(::getpid()));
+  const std::filesystem::path out = run_dir().path;
   const std::string csv = read_file((out / "saturation.csv").string());
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 9);  // header + 8 records
   CHECK(csv.rfind("d_k,scale,var_qk,mean_entropy,max_entropy,mean_max_weight,saturated_fraction,"

@@ -10,6 +10,7 @@
 
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "test_util.hpp"
 #include "core/tensor.hpp"
 
 namespace qkv::test {
@@ -144,10 +145,5 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
 }
 
-// Restores the thread count when a test ends, whatever happens.
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
 
 }  // namespace qkv::test

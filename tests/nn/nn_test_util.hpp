@@ -10,6 +10,7 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/seq2seq.hpp"
+#include "test_util.hpp"
 
 namespace qkv::nn::test {
 
@@ -52,31 +53,10 @@ inline ModelConfig tiny_config(bool norm_first, bool final_norm = false) {
   return c;
 }
 
-// Runs the enclosed code on n threads, then restores the previous count. gradcheck calls a
-// tiny model thousands of times; on a loaded machine an OpenMP region per small op costs far
-// more than the op, and results do not depend on the thread count.
-struct ScopedThreads {
-  int prev;
-  explicit ScopedThreads(int n) : prev(get_num_threads()) { set_num_threads(n); }
-  ~ScopedThreads() { set_num_threads(prev); }
-  ScopedThreads(const ScopedThreads&) = delete;
-  ScopedThreads& operator=(const ScopedThreads&) = delete;
-};
-
-// A fresh directory under the system temp dir, removed when the object dies.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    path = std::filesystem::temp_directory_path() /
-           ("qkv_nn_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+// gradcheck calls a tiny model thousands of times; on a loaded machine an OpenMP region per
+// small op costs far more than the op, and results do not depend on the thread count: the nn
+// tests run such checks inside ScopedThreads(1).
+using qkv::test::ScopedThreads;
+using qkv::test::TempDir;
 
 }  // namespace qkv::nn::test

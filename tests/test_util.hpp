@@ -1,0 +1,43 @@
+// Helpers every test area shares: temporary folders and scoped thread counts.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "core/parallel.hpp"
+
+namespace qkv::test {
+
+// A fresh folder under the system temp dir, qkv_<tag>_<pid>, removed when the object dies.
+// The pid keeps test processes that ctest runs in parallel apart.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() / ("qkv_" + tag + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// Restores the thread count when a test ends, whatever happens.
+struct ThreadGuard {
+  int saved = get_num_threads();
+  ThreadGuard() = default;
+  ThreadGuard(const ThreadGuard&) = delete;
+  ThreadGuard& operator=(const ThreadGuard&) = delete;
+  ~ThreadGuard() { set_num_threads(saved); }
+};
+
+// Runs the enclosed code on n threads, then restores the previous count.
+struct ScopedThreads : ThreadGuard {
+  explicit ScopedThreads(int n) { set_num_threads(n); }
+};
+
+}  // namespace qkv::test
