@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 
+#include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
@@ -34,8 +35,9 @@
 namespace qkv::app {
 namespace {
 
+using namespace bench;
+
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 struct BenchModel {
   std::string name;
@@ -74,39 +76,6 @@ double train_flops(const BenchModel& m) {
 
 double tokens_per_step(const BenchModel& m) {
   return m.seq2seq ? 2.0 * m.batch * m.length : double(m.batch) * m.length;
-}
-
-// kB from a /proc/self/status line such as "VmHWM:   12345 kB".
-double proc_status_mb(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const std::string k = std::string(key) + ":";
-  while (std::getline(in, line))
-    if (line.rfind(k, 0) == 0) return std::atof(line.c_str() + k.size()) / 1024.0;
-  return 0;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Times step() after warm-up: at least min_steps timings and min_seconds of them.
-template <class F>
-std::vector<double> time_steps(F&& step, int warmup, int min_steps, double min_seconds) {
-  for (int i = 0; i < warmup; ++i) step();
-  std::vector<double> ms;
-  const auto start = Clock::now();
-  while (static_cast<int>(ms.size()) < min_steps ||
-         (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds &&
-          ms.size() < 200)) {
-    const auto t0 = Clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return ms;
 }
 
 // The child: one model, in this process, timed; one JSON object on stdout.
@@ -189,55 +158,10 @@ double sgemm_peak_gflops() {
   return best;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
-// Runs cmd, returns the last line of its stdout parsed as JSON.
-json run_child(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  QKV_CHECK(p, "bench", "cannot run: ", cmd);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int rc = pclose(p);
-  QKV_CHECK(rc == 0, "bench", "child failed (status ", rc, "): ", cmd, "\n", out);
-  std::istringstream lines(out);
-  std::string line, last;
-  while (std::getline(lines, line))
-    if (!line.empty() && line[0] == '{') last = line;
-  QKV_CHECK(!last.empty(), "bench", "no JSON result from: ", cmd, "\n", out);
-  return json::parse(last);
-}
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  QKV_CHECK(n > 0, "bench", "cannot find this executable (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double l = 0;
-  in >> l;
-  return l;
-}
-
 }  // namespace
 
 int cmd_bench(const BenchArgs& a) {
+  if (a.attention_sweep || !a.sweep_method.empty()) return cmd_attention_sweep(a);
   set_num_threads(a.threads);
   std::vector<std::string> names = a.models;
   if (names.empty())

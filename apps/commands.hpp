@@ -42,8 +42,15 @@ struct BenchArgs {
   std::string reference;    // the reference script (default: apps/bench_reference.py)
   bool passive = false;     // OMP_WAIT_POLICY=passive for both sides (busy machines)
   bool child = false;       // internal: run the models in this process, print JSON lines
+  // --attention-sweep: time and memory of attention variants against n (bench_sweep.cpp)
+  bool attention_sweep = false;
+  int64_t max_n = 8192;                        // n = 256, 512, ..., max_n
+  std::string figure = "attention-sweep.svg";  // "" : no figure
+  std::string sweep_method;                    // internal: run one point in this process
+  int64_t sweep_n = 0;
 };
-int cmd_bench(const BenchArgs& a);  // bench.cpp
+int cmd_bench(const BenchArgs& a);            // bench.cpp
+int cmd_attention_sweep(const BenchArgs& a);  // bench_sweep.cpp
 
 // --- the lesson's experiments (gradcheck.cpp, saturation.cpp, attention.cpp) ---
 struct GradcheckArgs {

@@ -96,6 +96,8 @@ void model_fields(V& v, M& m) {
   v("attention_scale", m.attention_scale);
   v("layer_norm_eps", m.layer_norm_eps);
   v("bias", m.bias);
+  v("attention", m.attention);
+  v("window", m.window);
 }
 
 template <class V, class D>

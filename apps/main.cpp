@@ -65,6 +65,15 @@ int main(int argc, char** argv) {
   b->add_option("--reference", bn.reference, "PyTorch reference script");
   b->add_flag("--passive", bn.passive, "OMP_WAIT_POLICY=passive for both sides (for a busy machine)");
   b->add_flag("--child", bn.child, "internal: run in this process")->group("");
+  b->add_flag(
+      "--attention-sweep", bn.attention_sweep,
+      "time and peak memory of dense, tiled, sliding-window and linear attention against n");
+  b->add_option("--max-n", bn.max_n, "longest sequence of --attention-sweep")
+      ->capture_default_str();
+  b->add_option("--figure", bn.figure, "SVG written by --attention-sweep (\"\": none)")
+      ->capture_default_str();
+  b->add_option("--sweep-method", bn.sweep_method, "internal: one sweep point")->group("");
+  b->add_option("--sweep-n", bn.sweep_n, "internal: one sweep point")->group("");
 
   GradcheckArgs gc;
   auto* gcc = app.add_subcommand("gradcheck", "check every layer's gradients against central differences (float64)");

@@ -85,6 +85,16 @@ Var linear(const Var& x, const Var& w, const Var& b = Var());
 // gives zeros and zero gradients. Equal to the composed ops to float rounding.
 Var attention(const Var& q, const Var& k, const Var& v, const Tensor& mask, double scale);
 
+// --- attention variants (ops_attention_variants.cpp, kernels in core/attention_variants.hpp) ---
+// Sliding-window attention: as attention, but query i (at key position p = i + m - n) sees
+// only keys with |p - j| <= window (causal: 0 <= p - j <= window), AND mask. O(n window).
+Var local_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask, double scale,
+                    int64_t window, bool causal);
+// Linear attention from feature maps fq: (..., n, d), fk: (..., m, d) (>= 0; zero rows for
+// padded keys), v: (..., m, d_v): out_i = fq_i^T sum_j fk_j v_j^T / (fq_i . sum_j fk_j), over
+// every key, or with causal over keys j <= i + m - n. A row with a zero denominator gives 0.
+Var linear_attention(const Var& fq, const Var& fk, const Var& v, bool causal);
+
 // --- indexing (ops_index.cpp) ---
 // index_select(x, d, idx): idx 1-d int64. Backward scatter-adds; repeated indices accumulate.
 Var index_select(const Var& x, int64_t d, const Tensor& idx);

@@ -76,9 +76,15 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, bool bias, Scale s,
-                                       double dropout, std::shared_ptr<Generator> dgen)
+                                       double dropout, std::shared_ptr<Generator> dgen,
+                                       AttentionKind k, int64_t w)
     : d_model(d), heads(h), d_head(h > 0 ? d / h : 0), scale(s), dropout_p(dropout),
-      dropout_gen(std::move(dgen)) {
+      dropout_gen(std::move(dgen)), kind(k), window(w) {
+  QKV_CHECK(w >= 0, "MultiHeadAttention", "window must be >= 0 (0: full), got ", w);
+  QKV_CHECK(w == 0 || k == AttentionKind::dot, "MultiHeadAttention", "window ", w,
+            " needs dot-product attention, got ", attention_kind_name(k));
+  QKV_CHECK(k != AttentionKind::linear || dropout == 0, "MultiHeadAttention",
+            "linear attention has no attention weights to drop out (dropout ", dropout, ")");
   QKV_CHECK(h > 0 && d > 0 && d % h == 0, "MultiHeadAttention", "d_model ", d,
             " is not divisible by heads ", h);
   QKV_CHECK(dropout == 0 || dropout_gen, "MultiHeadAttention", "dropout needs a generator");
@@ -86,6 +92,10 @@ MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, boo
   w_k = register_module("w_k", std::make_shared<Linear>(d, d, gen, bias));
   w_v = register_module("w_v", std::make_shared<Linear>(d, d, gen, bias));
   w_o = register_module("w_o", std::make_shared<Linear>(d, d, gen, bias));
+  if (k == AttentionKind::additive) {
+    const double a = 1.0 / std::sqrt(static_cast<double>(d_head));
+    additive_v = register_parameter("additive_v", uniform({h, d_head}, -a, a, gen));
+  }
 }
 
 Var MultiHeadAttention::split_heads(const Var& x) const {
@@ -113,7 +123,23 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
                                Var* weights) const {
   const Var q = split_heads(w_q->forward(query));  // (B, h, n, d_head)
   const double p = is_training() ? dropout_p : 0.0;
-  const Var o = scaled_dot_product_attention(q, k, v, mask, scale, weights, p, dropout_gen.get());
+  Var o;
+  switch (kind) {  // the scorer; window only with dot (checked at construction)
+    case AttentionKind::additive:
+      o = additive_attention(q, k, v, additive_v, mask, weights, p, dropout_gen.get());
+      break;
+    case AttentionKind::linear:
+      o = linear_attention(q, k, v, mask, weights);
+      break;
+    case AttentionKind::dot:
+      if (window == 0) {
+        o = scaled_dot_product_attention(q, k, v, mask, scale, weights, p, dropout_gen.get());
+        break;
+      }
+      o = sliding_window_attention(q, k, v, mask, scale ? *scale : 1.0 / std::sqrt(double(d_head)),
+                                   window, weights, p, dropout_gen.get());
+      break;
+  }
   return w_o->forward(merge_heads(o));  // (B, n, d)
 }
 

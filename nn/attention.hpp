@@ -9,6 +9,7 @@
 #pragma once
 #include <optional>
 
+#include "nn/attention_variants.hpp"
 #include "nn/layers.hpp"
 
 namespace qkv::nn {
@@ -35,11 +36,15 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v,
 
 // Multi-head attention: h heads of width d_model / h, with projections W_Q, W_K, W_V, W_O
 // (each d_model x d_model, biases optional), named w_q, w_k, w_v, w_o.
+// kind picks the scorer (nn/attention_variants.hpp); additive adds the parameter
+// additive_v (h, d_head). window > 0 (dot only) restricts each query to keys within window
+// positions (sliding-window attention); 0 attends everywhere.
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_model, int64_t heads, Generator& gen, bool bias = true,
                      Scale scale = std::nullopt, double dropout = 0.0,
-                     std::shared_ptr<Generator> dropout_gen = nullptr);
+                     std::shared_ptr<Generator> dropout_gen = nullptr,
+                     AttentionKind kind = AttentionKind::dot, int64_t window = 0);
 
   // query: (B, n, d), key/value: (B, m, d) -> (B, n, d). Self-attention passes the same
   // tensor three times; cross-attention takes key/value from another sequence (m != n).
@@ -65,6 +70,9 @@ class MultiHeadAttention : public Module {
   double dropout_p;
   std::shared_ptr<Generator> dropout_gen;
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+  AttentionKind kind;
+  int64_t window;
+  Var additive_v;  // (h, d_head), additive only
 };
 
 }  // namespace qkv::nn

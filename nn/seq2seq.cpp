@@ -29,6 +29,13 @@ void ModelConfig::validate() const {
            std::to_string(tgt_vocab) + ")");
   need(attention_scale >= 0, "attention_scale", "must be >= 0 (0 means 1/sqrt(d_k))");
   need(layer_norm_eps > 0, "layer_norm_eps", "must be positive");
+  need(attention == "dot" || attention == "additive" || attention == "linear", "attention",
+       "must be dot, additive or linear, got '" + attention + "'");
+  need(window >= 0, "window", "must be >= 0 (0: full attention), got " + std::to_string(window));
+  need(window == 0 || attention == "dot", "window",
+       "sliding windows need attention = \"dot\", got attention = \"" + attention + "\"");
+  need(attention != "linear" || attention_dropout == 0, "attention_dropout",
+       "must be 0 with attention = \"linear\" (it forms no attention weights to drop)");
 }
 
 BlockConfig ModelConfig::block() const {
@@ -43,6 +50,8 @@ BlockConfig ModelConfig::block() const {
   b.activation = parse_activation(activation);
   if (attention_scale > 0) b.scale = attention_scale;
   b.bias = bias;
+  b.attention = parse_attention_kind(attention);
+  b.window = window;
   return b;
 }
 

@@ -35,6 +35,8 @@ struct ModelConfig {
   double attention_scale = 0.0;         // 0: 1/sqrt(d_k) (default); else this number (1 = none)
   double layer_norm_eps = 1e-5;
   bool bias = true;
+  std::string attention = "dot";  // dot | additive | linear: the scorer of every attention layer
+  int64_t window = 0;             // > 0: sliding-window self-attention (dot only); 0 = full
   // Throws qkv::Error naming the key when a value is out of range or inconsistent.
   void validate() const;
   BlockConfig block() const;

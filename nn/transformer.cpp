@@ -5,10 +5,14 @@
 namespace qkv::nn {
 namespace {
 
+// The window applies to self-attention only: a cross-attention query has no position among
+// the source's keys.
 std::shared_ptr<MultiHeadAttention> make_attention(const BlockConfig& c, Generator& gen,
-                                                   const std::shared_ptr<Generator>& dgen) {
+                                                   const std::shared_ptr<Generator>& dgen,
+                                                   bool self) {
   return std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.bias, c.scale,
-                                              c.attention_dropout, dgen);
+                                              c.attention_dropout, dgen, c.attention,
+                                              self ? c.window : 0);
 }
 
 }  // namespace
@@ -18,7 +22,7 @@ std::shared_ptr<MultiHeadAttention> make_attention(const BlockConfig& c, Generat
 TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator& gen,
                                                  std::shared_ptr<Generator> dgen)
     : norm_first(c.norm_first) {
-  self_attn = register_module("self_attn", make_attention(c, gen, dgen));
+  self_attn = register_module("self_attn", make_attention(c, gen, dgen, true));
   ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
                                    c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
@@ -43,8 +47,8 @@ Var TransformerEncoderBlock::forward(const Var& x, const Tensor& mask, Var* w) c
 TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator& gen,
                                                  std::shared_ptr<Generator> dgen)
     : norm_first(c.norm_first) {
-  self_attn = register_module("self_attn", make_attention(c, gen, dgen));
-  cross_attn = register_module("cross_attn", make_attention(c, gen, dgen));
+  self_attn = register_module("self_attn", make_attention(c, gen, dgen, true));
+  cross_attn = register_module("cross_attn", make_attention(c, gen, dgen, false));
   ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
                                    c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));

@@ -22,6 +22,8 @@ struct BlockConfig {
   Activation activation = Activation::relu;
   Scale scale = std::nullopt;  // attention scale; nullopt = 1/sqrt(d_k)
   bool bias = true;
+  AttentionKind attention = AttentionKind::dot;  // every attention layer (self and cross)
+  int64_t window = 0;  // self-attention only: sliding window (dot); 0 = full
 };
 
 // Self-attention + FFN. x: (B, n, d) -> (B, n, d).

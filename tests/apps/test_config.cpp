@@ -99,3 +99,24 @@ TEST_CASE("overrides are taken out of the argument list") {
   std::vector<std::string> bad = {"train", "--model.d_model"};
   CHECK_THROWS_WITH(take_overrides(bad), Catch::Contains("needs a value"));
 }
+
+TEST_CASE("config: [model] attention and window, with errors that name the key and line") {
+  const RunConfig c = from("[model]\nattention = \"linear\"\n");
+  CHECK(c.model.attention == "linear");
+  CHECK(c.model.window == 0);
+  CHECK(from("", {{"model.window", "4"}}).model.window == 4);
+  CHECK_THROWS_WITH(
+      from("[model]\nattention = \"cosine\"\n"),
+      Catch::StartsWith("test.toml:2: model.attention:") && Catch::Contains("cosine"));
+  CHECK_THROWS_WITH(from("[model]\nattention = \"additive\"\nwindow = 3\n"),
+                    Catch::StartsWith("test.toml:3: model.window:") && Catch::Contains("dot"));
+  CHECK_THROWS_WITH(from("", {{"model.window", "-2"}}),
+                    Catch::StartsWith("command line: --model.window"));
+  CHECK_THROWS_WITH(from("[model]\nwindow = \"wide\"\n"),
+                    Catch::Contains("model.window: expected an integer"));
+  // the effective config carries both keys
+  const RunConfig back =
+      config_from_toml(parse_toml(effective_toml(from("[model]\nwindow = 5\n")), "e.toml"));
+  CHECK(back.model.window == 5);
+  CHECK(back.model.attention == "dot");
+}

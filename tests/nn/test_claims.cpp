@@ -364,15 +364,25 @@ TEST_CASE("claim: incremental decode_step gives the full decoder's logits (post-
     const char* name;
     bool norm_first, final_norm, tie;
     std::string position;
+    std::string attention;
+    int64_t window;
   };
-  for (const Variant& vt : {Variant{"post-LN", false, false, false, "sinusoidal"},
-                            Variant{"pre-LN", true, false, false, "sinusoidal"},
-                            Variant{"post-LN, final norm, tied, learned", false, true, true, "learned"}}) {
+  // The attention variants too: the cache feeds additive and linear attention (which
+  // recomputes from the cached k, v) and the window (a new query sees the last w + 1 keys).
+  for (const Variant& vt :
+       {Variant{"post-LN", false, false, false, "sinusoidal", "dot", 0},
+        Variant{"pre-LN", true, false, false, "sinusoidal", "dot", 0},
+        Variant{"post-LN, final norm, tied, learned", false, true, true, "learned", "dot", 0},
+        Variant{"additive", false, false, false, "sinusoidal", "additive", 0},
+        Variant{"linear, pre-LN", true, false, false, "sinusoidal", "linear", 0},
+        Variant{"window 2", false, false, false, "sinusoidal", "dot", 2}}) {
     INFO(vt.name);
     Generator g(9);
     ModelConfig c = tiny_config(vt.norm_first, vt.final_norm);
     c.tie_output = vt.tie;
     c.position = vt.position;
+    c.attention = vt.attention;
+    c.window = vt.window;
     c.max_len = 16;
     Seq2Seq m(c, g);
     m.to(DType::f64);

@@ -1,0 +1,68 @@
+// Internal helpers of the attention-variant kernels (core/local_attention.cpp,
+// core/linear_attention.cpp): BLAS calls on raw pointers and per-batch-entry addressing of
+// strided tensors whose last two dims are (rows, cols). Not part of the public API.
+#pragma once
+#include <cblas.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "tensor.hpp"
+
+namespace qkv::kernel {
+
+// C = alpha op(A) op(B) + beta C, row-major; op transposes when ta / tb.
+template <class T>
+void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Storage offset of every batch entry of t (batch dims: all but the last two), row-major order.
+inline std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {
+  std::vector<int64_t> off(nb);
+  const int64_t bd = t.dim() - 2;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t rem = i, o = t.offset();
+    for (int64_t d = bd - 1; d >= 0; --d) {
+      o += (rem % t.size(d)) * t.stride(d);
+      rem /= t.size(d);
+    }
+    off[i] = o;
+  }
+  return off;
+}
+
+// t itself when BLAS can read it row by row (unit column stride, rows at least a row apart),
+// else a contiguous copy.
+inline Tensor blas_rows(const Tensor& t) {
+  if (t.stride(-1) == 1 && t.stride(-2) >= std::max<int64_t>(t.size(-1), 1)) return t;
+  return t.contiguous();
+}
+
+// A fresh tensor of shape s; 4-d (B, H, n, d) is stored as (B, n, H, d), the layout merging
+// heads reads without a copy.
+inline Tensor empty_heads_layout(const Shape& s, DType dt) {
+  if (s.size() != 4) return empty(s, dt);
+  return empty({s[0], s[2], s[1], s[3]}, dt).permute({0, 2, 1, 3});
+}
+
+// One operand: base pointer, per-batch-entry offsets, row stride.
+template <class T>
+struct Mat {
+  T* p = nullptr;
+  std::vector<int64_t> off;
+  int64_t ld = 0;
+  T* row(int64_t b, int64_t i) const { return p + off[b] + i * ld; }
+};
+template <class T>
+Mat<T> mat(const Tensor& t, int64_t nb) {
+  return Mat<T>{static_cast<T*>(t.storage()->data()), batch_offsets(t, nb), t.stride(-2)};
+}
+
+}  // namespace qkv::kernel

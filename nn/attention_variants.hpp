@@ -1,0 +1,55 @@
+// Attention scorers besides scaled dot product, used by MultiHeadAttention ([model] attention
+// and window). All follow nn/attention.hpp's conventions: q: (B, h, n, d), k: (B, h, m, d),
+// v: (B, h, m, d_v) -> (B, h, n, d_v); masks bool broadcastable to (B, h, n, m), true = may
+// attend; a query with nothing to attend to gives a zero row. weights, when non-null,
+// receives the (B, h, n, m) attention weights (computing them costs the n x m matrix).
+#pragma once
+#include <string>
+
+#include "nn/layers.hpp"
+
+namespace qkv::nn {
+
+enum class AttentionKind { dot, additive, linear };
+AttentionKind parse_attention_kind(const std::string& name);  // "dot" | "additive" | "linear"
+const char* attention_kind_name(AttentionKind k);
+
+// (n, m) bool, true where |j - (i + m - n)| <= w: the band sliding-window attention keeps
+// (query i aligned with key position i + m - n, as causal_mask). Dense; for tests and weights.
+Tensor window_mask(int64_t n, int64_t m, int64_t w);
+
+// Sliding-window dot-product attention: scaled_dot_product_attention restricted to
+// window_mask(n, m, window) AND mask. Uses the banded kernel (O(n w), ag::local_attention)
+// unless weights or dropout need the dense weights.
+Var sliding_window_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
+                             double scale, int64_t window, Var* weights = nullptr,
+                             double dropout_p = 0.0, Generator* dropout_gen = nullptr);
+
+// Additive attention (Bahdanau et al. 2015) per head: score_ij = w_h . tanh(q_i + k_j) with
+// w: (h, d) (one vector per head), then mask, softmax and weights @ v as for dot product.
+// Forms (B, h, n, m, d): meant for short sequences.
+Var additive_attention(const Var& q, const Var& k, const Var& v, const Var& w, const Tensor& mask,
+                       Var* weights = nullptr, double dropout_p = 0.0,
+                       Generator* dropout_gen = nullptr);
+
+// Linear attention (Katharopoulos et al. 2020) with phi(x) = elu(x) + 1:
+// out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / (phi(q_i) . sum_j phi(k_j)). The mask may only be
+// key padding, optionally AND causal (the decoder's self-attention mask): padded keys get zero
+// features, causal runs as prefix sums. Any other mask is an error. O(n d^2), no n x m matrix
+// unless weights are asked for.
+Var linear_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
+                     Var* weights = nullptr);
+// The same function in its quadratic form: A_ij = phi(q_i) . phi(k_j) (0 for masked keys and,
+// causal, future keys), weights = A / row sums, out = weights v. The reference in tests.
+Var linear_attention_quadratic(const Var& q, const Var& k, const Var& v, const Tensor& mask,
+                               Var* weights = nullptr);
+
+// How linear attention reads a mask: the keys it keeps (broadcastable to (B, h, m); undefined:
+// all) and whether it is causal. Throws when the mask is not key padding [AND causal].
+struct LinearMask {
+  Tensor key_valid;
+  bool causal = false;
+};
+LinearMask linear_attention_mask(const Tensor& mask, const Shape& batch, int64_t n, int64_t m);
+
+}  // namespace qkv::nn
