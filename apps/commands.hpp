@@ -19,6 +19,9 @@ struct EvalArgs {
   std::string run_dir, split = "valid", checkpoint = "best";
   bool json = false;
   int threads = 0;
+  // > 0: regenerate the synthetic split (copy / reverse / sort) with lengths in
+  // [min_len, max_len] (min_len 0: the run's data.min_len), same seeds otherwise.
+  int64_t max_len = 0, min_len = 0;
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 

@@ -90,6 +90,7 @@ void model_fields(V& v, M& m) {
   v("activation", m.activation);
   v("position", m.position);
   v("max_len", m.max_len);
+  v("relative_clip", m.relative_clip);
   v("scale_embedding", m.scale_embedding);
   v("share_embeddings", m.share_embeddings);
   v("tie_output", m.tie_output);

@@ -1,4 +1,5 @@
-// qkv eval DIR [--split valid|test|train] [--json]
+// qkv eval DIR [--split valid|test|train] [--json] [--max-len N [--min-len N]]
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -7,24 +8,73 @@
 #include "core/parallel.hpp"
 
 namespace qkv::app {
+namespace {
+
+// Length generalisation: the run's synthetic task again, with lengths in [min_len, max_len]
+// and the same seeds, so only the lengths change. Text tasks (tsv, dates) have no length knob.
+void regenerate(LoadedRun& r, int64_t min_len, int64_t max_len) {
+  data::DataConfig c = r.config.data;
+  if (c.task != "copy" && c.task != "reverse" && c.task != "sort")
+    throw Error("eval --max-len: data.task = '" + c.task +
+                "' cannot be regenerated at other lengths (only copy, reverse and sort)");
+  if (min_len > max_len)
+    throw Error("eval: --min-len " + std::to_string(min_len) + " is above --max-len " +
+                std::to_string(max_len));
+  c.min_len = min_len;
+  c.max_len = max_len;
+  data::DataSplits d = data::load_data(c);
+  r.data.train = std::move(d.train);
+  r.data.valid = std::move(d.valid);
+  r.data.test = std::move(d.test);
+}
+
+// Learned positions end at model.max_len: say so, naming the key, instead of failing mid-way.
+// (Up to model.max_len the table has rows, trained or not: those are evaluated.)
+void check_learned(const LoadedRun& r, const data::Dataset& ds) {
+  if (r.config.model.position != "learned") return;
+  int64_t need = 0;
+  for (const auto& e : ds.examples) {
+    const int64_t src = static_cast<int64_t>(e.src.size()), tgt = static_cast<int64_t>(e.tgt.size());
+    need = std::max({need, src, r.data.framing.target_len(tgt)});
+    if (r.data.framing.eos >= 0) need = std::max(need, std::max(src, tgt) + r.config.train.max_decode_extra);
+  }
+  if (need > r.config.model.max_len)
+    throw Error("model.max_len: learned positions cover " + std::to_string(r.config.model.max_len) +
+                " tokens, but evaluating " + ds.name + " needs " + std::to_string(need) +
+                " (with <eos> and train.max_decode_extra): learned positions cannot go further");
+}
+
+}  // namespace
 
 int cmd_eval(const EvalArgs& a) {
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
   set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+  if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
+  const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
+  if (a.max_len > 0) regenerate(r, lo, a.max_len);
   const data::Dataset* ds = a.split == "valid" ? &r.data.valid
                             : a.split == "test" ? &r.data.test
                             : a.split == "train" ? &r.data.train
                                                  : nullptr;
   QKV_CHECK(ds, "eval", "--split must be valid, test or train, got '", a.split, "'");
+  check_learned(r, *ds);
   const Metrics m = evaluate(*r.model, *ds, r.data.framing, r.config.data.batch_size,
                              r.config.train.max_decode_extra);
   if (a.json) {
-    const nlohmann::json j = {{"loss", m.loss}, {"token_accuracy", m.token_accuracy},
-                              {"exact_match", m.exact_match}, {"examples", m.examples}};
+    nlohmann::json j = {{"loss", m.loss}, {"token_accuracy", m.token_accuracy},
+                        {"exact_match", m.exact_match}, {"examples", m.examples}};
+    if (a.max_len > 0) {  // the regenerated split: its lengths and target tokens (with <eos>)
+      j["min_len"] = lo;
+      j["max_len"] = a.max_len;
+      j["tokens"] = m.tokens;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s (%s, %s split, %lld examples)\n", a.run_dir.c_str(), r.checkpoint.c_str(),
+    std::printf("%s (%s, %s split, %lld examples", a.run_dir.c_str(), r.checkpoint.c_str(),
                 a.split.c_str(), static_cast<long long>(m.examples));
+    if (a.max_len > 0)
+      std::printf(", lengths %lld..%lld", static_cast<long long>(lo), static_cast<long long>(a.max_len));
+    std::printf(")\n");
     std::printf("  loss            %.4f\n  token accuracy  %.4f\n  exact match     %.4f\n", m.loss,
                 m.token_accuracy, m.exact_match);
   }

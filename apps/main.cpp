@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
   e->add_option("--checkpoint", ev.checkpoint, "best or latest")->capture_default_str();
   e->add_flag("--json", ev.json, "print one JSON object");
   e->add_option("--threads", ev.threads, "threads (default: the run's)");
+  e->add_option("--max-len", ev.max_len, "length generalisation: regenerate the split (copy, reverse, sort) with lengths up to N")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  e->add_option("--min-len", ev.min_len, "with --max-len: shortest length (default: the run's data.min_len)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
 
   TranslateArgs tr;
   auto* x = app.add_subcommand("translate", "decode inputs with a trained run (arguments, or lines on stdin)");

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/relative_bias.hpp"
+#include "nn/rotary.hpp"
+
 namespace qkv::nn {
 
 Tensor causal_mask(int64_t n, int64_t m) {
@@ -28,7 +31,7 @@ Tensor combine_masks(const Tensor& a, const Tensor& b) {
 
 Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
                                  Scale scale, Var* weights, double dropout_p,
-                                 Generator* dropout_gen) {
+                                 Generator* dropout_gen, const Var& bias) {
   QKV_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) &&
                 k.size(-2) == v.size(-2),
             "scaled_dot_product_attention", "q ", q.shape(), ", k ", k.shape(), ", v ",
@@ -40,7 +43,7 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const
       q.dim() == k.dim() && k.dim() == v.dim() &&
       std::equal(q.shape().begin(), q.shape().end() - 2, k.shape().begin()) &&
       std::equal(q.shape().begin(), q.shape().end() - 2, v.shape().begin());
-  if (!weights && dropout_p == 0 && same_batch) {
+  if (!weights && dropout_p == 0 && same_batch && !bias.defined()) {
     if (mask.defined()) {
       QKV_CHECK(mask.dtype() == DType::b8, "scaled_dot_product_attention",
                 "mask must be bool (true = may attend), got ", dtype_name(mask.dtype()), " ",
@@ -55,6 +58,16 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const
   }
   // The reference path: scores = q k^T * s: (..., n, m)
   Var scores = ag::mul(ag::matmul(q, ag::transpose(k, -2, -1)), s);
+  if (bias.defined()) {
+    // the bias must broadcast to the scores without growing them
+    bool fits = bias.dtype() == scores.dtype() && bias.dim() <= scores.dim();
+    for (int64_t i = 1; fits && i <= bias.dim(); ++i)
+      fits = bias.size(-i) == 1 || bias.size(-i) == scores.size(-i);
+    QKV_CHECK(fits, "scaled_dot_product_attention", "bias ", dtype_name(bias.dtype()), " ",
+              bias.shape(), " does not broadcast to the scores ", dtype_name(scores.dtype()), " ",
+              scores.shape());
+    scores = ag::add(scores, bias);
+  }
   if (mask.defined()) {
     QKV_CHECK(mask.dtype() == DType::b8, "scaled_dot_product_attention",
               "mask must be bool (true = may attend), got ", dtype_name(mask.dtype()), " ",
@@ -120,11 +133,15 @@ Var MultiHeadAttention::forward(const Var& query, const Var& key, const Var& val
 }
 
 Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, const Tensor& mask,
-                               Var* weights) const {
-  const Var q = split_heads(w_q->forward(query));  // (B, h, n, d_head)
+                               Var* weights, int64_t q_offset) const {
+  Var q = split_heads(w_q->forward(query));  // (B, h, n, d_head)
+  Var bias;
+  if (position == PositionKind::rope) q = rotary(q, q_offset);
+  if (position == PositionKind::relative)
+    bias = relative_position_bias(relative_bias, q.size(2), k.size(2), q_offset);  // (1, h, n, m)
   const double p = is_training() ? dropout_p : 0.0;
   Var o;
-  switch (kind) {  // the scorer; window only with dot (checked at construction)
+  switch (kind) {  // the scorer; window and relative bias only with dot (checked when set)
     case AttentionKind::additive:
       o = additive_attention(q, k, v, additive_v, mask, weights, p, dropout_gen.get());
       break;
@@ -133,14 +150,42 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
       break;
     case AttentionKind::dot:
       if (window == 0) {
-        o = scaled_dot_product_attention(q, k, v, mask, scale, weights, p, dropout_gen.get());
-        break;
+        o = scaled_dot_product_attention(q, k, v, mask, scale, weights, p, dropout_gen.get(), bias);
+      } else if (bias.defined()) {
+        // The banded kernel takes no bias: the dense path under the band's mask, same numbers.
+        const Tensor band = window_mask(q.size(2), k.size(2), window);
+        o = scaled_dot_product_attention(q, k, v, combine_masks(mask, band), scale, weights, p,
+                                         dropout_gen.get(), bias);
+      } else {
+        o = sliding_window_attention(q, k, v, mask,
+                                     scale ? *scale : 1.0 / std::sqrt(double(d_head)), window,
+                                     weights, p, dropout_gen.get());
       }
-      o = sliding_window_attention(q, k, v, mask, scale ? *scale : 1.0 / std::sqrt(double(d_head)),
-                                   window, weights, p, dropout_gen.get());
       break;
   }
   return w_o->forward(merge_heads(o));  // (B, n, d)
+}
+
+// ------------------------------------------------------------------ positions inside attention
+
+Var MultiHeadAttention::project_key(const Var& key, int64_t offset) const {
+  const Var k = split_heads(w_k->forward(key));  // (B, h, m, d_head)
+  return position == PositionKind::rope ? rotary(k, offset) : k;
+}
+
+void MultiHeadAttention::use_positions(PositionKind kind, int64_t clip) {
+  QKV_CHECK(position == PositionKind::none, "MultiHeadAttention", "positions already set");
+  QKV_CHECK(kind != PositionKind::rope || d_head % 2 == 0, "MultiHeadAttention",
+            "rope needs an even head width, got d_model ", d_model, " / heads ", heads, " = ",
+            d_head);
+  QKV_CHECK(kind != PositionKind::relative || clip >= 1, "MultiHeadAttention",
+            "relative_clip must be >= 1, got ", clip);
+  QKV_CHECK(kind != PositionKind::relative || this->kind == AttentionKind::dot,
+            "MultiHeadAttention", "a relative position bias needs dot-product attention, got ",
+            attention_kind_name(this->kind));
+  if (kind == PositionKind::relative)
+    relative_bias = register_parameter("relative_bias", zeros({heads, 2 * clip + 1}));
+  if (kind == PositionKind::relative || kind == PositionKind::rope) position = kind;
 }
 
 }  // namespace qkv::nn

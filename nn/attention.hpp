@@ -11,6 +11,7 @@
 
 #include "nn/attention_variants.hpp"
 #include "nn/layers.hpp"
+#include "nn/positional.hpp"
 
 namespace qkv::nn {
 
@@ -29,10 +30,13 @@ using Scale = std::optional<double>;
 // q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v) -> (..., n, d_v).
 // mask: bool, broadcastable to (..., n, m), or undefined. When weights is non-null it receives
 // the attention weights (..., n, m). Dropout on the weights when dropout_p > 0 (training).
+// bias: float, broadcastable to (..., n, m), or undefined: added to the scaled scores before
+// the mask and the softmax (relative position bias); its gradient flows. A bias takes the
+// dense path (the fused kernel has no bias input).
 Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v,
                                  const Tensor& mask = Tensor(), Scale scale = std::nullopt,
                                  Var* weights = nullptr, double dropout_p = 0.0,
-                                 Generator* dropout_gen = nullptr);
+                                 Generator* dropout_gen = nullptr, const Var& bias = Var());
 
 // Multi-head attention: h heads of width d_model / h, with projections W_Q, W_K, W_V, W_O
 // (each d_model x d_model, biases optional), named w_q, w_k, w_v, w_o.
@@ -54,12 +58,22 @@ class MultiHeadAttention : public Module {
               Var* weights = nullptr) const;
 
   // As forward, with keys and values already projected and split: k, v: (B, h, m, d_head).
-  // Incremental decoding uses it with cached projections.
+  // Incremental decoding uses it with cached projections; q_offset is the position of the
+  // first query (positions inside attention only: keys sit at 0 .. m - 1).
   Var attend(const Var& query, const Var& k, const Var& v, const Tensor& mask = Tensor(),
-             Var* weights = nullptr) const;
-  // key (B, m, d) -> its projection split into heads (B, h, m, d_head); likewise value.
-  Var project_key(const Var& key) const { return split_heads(w_k->forward(key)); }
+             Var* weights = nullptr, int64_t q_offset = 0) const;
+  // key (B, m, d) -> its projection split into heads (B, h, m, d_head), keys at positions
+  // offset .. offset + m - 1 (rope rotates them there); likewise value (never rotated).
+  Var project_key(const Var& key, int64_t offset = 0) const;
   Var project_value(const Var& value) const { return split_heads(w_v->forward(value)); }
+
+  // --- positions inside attention (self-attention only; cross-attention stays content-only) ---
+  // relative: a learned bias per head and clipped offset j - i, the parameter "relative_bias"
+  // (h, 2K + 1), zero at the start (nn/relative_bias.hpp). rope: queries and keys rotated by
+  // their positions (nn/rotary.hpp), no parameters. Other kinds: content only (the default).
+  void use_positions(PositionKind kind, int64_t relative_clip = 16);
+  PositionKind position = PositionKind::none;
+  Var relative_bias;
 
   // Splits (B, n, d) into heads (B, h, n, d/h), and back.
   Var split_heads(const Var& x) const;

@@ -3,6 +3,8 @@
 // Sinusoidal (the lesson's): PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p /
 // 10000^(2i/d)); computed for any length (the table grows on demand, no fixed limit).
 // Learned: a (n_max, d) table trained with the model; a sequence longer than n_max is an error.
+// Relative and rope act inside self-attention (nn/relative_bias.hpp, nn/rotary.hpp): for them,
+// as for none, nothing is added to the embeddings.
 #pragma once
 #include <mutex>
 
@@ -13,8 +15,9 @@ namespace qkv::nn {
 // The sinusoidal table for positions [offset, offset + n): (n, d), float64 values cast to dt.
 Tensor sinusoidal_table(int64_t n, int64_t d, DType dt = DType::f32, int64_t offset = 0);
 
-enum class PositionKind { sinusoidal, learned, none };
-PositionKind parse_position(const std::string& name);  // "sinusoidal" | "learned" | "none"
+enum class PositionKind { sinusoidal, learned, relative, rope, none };
+// "sinusoidal" | "learned" | "relative" | "rope" | "none"
+PositionKind parse_position(const std::string& name);
 
 class PositionalEncoding : public Module {
  public:

@@ -21,8 +21,13 @@ void ModelConfig::validate() const {
   need(attention_dropout >= 0 && attention_dropout < 1, "attention_dropout", "must be in [0, 1)");
   need(activation == "relu" || activation == "gelu", "activation",
        "must be relu or gelu, got '" + activation + "'");
-  need(position == "sinusoidal" || position == "learned" || position == "none", "position",
-       "must be sinusoidal, learned or none, got '" + position + "'");
+  need(position == "sinusoidal" || position == "learned" || position == "relative" ||
+           position == "rope" || position == "none",
+       "position", "must be sinusoidal, learned, relative, rope or none, got '" + position + "'");
+  need(position != "rope" || heads <= 0 || (d_model / heads) % 2 == 0, "position",
+       "rope needs an even head width, got d_model / heads = " + std::to_string(d_model) + " / " +
+           std::to_string(heads));
+  need(relative_clip >= 1, "relative_clip", "must be >= 1, got " + std::to_string(relative_clip));
   need(max_len > 0, "max_len", "must be positive");
   need(!share_embeddings || src_vocab == tgt_vocab, "share_embeddings",
        "needs one vocabulary for source and target (got " + std::to_string(src_vocab) + " and " +
@@ -32,6 +37,8 @@ void ModelConfig::validate() const {
   need(attention == "dot" || attention == "additive" || attention == "linear", "attention",
        "must be dot, additive or linear, got '" + attention + "'");
   need(window >= 0, "window", "must be >= 0 (0: full attention), got " + std::to_string(window));
+  need(position != "relative" || attention == "dot", "position",
+       "relative position bias needs attention = \"dot\", got attention = \"" + attention + "\"");
   need(window == 0 || attention == "dot", "window",
        "sliding windows need attention = \"dot\", got attention = \"" + attention + "\"");
   need(attention != "linear" || attention_dropout == 0, "attention_dropout",
@@ -52,6 +59,8 @@ BlockConfig ModelConfig::block() const {
   b.bias = bias;
   b.attention = parse_attention_kind(attention);
   b.window = window;
+  b.position = parse_position(position);
+  b.relative_clip = relative_clip;
   return b;
 }
 

@@ -27,8 +27,11 @@ struct ModelConfig {
   bool norm_first = false;      // false: post-LN (the lesson's); true: pre-LN
   bool final_norm = false;      // a LayerNorm after each stack (always on for pre-LN)
   std::string activation = "relu";
-  std::string position = "sinusoidal";  // sinusoidal | learned | none
+  // sinusoidal | learned (added to the embeddings) | relative | rope (inside self-attention,
+  // encoder and decoder; cross-attention is content-only) | none
+  std::string position = "sinusoidal";
   int64_t max_len = 512;                // learned positions only
+  int64_t relative_clip = 16;           // relative positions only: offsets clipped to +-K
   bool scale_embedding = true;          // embeddings * sqrt(d_model)
   bool share_embeddings = false;        // one table for source and target (same vocab)
   bool tie_output = false;              // output projection = target embedding^T

@@ -23,6 +23,7 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator
                                                  std::shared_ptr<Generator> dgen)
     : norm_first(c.norm_first) {
   self_attn = register_module("self_attn", make_attention(c, gen, dgen, true));
+  self_attn->use_positions(c.position, c.relative_clip);
   ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
                                    c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
@@ -48,6 +49,7 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator
                                                  std::shared_ptr<Generator> dgen)
     : norm_first(c.norm_first) {
   self_attn = register_module("self_attn", make_attention(c, gen, dgen, true));
+  self_attn->use_positions(c.position, c.relative_clip);
   cross_attn = register_module("cross_attn", make_attention(c, gen, dgen, false));
   ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
                                    c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
@@ -84,10 +86,11 @@ Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory,
   // Self-attention of the new position over every cached position and itself: nothing in the
   // cache lies in its future, so no causal mask is needed.
   auto sa = [&](const Var& h) {
-    const Var k = self_attn->project_key(h), v = self_attn->project_value(h);
+    const int64_t t = cache.self_k.defined() ? cache.self_k.size(2) : 0;  // this position
+    const Var k = self_attn->project_key(h, t), v = self_attn->project_value(h);
     cache.self_k = cache.self_k.defined() ? ag::concat({cache.self_k, k}, 2) : k;
     cache.self_v = cache.self_v.defined() ? ag::concat({cache.self_v, v}, 2) : v;
-    return self_attn->attend(h, cache.self_k, cache.self_v);
+    return self_attn->attend(h, cache.self_k, cache.self_v, Tensor(), nullptr, t);
   };
   auto ca = [&](const Var& h) {
     if (!cache.cross_k.defined()) {

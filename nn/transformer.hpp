@@ -24,6 +24,10 @@ struct BlockConfig {
   bool bias = true;
   AttentionKind attention = AttentionKind::dot;  // every attention layer (self and cross)
   int64_t window = 0;  // self-attention only: sliding window (dot); 0 = full
+  // Positions inside self-attention (relative | rope; other kinds add nothing here), and the
+  // relative bias's clip K. Cross-attention is content-only whatever this says.
+  PositionKind position = PositionKind::none;
+  int64_t relative_clip = 16;
 };
 
 // Self-attention + FFN. x: (B, n, d) -> (B, n, d).
@@ -54,7 +58,8 @@ class TransformerDecoderBlock : public Module {
   // target padding); cross_mask to (B, h, n, m) (source padding).
   Var forward(const Var& x, const Var& memory, const Tensor& self_mask, const Tensor& cross_mask,
               Var* self_weights = nullptr, Var* cross_weights = nullptr) const;
-  // One new position. x: (B, 1, d); the cache holds positions < t and receives t.
+  // One new position. x: (B, 1, d); the cache holds positions < t and receives t (rope keys
+  // are cached rotated, each at its own position; the query is rotated at t).
   // cross_mask broadcastable to (B, h, 1, m). No autograd (inference).
   Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
                    DecoderBlockCache& cache, Var* cross_weights = nullptr) const;

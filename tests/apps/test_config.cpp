@@ -1,6 +1,8 @@
 // The run config: TOML reading, precedence (defaults < file < command line), errors that name
 // the key and where it was set, and the effective config reading back to the same config.
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
 
 #include "apps/config.hpp"
 #include "apps/toml.hpp"
@@ -119,4 +121,39 @@ TEST_CASE("config: [model] attention and window, with errors that name the key a
       config_from_toml(parse_toml(effective_toml(from("[model]\nwindow = 5\n")), "e.toml"));
   CHECK(back.model.window == 5);
   CHECK(back.model.attention == "dot");
+  CHECK_THROWS_WITH(from("[model]\nattention = \"linear\"\nposition = \"relative\"\n"),
+                    Catch::Contains("model.position") && Catch::Contains("dot"));
+}
+
+TEST_CASE("config: position kinds and relative_clip, errors naming the key") {
+  CHECK(from("[model]\nposition = \"rope\"\n").model.position == "rope");
+  const RunConfig r = from("[model]\nposition = \"relative\"\nrelative_clip = 4\n");
+  CHECK(r.model.position == "relative");
+  CHECK(r.model.relative_clip == 4);
+  CHECK(from("").model.relative_clip == 16);
+  CHECK_THROWS_WITH(from("[model]\nposition = \"rotary\"\n"),
+                    Catch::Contains("test.toml:2") && Catch::Contains("model.position") &&
+                        Catch::Contains("rope") && Catch::Contains("'rotary'"));
+  CHECK_THROWS_WITH(from("[model]\nrelative_clip = 0\n"), Catch::Contains("model.relative_clip"));
+  CHECK_THROWS_WITH(from("", {{"model.relative_clip", "-3"}}),
+                    Catch::Contains("--model.relative_clip"));
+  // rope turns pairs of each head's coordinates: the head width must be even
+  CHECK_THROWS_WITH(from("[model]\nposition = \"rope\"\nd_model = 12\nheads = 4\n"),
+                    Catch::Contains("model.position") && Catch::Contains("even"));
+  CHECK_NOTHROW(from("[model]\nposition = \"relative\"\nd_model = 12\nheads = 4\n"));
+  // the effective config keeps the new key
+  CHECK(effective_toml(r).find("relative_clip = 4") != std::string::npos);
+}
+
+TEST_CASE("config: every shipped variant config loads") {
+  const char* src = std::getenv("QKV_SOURCE_DIR");
+  const std::filesystem::path dir = std::filesystem::path(src ? src : ".") / "configs" / "variants";
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".toml") continue;
+    INFO(e.path().string());
+    CHECK_NOTHROW(load_config(e.path().string()));
+    ++n;
+  }
+  CHECK(n >= 4);
 }

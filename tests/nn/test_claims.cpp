@@ -368,14 +368,19 @@ TEST_CASE("claim: incremental decode_step gives the full decoder's logits (post-
     int64_t window;
   };
   // The attention variants too: the cache feeds additive and linear attention (which
-  // recomputes from the cached k, v) and the window (a new query sees the last w + 1 keys).
+  // recomputes from the cached k, v) and the window (a new query sees the last w + 1 keys);
+  // rope rotates each new key at its own position, relative bias looks back from the query's.
   for (const Variant& vt :
        {Variant{"post-LN", false, false, false, "sinusoidal", "dot", 0},
         Variant{"pre-LN", true, false, false, "sinusoidal", "dot", 0},
         Variant{"post-LN, final norm, tied, learned", false, true, true, "learned", "dot", 0},
         Variant{"additive", false, false, false, "sinusoidal", "additive", 0},
         Variant{"linear, pre-LN", true, false, false, "sinusoidal", "linear", 0},
-        Variant{"window 2", false, false, false, "sinusoidal", "dot", 2}}) {
+        Variant{"window 2", false, false, false, "sinusoidal", "dot", 2},
+        Variant{"pre-LN, rope", true, false, false, "rope", "dot", 0},
+        Variant{"post-LN, relative", false, false, false, "relative", "dot", 0},
+        Variant{"relative, window 2", false, false, false, "relative", "dot", 2},
+        Variant{"rope, linear", false, false, false, "rope", "linear", 0}}) {
     INFO(vt.name);
     Generator g(9);
     ModelConfig c = tiny_config(vt.norm_first, vt.final_norm);
@@ -384,8 +389,12 @@ TEST_CASE("claim: incremental decode_step gives the full decoder's logits (post-
     c.attention = vt.attention;
     c.window = vt.window;
     c.max_len = 16;
+    c.relative_clip = 3;  // T = 7 > K: clipped offsets too
     Seq2Seq m(c, g);
     m.to(DType::f64);
+    // relative bias tables start at zero (position-free): give them values to check
+    for (auto& [name, p] : m.named_parameters())
+      if (name.find("relative_bias") != std::string::npos) p.data().copy_(uniform(p.shape(), -1, 1, g, DType::f64));
     m.eval();
     const Tensor src = from_vector<int64_t>({1, 2, 3, 4, 5, 6, 5, 4, 0, 0}, {2, 5});
     const Tensor sv = valid_mask({5, 3}, 5);

@@ -312,7 +312,7 @@ TEST_CASE("module: misuse is a qkv::Error naming the shapes or the config key") 
   c.share_embeddings = true;  // 7 != 6
   CHECK_THROWS_WITH(Seq2Seq(c, g), Catch::Contains("model.share_embeddings"));
   c = tiny_config(false);
-  c.position = "rope";
+  c.position = "rotary";  // "rope" is the name
   CHECK_THROWS_WITH(Seq2Seq(c, g), Catch::Contains("model.position"));
   c = tiny_config(false);
   c.activation = "swish";

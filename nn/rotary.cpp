@@ -1,0 +1,38 @@
+#include "nn/rotary.hpp"
+
+#include <cmath>
+
+namespace qkv::nn {
+
+std::pair<Tensor, Tensor> rotary_tables(int64_t n, int64_t d, int64_t offset, DType dt,
+                                        double base) {
+  QKV_CHECK(n >= 0 && d > 0 && d % 2 == 0 && offset >= 0, "rotary", "needs an even width and ",
+            "non-negative positions, got n = ", n, ", d = ", d, ", offset = ", offset);
+  const int64_t half = d / 2;
+  Tensor c = empty({n, half}, DType::f64), s = empty({n, half}, DType::f64);
+  double* pc = c.data<double>();
+  double* ps = s.data<double>();
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = static_cast<double>(p + offset) *
+                       std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      pc[p * half + i] = std::cos(a);
+      ps[p * half + i] = std::sin(a);
+    }
+  return {c.to(dt), s.to(dt)};
+}
+
+ag::Var rotary(const ag::Var& x, int64_t offset, double base) {
+  QKV_CHECK(x.dim() >= 2 && x.size(-1) % 2 == 0, "rotary", "input ", x.shape(),
+            " is not (..., n, d) with d even");
+  const int64_t n = x.size(-2), d = x.size(-1);
+  const auto [c, s] = rotary_tables(n, d, offset, x.dtype(), base);  // (n, d/2), broadcast
+  const ag::Var cv = ag::constant(c), sv = ag::constant(s);
+  const ag::Var even = ag::slice(x, -1, 0, d, 2), odd = ag::slice(x, -1, 1, d, 2);  // (..., n, d/2)
+  const ag::Var re = ag::sub(ag::mul(even, cv), ag::mul(odd, sv));
+  const ag::Var ro = ag::add(ag::mul(even, sv), ag::mul(odd, cv));
+  // (..., n, d/2, 2) -> (..., n, d): the pairs interleaved back in place
+  return ag::reshape(ag::stack({re, ro}, re.dim()), x.shape());
+}
+
+}  // namespace qkv::nn
