@@ -6,6 +6,12 @@
 // /usr/bin/python3) runs the same model in its own process right after, and the two
 // alternate for --repeats rounds so machine load hits both alike. Reported per side: the
 // median over rounds of each process's median step time.
+//
+// Data parallelism: `mpirun -np N qkv bench --data-parallel --model small` times steps in
+// which each rank runs its shard of the global batch and the gradients are summed over the
+// ranks (apps/distributed.hpp); `qkv bench --scaling` runs N=1 with T threads and N=2 with
+// T/2 threads each (the same cores, the same global batch) and prints the efficiency
+// (step time N=1) / (step time N=2).
 #include <omp.h>
 #include <unistd.h>
 
@@ -23,6 +29,7 @@
 
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
+#include "apps/distributed.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/seq2seq.hpp"
@@ -78,8 +85,15 @@ double tokens_per_step(const BenchModel& m) {
   return m.seq2seq ? 2.0 * m.batch * m.length : double(m.batch) * m.length;
 }
 
-// The child: one model, in this process, timed; one JSON object on stdout.
-json run_one(const BenchModel& m, double min_seconds) {
+// The child: one model, in this process, timed; one JSON object on stdout. data_parallel:
+// this process is one rank of mpirun and trains on its rows of the global batch.
+json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
+  QKV_CHECK(!data_parallel || m.seq2seq, "bench", "--data-parallel needs a Seq2Seq model (tiny, "
+            "small, annotated), not ", m.name);
+  const int64_t ranks = data_parallel ? dist::size() : 1, rank = data_parallel ? dist::rank() : 0;
+  QKV_CHECK(m.batch >= ranks, "bench", m.name, ": a batch of ", m.batch, " rows cannot feed ",
+            ranks, " ranks");
+  std::unique_ptr<dist::GradReducer> reducer;
   const double base_mb = proc_status_mb("VmRSS");
   Generator gen(1);
   std::function<void()> step;
@@ -103,15 +117,27 @@ json run_one(const BenchModel& m, double min_seconds) {
     model = s2s;
     src = randint({m.batch, m.length}, 0, m.vocab, gen);
     tgt_in = randint({m.batch, m.length}, 0, m.vocab, gen);
-    tgt_out = randint({m.batch * m.length}, 0, m.vocab, gen);
-    valid = ones({m.batch, m.length}, DType::b8);
+    tgt_out = randint({m.batch, m.length}, 0, m.vocab, gen);
+    // Data-parallel: every rank drew the same global batch and keeps rows rank, rank + N, ...
+    // (as data::shard_indices); its loss is its rows' share of the global mean.
+    const int64_t rows = (m.batch - rank + ranks - 1) / ranks;
+    const double share = static_cast<double>(rows) / static_cast<double>(m.batch);
+    if (ranks > 1) {
+      src = src.slice(0, rank, m.batch, ranks).contiguous();
+      tgt_in = tgt_in.slice(0, rank, m.batch, ranks).contiguous();
+      tgt_out = tgt_out.slice(0, rank, m.batch, ranks).contiguous();
+    }
+    tgt_out = tgt_out.flatten();
+    valid = ones({rows, m.length}, DType::b8);
     opt = optim::make_optimizer(oc, model->named_parameters());
-    step = [&, s2s] {
+    if (data_parallel) reducer = std::make_unique<dist::GradReducer>(model->parameters());
+    step = [&, s2s, rows, share] {
       opt->zero_grad();
       const ag::Var logits = s2s->forward(src, tgt_in, valid, valid);
-      const ag::Var loss =
-          ag::cross_entropy(ag::reshape(logits, {m.batch * m.length, m.vocab}), tgt_out);
+      ag::Var loss = ag::cross_entropy(ag::reshape(logits, {rows * m.length, m.vocab}), tgt_out);
+      if (ranks > 1) loss = loss * share;
       loss.backward();
+      if (reducer) reducer->reduce();
       opt->step();
     };
   } else {
@@ -128,6 +154,7 @@ json run_one(const BenchModel& m, double min_seconds) {
   }
   for (int i = 0; i < 3; ++i) step();  // warm-up: fills the allocator's cache
   const AllocatorStats a0 = allocator_stats();
+  const double reduce0 = reducer ? reducer->seconds() : 0;
   const std::vector<double> ms = time_steps(step, 0, 5, min_seconds);
   const AllocatorStats a1 = allocator_stats();
   json j;
@@ -140,6 +167,22 @@ json run_one(const BenchModel& m, double min_seconds) {
   j["peak_tensor_mb"] = double(a1.peak_live_bytes) / (1 << 20);
   // Blocks taken from the system during the timed steps: 0 once the cache is warm.
   j["system_allocs_per_step"] = double(a1.system_allocs - a0.system_allocs) / ms.size();
+  if (data_parallel) {
+    j["ranks"] = ranks;
+    j["global_batch"] = m.batch;
+    // In a step the allreduce also waits for the slowest rank; alone, after a barrier, it
+    // is the communication itself (what overlapping it with backward could hide).
+    j["allreduce_ms_per_step"] = 1e3 * (reducer->seconds() - reduce0) / double(ms.size());
+    std::vector<double> alone;
+    for (int i = 0; i < 5; ++i) {
+      dist::barrier();
+      const double before = reducer->seconds();
+      reducer->reduce();
+      alone.push_back(1e3 * (reducer->seconds() - before));
+    }
+    j["allreduce_alone_ms"] = median(alone);
+    j["allreduce_buckets"] = reducer->buckets();
+  }
   return j;
 }
 
@@ -158,20 +201,106 @@ double sgemm_peak_gflops() {
   return best;
 }
 
+// The data-parallel scaling table: each model with N=1 x T threads and N=2 x T/2 threads
+// (mpirun -np 2), alternating for --repeats rounds; the median step time of each side.
+int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
+  QKV_CHECK(dist::compiled_with_mpi(), "bench", "--scaling needs qkv built with MPI (QKV_MPI=ON)");
+  QKV_CHECK(dist::size() == 1, "bench", "--scaling starts mpirun itself; run it without mpirun");
+  QKV_CHECK(a.threads >= 2 && a.threads % 2 == 0, "bench", "--scaling splits --threads between 2 "
+            "processes: give an even number >= 2, got ", a.threads);
+  const std::string self = shell_quote(self_exe());
+  // Root in a container needs --allow-run-as-root; no binding, as the N=1 run is unbound.
+  const std::string mpirun = std::string("mpirun") + (::geteuid() == 0 ? " --allow-run-as-root" : "") +
+                             " --oversubscribe --bind-to none -np 2 ";
+  const std::string env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
+  auto args = [&](const std::string& n, int threads) {
+    return " bench --data-parallel --json --model " + n + " --threads " + std::to_string(threads) +
+           " --min-seconds " + std::to_string(a.min_seconds);
+  };
+  std::map<std::string, std::vector<double>> one, two, reduce_ms, alone_ms;
+  const double load_before = load_average();
+  for (int r = 0; r < a.repeats; ++r) {
+    for (const std::string& n : names) {
+      const json j1 = run_child(env + self + args(n, a.threads));
+      const json j2 = run_child(env + mpirun + self + args(n, a.threads / 2));
+      QKV_CHECK(j2.value("ranks", 0) == 2, "bench", "mpirun did not start 2 ranks: ", j2.dump());
+      one[n].push_back(j1["ms_per_step"].get<double>());
+      two[n].push_back(j2["ms_per_step"].get<double>());
+      reduce_ms[n].push_back(j2["allreduce_ms_per_step"].get<double>());
+      alone_ms[n].push_back(j2["allreduce_alone_ms"].get<double>());
+      if (!a.json)
+        std::fprintf(stderr, "round %d/%d %s: N=1 %.2f ms, N=2 %.2f ms (allreduce %.2f ms in a step, "
+                     "%.2f ms alone)\n", r + 1, a.repeats, n.c_str(), one[n].back(), two[n].back(),
+                     reduce_ms[n].back(), alone_ms[n].back());
+    }
+  }
+  json result;
+  result["machine"] = {{"cpu", cpu_model()}, {"cores", omp_get_num_procs()},
+                       {"load_average_before", load_before}, {"load_average_after", load_average()}};
+  result["threads_total"] = a.threads;
+  result["repeats"] = a.repeats;
+  result["models"] = json::array();
+  for (const std::string& n : names) {
+    const double t1 = median(one[n]), t2 = median(two[n]);
+    result["models"].push_back({{"model", n}, {"global_batch", find_model(n).batch},
+                                {"n1_ms_per_step", t1}, {"n2_ms_per_step", t2},
+                                {"efficiency", t1 / t2}, {"n2_allreduce_ms_per_step", median(reduce_ms[n])},
+                                {"n2_allreduce_alone_ms", median(alone_ms[n])},
+                                {"n1_runs_ms", one[n]}, {"n2_runs_ms", two[n]}});
+  }
+  if (a.json) {
+    std::printf("%s\n", result.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s, %d cores; load %.2f -> %.2f; median of %d rounds; the same global batch and "
+              "%d threads in total on both sides\n\n",
+              cpu_model().c_str(), omp_get_num_procs(), load_before, load_average(), a.repeats,
+              a.threads);
+  std::printf("| model | global batch | N=1 x %d threads ms/step | N=2 x %d thread%s ms/step | "
+              "efficiency | N=2 allreduce ms in a step | N=2 allreduce ms alone |\n",
+              a.threads, a.threads / 2, a.threads / 2 == 1 ? "" : "s");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const json& e : result["models"])
+    std::printf("| %s | %lld | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                e["model"].get<std::string>().c_str(),
+                static_cast<long long>(e["global_batch"].get<int64_t>()),
+                e["n1_ms_per_step"].get<double>(), e["n2_ms_per_step"].get<double>(),
+                e["efficiency"].get<double>(), e["n2_allreduce_ms_per_step"].get<double>(),
+                e["n2_allreduce_alone_ms"].get<double>());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const BenchArgs& a) {
   if (a.attention_sweep || !a.sweep_method.empty()) return cmd_attention_sweep(a);
   set_num_threads(a.threads);
   std::vector<std::string> names = a.models;
+  if (names.empty() && (a.scaling || a.data_parallel)) names = {"small", "annotated"};
   if (names.empty())
     for (const BenchModel& m : models()) names.push_back(m.name);
   for (const std::string& n : names) (void)find_model(n);
   QKV_CHECK(a.repeats >= 1, "bench", "--repeats must be >= 1, got ", a.repeats);
+  QKV_CHECK(!(a.scaling && a.compare), "bench", "--scaling and --compare are separate benchmarks");
 
-  if (a.child) {
-    for (const std::string& n : names)
-      std::printf("%s\n", run_one(find_model(n), a.min_seconds).dump().c_str());
+  if (a.scaling) return bench_scaling(a, names);
+  if (a.child || a.data_parallel) {
+    for (const std::string& n : names) {
+      const json j = run_one(find_model(n), a.min_seconds, a.data_parallel);
+      if (!dist::is_root()) continue;  // data-parallel: rank 0 reports
+      if (a.child || a.json) {
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("%s: %.2f ms/step, %d process(es) x %d thread(s), global batch %lld; gradient "
+                    "allreduce %.2f ms in a step (%lld buckets), %.2f ms alone\n",
+                    n.c_str(), j["ms_per_step"].get<double>(), j["ranks"].get<int>(),
+                    j["threads"].get<int>(), static_cast<long long>(j["global_batch"].get<int64_t>()),
+                    j["allreduce_ms_per_step"].get<double>(),
+                    static_cast<long long>(j["allreduce_buckets"].get<int64_t>()),
+                    j["allreduce_alone_ms"].get<double>());
+      }
+      std::fflush(stdout);
+    }
     return 0;
   }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/distributed.hpp"
+
 namespace qkv::app::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -15,14 +17,20 @@ double proc_status_mb(const char* key);
 double median(std::vector<double> v);
 
 // Times step() after warm-up: at least min_steps timings and min_seconds of them (at most 200).
+// Under mpirun rank 0 decides when to stop, so every rank runs the same steps (each has
+// collectives).
 template <class F>
 std::vector<double> time_steps(F&& step, int warmup, int min_steps, double min_seconds) {
   for (int i = 0; i < warmup; ++i) step();
   std::vector<double> ms;
   const auto start = Clock::now();
-  while (static_cast<int>(ms.size()) < min_steps ||
-         (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds &&
-          ms.size() < 200)) {
+  auto more = [&] {
+    const bool m = static_cast<int>(ms.size()) < min_steps ||
+                   (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds &&
+                    ms.size() < 200);
+    return dist::size() == 1 ? m : dist::from_root(m ? 1 : 0) != 0;
+  };
+  while (more()) {
     const auto t0 = Clock::now();
     step();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());

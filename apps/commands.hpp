@@ -51,6 +51,8 @@ struct BenchArgs {
   std::string figure = "attention-sweep.svg";  // "" : no figure
   std::string sweep_method;                    // internal: run one point in this process
   int64_t sweep_n = 0;
+  bool data_parallel = false;  // in this process, as one rank of mpirun: its shard + allreduce
+  bool scaling = false;        // data-parallel scaling table: N=1 against N=2 (via mpirun)
 };
 int cmd_bench(const BenchArgs& a);            // bench.cpp
 int cmd_attention_sweep(const BenchArgs& a);  // bench_sweep.cpp

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "apps/commands.hpp"
 #include "apps/config.hpp"
+#include "apps/distributed.hpp"
 #include "core/error.hpp"
 
 using namespace qkv::app;
@@ -78,6 +80,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   b->add_option("--sweep-method", bn.sweep_method, "internal: one sweep point")->group("");
   b->add_option("--sweep-n", bn.sweep_n, "internal: one sweep point")->group("");
+  b->add_flag("--data-parallel", bn.data_parallel,
+              "time data-parallel steps (run under mpirun: each rank its shard of the batch)");
+  b->add_flag("--scaling", bn.scaling,
+              "data-parallel scaling: N=1 x T threads against N=2 x T/2 threads, via mpirun");
 
   GradcheckArgs gc;
   auto* gcc = app.add_subcommand("gradcheck", "check every layer's gradients against central differences (float64)");
@@ -137,6 +143,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qkv: train needs a config file (e.g. configs/copy.toml) or --resume RUN_DIR\n");
     return 2;
   }
+  // MPI (data-parallel train and bench) only under mpirun; every rank parsed the same line.
+  std::optional<dist::Session> mpi;
+  if (t->parsed() || b->parsed()) mpi.emplace();
+  // A failing rank must stop the whole job, not leave the others waiting in a collective.
+  auto fail = [](const char* what) {
+    if (dist::size() > 1) {
+      std::fprintf(stderr, "qkv: rank %d: %s\n", dist::rank(), what);
+      std::fflush(stderr);
+      dist::abort(1);
+    }
+    std::fprintf(stderr, "qkv: %s\n", what);
+    return 1;
+  };
   try {
     if (t->parsed()) return cmd_train(train);
     if (e->parsed()) return cmd_eval(ev);
@@ -146,11 +165,9 @@ int main(int argc, char** argv) {
     if (att->parsed()) return cmd_attention(at);
     if (b->parsed()) return cmd_bench(bn);
   } catch (const qkv::Error& err) {
-    std::fprintf(stderr, "qkv: %s\n", err.what());
-    return 1;
+    return fail(err.what());
   } catch (const std::exception& err) {
-    std::fprintf(stderr, "qkv: %s\n", err.what());
-    return 1;
+    return fail(err.what());
   }
   return 0;
 }

@@ -288,6 +288,7 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
   j["best_loss"] = finite_or_string(st.best_loss);
   j["evals_since_best"] = st.evals_since_best;
   j["metrics_bytes"] = st.metrics_bytes;
+  j["ranks"] = st.ranks;
   j["best"] = is_best ? name : st.best;
   j["log_interval"] = {{"loss_sum", finite_or_string(st.log_loss_sum)},
                        {"norm_sum", finite_or_string(st.log_norm_sum)}, {"count", st.log_count}};
@@ -358,6 +359,7 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, opti
     st.best_loss = number_from(j.at("best_loss"));
     st.evals_since_best = j.at("evals_since_best").get<int64_t>();
     st.metrics_bytes = j.at("metrics_bytes").get<uint64_t>();
+    st.ranks = j.value("ranks", int64_t{1});  // absent in checkpoints older than data parallelism
     st.best = j.at("best").get<std::string>();
     st.log_loss_sum = number_from(j.at("log_interval").at("loss_sum"));
     st.log_norm_sum = number_from(j.at("log_interval").at("norm_sum"));

@@ -58,6 +58,7 @@ struct TrainState {
   double best_loss = 1e300;  // its loss (breaks ties)
   int64_t evals_since_best = 0;
   uint64_t metrics_bytes = 0;  // metrics.jsonl length when the checkpoint was written
+  int64_t ranks = 1;           // data-parallel processes (mpirun -np) that wrote it
   std::string best;            // name of the best checkpoint
   // The open log interval (steps since the last metrics record), so a resumed run logs the
   // same averages as an uninterrupted one.

@@ -1,4 +1,9 @@
 // qkv train CONFIG [--run-dir DIR] [--section.key VALUE ...]   |   qkv train --resume DIR
+//
+// Under `mpirun -np N` this trains data-parallel (docs/distributed.md): every rank holds the
+// same model, takes its shard of the same global batch and sums gradients with the others;
+// rank 0 alone writes the run folder, validates and prints. The parts that differ from a
+// single process are marked "data-parallel".
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -7,15 +12,18 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <spdlog/spdlog.h>
 
 #include "apps/attention_stats.hpp"
 #include "apps/commands.hpp"
+#include "apps/distributed.hpp"
 #include "apps/plot.hpp"
 #include "apps/progress.hpp"
 #include "apps/run.hpp"
 #include "core/parallel.hpp"
+#include "core/random.hpp"
 #include "data/loader.hpp"
 #include "nn/safetensors.hpp"
 #include "optim/clip.hpp"
@@ -102,6 +110,39 @@ bool folder_has_files(const fs::path& p) {
   return fs::exists(p) && (!fs::is_directory(p) || !fs::is_empty(p));
 }
 
+// --- data-parallel helpers ---
+
+// Sum of every parameter value: equal on all ranks while the replicas agree (checked at
+// each checkpoint).
+double param_checksum(const std::vector<ag::Var>& params) {
+  double s = 0;
+  for (const ag::Var& p : params)
+    for (float v : to_vector<float>(p.data())) s += v;
+  return s;
+}
+
+// Rank r draws its dropout masks of step `step` from its own stream, a pure function of
+// (seed, rank, step): independent across ranks and resumable without saving every rank's
+// generator. (One process keeps the model's single running stream, as before.)
+void seed_dropout_for_step(nn::Seq2Seq& model, uint64_t seed, int rank, int64_t step) {
+  const uint64_t stream = random_bits(seed ^ 0x64726f706f7574ULL, static_cast<uint64_t>(rank));
+  model.dropout_generator().set_state(stream, static_cast<uint64_t>(step) << 32);
+}
+
+// Each layer's attention entropy over the global batch, approximated as the mean of the
+// ranks' values weighted by their rows (a rank with an empty shard has no maps).
+std::vector<double> global_entropy(const std::vector<ag::Var>& maps, size_t layers, int64_t rows,
+                                   int64_t global_rows) {
+  std::vector<double> e(layers, 0.0);
+  if (!maps.empty()) {
+    const std::vector<double> mine = attention_entropy(maps);
+    for (size_t i = 0; i < layers && i < mine.size(); ++i)
+      e[i] = mine[i] * static_cast<double>(rows) / static_cast<double>(global_rows);
+  }
+  dist::allreduce_sum(e.data(), static_cast<int64_t>(e.size()));
+  return e;
+}
+
 }  // namespace
 
 int cmd_train(const TrainArgs& a) {
@@ -130,6 +171,10 @@ int cmd_train(const TrainArgs& a) {
               ", or choose another with --run-dir");
   }
   set_num_threads(static_cast<int>(cfg.threads));
+  // data-parallel: rank 0 of 1 unless started by mpirun
+  const int rank = dist::rank(), ranks = dist::size();
+  const bool root = rank == 0;
+  if (!root) spdlog::set_level(spdlog::level::err);  // rank 0 says it once
 
   data::DataSplits data = data::load_data(cfg.data);
   check_positions(cfg, data);
@@ -145,8 +190,11 @@ int cmd_train(const TrainArgs& a) {
   auto opt = optim::make_optimizer(cfg.optim.optim, model.named_parameters());
   const std::vector<ag::Var> params = model.parameters();
   auto train_set = std::make_shared<const data::Dataset>(data.train);
-  const data::LoaderOptions lopt = data::loader_options(cfg.data);
+  data::LoaderOptions lopt = data::loader_options(cfg.data);
+  lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
+  lopt.shard_count = ranks;
   data::Loader loader(train_set, data.framing, lopt, cfg.seed);
+  dist::GradReducer reducer(params);
 
   // Steps per epoch, from the first epoch's plan (a copy of the loader's generator).
   Generator plan_gen(cfg.seed);
@@ -169,9 +217,17 @@ int cmd_train(const TrainArgs& a) {
   if (!resume_from.empty()) {
     st = load_checkpoint(resume_from, model, opt.get());
     loader.restore(st.loader);
+  }
+  // data-parallel: every rank has checked and read the run folder before rank 0 changes it.
+  dist::barrier();
+  if (root && !resume_from.empty()) {
     // Forget what was logged after the checkpoint: the resumed run logs it again.
     fs::resize_file(run_dir / "metrics.jsonl", st.metrics_bytes);
-  } else {
+    if (st.ranks != ranks)
+      spdlog::warn("{} was trained with {} process(es) and resumes with {}: the result matches an "
+                   "uninterrupted run to float rounding, not bit for bit", run_dir.string(),
+                   st.ranks, ranks);
+  } else if (root) {
     fs::create_directories(run_dir);
     if (!restart) nn::atomic_write_file((run_dir / "config.toml").string(), effective_toml(cfg));
     // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
@@ -182,7 +238,7 @@ int cmd_train(const TrainArgs& a) {
     }
     if (restart && fs::exists(run_dir / "metrics.jsonl")) fs::resize_file(run_dir / "metrics.jsonl", 0);
   }
-  if (!a.resume.empty() && fs::is_directory(run_dir / "checkpoints")) {
+  if (root && !a.resume.empty() && fs::is_directory(run_dir / "checkpoints")) {
     // Half-written checkpoints of a killed run: never complete, never named, safe to drop.
     for (const auto& e : fs::directory_iterator(run_dir / "checkpoints"))
       if (const std::string n = e.path().filename().string();
@@ -193,12 +249,14 @@ int cmd_train(const TrainArgs& a) {
     if (!st.best.empty() && find_checkpoint(run_dir.string(), "best") != (run_dir / "checkpoints" / st.best).string())
       nn::atomic_write_file((run_dir / "checkpoints" / "best").string(), st.best + "\n");
   }
-  MetricsLog metrics(run_dir / "metrics.jsonl");
-  Progress progress(total, st.step, cfg.train.log_every, a.quiet, a.verbose);
-  progress.message(fmt::format("{} {}: {} parameters, {} train / {} valid examples, {} steps ({} per epoch), {} threads",
+  std::optional<MetricsLog> metrics;  // data-parallel: rank 0's alone
+  if (root) metrics.emplace(run_dir / "metrics.jsonl");
+  Progress progress(total, st.step, cfg.train.log_every, a.quiet || !root, a.verbose && root);
+  progress.message(fmt::format("{} {}: {} parameters, {} train / {} valid examples, {} steps ({} per epoch), {} threads{}",
                                restart ? "restarting (no checkpoint yet)" : resume_from.empty() ? "training" : "resuming", run_dir.string(),
                                model.parameter_count(), data.train.size(), data.valid.size(), total,
-                               per_epoch, get_num_threads()));
+                               per_epoch, get_num_threads(),
+                               ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : ""));
 
   double loss_sum = st.log_loss_sum, norm_sum = st.log_norm_sum;
   int64_t loss_n = st.log_count, tokens = 0;
@@ -211,33 +269,43 @@ int cmd_train(const TrainArgs& a) {
     st.loader = loader.state();
     st.dropout_seed = model.dropout_generator().seed();
     st.dropout_position = model.dropout_generator().position();
-    st.metrics_bytes = metrics.bytes();
+    st.ranks = ranks;
+    // data-parallel: a cheap guard that the replicas still agree (a no-op for one process)
+    dist::check_same_on_all_ranks(param_checksum(params), "the sum of the parameters");
+    if (!root) return std::string();
+    st.metrics_bytes = metrics->bytes();
     const std::string name = save_checkpoint(run_dir.string(), model, *opt, st, cfg.checkpoint.keep, is_best);
     if (is_best) st.best = name;
     return name;
   };
   auto validate = [&]() -> bool {  // returns whether to stop early
-    const Metrics m = evaluate(model, data.valid, data.framing, cfg.data.batch_size,
-                               cfg.train.max_decode_extra, cfg.train.eval_examples);
-    json j = {{"step", st.step}, {"epoch", st.epoch}, {"split", "valid"}, {"loss", m.loss},
-              {"token_accuracy", m.token_accuracy}, {"exact_match", m.exact_match},
-              {"examples", m.examples}};
-    metrics.write(j);
-    const bool better = m.exact_match > st.best_score ||
-                        (m.exact_match == st.best_score && m.loss < st.best_loss);
-    if (better) {
-      st.best_score = m.exact_match;
-      st.best_loss = m.loss;
-      st.evals_since_best = 0;
-    } else {
-      ++st.evals_since_best;
+    bool better = false;
+    if (root) {  // data-parallel: rank 0 validates alone (the numbers of one process)
+      const Metrics m = evaluate(model, data.valid, data.framing, cfg.data.batch_size,
+                                 cfg.train.max_decode_extra, cfg.train.eval_examples);
+      json j = {{"step", st.step}, {"epoch", st.epoch}, {"split", "valid"}, {"loss", m.loss},
+                {"token_accuracy", m.token_accuracy}, {"exact_match", m.exact_match},
+                {"examples", m.examples}};
+      metrics->write(j);
+      better = m.exact_match > st.best_score ||
+               (m.exact_match == st.best_score && m.loss < st.best_loss);
+      if (better) {
+        st.best_score = m.exact_match;
+        st.best_loss = m.loss;
+        st.evals_since_best = 0;
+      } else {
+        ++st.evals_since_best;
+      }
+      progress.message(fmt::format("step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}",
+                                   st.step, m.loss, m.token_accuracy, m.exact_match,
+                                   better ? "  (best)" : ""));
     }
-    progress.message(fmt::format("step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}",
-                                 st.step, m.loss, m.token_accuracy, m.exact_match,
-                                 better ? "  (best)" : ""));
+    // data-parallel: rank 0's decisions are everyone's (the others wait here meanwhile)
+    better = dist::from_root(better ? 1 : 0) != 0;
+    st.evals_since_best = static_cast<int64_t>(dist::from_root(static_cast<double>(st.evals_since_best)));
     if (cfg.checkpoint.every == 0) checkpoint(better);
     else if (better) checkpoint(true);
-    plot_losses(run_dir);
+    if (root) plot_losses(run_dir);
     return cfg.train.early_stopping > 0 && st.evals_since_best >= cfg.train.early_stopping;
   };
 
@@ -252,13 +320,15 @@ int cmd_train(const TrainArgs& a) {
     const data::Batch b = loader.next();
     ++st.step;
     evaluated_last = false;
+    dist::maybe_inject_fault(st.step);
+    if (ranks > 1) seed_dropout_for_step(model, cfg.seed, rank, st.step);
     // A non-finite loss (or, in anomaly mode, the first op whose output or gradient is
     // non-finite, named with its module) stops the run at this step, or skips the step.
-    // Returns whether to skip.
+    // Returns whether to skip. Every rank decides alike: the loss it sees is the global one.
     auto nonfinite = [&](const std::string& what) {
       if (cfg.train.skip_nonfinite) {
         progress.message(fmt::format("step {}: {}; skipping this step", st.step, what));
-        metrics.write({{"step", st.step}, {"skipped", true}});
+        if (root) metrics->write({{"step", st.step}, {"skipped", true}});
         opt->zero_grad();  // anomaly mode may stop backward half-way
         return true;
       }
@@ -268,25 +338,49 @@ int cmd_train(const TrainArgs& a) {
                               "set train.skip_nonfinite = true to skip such steps)",
                               st.step, what, last.empty() ? "none" : last));
     };
+    // Anomaly mode's findings are about the numbers; any other error is a real one. A finding
+    // is this rank's alone: with several ranks it stops them all (a skip on one rank would
+    // leave the others waiting in the allreduce).
+    auto anomaly = [&](const Error& e) {
+      const std::string msg = e.what();
+      if (!ag::anomaly_mode() || msg.rfind("anomaly: ", 0) != 0) throw e;
+      if (ranks > 1) throw Error(fmt::format("train: step {}: {}; stopping", st.step, msg));
+      return nonfinite(msg);
+    };
     nn::AttentionMaps maps;
     ag::Var loss;
     double lv = 0;
     try {
-      const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
-                                           cfg.train.log_attention_entropy ? &maps : nullptr);
-      loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), 0,
-                               cfg.train.label_smoothing);
-      lv = loss.item();
-      if (!std::isfinite(lv)) {
-        if (nonfinite(fmt::format("loss is {}", lv))) continue;
+      if (b.size() > 0) {  // data-parallel: a rank's shard of a small last batch may be empty
+        const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
+                                             cfg.train.log_attention_entropy ? &maps : nullptr);
+        loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(),
+                                 0, cfg.train.label_smoothing);
+        // data-parallel: (sum of this shard's token losses) / (global tokens), so the ranks'
+        // losses and gradients sum to those of the global batch.
+        if (ranks > 1)
+          loss = loss * (static_cast<double>(b.tgt_tokens) / static_cast<double>(b.global_tgt_tokens));
+        lv = loss.item();
       }
-      loss.backward();
     } catch (const Error& e) {
-      // Only anomaly mode's findings are about the numbers; anything else is a real error.
-      const std::string msg = e.what();
-      if (!ag::anomaly_mode() || msg.rfind("anomaly: ", 0) != 0) throw;
-      if (nonfinite(msg)) continue;
+      if (anomaly(e)) continue;
     }
+    // data-parallel: the global loss and "someone was interrupted", so every rank takes the
+    // same branch below.
+    bool interrupted = g_interrupted;
+    if (ranks > 1) {
+      double r[2] = {lv, interrupted ? 1.0 : 0.0};
+      dist::allreduce_sum(r, 2);
+      lv = r[0];
+      interrupted = r[1] > 0;
+    }
+    if (!std::isfinite(lv) && nonfinite(fmt::format("loss is {}", lv))) continue;
+    try {
+      if (b.size() > 0) loss.backward();
+    } catch (const Error& e) {
+      if (anomaly(e)) continue;
+    }
+    reducer.reduce();  // data-parallel: sum the gradients over the ranks (one process: nothing)
     const double gnorm = cfg.optim.clip_norm > 0 ? optim::clip_grad_norm(params, cfg.optim.clip_norm)
                                                  : optim::grad_norm(params);
     if (cfg.optim.clip_value > 0) optim::clip_grad_value(params, cfg.optim.clip_value);
@@ -299,16 +393,23 @@ int cmd_train(const TrainArgs& a) {
     loss_sum += lv;
     norm_sum += gnorm;
     ++loss_n;
-    tokens += b.src_tokens + b.tgt_tokens;
+    tokens += b.global_src_tokens + b.global_tgt_tokens;  // the whole global batch's
     if (st.step % cfg.train.log_every == 0 || st.step == total) {
       json j = {{"step", st.step}, {"epoch", st.epoch}, {"loss", loss_sum / loss_n},
                 {"lr", lr}, {"grad_norm", norm_sum / loss_n}};
-      if (cfg.train.log_attention_entropy) {
+      if (cfg.train.log_attention_entropy && ranks == 1) {
         j["attention_entropy"] = {{"encoder_self", attention_entropy(maps.encoder_self)},
                                   {"decoder_self", attention_entropy(maps.decoder_self)},
                                   {"decoder_cross", attention_entropy(maps.decoder_cross)}};
+      } else if (cfg.train.log_attention_entropy) {  // data-parallel: combined over the ranks
+        const auto enc = static_cast<size_t>(cfg.model.encoder_layers);
+        const auto dec = static_cast<size_t>(cfg.model.decoder_layers);
+        j["attention_entropy"] = {
+            {"encoder_self", global_entropy(maps.encoder_self, enc, b.size(), b.global_size)},
+            {"decoder_self", global_entropy(maps.decoder_self, dec, b.size(), b.global_size)},
+            {"decoder_cross", global_entropy(maps.decoder_cross, dec, b.size(), b.global_size)}};
       }
-      metrics.write(j);
+      if (root) metrics->write(j);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       progress.update(st.step, loss_sum / loss_n, lr, secs > 0 ? tokens / secs : 0);
       loss_sum = norm_sum = 0;
@@ -327,24 +428,32 @@ int cmd_train(const TrainArgs& a) {
       }
     }
     if (cfg.checkpoint.every > 0 && st.step % cfg.checkpoint.every == 0) checkpoint(false);
-    if (g_interrupted) {
+    if (ranks == 1) interrupted = g_interrupted;  // one process: the latest news
+    if (interrupted) {
       progress.finish();
       const std::string name = checkpoint(false);
-      spdlog::warn("interrupted at step {}: wrote checkpoint {}; continue with qkv train --resume {}",
-                   st.step, name, run_dir.string());
+      // data-parallel: mpirun ends the job at the first non-zero exit; rank 0 must be done.
+      dist::barrier();
+      if (root)
+        spdlog::warn("interrupted at step {}: wrote checkpoint {}; continue with qkv train --resume {}",
+                     st.step, name, run_dir.string());
       return 130;
     }
   }
   if (!evaluated_last && !stopped_early) validate();
   if (saved_step != st.step) checkpoint(false);
   progress.finish();
+  if (ranks > 1 && !a.quiet && root)
+    spdlog::info("data-parallel: {} processes; summing gradients ({} buckets) took {:.2f} s on rank 0",
+                 ranks, reducer.buckets(), reducer.seconds());
+  if (!root) return 0;  // data-parallel: the test split is rank 0's alone
 
   // The held-out test split, with the best checkpoint.
   const std::string best = find_checkpoint(run_dir.string(), "best");
   if (!best.empty()) load_checkpoint(best, model, nullptr);
   const Metrics test = evaluate(model, data.test, data.framing, cfg.data.batch_size,
                                 cfg.train.max_decode_extra);
-  metrics.write({{"step", st.step}, {"split", "test"}, {"loss", test.loss},
+  metrics->write({{"step", st.step}, {"split", "test"}, {"loss", test.loss},
                  {"token_accuracy", test.token_accuracy}, {"exact_match", test.exact_match},
                  {"examples", test.examples}});
   plot_losses(run_dir);

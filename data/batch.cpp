@@ -63,6 +63,9 @@ Batch make_batch(const Dataset& ds, const std::vector<int64_t>& indices, const F
     b.src_tokens += len(e.src);
     b.tgt_tokens += n;
   }
+  b.global_size = B;
+  b.global_src_tokens = b.src_tokens;
+  b.global_tgt_tokens = b.tgt_tokens;
   return b;
 }
 

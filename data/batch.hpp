@@ -21,6 +21,12 @@ struct Batch {
   int64_t src_tokens = 0;        // real tokens in src
   int64_t tgt_tokens = 0;        // real tokens in tgt_out (the loss normaliser)
   std::vector<int64_t> indices;  // row r is example indices[r] of the dataset
+  // The whole global batch this one is a shard of (Loader with shard_count > 1); equal to
+  // size(), src_tokens and tgt_tokens for an unsharded batch. Data-parallel training
+  // normalises the loss by global_tgt_tokens so the ranks' gradients sum to the global one.
+  int64_t global_size = 0;
+  int64_t global_src_tokens = 0;
+  int64_t global_tgt_tokens = 0;
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
 };
 

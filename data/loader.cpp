@@ -8,6 +8,10 @@ Loader::Loader(std::shared_ptr<const Dataset> data, Framing framing, LoaderOptio
   QKV_CHECK(data_ != nullptr, "Loader", "null dataset");
   QKV_CHECK(data_->size() > 0, "Loader", "dataset '", data_->name, "' is empty");
   QKV_CHECK(options_.prefetch >= 0, "Loader", "prefetch must be >= 0, got ", options_.prefetch);
+  QKV_CHECK(options_.shard_count >= 1 && options_.shard_rank >= 0 &&
+                options_.shard_rank < options_.shard_count,
+            "Loader", "shard ", options_.shard_rank, " of ", options_.shard_count,
+            ": need 0 <= shard_rank < shard_count");
   LoaderState s;
   s.rng_seed = seed;
   seek(s);  // checks the batch options through plan_batches
@@ -29,9 +33,34 @@ void Loader::seek(const LoaderState& s) {
   cursor_ = Cursor{s, gen, std::move(plan)};
 }
 
+std::vector<int64_t> shard_indices(const std::vector<int64_t>& batch, int64_t rank, int64_t count) {
+  QKV_CHECK(count >= 1 && rank >= 0 && rank < count, "shard_indices", "shard ", rank, " of ",
+            count, ": need 0 <= rank < count");
+  std::vector<int64_t> out;
+  for (size_t i = static_cast<size_t>(rank); i < batch.size(); i += static_cast<size_t>(count))
+    out.push_back(batch[i]);
+  return out;
+}
+
 Loader::Item Loader::produce() {
   Item it;
-  it.batch = make_batch(*data_, cursor_.plan[static_cast<size_t>(cursor_.at.index)], framing_);
+  const std::vector<int64_t>& global = cursor_.plan[static_cast<size_t>(cursor_.at.index)];
+  if (options_.shard_count == 1) {
+    it.batch = make_batch(*data_, global, framing_);
+  } else {
+    const std::vector<int64_t> mine = shard_indices(global, options_.shard_rank, options_.shard_count);
+    if (!mine.empty()) it.batch = make_batch(*data_, mine, framing_);
+    // Every shard knows the global counts from the plan alone, without communicating.
+    it.batch.global_size = static_cast<int64_t>(global.size());
+    it.batch.global_src_tokens = it.batch.global_tgt_tokens = 0;
+    for (int64_t i : global) {
+      QKV_CHECK(i >= 0 && i < data_->size(), "Loader", "index ", i, " out of range for '",
+                data_->name, "'");
+      const Example& e = data_->examples[static_cast<size_t>(i)];
+      it.batch.global_src_tokens += static_cast<int64_t>(e.src.size());
+      it.batch.global_tgt_tokens += framing_.target_len(static_cast<int64_t>(e.tgt.size()));
+    }
+  }
   if (++cursor_.at.index == static_cast<int64_t>(cursor_.plan.size())) {
     LoaderState s;
     s.epoch = cursor_.at.epoch + 1;

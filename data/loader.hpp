@@ -7,6 +7,13 @@
 // generator stood at (rng_seed, rng_position) just before drawing that epoch's plan. restore()
 // redraws the plan from there, so a resumed run sees exactly the batches it would have seen.
 //
+// Sharding (data-parallel training): with shard_count = N > 1 every process plans the SAME
+// global batches from the same seed and next() returns only shard_rank's rows of each
+// (shard_indices), with the global batch's size and token counts in Batch::global_*. The
+// state is the global position, identical on every shard. A global batch with fewer rows
+// than shards leaves some shards empty: next() then returns a Batch with no rows (undefined
+// tensors, size() == 0) but the global counts set.
+//
 // With prefetch > 0 a thread builds up to `prefetch` batches ahead into a bounded queue while
 // the model trains; the results and state() are the same as without it. An exception in the
 // thread is rethrown by next() as qkv::Error("Loader: ...: <its message>").
@@ -34,7 +41,14 @@ struct LoaderState {
 struct LoaderOptions {
   BatchOptions batch;
   int64_t prefetch = 0;  // batches built ahead on a background thread (0 = none, synchronous)
+  int64_t shard_rank = 0;   // this process's shard, in [0, shard_count)
+  int64_t shard_count = 1;  // 1 = unsharded
 };
+
+// Rows rank, rank + count, rank + 2 count, ... of a global batch: strided rather than
+// contiguous because a planned batch is sorted by length, so every shard gets a similar mix
+// of lengths (and similar work). Empty when the batch has <= rank rows.
+std::vector<int64_t> shard_indices(const std::vector<int64_t>& batch, int64_t rank, int64_t count);
 
 class Loader {
  public:

@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev                 # safetensors headers, metrics.jsonl
   libstb-dev                         # PNG figures
   python3-torch python3-numpy        # test-only: the PyTorch reference oracle (/usr/bin/python3)
+  libopenmpi-dev openmpi-bin         # data-parallel training: `mpirun -np N qkv train` (QKV_MPI)
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <set>
 
 #include "data/loader.hpp"
@@ -144,5 +145,73 @@ TEST_CASE("loader: misuse") {
   CHECK_THROWS_AS(Loader(nullptr, Framing{}, opts(0), 0), Error);
   LoaderOptions o = opts(0);
   o.batch.batch_size = 0;
+  CHECK_THROWS_AS(Loader(copy_data(), Framing{}, o, 0), Error);
+}
+
+// --- sharding for data-parallel training ---
+
+TEST_CASE("loader: shards partition each global batch and know its global counts") {
+  const auto ds = copy_data();
+  const int64_t n = 3;
+  Loader whole(ds, Framing{}, opts(0), 5);
+  std::vector<std::unique_ptr<Loader>> shards;
+  for (int64_t r = 0; r < n; ++r) {
+    LoaderOptions o = opts(r == 1 ? 2 : 0);  // with and without prefetch alike
+    o.shard_rank = r;
+    o.shard_count = n;
+    shards.push_back(std::make_unique<Loader>(ds, Framing{}, o, 5));
+  }
+  for (int step = 0; step < 45; ++step) {  // past the end of the first epoch (~19 batches)
+    const Batch g = whole.next();
+    std::multiset<int64_t> rows;
+    int64_t tgt = 0, src = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const Batch b = shards[static_cast<size_t>(r)]->next();
+      CHECK(b.indices == shard_indices(g.indices, r, n));
+      rows.insert(b.indices.begin(), b.indices.end());
+      tgt += b.tgt_tokens;
+      src += b.src_tokens;
+      CHECK(b.global_size == g.size());
+      CHECK(b.global_tgt_tokens == g.tgt_tokens);
+      CHECK(b.global_src_tokens == g.src_tokens);
+      CHECK(shards[static_cast<size_t>(r)]->state() == whole.state());
+    }
+    CHECK(rows == std::multiset<int64_t>(g.indices.begin(), g.indices.end()));
+    CHECK(tgt == g.tgt_tokens);
+    CHECK(src == g.src_tokens);
+  }
+}
+
+TEST_CASE("loader: a global batch with fewer rows than shards leaves a shard empty") {
+  const auto ds = copy_data(5);
+  LoaderOptions o = opts(0, false);
+  o.batch.batch_size = 4;
+  o.batch.shuffle = false;  // batches {0, 1, 2, 3} and {4}
+  o.shard_rank = 2;
+  o.shard_count = 3;
+  Loader l(ds, Framing{}, o, 1);
+  const Batch first = l.next();
+  CHECK(first.indices == std::vector<int64_t>{2});
+  CHECK(first.global_size == 4);
+  const Batch second = l.next();
+  CHECK(second.size() == 0);
+  CHECK_FALSE(second.src.defined());
+  CHECK(second.tgt_tokens == 0);
+  CHECK(second.global_size == 1);
+  CHECK(second.global_tgt_tokens == Framing{}.target_len(static_cast<int64_t>(ds->examples[4].tgt.size())));
+}
+
+TEST_CASE("loader: shard_indices is strided, bad shards are refused") {
+  CHECK(shard_indices({10, 11, 12, 13, 14}, 0, 2) == std::vector<int64_t>{10, 12, 14});
+  CHECK(shard_indices({10, 11, 12, 13, 14}, 1, 2) == std::vector<int64_t>{11, 13});
+  CHECK(shard_indices({10}, 1, 2).empty());
+  CHECK(shard_indices({10, 11}, 0, 1) == std::vector<int64_t>{10, 11});
+  CHECK_THROWS_AS(shard_indices({10}, 2, 2), Error);
+  CHECK_THROWS_AS(shard_indices({10}, 0, 0), Error);
+  LoaderOptions o = opts(0);
+  o.shard_rank = 3;
+  o.shard_count = 3;
+  CHECK_THROWS_AS(Loader(copy_data(), Framing{}, o, 0), Error);
+  o.shard_rank = -1;
   CHECK_THROWS_AS(Loader(copy_data(), Framing{}, o, 0), Error);
 }
