@@ -154,8 +154,10 @@ void GradReducer::reduce() {
       const Tensor& p = params_[i].data();
       Tensor s = flat.narrow(0, off, p.numel()).view(p.shape());
       const Tensor& g = params_[i].grad();
-      if (g.defined()) s.copy_(g);
-      else s.zero_();
+      if (g.defined())
+        s.copy_(g);
+      else
+        s.zero_();
       slices.push_back(s);
       off += p.numel();
     }
@@ -193,8 +195,8 @@ void maybe_inject_fault(int64_t step) {
   }
   QKV_CHECK(r >= 0 && at >= 1, "QKV_FAULT", "expected RANK:STEP (e.g. 1:5), got '", s, "'");
   if (r == rank() && at == step)
-    throw Error(cat("train: rank ", rank(), ": injected fault at step ", step, " (QKV_FAULT=", s,
-                    ")"));
+    throw Error(
+        cat("train: rank ", rank(), ": injected fault at step ", step, " (QKV_FAULT=", s, ")"));
 }
 
 }  // namespace qkv::app::dist

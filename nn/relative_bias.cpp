@@ -10,7 +10,8 @@ Tensor relative_offsets(int64_t n, int64_t m, int64_t q_offset, int64_t clip) {
   Tensor idx = empty({n * m}, DType::i64);
   int64_t* p = idx.data<int64_t>();
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) p[i * m + j] = std::clamp(j - (i + q_offset), -clip, clip) + clip;
+    for (int64_t j = 0; j < m; ++j)
+      p[i * m + j] = std::clamp(j - (i + q_offset), -clip, clip) + clip;
   return idx;
 }
 

@@ -1,8 +1,8 @@
 // Helpers every test area shares: temporary folders and scoped thread counts.
 #pragma once
+#include <unistd.h>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include "core/parallel.hpp"
 
@@ -13,7 +13,8 @@ namespace qkv::test {
 struct TempDir {
   std::filesystem::path path;
   explicit TempDir(const std::string& tag) {
-    path = std::filesystem::temp_directory_path() / ("qkv_" + tag + "_" + std::to_string(::getpid()));
+    path =
+        std::filesystem::temp_directory_path() / ("qkv_" + tag + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }

@@ -57,10 +57,12 @@ Timed mpirun2(const std::string& args, const std::string& env = "") {
   // env's options (--chdir) come before its assignments; a later QKV_FAULT overrides "".
   std::string cmd = "env ";
   cmd += env.rfind("--", 0) == 0 ? env : "";
-  cmd += " QKV_FAULT= OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none"
-         " OMPI_MCA_rmaps_base_oversubscribe=1 ";
+  cmd +=
+      " QKV_FAULT= OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none"
+      " OMPI_MCA_rmaps_base_oversubscribe=1 ";
   cmd += env.rfind("--", 0) == 0 ? "" : env;
-  cmd += " timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x QKV_FAULT ";
+  cmd +=
+      " timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x QKV_FAULT ";
   cmd += quoted(qkv_binary());
   cmd += ' ';
   cmd += args;
@@ -138,12 +140,14 @@ TEST_CASE("distributed: 2 ranks train the same model as 1 process, rank 0 alone 
   TempDir t("dp_equiv");
   const fs::path one = t.path / "one", two_dir = t.path / "two";
   fs::create_directories(two_dir);
-  const RunResult r1 = run_qkv("train " + copy_config() + " --run-dir " + quoted(one.string()) + kTiny);
+  const RunResult r1 =
+      run_qkv("train " + copy_config() + " --run-dir " + quoted(one.string()) + kTiny);
   INFO(r1.output);
   REQUIRE(r1.status == 0);
   // Started in its own folder: any file a rank writes outside the run folder shows up here.
-  const Timed r2 = mpirun2("train " + copy_config() + " --run-dir " + quoted((two_dir / "run").string()) + kTiny,
-                           "--chdir=" + quoted(two_dir.string()));
+  const Timed r2 =
+      mpirun2("train " + copy_config() + " --run-dir " + quoted((two_dir / "run").string()) + kTiny,
+              "--chdir=" + quoted(two_dir.string()));
   INFO(r2.r.output);
   REQUIRE(r2.r.status == 0);
 
@@ -154,7 +158,8 @@ TEST_CASE("distributed: 2 ranks train the same model as 1 process, rank 0 alone 
   const auto w1 = final_weights(one), w2 = final_weights(two_dir / "run");
   const Diff d = compare(w1, w2, [](const std::string& n) { return !is_key_bias(n); });
   const Diff kb = compare(w1, w2, is_key_bias);
-  WARN("N=2 vs N=1 after 50 steps: max abs diff " << d.max_abs << ", max rel diff " << d.max_rel
+  WARN("N=2 vs N=1 after 50 steps: max abs diff "
+       << d.max_abs << ", max rel diff " << d.max_rel
        << " (attention key biases, gradient 0 up to rounding: max abs diff " << kb.max_abs << ")");
   CHECK(d.max_abs < 1e-5);
   CHECK(d.max_rel < 1e-3);
@@ -193,7 +198,8 @@ TEST_CASE("distributed: a resumed 2-rank run ends exactly as an uninterrupted on
   INFO(full.r.output);
   REQUIRE(full.r.status == 0);
   // Killed at step 37 (rank 1 fails; the job stops), after the checkpoint of step 30.
-  const Timed killed = mpirun2("train " + copy_config() + " --run-dir " + b + args, "QKV_FAULT=1:37");
+  const Timed killed =
+      mpirun2("train " + copy_config() + " --run-dir " + b + args, "QKV_FAULT=1:37");
   INFO(killed.r.output);
   REQUIRE(killed.r.status != 0);
   const Timed resumed = mpirun2("train --resume " + b + " --quiet");
@@ -217,10 +223,11 @@ TEST_CASE("distributed: a failing rank stops every rank with its message, no han
   CHECK(r.r.status != 0);
   CHECK(r.r.status != 124);  // not the timeout
   CHECK(r.seconds < 60);
-  CHECK(r.r.output.find("qkv: rank 1: train: rank 1: injected fault at step 5") != std::string::npos);
+  CHECK(r.r.output.find("qkv: rank 1: train: rank 1: injected fault at step 5") !=
+        std::string::npos);
   // A malformed fault spec is a one-line error naming the variable, on every rank.
-  const Timed bad = mpirun2("train " + copy_config() + " --run-dir " + quoted(t.file("bad")) + kTiny,
-                            "QKV_FAULT=one");
+  const Timed bad = mpirun2(
+      "train " + copy_config() + " --run-dir " + quoted(t.file("bad")) + kTiny, "QKV_FAULT=one");
   INFO(bad.r.output);
   CHECK(bad.r.status != 0);
   CHECK(bad.r.output.find("QKV_FAULT: expected RANK:STEP") != std::string::npos);

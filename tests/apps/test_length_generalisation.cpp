@@ -31,8 +31,9 @@ nlohmann::json eval_json(const std::string& args) {
 TEST_CASE("eval --max-len: the synthetic split regenerated at other lengths", "[e2e]") {
   TempDir t("lengen");
   const std::string run = quoted(t.file("rope"));
-  const RunResult tr = run_qkv("train " + quoted(source_dir() + "/configs/variants/copy-rope.toml") +
-                               " --run-dir " + run + kTiny);
+  const RunResult tr =
+      run_qkv("train " + quoted(source_dir() + "/configs/variants/copy-rope.toml") + " --run-dir " +
+              run + kTiny);
   INFO(tr.output);
   REQUIRE(tr.status == 0);
 
@@ -66,8 +67,9 @@ TEST_CASE("eval --max-len: learned positions end at model.max_len; text data can
   TempDir t("lengen_learned");
   const std::string run = quoted(t.file("learned"));
   // max_len 16 covers training (10 symbols + <eos>, decoding 10 + 2)
-  const RunResult tr = run_qkv("train " + quoted(source_dir() + "/configs/variants/copy-learned.toml") +
-                               " --run-dir " + run + kTiny + " --model.max_len 16 --train.max_decode_extra 2");
+  const RunResult tr =
+      run_qkv("train " + quoted(source_dir() + "/configs/variants/copy-learned.toml") +
+              " --run-dir " + run + kTiny + " --model.max_len 16 --train.max_decode_extra 2");
   INFO(tr.output);
   REQUIRE(tr.status == 0);
   // up to model.max_len the table has rows (never trained ones): evaluated
@@ -78,8 +80,9 @@ TEST_CASE("eval --max-len: learned positions end at model.max_len; text data can
   CHECK(past.output.find("model.max_len") != std::string::npos);
 
   const std::string dates = quoted(t.file("dates"));
-  const RunResult td = run_qkv("train " + quoted(source_dir() + "/configs/dates.toml") +
-                               " --run-dir " + dates + kTiny + " --data.train_size 100 --train.max_steps 4");
+  const RunResult td =
+      run_qkv("train " + quoted(source_dir() + "/configs/dates.toml") + " --run-dir " + dates +
+              kTiny + " --data.train_size 100 --train.max_steps 4");
   INFO(td.output);
   REQUIRE(td.status == 0);
   const RunResult text = run_qkv("eval " + dates + " --max-len 40");

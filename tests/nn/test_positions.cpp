@@ -66,8 +66,10 @@ TEST_CASE("rope: each pair (2i, 2i+1) turns by position * 10000^(-2i/d)") {
   const Tensor rows = uniform({3, d}, -1, 1, g, DType::f64);
   const Tensor all = rotary(Var(rows), 4).data();
   for (int64_t r = 0; r < 3; ++r)
-    CHECK(max_abs_diff(all.select(0, r), rotary(Var(rows.narrow(0, r, 1)), 4 + r).data().select(0, 0)) < 1e-15);
-  CHECK_THROWS_WITH(rotary(Var(zeros({2, 5}))), Catch::Contains("(2, 5)") && Catch::Contains("even"));
+    CHECK(max_abs_diff(all.select(0, r),
+                       rotary(Var(rows.narrow(0, r, 1)), 4 + r).data().select(0, 0)) < 1e-15);
+  CHECK_THROWS_WITH(rotary(Var(zeros({2, 5}))),
+                    Catch::Contains("(2, 5)") && Catch::Contains("even"));
 }
 
 TEST_CASE("rope: q_i . k_j after rotation depends only on i - j (float64, several shifts)") {
@@ -90,11 +92,12 @@ TEST_CASE("rope: q_i . k_j after rotation depends only on i - j (float64, severa
   CHECK(std::abs(first[1] - first[0]) > 1e-3);
   CHECK(std::abs(first[-3] - first[3]) > 1e-3);
   // rotation keeps lengths
-  CHECK(dot(rotary(Var(q), 123).data(), rotary(Var(q), 123).data()) == Approx(dot(q, q)).epsilon(1e-13));
+  CHECK(dot(rotary(Var(q), 123).data(), rotary(Var(q), 123).data()) ==
+        Approx(dot(q, q)).epsilon(1e-13));
 }
 
 TEST_CASE("relative: offsets are clip(j - i, -K, K), shifted by the query offset") {
-  const Tensor idx = relative_offsets(3, 5, 0, 2);  // (3 * 5)
+  const Tensor idx = relative_offsets(3, 5, 0, 2);    // (3 * 5)
   const std::vector<int64_t> want = {2, 3, 4, 4, 4,   // i = 0: j - i = 0 1 2 3 4
                                      1, 2, 3, 4, 4,   // i = 1
                                      0, 1, 2, 3, 4};  // i = 2
@@ -143,8 +146,10 @@ TEST_CASE("relative and rope attention: weights depend on positions only through
         }
     }
     // positions matter for relative and rope; without them the weights are uniform
-    if (kind == PositionKind::none) CHECK(spread < 1e-12);
-    else CHECK(spread > 1e-3);
+    if (kind == PositionKind::none)
+      CHECK(spread < 1e-12);
+    else
+      CHECK(spread > 1e-3);
   }
 }
 
@@ -154,20 +159,23 @@ TEST_CASE("scaled_dot_product_attention: an additive bias, its gradient, and the
   // bias broadcast over the batch (1, H, n, m) and over everything but keys (m)
   for (const Shape& bs : {Shape{1, 2, 3, 4}, Shape{4}}) {
     INFO("bias " << shape_str(bs));
-    check_grad([&](Ins in) {
-                 return scaled_dot_product_attention(in[0], in[1], in[2], mask, std::nullopt,
-                                                     nullptr, 0.0, nullptr, in[3]);
-               },
-               {leaf({2, 2, 3, 5}, g), leaf({2, 2, 4, 5}, g), leaf({2, 2, 4, 3}, g), leaf(bs, g)});
+    check_grad(
+        [&](Ins in) {
+          return scaled_dot_product_attention(in[0], in[1], in[2], mask, std::nullopt, nullptr, 0.0,
+                                              nullptr, in[3]);
+        },
+        {leaf({2, 2, 3, 5}, g), leaf({2, 2, 4, 5}, g), leaf({2, 2, 4, 3}, g), leaf(bs, g)});
   }
   // a bias adds to the scores exactly: bias c on every score changes nothing, and a zero
   // bias (dense path) gives the fused kernel's result
   const Var q = leaf({2, 2, 3, 5}, g), k = leaf({2, 2, 4, 5}, g), v = leaf({2, 2, 4, 3}, g);
   const Tensor fused = scaled_dot_product_attention(q, k, v, mask).data();
-  const Tensor zero = scaled_dot_product_attention(q, k, v, mask, std::nullopt, nullptr, 0.0, nullptr,
-                                                   Var(zeros({1}, DType::f64))).data();
-  const Tensor shifted = scaled_dot_product_attention(q, k, v, mask, std::nullopt, nullptr, 0.0, nullptr,
-                                                      Var(full({1}, 3.0, DType::f64))).data();
+  const Tensor zero = scaled_dot_product_attention(q, k, v, mask, std::nullopt, nullptr, 0.0,
+                                                   nullptr, Var(zeros({1}, DType::f64)))
+                          .data();
+  const Tensor shifted = scaled_dot_product_attention(q, k, v, mask, std::nullopt, nullptr, 0.0,
+                                                      nullptr, Var(full({1}, 3.0, DType::f64)))
+                             .data();
   CHECK(rel_err(zero, fused) < 1e-13);
   CHECK(rel_err(shifted, fused) < 1e-13);
   // a large negative bias on one key works as a mask
@@ -175,8 +183,9 @@ TEST_CASE("scaled_dot_product_attention: an additive bias, its gradient, and the
   mb.narrow(0, 1, 1).fill_(-1e9);
   Tensor m2 = ones({4}, DType::b8);
   m2.narrow(0, 1, 1).fill_(0);
-  const Tensor by_bias = scaled_dot_product_attention(q, k, v, Tensor(), std::nullopt, nullptr, 0.0,
-                                                      nullptr, Var(mb)).data();
+  const Tensor by_bias =
+      scaled_dot_product_attention(q, k, v, Tensor(), std::nullopt, nullptr, 0.0, nullptr, Var(mb))
+          .data();
   CHECK(rel_err(by_bias, scaled_dot_product_attention(q, k, v, m2).data()) < 1e-12);
   CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, Tensor(), std::nullopt, nullptr, 0.0,
                                                  nullptr, Var(zeros({5}, DType::f64))),
@@ -197,11 +206,12 @@ TEST_CASE("gradcheck: rotary, relative bias, and attention / blocks with each po
     check_grad([&](Ins in) { return mha.forward(in[0], in[0], in[0], self_mask); },
                with_params({leaf({2, 4, 8}, g)}, mha));
     // a decoding step: one query at position 3 over 4 cached keys
-    check_grad([&](Ins in) {
-                 return mha.attend(in[0], mha.project_key(in[1]), mha.project_value(in[1]),
-                                   Tensor(), nullptr, 3);
-               },
-               with_params({leaf({2, 1, 8}, g), leaf({2, 4, 8}, g)}, mha));
+    check_grad(
+        [&](Ins in) {
+          return mha.attend(in[0], mha.project_key(in[1]), mha.project_value(in[1]), Tensor(),
+                            nullptr, 3);
+        },
+        with_params({leaf({2, 1, 8}, g), leaf({2, 4, 8}, g)}, mha));
 
     BlockConfig c;
     c.d_model = 4;
@@ -214,7 +224,8 @@ TEST_CASE("gradcheck: rotary, relative bias, and attention / blocks with each po
     enc.to(DType::f64);
     randomize_relative(enc, g);
     const Tensor pad = key_padding_mask(valid_mask({3, 2}, 3));
-    check_grad([&](Ins in) { return enc.forward(in[0], pad); }, with_params({leaf({2, 3, 4}, g)}, enc));
+    check_grad([&](Ins in) { return enc.forward(in[0], pad); },
+               with_params({leaf({2, 3, 4}, g)}, enc));
     TransformerDecoderBlock dec(c, g, nullptr);
     dec.to(DType::f64);
     randomize_relative(dec, g);

@@ -32,7 +32,8 @@ TEST_CASE("reference: relative bias and rope attention match PyTorch (float64)",
         v(randn({2, 2, 5, 4}, g, f), true), table(randn({2, 2 * clip + 1}, g, f), true);
     // queries at positions 2..4 over keys 0..4, causal, plus padding of the second sequence
     const Tensor mask = combine_masks(causal_mask(3, 5), key_padding_mask(valid_mask({5, 4}, 5)))
-                            .expand({2, 2, 3, 5}).contiguous();
+                            .expand({2, 2, 3, 5})
+                            .contiguous();
     Var out;
     std::vector<Var> wrt = {q, k, v};
     if (kind == "rope") {
@@ -44,15 +45,18 @@ TEST_CASE("reference: relative bias and rope attention match PyTorch (float64)",
     }
     const Tensor R = randn(out.shape(), g, f);
     const std::vector<Tensor> grads = ag::grad({out}, {R}, wrt);
-    NamedTensors files = {{"q", q.data()}, {"k", k.data()}, {"v", v.data()}, {"mask", mask}, {"R", R}};
+    NamedTensors files = {
+        {"q", q.data()}, {"k", k.data()}, {"v", v.data()}, {"mask", mask}, {"R", R}};
     if (kind == "relative") files.push_back({"table", table.data()});
     const nlohmann::json config = {{"kind", kind}, {"q_offset", q_offset}, {"clip", clip}};
     save_safetensors(dir.file(kind + ".in.safetensors"), files, {{"config", config.dump()}});
-    ours[kind] = {{"out", out.data()}, {"grad.q", grads[0]}, {"grad.k", grads[1]}, {"grad.v", grads[2]}};
+    ours[kind] = {
+        {"out", out.data()}, {"grad.q", grads[0]}, {"grad.k", grads[1]}, {"grad.v", grads[2]}};
     if (kind == "relative") ours[kind]["grad.table"] = grads[3];
   }
   const std::string log = dir.file("python.log");
-  const std::string cmd = "/usr/bin/python3 '" + script + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
+  const std::string cmd =
+      "/usr/bin/python3 '" + script + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   std::stringstream text;
   text << std::ifstream(log).rdbuf();
