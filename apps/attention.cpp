@@ -1,5 +1,5 @@
-// qkv attention DIR TEXT --out map.png [--kind self|decoder-self|cross] [--layer L] [--head H|mean]:
-// runs a trained model on one input and draws one attention matrix as a labelled heatmap.
+// qkv attention DIR TEXT --out map.png [--kind self|decoder-self|cross] [--layer L] [--head
+// H|mean]: runs a trained model on one input and draws one attention matrix as a labelled heatmap.
 #include <algorithm>
 #include <cstdio>
 
@@ -55,14 +55,14 @@ int cmd_attention(const AttentionArgs& a) {
     model.forward(row_of(src), row_of(tgt_in), sv, tv, &maps);
     m.train(was);
   }
-  const std::vector<ag::Var>& list = a.kind == "self" ? maps.encoder_self
+  const std::vector<ag::Var>& list = a.kind == "self"    ? maps.encoder_self
                                      : a.kind == "cross" ? maps.decoder_cross
                                                          : maps.decoder_self;
   const int64_t layers = static_cast<int64_t>(list.size());
   QKV_CHECK(layers > 0, "attention", "the model has no ", a.kind, "-attention layers");
   const int64_t layer = a.layer == 0 ? layers : a.layer;
-  QKV_CHECK(layer >= 1 && layer <= layers, "attention", "--layer must be in 1..", layers, " (", a.kind,
-            "-attention layers of this model), got ", a.layer);
+  QKV_CHECK(layer >= 1 && layer <= layers, "attention", "--layer must be in 1..", layers, " (",
+            a.kind, "-attention layers of this model), got ", a.layer);
   const Tensor w = list[layer - 1].data().to(DType::f64).select(0, 0);  // (h, n, m)
   const int64_t heads = w.size(0);
   Tensor mat;
@@ -79,7 +79,8 @@ int cmd_attention(const AttentionArgs& a) {
     } catch (const std::exception&) {
       h = 0;
     }
-    QKV_CHECK(h >= 1 && h <= heads, "attention", "--head must be mean or a head in 1..", heads, ", got '", a.head, "'");
+    QKV_CHECK(h >= 1 && h <= heads, "attention", "--head must be mean or a head in 1..", heads,
+              ", got '", a.head, "'");
     mat = w.select(0, h - 1);
     head_text = "head " + std::to_string(h) + " of " + std::to_string(heads);
   }
@@ -91,7 +92,8 @@ int cmd_attention(const AttentionArgs& a) {
   hm.cols = mat.size(1);
   hm.values = to_vector<double>(mat.contiguous());
   hm.cell = a.cell;
-  const std::string where = "layer " + std::to_string(layer) + "/" + std::to_string(layers) + ", " + head_text;
+  const std::string where =
+      "layer " + std::to_string(layer) + "/" + std::to_string(layers) + ", " + head_text;
   if (a.kind == "self") {
     hm.title = "encoder self-attention, " + where;
     hm.row_labels = hm.col_labels = src_tok;
@@ -119,8 +121,9 @@ int cmd_attention(const AttentionArgs& a) {
     for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
   else
     shown = data::detokenize(toks);
-  std::printf("output: %s\nwrote %s (%d x %d): %s, %lld x %lld\n", shown.c_str(), a.out.c_str(), l.width,
-              l.height, hm.title.c_str(), static_cast<long long>(hm.rows), static_cast<long long>(hm.cols));
+  std::printf("output: %s\nwrote %s (%d x %d): %s, %lld x %lld\n", shown.c_str(), a.out.c_str(),
+              l.width, l.height, hm.title.c_str(), static_cast<long long>(hm.rows),
+              static_cast<long long>(hm.cols));
   return 0;
 }
 

@@ -10,7 +10,7 @@ std::vector<double> attention_entropy(const std::vector<ag::Var>& maps) {
   for (const ag::Var& a : maps) {
     const Tensor p = a.data().to(DType::f64);
     const Tensor plogp = where(gt(p, 0.0), mul(p, log(maximum(p, 1e-300))), zeros({}, DType::f64));
-    const Tensor h = neg(sum(plogp, {-1}));    // (B, h, n)
+    const Tensor h = neg(sum(plogp, {-1}));     // (B, h, n)
     const Tensor live = gt(sum(p, {-1}), 0.5);  // rows that attend somewhere
     const double n = sum(live.to(DType::f64)).item();
     out.push_back(n > 0 ? sum(where(live, h, zeros({}, DType::f64))).item() / n : 0.0);
@@ -25,8 +25,8 @@ double softmax_jacobian_norm(const double* p, int64_t m) {
 }
 
 RowStats row_stats(const Tensor& probs, double threshold) {
-  QKV_CHECK(probs.dim() == 2 && probs.size(0) > 0, "row_stats", "expects (R, m) probabilities, got ",
-            probs.shape());
+  QKV_CHECK(probs.dim() == 2 && probs.size(0) > 0, "row_stats",
+            "expects (R, m) probabilities, got ", probs.shape());
   const Tensor p = probs.to(DType::f64).contiguous();
   const int64_t r = p.size(0), m = p.size(1);
   const double* d = p.data<double>();

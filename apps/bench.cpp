@@ -15,9 +15,9 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cblas.h>
 #include <algorithm>
 #include <chrono>
-#include <cblas.h>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -76,8 +76,8 @@ double train_flops(const BenchModel& m) {
   const double attn_self = 4 * 2 * B * L * d * d + 2 * 2 * B * L * L * d;
   if (!m.seq2seq) return 3 * attn_self;
   const double ffn = 2 * 2 * B * L * d * f;
-  const double fwd = m.enc_layers * (attn_self + ffn) +
-                     m.dec_layers * (2 * attn_self + ffn) + 2 * B * L * d * V;
+  const double fwd =
+      m.enc_layers * (attn_self + ffn) + m.dec_layers * (2 * attn_self + ffn) + 2 * B * L * d * V;
   return 3 * fwd;
 }
 
@@ -88,8 +88,10 @@ double tokens_per_step(const BenchModel& m) {
 // The child: one model, in this process, timed; one JSON object on stdout. data_parallel:
 // this process is one rank of mpirun and trains on its rows of the global batch.
 json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
-  QKV_CHECK(!data_parallel || m.seq2seq, "bench", "--data-parallel needs a Seq2Seq model (tiny, "
-            "small, annotated), not ", m.name);
+  QKV_CHECK(!data_parallel || m.seq2seq, "bench",
+            "--data-parallel needs a Seq2Seq model (tiny, "
+            "small, annotated), not ",
+            m.name);
   const int64_t ranks = data_parallel ? dist::size() : 1, rank = data_parallel ? dist::rank() : 0;
   QKV_CHECK(m.batch >= ranks, "bench", m.name, ": a batch of ", m.batch, " rows cannot feed ",
             ranks, " ranks");
@@ -193,8 +195,8 @@ double sgemm_peak_gflops() {
   double best = 0;
   for (int i = 0; i < 8; ++i) {
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
-                n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, 2.0 * n * n * n / s / 1e9);
   }
@@ -206,11 +208,14 @@ double sgemm_peak_gflops() {
 int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
   QKV_CHECK(dist::compiled_with_mpi(), "bench", "--scaling needs qkv built with MPI (QKV_MPI=ON)");
   QKV_CHECK(dist::size() == 1, "bench", "--scaling starts mpirun itself; run it without mpirun");
-  QKV_CHECK(a.threads >= 2 && a.threads % 2 == 0, "bench", "--scaling splits --threads between 2 "
-            "processes: give an even number >= 2, got ", a.threads);
+  QKV_CHECK(a.threads >= 2 && a.threads % 2 == 0, "bench",
+            "--scaling splits --threads between 2 "
+            "processes: give an even number >= 2, got ",
+            a.threads);
   const std::string self = shell_quote(self_exe());
   // Root in a container needs --allow-run-as-root; no binding, as the N=1 run is unbound.
-  const std::string mpirun = std::string("mpirun") + (::geteuid() == 0 ? " --allow-run-as-root" : "") +
+  const std::string mpirun = std::string("mpirun") +
+                             (::geteuid() == 0 ? " --allow-run-as-root" : "") +
                              " --oversubscribe --bind-to none -np 2 ";
   const std::string env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
   auto args = [&](const std::string& n, int threads) {
@@ -229,44 +234,52 @@ int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
       reduce_ms[n].push_back(j2["allreduce_ms_per_step"].get<double>());
       alone_ms[n].push_back(j2["allreduce_alone_ms"].get<double>());
       if (!a.json)
-        std::fprintf(stderr, "round %d/%d %s: N=1 %.2f ms, N=2 %.2f ms (allreduce %.2f ms in a step, "
-                     "%.2f ms alone)\n", r + 1, a.repeats, n.c_str(), one[n].back(), two[n].back(),
-                     reduce_ms[n].back(), alone_ms[n].back());
+        std::fprintf(stderr,
+                     "round %d/%d %s: N=1 %.2f ms, N=2 %.2f ms (allreduce %.2f ms in a step, "
+                     "%.2f ms alone)\n",
+                     r + 1, a.repeats, n.c_str(), one[n].back(), two[n].back(), reduce_ms[n].back(),
+                     alone_ms[n].back());
     }
   }
   json result;
-  result["machine"] = {{"cpu", cpu_model()}, {"cores", omp_get_num_procs()},
-                       {"load_average_before", load_before}, {"load_average_after", load_average()}};
+  result["machine"] = {{"cpu", cpu_model()},
+                       {"cores", omp_get_num_procs()},
+                       {"load_average_before", load_before},
+                       {"load_average_after", load_average()}};
   result["threads_total"] = a.threads;
   result["repeats"] = a.repeats;
   result["models"] = json::array();
   for (const std::string& n : names) {
     const double t1 = median(one[n]), t2 = median(two[n]);
-    result["models"].push_back({{"model", n}, {"global_batch", find_model(n).batch},
-                                {"n1_ms_per_step", t1}, {"n2_ms_per_step", t2},
-                                {"efficiency", t1 / t2}, {"n2_allreduce_ms_per_step", median(reduce_ms[n])},
+    result["models"].push_back({{"model", n},
+                                {"global_batch", find_model(n).batch},
+                                {"n1_ms_per_step", t1},
+                                {"n2_ms_per_step", t2},
+                                {"efficiency", t1 / t2},
+                                {"n2_allreduce_ms_per_step", median(reduce_ms[n])},
                                 {"n2_allreduce_alone_ms", median(alone_ms[n])},
-                                {"n1_runs_ms", one[n]}, {"n2_runs_ms", two[n]}});
+                                {"n1_runs_ms", one[n]},
+                                {"n2_runs_ms", two[n]}});
   }
   if (a.json) {
     std::printf("%s\n", result.dump(2).c_str());
     return 0;
   }
-  std::printf("%s, %d cores; load %.2f -> %.2f; median of %d rounds; the same global batch and "
-              "%d threads in total on both sides\n\n",
-              cpu_model().c_str(), omp_get_num_procs(), load_before, load_average(), a.repeats,
-              a.threads);
-  std::printf("| model | global batch | N=1 x %d threads ms/step | N=2 x %d thread%s ms/step | "
-              "efficiency | N=2 allreduce ms in a step | N=2 allreduce ms alone |\n",
-              a.threads, a.threads / 2, a.threads / 2 == 1 ? "" : "s");
+  std::printf(
+      "%s, %d cores; load %.2f -> %.2f; median of %d rounds; the same global batch and "
+      "%d threads in total on both sides\n\n",
+      cpu_model().c_str(), omp_get_num_procs(), load_before, load_average(), a.repeats, a.threads);
+  std::printf(
+      "| model | global batch | N=1 x %d threads ms/step | N=2 x %d thread%s ms/step | "
+      "efficiency | N=2 allreduce ms in a step | N=2 allreduce ms alone |\n",
+      a.threads, a.threads / 2, a.threads / 2 == 1 ? "" : "s");
   std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
   for (const json& e : result["models"])
-    std::printf("| %s | %lld | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-                e["model"].get<std::string>().c_str(),
-                static_cast<long long>(e["global_batch"].get<int64_t>()),
-                e["n1_ms_per_step"].get<double>(), e["n2_ms_per_step"].get<double>(),
-                e["efficiency"].get<double>(), e["n2_allreduce_ms_per_step"].get<double>(),
-                e["n2_allreduce_alone_ms"].get<double>());
+    std::printf(
+        "| %s | %lld | %.2f | %.2f | %.2f | %.2f | %.2f |\n", e["model"].get<std::string>().c_str(),
+        static_cast<long long>(e["global_batch"].get<int64_t>()), e["n1_ms_per_step"].get<double>(),
+        e["n2_ms_per_step"].get<double>(), e["efficiency"].get<double>(),
+        e["n2_allreduce_ms_per_step"].get<double>(), e["n2_allreduce_alone_ms"].get<double>());
   return 0;
 }
 
@@ -291,13 +304,14 @@ int cmd_bench(const BenchArgs& a) {
       if (a.child || a.json) {
         std::printf("%s\n", j.dump().c_str());
       } else {
-        std::printf("%s: %.2f ms/step, %d process(es) x %d thread(s), global batch %lld; gradient "
-                    "allreduce %.2f ms in a step (%lld buckets), %.2f ms alone\n",
-                    n.c_str(), j["ms_per_step"].get<double>(), j["ranks"].get<int>(),
-                    j["threads"].get<int>(), static_cast<long long>(j["global_batch"].get<int64_t>()),
-                    j["allreduce_ms_per_step"].get<double>(),
-                    static_cast<long long>(j["allreduce_buckets"].get<int64_t>()),
-                    j["allreduce_alone_ms"].get<double>());
+        std::printf(
+            "%s: %.2f ms/step, %d process(es) x %d thread(s), global batch %lld; gradient "
+            "allreduce %.2f ms in a step (%lld buckets), %.2f ms alone\n",
+            n.c_str(), j["ms_per_step"].get<double>(), j["ranks"].get<int>(),
+            j["threads"].get<int>(), static_cast<long long>(j["global_batch"].get<int64_t>()),
+            j["allreduce_ms_per_step"].get<double>(),
+            static_cast<long long>(j["allreduce_buckets"].get<int64_t>()),
+            j["allreduce_alone_ms"].get<double>());
       }
       std::fflush(stdout);
     }
@@ -321,12 +335,14 @@ int cmd_bench(const BenchArgs& a) {
                                  " --min-seconds " + std::to_string(a.min_seconds);
       qkv_runs[n].push_back(run_child(env + self + " bench --child" + common));
       if (a.compare)
-        torch_runs[n].push_back(run_child(env + "/usr/bin/python3 " + shell_quote(script) + common));
+        torch_runs[n].push_back(
+            run_child(env + "/usr/bin/python3 " + shell_quote(script) + common));
       if (!a.json) {
         std::fprintf(stderr, "round %d/%d %s: qkv %.2f ms", r + 1, a.repeats, n.c_str(),
                      qkv_runs[n].back()["ms_per_step"].get<double>());
         if (a.compare)
-          std::fprintf(stderr, ", torch %.2f ms", torch_runs[n].back()["ms_per_step"].get<double>());
+          std::fprintf(stderr, ", torch %.2f ms",
+                       torch_runs[n].back()["ms_per_step"].get<double>());
         std::fprintf(stderr, "\n");
       }
     }
@@ -378,14 +394,15 @@ int cmd_bench(const BenchArgs& a) {
     std::printf("%s\n", result.dump(2).c_str());
     return 0;
   }
-  std::printf("%s, %d cores, %d threads%s; sgemm peak %.1f GFLOP/s; load %.2f -> %.2f; "
-              "median of %d rounds\n\n",
-              cpu_model().c_str(), omp_get_num_procs(), threads,
-              a.passive ? " (OMP_WAIT_POLICY=passive)" : "", peak, load_before, load_average(),
-              a.repeats);
+  std::printf(
+      "%s, %d cores, %d threads%s; sgemm peak %.1f GFLOP/s; load %.2f -> %.2f; "
+      "median of %d rounds\n\n",
+      cpu_model().c_str(), omp_get_num_procs(), threads,
+      a.passive ? " (OMP_WAIT_POLICY=passive)" : "", peak, load_before, load_average(), a.repeats);
   if (a.compare) {
-    std::printf("| model | qkv ms/step | torch ms/step | qkv/torch | qkv tokens/s | qkv GFLOP/s | "
-                "qkv %% sgemm peak | torch %% sgemm peak | qkv peak MB | torch peak MB |\n");
+    std::printf(
+        "| model | qkv ms/step | torch ms/step | qkv/torch | qkv tokens/s | qkv GFLOP/s | "
+        "qkv %% sgemm peak | torch %% sgemm peak | qkv peak MB | torch peak MB |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   } else {
     std::printf("| model | ms/step | tokens/s | GFLOP/s | %% sgemm peak | peak MB |\n");

@@ -39,12 +39,12 @@ struct BenchArgs {
   std::vector<std::string> models;  // empty: all (tiny, small, annotated, attention-4096)
   int threads = 2;
   bool json = false;
-  bool compare = false;     // also run the PyTorch reference, side by side
-  int repeats = 3;          // rounds; each side's result is the median over rounds
-  double min_seconds = 2.0; // timed steps per process: at least this long (and >= 5 steps)
-  std::string reference;    // the reference script (default: apps/bench_reference.py)
-  bool passive = false;     // OMP_WAIT_POLICY=passive for both sides (busy machines)
-  bool child = false;       // internal: run the models in this process, print JSON lines
+  bool compare = false;      // also run the PyTorch reference, side by side
+  int repeats = 3;           // rounds; each side's result is the median over rounds
+  double min_seconds = 2.0;  // timed steps per process: at least this long (and >= 5 steps)
+  std::string reference;     // the reference script (default: apps/bench_reference.py)
+  bool passive = false;      // OMP_WAIT_POLICY=passive for both sides (busy machines)
+  bool child = false;        // internal: run the models in this process, print JSON lines
   // --attention-sweep: time and memory of attention variants against n (bench_sweep.cpp)
   bool attention_sweep = false;
   int64_t max_n = 8192;                        // n = 256, 512, ..., max_n
@@ -70,13 +70,13 @@ int cmd_gradcheck(const GradcheckArgs& a);  // gradcheck.cpp
 
 struct SaturationArgs {
   std::string out = "saturation";
-  std::vector<int64_t> d_k;  // empty: 4, 8, ..., 1024
-  int64_t keys = 10;         // m, keys per softmax row
-  int64_t samples = 20000;   // q.k pairs for the variance
-  int64_t rows = 2000;       // softmax rows per d_k
-  int64_t batch = 8;         // sequences through MultiHeadAttention for the gradient norms
-  int64_t example_d_k = 256; // the bar chart's row
-  int64_t train_steps = 120; // copy-task steps per scale (0: no training)
+  std::vector<int64_t> d_k;   // empty: 4, 8, ..., 1024
+  int64_t keys = 10;          // m, keys per softmax row
+  int64_t samples = 20000;    // q.k pairs for the variance
+  int64_t rows = 2000;        // softmax rows per d_k
+  int64_t batch = 8;          // sequences through MultiHeadAttention for the gradient norms
+  int64_t example_d_k = 256;  // the bar chart's row
+  int64_t train_steps = 120;  // copy-task steps per scale (0: no training)
   int64_t train_d_model = 256, train_heads = 1, train_batch = 32;
   uint64_t seed = 1;
   int threads = 0;

@@ -20,7 +20,8 @@ struct Reader {
     return &j.at(k);
   }
   [[noreturn]] void wrong(const char* k, const char* want, const ojson& v) const {
-    throw Error(key(k) + ": expected " + want + ", got " + std::string(v.type_name()) + " " + v.dump());
+    throw Error(key(k) + ": expected " + want + ", got " + std::string(v.type_name()) + " " +
+                v.dump());
   }
   void operator()(const char* k, int64_t& out) {
     if (const ojson* v = find(k)) {
@@ -62,7 +63,8 @@ struct Reader {
     for (auto it = j.begin(); it != j.end(); ++it)
       if (!used.count(it.key())) {
         if (section.empty() && it.value().is_object())
-          throw Error("[" + it.key() + "]: unknown section (expected model, data, train, optim, checkpoint)");
+          throw Error("[" + it.key() +
+                      "]: unknown section (expected model, data, train, optim, checkpoint)");
         throw Error(key(it.key().c_str()) + ": unknown key");
       }
   }
@@ -72,7 +74,9 @@ struct Reader {
 struct Writer {
   ojson j = ojson::object();
   template <class T>
-  void operator()(const char* k, const T& v) { j[k] = v; }
+  void operator()(const char* k, const T& v) {
+    j[k] = v;
+  }
 };
 
 // The field lists: one place names each key, for reading and for writing.
@@ -166,7 +170,8 @@ void checkpoint_fields(V& v, C& c) {
 }  // namespace
 
 void RunConfig::validate() const {
-  if (threads < 0) throw Error("threads: must be >= 0 (0: all cores), got " + std::to_string(threads));
+  if (threads < 0)
+    throw Error("threads: must be >= 0 (0: all cores), got " + std::to_string(threads));
   nn::ModelConfig m = model;
   m.src_vocab = m.tgt_vocab = 1;  // known only once the data is loaded
   m.validate();
@@ -174,9 +179,11 @@ void RunConfig::validate() const {
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) throw Error(msg);
   };
-  need(train.epochs >= 1 || train.max_steps >= 1, "train.epochs: must be >= 1 (or set train.max_steps)");
+  need(train.epochs >= 1 || train.max_steps >= 1,
+       "train.epochs: must be >= 1 (or set train.max_steps)");
   need(train.max_steps >= 0, "train.max_steps: must be >= 0");
-  need(train.label_smoothing >= 0 && train.label_smoothing < 1, "train.label_smoothing: must be in [0, 1)");
+  need(train.label_smoothing >= 0 && train.label_smoothing < 1,
+       "train.label_smoothing: must be in [0, 1)");
   need(train.log_every >= 1, "train.log_every: must be >= 1");
   need(train.eval_every >= 0, "train.eval_every: must be >= 0");
   need(train.eval_examples >= 0, "train.eval_examples: must be >= 0");
@@ -197,8 +204,8 @@ std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std:
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    const bool dotted = a.rfind("--", 0) == 0 && a.find('.') != std::string::npos &&
-                        a.find('.') < a.find('=');
+    const bool dotted =
+        a.rfind("--", 0) == 0 && a.find('.') != std::string::npos && a.find('.') < a.find('=');
     const bool top = a == "--seed" || a == "--threads" || a.rfind("--seed=", 0) == 0 ||
                      a.rfind("--threads=", 0) == 0;
     if (!dotted && !top) {
@@ -229,7 +236,8 @@ RunConfig config_from_toml(const TomlDoc& doc_in,
     } else {
       const std::string sec = key.substr(0, dot), k = key.substr(dot + 1);
       if (!doc.root.contains(sec)) doc.root[sec] = ojson::object();
-      if (!doc.root[sec].is_object()) throw Error("command line: --" + key + ": " + sec + " is not a section");
+      if (!doc.root[sec].is_object())
+        throw Error("command line: --" + key + ": " + sec + " is not a section");
       doc.root[sec][k] = v;
     }
     from_cli.insert(key);

@@ -23,20 +23,20 @@ namespace qkv::app {
 
 struct TrainOptions {
   int64_t epochs = 10;
-  int64_t max_steps = 0;         // > 0: stop after this many steps even mid-epoch
+  int64_t max_steps = 0;  // > 0: stop after this many steps even mid-epoch
   double label_smoothing = 0.0;
-  int64_t log_every = 50;        // steps between log lines / metrics records
-  int64_t eval_every = 0;        // steps between validations (0: once per epoch)
-  int64_t eval_examples = 0;     // validate on at most this many examples (0: all)
+  int64_t log_every = 50;         // steps between log lines / metrics records
+  int64_t eval_every = 0;         // steps between validations (0: once per epoch)
+  int64_t eval_examples = 0;      // validate on at most this many examples (0: all)
   int64_t max_decode_extra = 10;  // greedy decoding stops at source length + this
-  int64_t early_stopping = 0;    // stop after this many validations without improvement (0: off)
+  int64_t early_stopping = 0;     // stop after this many validations without improvement (0: off)
   bool log_attention_entropy = false;  // log mean attention entropy per layer
-  bool skip_nonfinite = false;   // skip a step whose loss is NaN/Inf instead of stopping
+  bool skip_nonfinite = false;         // skip a step whose loss is NaN/Inf instead of stopping
 };
 
 struct CheckpointOptions {
-  int64_t every = 0;   // steps between checkpoints (0: at each validation)
-  int64_t keep = 2;    // most recent checkpoints kept (the best is kept as well)
+  int64_t every = 0;  // steps between checkpoints (0: at each validation)
+  int64_t keep = 2;   // most recent checkpoints kept (the best is kept as well)
 };
 
 struct RunConfig {

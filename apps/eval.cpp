@@ -34,9 +34,11 @@ void check_learned(const LoadedRun& r, const data::Dataset& ds) {
   if (r.config.model.position != "learned") return;
   int64_t need = 0;
   for (const auto& e : ds.examples) {
-    const int64_t src = static_cast<int64_t>(e.src.size()), tgt = static_cast<int64_t>(e.tgt.size());
+    const int64_t src = static_cast<int64_t>(e.src.size()),
+                  tgt = static_cast<int64_t>(e.tgt.size());
     need = std::max({need, src, r.data.framing.target_len(tgt)});
-    if (r.data.framing.eos >= 0) need = std::max(need, std::max(src, tgt) + r.config.train.max_decode_extra);
+    if (r.data.framing.eos >= 0)
+      need = std::max(need, std::max(src, tgt) + r.config.train.max_decode_extra);
   }
   if (need > r.config.model.max_len)
     throw Error("model.max_len: learned positions cover " + std::to_string(r.config.model.max_len) +
@@ -52,8 +54,8 @@ int cmd_eval(const EvalArgs& a) {
   if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
   const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
   if (a.max_len > 0) regenerate(r, lo, a.max_len);
-  const data::Dataset* ds = a.split == "valid" ? &r.data.valid
-                            : a.split == "test" ? &r.data.test
+  const data::Dataset* ds = a.split == "valid"   ? &r.data.valid
+                            : a.split == "test"  ? &r.data.test
                             : a.split == "train" ? &r.data.train
                                                  : nullptr;
   QKV_CHECK(ds, "eval", "--split must be valid, test or train, got '", a.split, "'");
@@ -61,8 +63,10 @@ int cmd_eval(const EvalArgs& a) {
   const Metrics m = evaluate(*r.model, *ds, r.data.framing, r.config.data.batch_size,
                              r.config.train.max_decode_extra);
   if (a.json) {
-    nlohmann::json j = {{"loss", m.loss}, {"token_accuracy", m.token_accuracy},
-                        {"exact_match", m.exact_match}, {"examples", m.examples}};
+    nlohmann::json j = {{"loss", m.loss},
+                        {"token_accuracy", m.token_accuracy},
+                        {"exact_match", m.exact_match},
+                        {"examples", m.examples}};
     if (a.max_len > 0) {  // the regenerated split: its lengths and target tokens (with <eos>)
       j["min_len"] = lo;
       j["max_len"] = a.max_len;
@@ -73,7 +77,8 @@ int cmd_eval(const EvalArgs& a) {
     std::printf("%s (%s, %s split, %lld examples", a.run_dir.c_str(), r.checkpoint.c_str(),
                 a.split.c_str(), static_cast<long long>(m.examples));
     if (a.max_len > 0)
-      std::printf(", lengths %lld..%lld", static_cast<long long>(lo), static_cast<long long>(a.max_len));
+      std::printf(", lengths %lld..%lld", static_cast<long long>(lo),
+                  static_cast<long long>(a.max_len));
     std::printf(")\n");
     std::printf("  loss            %.4f\n  token accuracy  %.4f\n  exact match     %.4f\n", m.loss,
                 m.token_accuracy, m.exact_match);

@@ -36,7 +36,8 @@ int cmd_gradcheck(const GradcheckArgs& a) {
   }
   if (!a.config.empty()) {
     const RunConfig cfg = load_config(a.config);
-    const std::vector<GradcheckRow> r = run_gradcheck("config:" + cfg.name, model_gradcheck_problem(cfg.model, opt));
+    const std::vector<GradcheckRow> r =
+        run_gradcheck("config:" + cfg.name, model_gradcheck_problem(cfg.model, opt));
     rows.insert(rows.end(), r.begin(), r.end());
   }
 
@@ -45,19 +46,27 @@ int cmd_gradcheck(const GradcheckArgs& a) {
   for (const GradcheckRow& r : rows)
     if (!r.passed) passed = false, ++failures;
   if (a.json) {
-    nlohmann::ordered_json j = {{"passed", passed}, {"mask", a.mask}, {"scale", a.scale},
-                                {"seed", a.seed}, {"results", nlohmann::ordered_json::array()}};
+    nlohmann::ordered_json j = {{"passed", passed},
+                                {"mask", a.mask},
+                                {"scale", a.scale},
+                                {"seed", a.seed},
+                                {"results", nlohmann::ordered_json::array()}};
     for (const GradcheckRow& r : rows)
-      j["results"].push_back({{"layer", r.layer}, {"tensor", r.tensor}, {"checked", r.checked},
-                              {"directional", r.directional}, {"max_abs_err", r.max_abs_err},
-                              {"max_rel_err", r.max_rel_err}, {"passed", r.passed}});
+      j["results"].push_back({{"layer", r.layer},
+                              {"tensor", r.tensor},
+                              {"checked", r.checked},
+                              {"directional", r.directional},
+                              {"max_abs_err", r.max_abs_err},
+                              {"max_rel_err", r.max_rel_err},
+                              {"passed", r.passed}});
     std::cout << j.dump(2) << std::endl;
   } else {
     size_t lw = 5, tw = 6;
-    for (const GradcheckRow& r : rows) lw = std::max(lw, r.layer.size()), tw = std::max(tw, r.tensor.size());
+    for (const GradcheckRow& r : rows)
+      lw = std::max(lw, r.layer.size()), tw = std::max(tw, r.tensor.size());
     const int L = static_cast<int>(lw), T = static_cast<int>(tw);
-    std::printf("%-*s  %-*s  %10s  %12s  %12s  %s\n", L, "layer", T, "tensor", "checked", "max abs err",
-                "max rel err", "result");
+    std::printf("%-*s  %-*s  %10s  %12s  %12s  %s\n", L, "layer", T, "tensor", "checked",
+                "max abs err", "max rel err", "result");
     for (const GradcheckRow& r : rows) {
       const std::string checked = std::to_string(r.checked) + (r.directional ? " dir" : "");
       std::printf("%-*s  %-*s  %10s  %12.3g  %12.3g  %s\n", L, r.layer.c_str(), T, r.tensor.c_str(),

@@ -48,7 +48,8 @@ Tensor valid_mask(const std::vector<int64_t>& lens, int64_t n) {
 Tensor attention_mask(MaskKind k, int64_t n, int64_t m, int64_t short_len) {
   Tensor mask;
   if (has_causal(k)) mask = nn::causal_mask(n, m);
-  if (has_padding(k)) mask = nn::combine_masks(mask, nn::key_padding_mask(valid_mask({m, short_len}, m)));
+  if (has_padding(k))
+    mask = nn::combine_masks(mask, nn::key_padding_mask(valid_mask({m, short_len}, m)));
   return mask;
 }
 
@@ -100,7 +101,8 @@ nn::BlockConfig tiny_block(bool norm_first, nn::Scale scale) {
 
 GradcheckProblem encoder_block(const LayerCheckOptions& o, bool nf) {
   Generator g(o.seed);
-  auto enc = prepare(std::make_shared<nn::TransformerEncoderBlock>(tiny_block(nf, o.scale), g, nullptr), g);
+  auto enc = prepare(
+      std::make_shared<nn::TransformerEncoderBlock>(tiny_block(nf, o.scale), g, nullptr), g);
   const Tensor mask = attention_mask(o.mask, 3, 3, 2);
   return with_params([enc, mask](Ins in) { return enc->forward(in[0], mask); },
                      {leaf({2, 3, 6}, g).set_name("x")}, enc, "");
@@ -108,11 +110,15 @@ GradcheckProblem encoder_block(const LayerCheckOptions& o, bool nf) {
 
 GradcheckProblem decoder_block(const LayerCheckOptions& o, bool nf) {
   Generator g(o.seed);
-  auto dec = prepare(std::make_shared<nn::TransformerDecoderBlock>(tiny_block(nf, o.scale), g, nullptr), g);
+  auto dec = prepare(
+      std::make_shared<nn::TransformerDecoderBlock>(tiny_block(nf, o.scale), g, nullptr), g);
   const Tensor self_mask = attention_mask(o.mask, 3, 3, 2);
-  const Tensor cross_mask = has_padding(o.mask) ? nn::key_padding_mask(valid_mask({4, 2}, 4)) : Tensor();
+  const Tensor cross_mask =
+      has_padding(o.mask) ? nn::key_padding_mask(valid_mask({4, 2}, 4)) : Tensor();
   return with_params(
-      [dec, self_mask, cross_mask](Ins in) { return dec->forward(in[0], in[1], self_mask, cross_mask); },
+      [dec, self_mask, cross_mask](Ins in) {
+        return dec->forward(in[0], in[1], self_mask, cross_mask);
+      },
       {leaf({2, 3, 6}, g).set_name("x"), leaf({2, 4, 6}, g).set_name("memory")}, dec, "");
 }
 
@@ -137,41 +143,53 @@ Var wrong_square(const Var& x) {
 
 std::vector<GradcheckLayer> make_layers() {
   std::vector<GradcheckLayer> L;
-  L.push_back({"linear", "Linear(4, 3) with bias on x (2, 5, 4)", false, [](const LayerCheckOptions& o) {
-                 Generator g(o.seed);
-                 auto m = prepare(std::make_shared<nn::Linear>(4, 3, g), g);
-                 return with_params([m](Ins in) { return m->forward(in[0]); }, {leaf({2, 5, 4}, g).set_name("x")}, m, "");
-               }});
+  L.push_back(
+      {"linear", "Linear(4, 3) with bias on x (2, 5, 4)", false, [](const LayerCheckOptions& o) {
+         Generator g(o.seed);
+         auto m = prepare(std::make_shared<nn::Linear>(4, 3, g), g);
+         return with_params([m](Ins in) { return m->forward(in[0]); },
+                            {leaf({2, 5, 4}, g).set_name("x")}, m, "");
+       }});
   for (bool scaled : {false, true})
-    L.push_back({scaled ? "embedding_scaled" : "embedding",
-                 scaled ? "Embedding(5, 3) times sqrt(3), repeated ids" : "Embedding(5, 3), repeated ids", false,
-                 [scaled](const LayerCheckOptions& o) {
-                   Generator g(o.seed);
-                   auto m = prepare(std::make_shared<nn::Embedding>(5, 3, g, scaled), g);
-                   const Tensor ids = from_vector<int64_t>({0, 4, 4, 2, 0, 1}, {2, 3});
-                   return with_params([m, ids](Ins) { return m->forward(ids); }, {}, m, "");
-                 }});
-  L.push_back({"layernorm", "LayerNorm(5, eps 1e-3) on x (2, 3, 5)", false, [](const LayerCheckOptions& o) {
-                 Generator g(o.seed);
-                 auto m = prepare(std::make_shared<nn::LayerNorm>(5, 1e-3), g);
-                 return with_params([m](Ins in) { return m->forward(in[0]); }, {leaf({2, 3, 5}, g).set_name("x")}, m, "");
-               }});
+    L.push_back(
+        {scaled ? "embedding_scaled" : "embedding",
+         scaled ? "Embedding(5, 3) times sqrt(3), repeated ids" : "Embedding(5, 3), repeated ids",
+         false, [scaled](const LayerCheckOptions& o) {
+           Generator g(o.seed);
+           auto m = prepare(std::make_shared<nn::Embedding>(5, 3, g, scaled), g);
+           const Tensor ids = from_vector<int64_t>({0, 4, 4, 2, 0, 1}, {2, 3});
+           return with_params([m, ids](Ins) { return m->forward(ids); }, {}, m, "");
+         }});
+  L.push_back(
+      {"layernorm", "LayerNorm(5, eps 1e-3) on x (2, 3, 5)", false, [](const LayerCheckOptions& o) {
+         Generator g(o.seed);
+         auto m = prepare(std::make_shared<nn::LayerNorm>(5, 1e-3), g);
+         return with_params([m](Ins in) { return m->forward(in[0]); },
+                            {leaf({2, 3, 5}, g).set_name("x")}, m, "");
+       }});
   for (nn::Activation a : {nn::Activation::relu, nn::Activation::gelu}) {
     const bool relu = a == nn::Activation::relu;
-    L.push_back({relu ? "ffn_relu" : "ffn_gelu", relu ? "position-wise FFN 4 -> 7 -> 4, ReLU" : "position-wise FFN 4 -> 7 -> 4, GELU",
-                 false, [a](const LayerCheckOptions& o) {
-                   Generator g(o.seed);
-                   auto m = prepare(std::make_shared<nn::PositionwiseFeedForward>(4, 7, g, a, 0.0, nullptr), g);
-                   return with_params([m](Ins in) { return m->forward(in[0]); }, {leaf({2, 3, 4}, g).set_name("x")}, m, "");
-                 }});
+    L.push_back(
+        {relu ? "ffn_relu" : "ffn_gelu",
+         relu ? "position-wise FFN 4 -> 7 -> 4, ReLU" : "position-wise FFN 4 -> 7 -> 4, GELU",
+         false, [a](const LayerCheckOptions& o) {
+           Generator g(o.seed);
+           auto m =
+               prepare(std::make_shared<nn::PositionwiseFeedForward>(4, 7, g, a, 0.0, nullptr), g);
+           return with_params([m](Ins in) { return m->forward(in[0]); },
+                              {leaf({2, 3, 4}, g).set_name("x")}, m, "");
+         }});
   }
-  L.push_back({"sdpa", "scaled dot-product attention, q (2, 2, 3, 5), k (2, 2, 4, 5), v (2, 2, 4, 3)", false,
-               [](const LayerCheckOptions& o) {
+  L.push_back({"sdpa",
+               "scaled dot-product attention, q (2, 2, 3, 5), k (2, 2, 4, 5), v (2, 2, 4, 3)",
+               false, [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
                  const Tensor mask = attention_mask(o.mask, 3, 4, 2);
                  const nn::Scale s = o.scale;
                  return with_params(
-                     [mask, s](Ins in) { return nn::scaled_dot_product_attention(in[0], in[1], in[2], mask, s); },
+                     [mask, s](Ins in) {
+                       return nn::scaled_dot_product_attention(in[0], in[1], in[2], mask, s);
+                     },
                      {leaf({2, 2, 3, 5}, g).set_name("q"), leaf({2, 2, 4, 5}, g).set_name("k"),
                       leaf({2, 2, 4, 3}, g).set_name("v")},
                      nullptr, "");
@@ -187,58 +205,76 @@ std::vector<GradcheckLayer> make_layers() {
                        nn::scaled_dot_product_attention(in[0], in[1], in[2], mask, s, &w);
                        return w;
                      },
-                     {leaf({3, 5}, g).set_name("q"), leaf({4, 5}, g).set_name("k"), leaf({4, 2}, g).set_name("v")},
+                     {leaf({3, 5}, g).set_name("q"), leaf({4, 5}, g).set_name("k"),
+                      leaf({4, 2}, g).set_name("v")},
                      nullptr, "");
                }});
-  L.push_back({"mha_self", "multi-head self-attention, d_model 6, 2 heads, x (2, 4, 6)", false,
+  L.push_back(
+      {"mha_self", "multi-head self-attention, d_model 6, 2 heads, x (2, 4, 6)", false,
+       [](const LayerCheckOptions& o) {
+         Generator g(o.seed);
+         auto m = prepare(std::make_shared<nn::MultiHeadAttention>(6, 2, g, true, o.scale), g);
+         const Tensor mask = attention_mask(o.mask, 4, 4, 3);
+         return with_params([m, mask](Ins in) { return m->forward(in[0], in[0], in[0], mask); },
+                            {leaf({2, 4, 6}, g).set_name("x")}, m, "");
+       }});
+  L.push_back(
+      {"mha_cross", "multi-head cross-attention, d_model 6, 2 heads, 3 queries over 5 keys", false,
+       [](const LayerCheckOptions& o) {
+         Generator g(o.seed);
+         auto m = prepare(std::make_shared<nn::MultiHeadAttention>(6, 2, g, true, o.scale), g);
+         const Tensor mask = attention_mask(o.mask, 3, 5, 2);
+         return with_params(
+             [m, mask](Ins in) { return m->forward(in[0], in[1], in[1], mask); },
+             {leaf({2, 3, 6}, g).set_name("query"), leaf({2, 5, 6}, g).set_name("memory")}, m, "");
+       }});
+  L.push_back({"pos_sinusoidal", "sinusoidal positional encoding added at offset 5", false,
                [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
-                 auto m = prepare(std::make_shared<nn::MultiHeadAttention>(6, 2, g, true, o.scale), g);
-                 const Tensor mask = attention_mask(o.mask, 4, 4, 3);
-                 return with_params([m, mask](Ins in) { return m->forward(in[0], in[0], in[0], mask); },
-                                    {leaf({2, 4, 6}, g).set_name("x")}, m, "");
+                 auto m = std::make_shared<nn::PositionalEncoding>(nn::PositionKind::sinusoidal, 4,
+                                                                   0, g, 0.0, nullptr);
+                 return with_params([m](Ins in) { return m->forward(in[0], 5); },
+                                    {leaf({2, 3, 4}, g).set_name("x")}, m, "");
                }});
-  L.push_back({"mha_cross", "multi-head cross-attention, d_model 6, 2 heads, 3 queries over 5 keys", false,
+  L.push_back({"pos_learned", "learned positional encoding (table 6 x 4) at offset 2", false,
                [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
-                 auto m = prepare(std::make_shared<nn::MultiHeadAttention>(6, 2, g, true, o.scale), g);
-                 const Tensor mask = attention_mask(o.mask, 3, 5, 2);
-                 return with_params([m, mask](Ins in) { return m->forward(in[0], in[1], in[1], mask); },
-                                    {leaf({2, 3, 6}, g).set_name("query"), leaf({2, 5, 6}, g).set_name("memory")}, m, "");
-               }});
-  L.push_back({"pos_sinusoidal", "sinusoidal positional encoding added at offset 5", false, [](const LayerCheckOptions& o) {
-                 Generator g(o.seed);
-                 auto m = std::make_shared<nn::PositionalEncoding>(nn::PositionKind::sinusoidal, 4, 0, g, 0.0, nullptr);
-                 return with_params([m](Ins in) { return m->forward(in[0], 5); }, {leaf({2, 3, 4}, g).set_name("x")}, m, "");
-               }});
-  L.push_back({"pos_learned", "learned positional encoding (table 6 x 4) at offset 2", false, [](const LayerCheckOptions& o) {
-                 Generator g(o.seed);
-                 auto m = prepare(std::make_shared<nn::PositionalEncoding>(nn::PositionKind::learned, 4, 6, g, 0.0, nullptr), g);
-                 return with_params([m](Ins in) { return m->forward(in[0], 2); }, {leaf({2, 3, 4}, g).set_name("x")}, m, "");
+                 auto m = prepare(std::make_shared<nn::PositionalEncoding>(
+                                      nn::PositionKind::learned, 4, 6, g, 0.0, nullptr),
+                                  g);
+                 return with_params([m](Ins in) { return m->forward(in[0], 2); },
+                                    {leaf({2, 3, 4}, g).set_name("x")}, m, "");
                }});
   for (bool nf : {false, true}) {
     const std::string ln = nf ? "pre_ln" : "post_ln", what = nf ? "pre-LN" : "post-LN";
-    L.push_back({"encoder_block_" + ln, "Transformer encoder block, " + what + ", d_model 6, 2 heads", false,
+    L.push_back({"encoder_block_" + ln,
+                 "Transformer encoder block, " + what + ", d_model 6, 2 heads", false,
                  [nf](const LayerCheckOptions& o) { return encoder_block(o, nf); }});
-    L.push_back({"decoder_block_" + ln, "Transformer decoder block, " + what + ", self + cross-attention", false,
+    L.push_back({"decoder_block_" + ln,
+                 "Transformer decoder block, " + what + ", self + cross-attention", false,
                  [nf](const LayerCheckOptions& o) { return decoder_block(o, nf); }});
   }
   for (bool nf : {false, true})
     L.push_back({nf ? "seq2seq_pre_ln" : "seq2seq_post_ln",
-                 std::string("a 1+1 layer Seq2Seq, ") + (nf ? "pre-LN" : "post-LN") + ", through cross-entropy", false,
-                 [nf](const LayerCheckOptions& o) { return model_gradcheck_problem(tiny_model(nf), o); }});
+                 std::string("a 1+1 layer Seq2Seq, ") + (nf ? "pre-LN" : "post-LN") +
+                     ", through cross-entropy",
+                 false, [nf](const LayerCheckOptions& o) {
+                   return model_gradcheck_problem(tiny_model(nf), o);
+                 }});
   L.push_back({"cross_entropy", "cross-entropy, label smoothing 0.1, one ignored target", false,
                [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
                  const Tensor t = from_vector<int64_t>({2, 0, 3, 3, 1, 2}, {6});  // 3 is ignored
                  Var logits(uniform({6, 4}, -3, 3, g, DType::f64), true);
                  logits.set_name("logits");
-                 return with_params([t](Ins in) { return ag::cross_entropy(in[0], t, 3, 0.1); }, {logits}, nullptr, "");
+                 return with_params([t](Ins in) { return ag::cross_entropy(in[0], t, 3, 0.1); },
+                                    {logits}, nullptr, "");
                }});
-  L.push_back({"wrong_square", "TEST ONLY: x^2 with a wrong backward (3x instead of 2x); must fail", true,
-               [](const LayerCheckOptions& o) {
+  L.push_back({"wrong_square", "TEST ONLY: x^2 with a wrong backward (3x instead of 2x); must fail",
+               true, [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
-                 return with_params([](Ins in) { return wrong_square(in[0]); }, {leaf({2, 3}, g).set_name("x")}, nullptr, "");
+                 return with_params([](Ins in) { return wrong_square(in[0]); },
+                                    {leaf({2, 3}, g).set_name("x")}, nullptr, "");
                }});
   return L;
 }
@@ -260,7 +296,8 @@ GradcheckProblem model_gradcheck_problem(nn::ModelConfig m, const LayerCheckOpti
   const Tensor sv = valid_mask({4, pad ? 2 : 4}, 4), tv = valid_mask({3, pad ? 2 : 3}, 3);
   const int64_t v = m.tgt_vocab;
   for (int64_t id : to_vector<int64_t>(src))
-    QKV_CHECK(id < m.src_vocab, "gradcheck", "the model's vocabulary is too small (", m.src_vocab, ")");
+    QKV_CHECK(id < m.src_vocab, "gradcheck", "the model's vocabulary is too small (", m.src_vocab,
+              ")");
   QKV_CHECK(v > 7, "gradcheck", "the model's target vocabulary is too small (", v, ")");
   return with_params(
       [model, src, tgt_in, tgt_out, sv, tv, v](Ins) {
@@ -298,7 +335,8 @@ std::vector<GradcheckRow> run_gradcheck(const std::string& layer, const Gradchec
   set_num_threads(prev);
   std::vector<GradcheckRow> rows;
   for (const ag::InputCheck& c : r.inputs)
-    rows.push_back({layer, c.name, c.checked, c.directional, c.max_abs_err, c.max_rel_err, c.passed});
+    rows.push_back(
+        {layer, c.name, c.checked, c.directional, c.max_abs_err, c.max_rel_err, c.passed});
   return rows;
 }
 

@@ -142,7 +142,8 @@ struct Image {
   }
   // ASCII text with its top-left corner at (x, y), each font pixel s x s. vertical: rotated a
   // quarter turn counter-clockwise, (x, y) is then the bottom-left corner and text runs upward.
-  void text(int x, int y, const std::string& s, int scale, const uint8_t c[3], bool vertical = false) {
+  void text(int x, int y, const std::string& s, int scale, const uint8_t c[3],
+            bool vertical = false) {
     const int adv = 6 * scale;
     for (size_t k = 0; k < s.size(); ++k) {
       const int code = static_cast<unsigned char>(s[k]);
@@ -169,7 +170,9 @@ int longest(const std::vector<std::string>& labels) {
 
 // Column labels that fit across a cell are drawn upright, else vertical.
 bool upright_columns(const Heatmap& h) { return kAdv * longest(h.col_labels) <= h.cell; }
-int col_band(const Heatmap& h) { return upright_columns(h) ? kTextH : kAdv * longest(h.col_labels); }
+int col_band(const Heatmap& h) {
+  return upright_columns(h) ? kTextH : kAdv * longest(h.col_labels);
+}
 
 std::string tick(double v) {
   char buf[32];
@@ -199,11 +202,16 @@ std::pair<std::string, int> fit_title(const std::string& t, int width) {
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '\'') o += "&apos;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '\'')
+      o += "&apos;";
+    else
+      o += c;
   }
   return o;
 }
@@ -227,8 +235,8 @@ std::string heatmap_label(const std::string& token) {
 }
 
 HeatmapLayout heatmap_layout(const Heatmap& h) {
-  QKV_CHECK(h.rows > 0 && h.cols > 0, "heatmap", "needs at least one row and column, got ",
-            h.rows, " x ", h.cols);
+  QKV_CHECK(h.rows > 0 && h.cols > 0, "heatmap", "needs at least one row and column, got ", h.rows,
+            " x ", h.cols);
   QKV_CHECK(static_cast<int64_t>(h.values.size()) == h.rows * h.cols, "heatmap", h.values.size(),
             " values for ", h.rows, " x ", h.cols, " cells");
   QKV_CHECK(static_cast<int64_t>(h.row_labels.size()) == h.rows &&
@@ -262,7 +270,8 @@ void heatmap_color(double v, double vmin, double vmax, uint8_t rgb[3]) {
 std::vector<uint8_t> render_heatmap_rgb(const Heatmap& h, HeatmapLayout* out_layout) {
   const HeatmapLayout l = heatmap_layout(h);
   if (out_layout) *out_layout = l;
-  Image img{l.width, l.height, std::vector<uint8_t>(static_cast<size_t>(l.width) * l.height * 3, 255)};
+  Image img{l.width, l.height,
+            std::vector<uint8_t>(static_cast<size_t>(l.width) * l.height * 3, 255)};
   const uint8_t black[3] = {0, 0, 0}, white[3] = {255, 255, 255}, grey[3] = {90, 90, 90};
   const int gw = static_cast<int>(h.cols) * l.cell, gh = static_cast<int>(h.rows) * l.cell;
   const bool annotate = l.cell >= 22;
@@ -271,13 +280,14 @@ std::vector<uint8_t> render_heatmap_rgb(const Heatmap& h, HeatmapLayout* out_lay
       const double v = h.values[i * h.cols + j];
       uint8_t c[3];
       heatmap_color(v, h.vmin, h.vmax, c);
-      const int x0 = l.grid_x + static_cast<int>(j) * l.cell, y0 = l.grid_y + static_cast<int>(i) * l.cell;
+      const int x0 = l.grid_x + static_cast<int>(j) * l.cell,
+                y0 = l.grid_y + static_cast<int>(i) * l.cell;
       img.fill(x0, y0, x0 + l.cell, y0 + l.cell, c);
       if (annotate) {
         const std::string s = cell_text(v);
         const double t = (v - h.vmin) / (h.vmax - h.vmin);
-        img.text(x0 + (l.cell - 6 * static_cast<int>(s.size()) + 1) / 2, y0 + (l.cell - 7) / 2, s, 1,
-                 t > 0.55 ? white : grey);
+        img.text(x0 + (l.cell - 6 * static_cast<int>(s.size()) + 1) / 2, y0 + (l.cell - 7) / 2, s,
+                 1, t > 0.55 ? white : grey);
       }
     }
   img.frame(l.grid_x - 1, l.grid_y - 1, l.grid_x + gw + 1, l.grid_y + gh + 1, black);
@@ -292,14 +302,18 @@ std::vector<uint8_t> render_heatmap_rgb(const Heatmap& h, HeatmapLayout* out_lay
     const std::string s = heatmap_label(h.col_labels[j]);
     const int x0 = l.grid_x + static_cast<int>(j) * l.cell;
     if (upright)
-      img.text(x0 + (l.cell - kAdv * static_cast<int>(s.size()) + 2) / 2, l.grid_y + gh + 6, s, 2, black);
+      img.text(x0 + (l.cell - kAdv * static_cast<int>(s.size()) + 2) / 2, l.grid_y + gh + 6, s, 2,
+               black);
     else
-      img.text(x0 + (l.cell - kTextH) / 2, l.grid_y + gh + 6 + kAdv * static_cast<int>(s.size()), s, 2, black, true);
+      img.text(x0 + (l.cell - kTextH) / 2, l.grid_y + gh + 6 + kAdv * static_cast<int>(s.size()), s,
+               2, black, true);
   }
   // axis labels and title
   const int bottom_text = l.height - kPad - kTextH;
-  img.text(l.grid_x + (gw - kAdv * static_cast<int>(h.x_label.size())) / 2, bottom_text, h.x_label, 2, black);
-  img.text(kPad, l.grid_y + (gh + kAdv * static_cast<int>(h.y_label.size())) / 2, h.y_label, 2, black, true);
+  img.text(l.grid_x + (gw - kAdv * static_cast<int>(h.x_label.size())) / 2, bottom_text, h.x_label,
+           2, black);
+  img.text(kPad, l.grid_y + (gh + kAdv * static_cast<int>(h.y_label.size())) / 2, h.y_label, 2,
+           black, true);
   const auto [title, ts] = fit_title(h.title, l.width);
   img.text(kPad, kPad + (ts == 2 ? 0 : 4), title, ts, black);
   // colour bar: vmax at the top
@@ -312,7 +326,8 @@ std::vector<uint8_t> render_heatmap_rgb(const Heatmap& h, HeatmapLayout* out_lay
   img.frame(bx - 1, l.grid_y - 1, bx + kBarW + 1, l.grid_y + bh + 1, black);
   for (int k = 0; k <= 2; ++k) {
     const int y = l.grid_y + (bh - 1) * k / 2;
-    img.text(bx + kBarW + 6, std::clamp(y - 7, 0, l.height - kTextH), tick(h.vmax - (h.vmax - h.vmin) * k / 2), 2, black);
+    img.text(bx + kBarW + 6, std::clamp(y - 7, 0, l.height - kTextH),
+             tick(h.vmax - (h.vmax - h.vmin) * k / 2), 2, black);
   }
   return img.px;
 }
@@ -327,7 +342,8 @@ std::string render_heatmap_svg(const Heatmap& h) {
     return std::string(buf);
   };
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << l.width << "' height='" << l.height
-    << "' font-family='monospace' font-size='16'>\n<rect width='100%' height='100%' fill='white'/>\n";
+    << "' font-family='monospace' font-size='16'>\n<rect width='100%' height='100%' "
+       "fill='white'/>\n";
   const auto [title, ts] = fit_title(h.title, l.width);
   o << "<text x='" << kPad << "' y='" << kPad + kTextH - 2 << "' font-size='" << (ts == 2 ? 16 : 9)
     << "'>" << esc(title) << "</text>\n";
@@ -336,30 +352,34 @@ std::string render_heatmap_svg(const Heatmap& h) {
       const double v = h.values[i * h.cols + j];
       uint8_t c[3];
       heatmap_color(v, h.vmin, h.vmax, c);
-      const int x0 = l.grid_x + static_cast<int>(j) * l.cell, y0 = l.grid_y + static_cast<int>(i) * l.cell;
+      const int x0 = l.grid_x + static_cast<int>(j) * l.cell,
+                y0 = l.grid_y + static_cast<int>(i) * l.cell;
       o << "<rect x='" << x0 << "' y='" << y0 << "' width='" << l.cell << "' height='" << l.cell
         << "' fill='" << hex(c) << "'><title>" << v << "</title></rect>\n";
       if (l.cell >= 22)
         o << "<text x='" << x0 + l.cell / 2 << "' y='" << y0 + l.cell / 2 + 4
           << "' font-size='10' text-anchor='middle' fill='"
-          << ((v - h.vmin) / (h.vmax - h.vmin) > 0.55 ? "white" : "#5a5a5a") << "'>" << cell_text(v) << "</text>\n";
+          << ((v - h.vmin) / (h.vmax - h.vmin) > 0.55 ? "white" : "#5a5a5a") << "'>" << cell_text(v)
+          << "</text>\n";
     }
   o << "<rect x='" << l.grid_x << "' y='" << l.grid_y << "' width='" << gw << "' height='" << gh
     << "' fill='none' stroke='black'/>\n";
   for (int64_t i = 0; i < h.rows; ++i)
-    o << "<text x='" << l.grid_x - 6 << "' y='" << l.grid_y + static_cast<int>(i) * l.cell + l.cell / 2 + 5
-      << "' text-anchor='end'>" << esc(heatmap_label(h.row_labels[i])) << "</text>\n";
+    o << "<text x='" << l.grid_x - 6 << "' y='"
+      << l.grid_y + static_cast<int>(i) * l.cell + l.cell / 2 + 5 << "' text-anchor='end'>"
+      << esc(heatmap_label(h.row_labels[i])) << "</text>\n";
   const bool upright = upright_columns(h);
   for (int64_t j = 0; j < h.cols; ++j) {
     const int cx = l.grid_x + static_cast<int>(j) * l.cell + l.cell / 2, y = l.grid_y + gh + 6;
     if (upright)
       o << "<text x='" << cx << "' y='" << y + kTextH - 1 << "' text-anchor='middle'>";
     else
-      o << "<text transform='translate(" << cx + 5 << "," << y << ") rotate(-90)' text-anchor='end'>";
+      o << "<text transform='translate(" << cx + 5 << "," << y
+        << ") rotate(-90)' text-anchor='end'>";
     o << esc(heatmap_label(h.col_labels[j])) << "</text>\n";
   }
-  o << "<text x='" << l.grid_x + gw / 2 << "' y='" << l.height - kPad - 2 << "' text-anchor='middle'>"
-    << esc(h.x_label) << "</text>\n";
+  o << "<text x='" << l.grid_x + gw / 2 << "' y='" << l.height - kPad - 2
+    << "' text-anchor='middle'>" << esc(h.x_label) << "</text>\n";
   o << "<text transform='translate(" << kPad + kTextH - 2 << "," << l.grid_y + gh / 2
     << ") rotate(-90)' text-anchor='middle'>" << esc(h.y_label) << "</text>\n";
   const int bx = l.grid_x + gw + kBarGap, bh = std::max(gh, kMinBarH);
@@ -385,7 +405,8 @@ std::string encode_png(const std::vector<uint8_t>& rgb, int width, int height) {
             "encode_png", rgb.size(), " bytes for a ", width, " x ", height, " RGB image");
   std::string out;
   auto sink = [](void* ctx, void* data, int size) {
-    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data),
+                                           static_cast<size_t>(size));
   };
   const int ok = stbi_write_png_to_func(sink, &out, width, height, 3, rgb.data(), width * 3);
   QKV_CHECK(ok != 0, "encode_png", "stb_image_write failed for a ", width, " x ", height, " image");

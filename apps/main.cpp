@@ -1,8 +1,8 @@
 // qkv: train, evaluate and decode attention models; check gradients; study saturation.
 // Every error is one line on stderr and a non-zero exit: 1 for bad input or a failed run,
 // 2 for command-line misuse, 130 when interrupted (after writing a checkpoint).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -31,10 +31,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "qkv 0.1.0");
 
-  auto* t = app.add_subcommand("train", "train a model from a TOML config (--section.key VALUE overrides a key)");
+  auto* t = app.add_subcommand(
+      "train", "train a model from a TOML config (--section.key VALUE overrides a key)");
   t->add_option("config", train.config, "config file, e.g. configs/copy.toml");
   t->add_option("--run-dir", train.run_dir, "run folder (default runs/<config name>)");
-  t->add_option("--resume", train.resume, "continue the run in this folder from its last checkpoint");
+  t->add_option("--resume", train.resume,
+                "continue the run in this folder from its last checkpoint");
   t->add_flag("--quiet", train.quiet, "only warnings and errors");
   t->add_flag("--verbose", train.verbose, "a log line every step");
 
@@ -45,31 +47,46 @@ int main(int argc, char** argv) {
   e->add_option("--checkpoint", ev.checkpoint, "best or latest")->capture_default_str();
   e->add_flag("--json", ev.json, "print one JSON object");
   e->add_option("--threads", ev.threads, "threads (default: the run's)");
-  e->add_option("--max-len", ev.max_len, "length generalisation: regenerate the split (copy, reverse, sort) with lengths up to N")
+  e->add_option(
+       "--max-len", ev.max_len,
+       "length generalisation: regenerate the split (copy, reverse, sort) with lengths up to N")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
-  e->add_option("--min-len", ev.min_len, "with --max-len: shortest length (default: the run's data.min_len)")
+  e->add_option("--min-len", ev.min_len,
+                "with --max-len: shortest length (default: the run's data.min_len)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
 
   TranslateArgs tr;
-  auto* x = app.add_subcommand("translate", "decode inputs with a trained run (arguments, or lines on stdin)");
+  auto* x = app.add_subcommand("translate",
+                               "decode inputs with a trained run (arguments, or lines on stdin)");
   x->add_option("run_dir", tr.run_dir, "run folder")->required();
   x->add_option("texts", tr.texts, "inputs (default: stdin, one per line)");
-  x->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str()->check(CLI::Range(1, 256));
-  x->add_option("--alpha", tr.alpha, "length normalisation exponent for beam search")->capture_default_str();
-  x->add_option("--max-len", tr.max_len, "longest output (default: input length + train.max_decode_extra)");
+  x->add_option("--beam", tr.beam, "beam size (1: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  x->add_option("--alpha", tr.alpha, "length normalisation exponent for beam search")
+      ->capture_default_str();
+  x->add_option("--max-len", tr.max_len,
+                "longest output (default: input length + train.max_decode_extra)");
   x->add_option("--checkpoint", tr.checkpoint, "best or latest")->capture_default_str();
   x->add_option("--threads", tr.threads, "threads (default: the run's)");
 
   BenchArgs bn;
-  auto* b = app.add_subcommand("bench", "time training steps of fixed models (--compare: next to PyTorch)");
+  auto* b = app.add_subcommand("bench",
+                               "time training steps of fixed models (--compare: next to PyTorch)");
   b->add_option("--model", bn.models, "tiny, small, annotated, attention-4096 (default: all)");
-  b->add_option("--threads", bn.threads, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  b->add_option("--threads", bn.threads, "threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   b->add_flag("--json", bn.json, "print one JSON object");
   b->add_flag("--compare", bn.compare, "also run the PyTorch reference (apps/bench_reference.py)");
-  b->add_option("--repeats", bn.repeats, "rounds, median taken")->capture_default_str()->check(CLI::Range(1, 100));
-  b->add_option("--min-seconds", bn.min_seconds, "timed seconds per model and round")->capture_default_str();
+  b->add_option("--repeats", bn.repeats, "rounds, median taken")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  b->add_option("--min-seconds", bn.min_seconds, "timed seconds per model and round")
+      ->capture_default_str();
   b->add_option("--reference", bn.reference, "PyTorch reference script");
-  b->add_flag("--passive", bn.passive, "OMP_WAIT_POLICY=passive for both sides (for a busy machine)");
+  b->add_flag("--passive", bn.passive,
+              "OMP_WAIT_POLICY=passive for both sides (for a busy machine)");
   b->add_flag("--child", bn.child, "internal: run in this process")->group("");
   b->add_flag(
       "--attention-sweep", bn.attention_sweep,
@@ -86,42 +103,55 @@ int main(int argc, char** argv) {
               "data-parallel scaling: N=1 x T threads against N=2 x T/2 threads, via mpirun");
 
   GradcheckArgs gc;
-  auto* gcc = app.add_subcommand("gradcheck", "check every layer's gradients against central differences (float64)");
+  auto* gcc = app.add_subcommand(
+      "gradcheck", "check every layer's gradients against central differences (float64)");
   gcc->add_flag("--all", gc.all, "every layer (the default when no --layer or --config is given)");
   gcc->add_option("--layer", gc.layers, "a layer to check (repeatable; --list names them)");
   gcc->add_flag("--list", gc.list, "name the layers and exit");
   gcc->add_option("--config", gc.config, "also check the Seq2Seq of this config's [model] section");
-  gcc->add_option("--mask", gc.mask, "attention mask: none, causal, padding or both")->capture_default_str();
-  gcc->add_option("--scale", gc.scale, "attention scale: default (1/sqrt(d_k)), none (1) or a number")->capture_default_str();
+  gcc->add_option("--mask", gc.mask, "attention mask: none, causal, padding or both")
+      ->capture_default_str();
+  gcc->add_option("--scale", gc.scale,
+                  "attention scale: default (1/sqrt(d_k)), none (1) or a number")
+      ->capture_default_str();
   gcc->add_option("--seed", gc.seed, "inputs and parameters")->capture_default_str();
   gcc->add_flag("--json", gc.json, "print one JSON object instead of the table");
 
   SaturationArgs sa;
-  auto* sat = app.add_subcommand("saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements");
+  auto* sat =
+      app.add_subcommand("saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements");
   sat->add_option("--out", sa.out, "output folder")->capture_default_str();
-  sat->add_option("--d-k", sa.d_k, "widths, comma-separated (default 4,8,...,1024)")->delimiter(',');
+  sat->add_option("--d-k", sa.d_k, "widths, comma-separated (default 4,8,...,1024)")
+      ->delimiter(',');
   sat->add_option("--keys", sa.keys, "keys per softmax row (m)")->capture_default_str();
   sat->add_option("--samples", sa.samples, "q.k pairs for the variance")->capture_default_str();
   sat->add_option("--rows", sa.rows, "softmax rows per d_k")->capture_default_str();
   sat->add_option("--batch", sa.batch, "sequences for the gradient norms")->capture_default_str();
-  sat->add_option("--example-d-k", sa.example_d_k, "d_k of the bar chart's row")->capture_default_str();
-  sat->add_option("--train-steps", sa.train_steps, "copy-task steps per scale (0: skip training)")->capture_default_str();
-  sat->add_option("--train-d-model", sa.train_d_model, "copy-task model width")->capture_default_str();
+  sat->add_option("--example-d-k", sa.example_d_k, "d_k of the bar chart's row")
+      ->capture_default_str();
+  sat->add_option("--train-steps", sa.train_steps, "copy-task steps per scale (0: skip training)")
+      ->capture_default_str();
+  sat->add_option("--train-d-model", sa.train_d_model, "copy-task model width")
+      ->capture_default_str();
   sat->add_option("--train-heads", sa.train_heads, "copy-task heads")->capture_default_str();
   sat->add_option("--train-batch", sa.train_batch, "copy-task batch size")->capture_default_str();
   sat->add_option("--seed", sa.seed, "random draws and training")->capture_default_str();
   sat->add_option("--threads", sa.threads, "threads (0: all cores)")->capture_default_str();
 
   AttentionArgs at;
-  auto* att = app.add_subcommand("attention", "draw one attention matrix of a trained run as a heatmap");
+  auto* att =
+      app.add_subcommand("attention", "draw one attention matrix of a trained run as a heatmap");
   att->add_option("run_dir", at.run_dir, "run folder")->required();
   att->add_option("text", at.text, "the input")->required();
   att->add_option("--out", at.out, "map.png or map.svg")->required();
-  att->add_option("--kind", at.kind, "self (encoder), decoder-self or cross")->capture_default_str();
+  att->add_option("--kind", at.kind, "self (encoder), decoder-self or cross")
+      ->capture_default_str();
   att->add_option("--layer", at.layer, "layer, from 1 (default: the last)");
   att->add_option("--head", at.head, "head, from 1, or mean")->capture_default_str();
   att->add_option("--checkpoint", at.checkpoint, "best or latest")->capture_default_str();
-  att->add_option("--cell", at.cell, "pixels per cell")->capture_default_str()->check(CLI::Range(4, 256));
+  att->add_option("--cell", at.cell, "pixels per cell")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 256));
   att->add_option("--threads", at.threads, "threads (default: the run's)");
 
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
@@ -136,11 +166,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (t->parsed() && !train.resume.empty() && (!train.config.empty() || !train.overrides.empty())) {
-    std::fprintf(stderr, "qkv: train --resume takes the run folder's own config; give no config file or overrides\n");
+    std::fprintf(stderr,
+                 "qkv: train --resume takes the run folder's own config; give no config file or "
+                 "overrides\n");
     return 2;
   }
   if (t->parsed() && train.resume.empty() && train.config.empty()) {
-    std::fprintf(stderr, "qkv: train needs a config file (e.g. configs/copy.toml) or --resume RUN_DIR\n");
+    std::fprintf(stderr,
+                 "qkv: train needs a config file (e.g. configs/copy.toml) or --resume RUN_DIR\n");
     return 2;
   }
   // MPI (data-parallel train and bench) only under mpirun; every rank parsed the same line.

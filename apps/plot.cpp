@@ -24,10 +24,14 @@ std::string fmt(double v) {
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else
+      o += c;
   }
   return o;
 }
@@ -74,8 +78,10 @@ std::string render_svg(const LineChart& c, int W, int H) {
 
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
-    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << esc(c.title) << "</text>\n";
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
+       "fill='white'/>\n";
+  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << esc(c.title)
+    << "</text>\n";
   // axes and grid
   for (double t : ticks(x0, x1, c.log_x)) {
     if (t < x0 - 1e-9 || t > x1 + 1e-9) continue;
@@ -93,8 +99,8 @@ std::string render_svg(const LineChart& c, int W, int H) {
     << H - mt - mb << "' fill='none' stroke='black'/>\n";
   o << "<text x='" << (ml + W - mr) / 2 << "' y='" << H - 12 << "' text-anchor='middle'>"
     << esc(c.x_label) << "</text>\n";
-  o << "<text transform='translate(16," << (mt + H - mb) / 2 << ") rotate(-90)' text-anchor='middle'>"
-    << esc(c.y_label) << "</text>\n";
+  o << "<text transform='translate(16," << (mt + H - mb) / 2
+    << ") rotate(-90)' text-anchor='middle'>" << esc(c.y_label) << "</text>\n";
   // series
   for (size_t k = 0; k < c.series.size(); ++k) {
     const Series& s = c.series[k];
@@ -135,13 +141,16 @@ std::string render_svg(const BarChart& c, int W, int H) {
   y1 *= 1.08;
   const double pw = W - ml - mr, ph = H - mt - mb;
   auto py = [&](double v) { return H - mb - v / y1 * ph; };
-  const size_t groups = std::max<size_t>(1, c.categories.size()), ns = std::max<size_t>(1, c.series.size());
+  const size_t groups = std::max<size_t>(1, c.categories.size()),
+               ns = std::max<size_t>(1, c.series.size());
   const double gw = pw / static_cast<double>(groups), bw = gw * 0.8 / static_cast<double>(ns);
 
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
-    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << esc(c.title) << "</text>\n";
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
+       "fill='white'/>\n";
+  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << esc(c.title)
+    << "</text>\n";
   for (double t : ticks(0, y1, false)) {
     if (t > y1 + 1e-12) continue;
     o << "<line x1='" << ml << "' x2='" << W - mr << "' y1='" << py(t) << "' y2='" << py(t)
@@ -159,8 +168,9 @@ std::string render_svg(const BarChart& c, int W, int H) {
         << H - mb - py(v) << "' fill='" << col << "'><title>" << v << "</title></rect>\n";
     }
     const double ly = mt + 14 + 18 * static_cast<double>(k);
-    o << "<rect x='" << W - mr - 150 << "' y='" << ly - 9 << "' width='18' height='10' fill='" << col
-      << "'/>\n<text x='" << W - mr - 126 << "' y='" << ly << "'>" << esc(s.label) << "</text>\n";
+    o << "<rect x='" << W - mr - 150 << "' y='" << ly - 9 << "' width='18' height='10' fill='"
+      << col << "'/>\n<text x='" << W - mr - 126 << "' y='" << ly << "'>" << esc(s.label)
+      << "</text>\n";
   }
   for (size_t g = 0; g < c.categories.size(); ++g)
     o << "<text x='" << ml + gw * (static_cast<double>(g) + 0.5) << "' y='" << H - mb + 16
@@ -169,8 +179,8 @@ std::string render_svg(const BarChart& c, int W, int H) {
     << "' fill='none' stroke='black'/>\n";
   o << "<text x='" << (ml + W - mr) / 2 << "' y='" << H - 12 << "' text-anchor='middle'>"
     << esc(c.x_label) << "</text>\n";
-  o << "<text transform='translate(16," << (mt + H - mb) / 2 << ") rotate(-90)' text-anchor='middle'>"
-    << esc(c.y_label) << "</text>\n</svg>\n";
+  o << "<text transform='translate(16," << (mt + H - mb) / 2
+    << ") rotate(-90)' text-anchor='middle'>" << esc(c.y_label) << "</text>\n</svg>\n";
   return o.str();
 }
 

@@ -19,8 +19,13 @@ std::string format_duration(double s) {
 }
 
 Progress::Progress(int64_t total, int64_t first, int64_t log_every, bool quiet, bool verbose)
-    : total_(total), first_(first), log_every_(log_every), quiet_(quiet), verbose_(verbose),
-      tty_(::isatty(STDERR_FILENO) && !verbose), start_(std::chrono::steady_clock::now()) {}
+    : total_(total),
+      first_(first),
+      log_every_(log_every),
+      quiet_(quiet),
+      verbose_(verbose),
+      tty_(::isatty(STDERR_FILENO) && !verbose),
+      start_(std::chrono::steady_clock::now()) {}
 
 void Progress::clear_bar() {
   if (bar_shown_) {

@@ -1,12 +1,12 @@
 #include "apps/run.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "data/tokenizer.hpp"
 #include "data/utf8.hpp"
@@ -46,7 +46,10 @@ std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs) {
 struct EvalMode {
   nn::Module& m;
   bool was;
-  explicit EvalMode(const nn::Module& mod) : m(const_cast<nn::Module&>(mod)), was(mod.is_training()) { m.eval(); }
+  explicit EvalMode(const nn::Module& mod)
+      : m(const_cast<nn::Module&>(mod)), was(mod.is_training()) {
+    m.eval();
+  }
   ~EvalMode() { m.train(was); }
 };
 
@@ -101,7 +104,9 @@ data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data
   std::vector<Hyp> live = {{{}, 0.0}};
   std::vector<Hyp> finished;
   auto norm = [alpha](const Hyp& h, int64_t extra) {
-    return h.logp / std::pow(static_cast<double>(std::max<int64_t>(1, static_cast<int64_t>(h.ids.size()) + extra)), alpha);
+    return h.logp / std::pow(static_cast<double>(
+                                 std::max<int64_t>(1, static_cast<int64_t>(h.ids.size()) + extra)),
+                             alpha);
   };
   for (int64_t t = 0; t < max_len && !live.empty(); ++t) {
     // Feed each live hypothesis's last token (rows beyond live.size() repeat row 0).
@@ -110,8 +115,8 @@ data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data
       const Hyp& h = live[std::min<size_t>(i, live.size() - 1)];
       last[i] = h.ids.empty() ? f.bos : h.ids.back();
     }
-    const Tensor logp = log_softmax(model.decode_step(state, from_vector(last, {beam})).data(), -1)
-                            .to(DType::f64);
+    const Tensor logp =
+        log_softmax(model.decode_step(state, from_vector(last, {beam})).data(), -1).to(DType::f64);
     const int64_t v = logp.size(1);
     const double* lp = logp.data<double>();
     struct Cand {
@@ -124,7 +129,8 @@ data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data
         if (tok == f.bos || tok == 0) continue;  // never emit <bos> or <pad>
         cands.push_back({live[i].logp + lp[i * v + tok], static_cast<int64_t>(i), tok});
       }
-    std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+    std::stable_sort(cands.begin(), cands.end(),
+                     [](const Cand& a, const Cand& b) { return a.score > b.score; });
     std::vector<Hyp> next;
     std::vector<int64_t> rows;
     for (const Cand& c : cands) {
@@ -190,14 +196,18 @@ Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::
     for (int64_t i : idx) {
       srcs.push_back(ds.examples[i].src);
       const int64_t tl = static_cast<int64_t>(ds.examples[i].tgt.size());
-      lens.push_back(f.eos >= 0 ? std::max<int64_t>(tl, static_cast<int64_t>(ds.examples[i].src.size())) + max_decode_extra : tl);
+      lens.push_back(f.eos >= 0
+                         ? std::max<int64_t>(tl, static_cast<int64_t>(ds.examples[i].src.size())) +
+                               max_decode_extra
+                         : tl);
     }
     const std::vector<data::Ids> outs = greedy_decode(model, srcs, f, lens);
     for (size_t i = 0; i < idx.size(); ++i) exact += outs[i] == ds.examples[idx[i]].tgt;
   }
   m.examples = n;
   m.loss = m.tokens ? loss_sum / static_cast<double>(m.tokens) : 0.0;
-  m.token_accuracy = m.tokens ? static_cast<double>(correct_tokens) / static_cast<double>(m.tokens) : 0.0;
+  m.token_accuracy =
+      m.tokens ? static_cast<double>(correct_tokens) / static_cast<double>(m.tokens) : 0.0;
   m.exact_match = n ? static_cast<double>(exact) / static_cast<double>(n) : 0.0;
   return m;
 }
@@ -281,8 +291,10 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
   json j;
   j["step"] = st.step;
   j["epoch"] = st.epoch;
-  j["loader"] = {{"epoch", st.loader.epoch}, {"index", st.loader.index},
-                 {"rng_seed", st.loader.rng_seed}, {"rng_position", st.loader.rng_position}};
+  j["loader"] = {{"epoch", st.loader.epoch},
+                 {"index", st.loader.index},
+                 {"rng_seed", st.loader.rng_seed},
+                 {"rng_position", st.loader.rng_position}};
   j["dropout_rng"] = {{"seed", st.dropout_seed}, {"position", st.dropout_position}};
   j["best_score"] = finite_or_string(st.best_score);
   j["best_loss"] = finite_or_string(st.best_loss);
@@ -291,7 +303,8 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
   j["ranks"] = st.ranks;
   j["best"] = is_best ? name : st.best;
   j["log_interval"] = {{"loss_sum", finite_or_string(st.log_loss_sum)},
-                       {"norm_sum", finite_or_string(st.log_norm_sum)}, {"count", st.log_count}};
+                       {"norm_sum", finite_or_string(st.log_norm_sum)},
+                       {"count", st.log_count}};
   j["optimizer"] = {{"name", os.optimizer}, {"scalars", os.scalars}};
   nn::atomic_write_file((tmp / "state.json").string(), j.dump(2) + "\n");
   fsync_dir(tmp);
@@ -321,7 +334,8 @@ std::string find_checkpoint(const std::string& run_dir, const std::string& which
   if (!fs::is_directory(dir)) return "";
   if (fs::exists(dir / which)) {
     const std::string n = read_text(dir / which);
-    if (!n.empty() && n.find('/') == std::string::npos && complete(dir / n)) return (dir / n).string();
+    if (!n.empty() && n.find('/') == std::string::npos && complete(dir / n))
+      return (dir / n).string();
   }
   std::vector<std::string> steps;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -381,13 +395,16 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, opti
 LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   const fs::path dir(run_dir);
   if (!fs::is_directory(dir)) throw Error(run_dir + ": no such run folder");
-  if (!fs::exists(dir / "config.toml")) throw Error(run_dir + ": not a run folder (no config.toml)");
+  if (!fs::exists(dir / "config.toml"))
+    throw Error(run_dir + ": not a run folder (no config.toml)");
   LoadedRun r;
   r.config = load_config((dir / "config.toml").string());
   r.data = data::load_data(r.config.data);
   // The vocabularies saved with the run are the ones the model was trained with.
-  if (fs::exists(dir / "src_vocab.txt")) r.data.src_vocab = data::Vocab::load((dir / "src_vocab.txt").string());
-  if (fs::exists(dir / "tgt_vocab.txt")) r.data.tgt_vocab = data::Vocab::load((dir / "tgt_vocab.txt").string());
+  if (fs::exists(dir / "src_vocab.txt"))
+    r.data.src_vocab = data::Vocab::load((dir / "src_vocab.txt").string());
+  if (fs::exists(dir / "tgt_vocab.txt"))
+    r.data.tgt_vocab = data::Vocab::load((dir / "tgt_vocab.txt").string());
   Generator gen(r.config.seed);
   r.model = std::make_unique<nn::Seq2Seq>(model_config(r.config, r.data), gen);
   r.checkpoint = find_checkpoint(run_dir, which);
@@ -409,8 +426,9 @@ data::Ids encode_source(const LoadedRun& r, const std::string& input, const std:
     std::istringstream words(text);
     std::string w;
     while (words >> w) {
-      QKV_CHECK(r.data.src_vocab.contains(w), op, "symbol '", w, "' is not in the task's vocabulary (",
-                r.data.src_vocab.size(), " tokens, see ", run_dir, "/src_vocab.txt)");
+      QKV_CHECK(r.data.src_vocab.contains(w), op, "symbol '", w,
+                "' is not in the task's vocabulary (", r.data.src_vocab.size(), " tokens, see ",
+                run_dir, "/src_vocab.txt)");
       src.push_back(r.data.src_vocab.id(w));
     }
   } else {

@@ -75,8 +75,7 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
 // Empty when there is none.
 std::string find_checkpoint(const std::string& run_dir, const std::string& which = "latest");
 // Loads model weights (and, when opt is non-null, the optimizer state) and returns the state.
-TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model,
-                           optim::Optimizer* opt);
+TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, optim::Optimizer* opt);
 
 // A trained run, ready to evaluate or translate: its config, data, vocabularies and model
 // loaded from the best checkpoint (else the latest).

@@ -27,7 +27,9 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 // Rows per chunk so that a chunk's (rows, width) draw stays near 2M elements.
-int64_t chunk_rows(int64_t width) { return std::max<int64_t>(1, (int64_t{1} << 21) / std::max<int64_t>(1, width)); }
+int64_t chunk_rows(int64_t width) {
+  return std::max<int64_t>(1, (int64_t{1} << 21) / std::max<int64_t>(1, width));
+}
 
 // Sample variance (Bessel) of q.k over n pairs of i.i.d. N(0, 1) vectors of width d; the
 // scaled value is this over d (the same draws).
@@ -53,7 +55,8 @@ std::array<RowStats, 2> softmax_rows(int64_t d, int64_t m, int64_t rows, Generat
     const Tensor q = randn({c, 1, d}, g, DType::f64), k = randn({c, m, d}, g, DType::f64);
     const Tensor scores = matmul(q, k.transpose(1, 2)).reshape({c, m});  // (c, m)
     for (int s = 0; s < 2; ++s) {
-      const RowStats r = row_stats(softmax(s == 0 ? mul(scores, 1.0 / std::sqrt(static_cast<double>(d))) : scores, 1));
+      const RowStats r = row_stats(
+          softmax(s == 0 ? mul(scores, 1.0 / std::sqrt(static_cast<double>(d))) : scores, 1));
       const double w = static_cast<double>(c);
       acc[s].mean_entropy += r.mean_entropy * w;
       acc[s].mean_max_weight += r.mean_max_weight * w;
@@ -85,7 +88,8 @@ GradNorms mha_grad_norms(int64_t d, int64_t m, int64_t batch, nn::Scale scale, u
   const Tensor r = randn({batch, m, d}, g, DType::f64);
   ag::Var weights;
   const ag::Var out = mha.forward(x, x, x, Tensor(), &weights);
-  const ag::Var loss = ag::mul(ag::sum(ag::mul(out, ag::constant(r))), 1.0 / static_cast<double>(batch * m));
+  const ag::Var loss =
+      ag::mul(ag::sum(ag::mul(out, ag::constant(r))), 1.0 / static_cast<double>(batch * m));
   const std::vector<Tensor> grads =
       ag::grad({loss}, {scalar(1.0, DType::f64)}, {mha.w_q->weight, mha.w_k->weight, weights});
   auto norm = [](const Tensor& t) { return std::sqrt(qkv::sum(mul(t, t)).item()); };
@@ -95,13 +99,16 @@ GradNorms mha_grad_norms(int64_t d, int64_t m, int64_t batch, nn::Scale scale, u
 // The copy task at one head of width d_model, scaled or not.
 RunConfig copy_config(const SaturationArgs& a, bool scaled) {
   std::ostringstream t;
-  t << "seed = " << a.seed << "\nthreads = " << a.threads << "\n[model]\nd_model = " << a.train_d_model
-    << "\nheads = " << a.train_heads << "\nd_ff = " << a.train_d_model
-    << "\nencoder_layers = 1\ndecoder_layers = 1\ndropout = 0.0\nattention_scale = " << (scaled ? "0.0" : "1.0")
+  t << "seed = " << a.seed << "\nthreads = " << a.threads
+    << "\n[model]\nd_model = " << a.train_d_model << "\nheads = " << a.train_heads
+    << "\nd_ff = " << a.train_d_model
+    << "\nencoder_layers = 1\ndecoder_layers = 1\ndropout = 0.0\nattention_scale = "
+    << (scaled ? "0.0" : "1.0")
     << "\n[data]\ntask = \"copy\"\nvocab_size = 10\nmin_len = 1\nmax_len = 10\ntrain_size = 5000\n"
        "valid_size = 10\ntest_size = 10\nbatch_size = "
     << a.train_batch
-    << "\n[optim]\nname = \"adam\"\nlr = 5e-4\nbetas = [0.9, 0.98]\neps = 1e-9\nschedule = \"warmup\"\n"
+    << "\n[optim]\nname = \"adam\"\nlr = 5e-4\nbetas = [0.9, 0.98]\neps = 1e-9\nschedule = "
+       "\"warmup\"\n"
        "warmup = 50\nclip_norm = 1.0\n";
   return config_from_toml(parse_toml(t.str(), "<qkv saturation>"));
 }
@@ -131,7 +138,8 @@ int cmd_saturation(const SaturationArgs& a) {
             "--samples must be >= 2, --rows and --batch >= 1");
   QKV_CHECK(a.train_steps >= 0 && a.train_d_model >= 1 && a.train_heads >= 1 &&
                 a.train_d_model % a.train_heads == 0,
-            "saturation", "--train-steps must be >= 0 and --train-heads must divide --train-d-model");
+            "saturation",
+            "--train-steps must be >= 0 and --train-heads must divide --train-d-model");
   set_num_threads(a.threads);
   fs::create_directories(a.out);
   const double log_m = std::log(static_cast<double>(a.keys));
@@ -139,32 +147,44 @@ int cmd_saturation(const SaturationArgs& a) {
 
   ojson records = ojson::array();
   std::ostringstream csv;
-  csv << "d_k,scale,var_qk,mean_entropy,max_entropy,mean_max_weight,saturated_fraction,jacobian_norm,"
+  csv << "d_k,scale,var_qk,mean_entropy,max_entropy,mean_max_weight,saturated_fraction,jacobian_"
+         "norm,"
          "grad_norm_wq,grad_norm_wk,grad_norm_logits\n";
   Series ent[2], top[2], sat[2], jac[2], gq[2], gk[2], gl[2];
   for (int s = 0; s < 2; ++s) {
     const std::string sfx = s == 0 ? "scale 1/sqrt(d_k)" : "scale 1 (unscaled)";
-    ent[s] = {sfx, {}, {}, ""}, top[s] = {sfx, {}, {}, ""}, sat[s] = {sfx, {}, {}, ""}, jac[s] = {sfx, {}, {}, ""};
-    gq[s] = {"W_Q, " + sfx, {}, {}, ""}, gk[s] = {"W_K, " + sfx, {}, {}, ""}, gl[s] = {sfx, {}, {}, ""};
+    ent[s] = {sfx, {}, {}, ""}, top[s] = {sfx, {}, {}, ""}, sat[s] = {sfx, {}, {}, ""},
+    jac[s] = {sfx, {}, {}, ""};
+    gq[s] = {"W_Q, " + sfx, {}, {}, ""}, gk[s] = {"W_K, " + sfx, {}, {}, ""},
+    gl[s] = {sfx, {}, {}, ""};
   }
-  std::printf("%6s  %-11s  %9s  %8s  %6s  %10s  %9s  %8s  %10s  %10s  %10s\n", "d_k", "scale", "var(q.k)", "entropy",
-              "log m", "max weight", "saturated", "|J|_F", "|dL/dW_Q|", "|dL/dW_K|", "|dL/dlogit|");
+  std::printf("%6s  %-11s  %9s  %8s  %6s  %10s  %9s  %8s  %10s  %10s  %10s\n", "d_k", "scale",
+              "var(q.k)", "entropy", "log m", "max weight", "saturated", "|J|_F", "|dL/dW_Q|",
+              "|dL/dW_K|", "|dL/dlogit|");
   for (int64_t d : dks) {
     Generator g(random_bits(a.seed, static_cast<uint64_t>(d)));
     const double var_raw = dot_variance(d, a.samples, g);
     const std::array<RowStats, 2> rs = softmax_rows(d, a.keys, a.rows, g);
     for (int s = 0; s < 2; ++s) {
       const nn::Scale scale = s == 0 ? nn::Scale() : nn::Scale(1.0);
-      const auto [nq, nk, nl] = mha_grad_norms(d, a.keys, a.batch, scale, random_bits(a.seed + 1, static_cast<uint64_t>(d)));
+      const auto [nq, nk, nl] = mha_grad_norms(d, a.keys, a.batch, scale,
+                                               random_bits(a.seed + 1, static_cast<uint64_t>(d)));
       const double var = s == 0 ? var_raw / static_cast<double>(d) : var_raw;
       const RowStats& r = rs[s];
-      records.push_back({{"d_k", d}, {"scale", kScale[s]}, {"var_qk", var}, {"mean_entropy", r.mean_entropy},
-                         {"max_entropy", log_m}, {"mean_max_weight", r.mean_max_weight},
-                         {"saturated_fraction", r.saturated_fraction}, {"jacobian_norm", r.jacobian_norm},
-                         {"grad_norm_wq", nq}, {"grad_norm_wk", nk}, {"grad_norm_logits", nl}});
-      csv << d << ',' << kScale[s] << ',' << num(var) << ',' << num(r.mean_entropy) << ',' << num(log_m) << ','
-          << num(r.mean_max_weight) << ',' << num(r.saturated_fraction) << ',' << num(r.jacobian_norm) << ','
-          << num(nq) << ',' << num(nk) << ',' << num(nl) << '\n';
+      records.push_back({{"d_k", d},
+                         {"scale", kScale[s]},
+                         {"var_qk", var},
+                         {"mean_entropy", r.mean_entropy},
+                         {"max_entropy", log_m},
+                         {"mean_max_weight", r.mean_max_weight},
+                         {"saturated_fraction", r.saturated_fraction},
+                         {"jacobian_norm", r.jacobian_norm},
+                         {"grad_norm_wq", nq},
+                         {"grad_norm_wk", nk},
+                         {"grad_norm_logits", nl}});
+      csv << d << ',' << kScale[s] << ',' << num(var) << ',' << num(r.mean_entropy) << ','
+          << num(log_m) << ',' << num(r.mean_max_weight) << ',' << num(r.saturated_fraction) << ','
+          << num(r.jacobian_norm) << ',' << num(nq) << ',' << num(nk) << ',' << num(nl) << '\n';
       const double x = static_cast<double>(d);
       ent[s].x.push_back(x), ent[s].y.push_back(r.mean_entropy);
       top[s].x.push_back(x), top[s].y.push_back(r.mean_max_weight);
@@ -173,35 +193,48 @@ int cmd_saturation(const SaturationArgs& a) {
       gq[s].x.push_back(x), gq[s].y.push_back(nq);
       gk[s].x.push_back(x), gk[s].y.push_back(nk);
       gl[s].x.push_back(x), gl[s].y.push_back(nl);
-      std::printf("%6lld  %-11s  %9.4g  %8.4f  %6.4f  %10.4f  %9.4f  %8.4f  %10.4g  %10.4g  %10.4g\n",
-                  static_cast<long long>(d), kScale[s], var, r.mean_entropy, log_m, r.mean_max_weight,
-                  r.saturated_fraction, r.jacobian_norm, nq, nk, nl);
+      std::printf(
+          "%6lld  %-11s  %9.4g  %8.4f  %6.4f  %10.4f  %9.4f  %8.4f  %10.4g  %10.4g  %10.4g\n",
+          static_cast<long long>(d), kScale[s], var, r.mean_entropy, log_m, r.mean_max_weight,
+          r.saturated_fraction, r.jacobian_norm, nq, nk, nl);
     }
     std::fflush(stdout);
   }
 
   // One row's weights at example_d_k, scaled and unscaled (the same q and keys).
   Generator eg(random_bits(a.seed + 2, static_cast<uint64_t>(a.example_d_k)));
-  const Tensor q = randn({1, a.example_d_k}, eg, DType::f64), k = randn({a.keys, a.example_d_k}, eg, DType::f64);
+  const Tensor q = randn({1, a.example_d_k}, eg, DType::f64),
+               k = randn({a.keys, a.example_d_k}, eg, DType::f64);
   const Tensor sc = matmul(q, k.t());
-  const std::vector<double> row_scaled = to_vector<double>(softmax(mul(sc, 1.0 / std::sqrt(static_cast<double>(a.example_d_k))), 1));
+  const std::vector<double> row_scaled =
+      to_vector<double>(softmax(mul(sc, 1.0 / std::sqrt(static_cast<double>(a.example_d_k))), 1));
   const std::vector<double> row_raw = to_vector<double>(softmax(sc, 1));
   std::ostringstream row_csv;
   row_csv << "key,scaled,unscaled\n";
-  BarChart bars{"One row of attention weights at d_k = " + std::to_string(a.example_d_k) + ", " +
-                    std::to_string(a.keys) + " keys, q and k ~ N(0, 1)",
-                "key", "attention weight", {}, {{"scale 1/sqrt(d_k)", {}, row_scaled, ""},
-                                                {"scale 1 (unscaled)", {}, row_raw, ""}}};
+  BarChart bars{
+      "One row of attention weights at d_k = " + std::to_string(a.example_d_k) + ", " +
+          std::to_string(a.keys) + " keys, q and k ~ N(0, 1)",
+      "key",
+      "attention weight",
+      {},
+      {{"scale 1/sqrt(d_k)", {}, row_scaled, ""}, {"scale 1 (unscaled)", {}, row_raw, ""}}};
   for (int64_t j = 0; j < a.keys; ++j) {
     bars.categories.push_back(std::to_string(j + 1));
     row_csv << j + 1 << ',' << num(row_scaled[j]) << ',' << num(row_raw[j]) << '\n';
   }
 
-  ojson j = {{"settings", {{"d_k", dks}, {"keys", a.keys}, {"samples", a.samples}, {"rows", a.rows},
-                           {"batch", a.batch}, {"seed", a.seed}, {"saturation_threshold", 0.99}}},
-             {"records", records},
-             {"example_row", {{"d_k", a.example_d_k}, {"scaled", row_scaled}, {"unscaled", row_raw}}},
-             {"training", ojson::array()}};
+  ojson j = {
+      {"settings",
+       {{"d_k", dks},
+        {"keys", a.keys},
+        {"samples", a.samples},
+        {"rows", a.rows},
+        {"batch", a.batch},
+        {"seed", a.seed},
+        {"saturation_threshold", 0.99}}},
+      {"records", records},
+      {"example_row", {{"d_k", a.example_d_k}, {"scaled", row_scaled}, {"unscaled", row_raw}}},
+      {"training", ojson::array()}};
 
   // Training: the copy task with and without scaling.
   const fs::path out(a.out);
@@ -210,30 +243,47 @@ int cmd_saturation(const SaturationArgs& a) {
     tcsv << "scale,step,loss,attention_entropy,cross_attention_entropy\n";
     LineChart loss_chart{"Copy task, d_model " + std::to_string(a.train_d_model) + ", " +
                              std::to_string(a.train_heads) + " head(s): training loss",
-                         "step", "cross-entropy (nats / token)", false, false, {}};
-    LineChart ent_chart{"Copy task: mean attention entropy during training", "step",
-                        "entropy (nats), mean over layers and rows", false, false, {}};
+                         "step",
+                         "cross-entropy (nats / token)",
+                         false,
+                         false,
+                         {}};
+    LineChart ent_chart{"Copy task: mean attention entropy during training",
+                        "step",
+                        "entropy (nats), mean over layers and rows",
+                        false,
+                        false,
+                        {}};
     std::printf("\ncopy task, d_model %lld, %lld head(s) (d_k = %lld), %lld steps:\n",
                 static_cast<long long>(a.train_d_model), static_cast<long long>(a.train_heads),
-                static_cast<long long>(a.train_d_model / a.train_heads), static_cast<long long>(a.train_steps));
+                static_cast<long long>(a.train_d_model / a.train_heads),
+                static_cast<long long>(a.train_steps));
     for (int s = 0; s < 2; ++s) {
       const LiteCurve c = train_lite(copy_config(a, s == 0), a.train_steps);
       const std::string label = s == 0 ? "scale 1/sqrt(d_k)" : "scale 1 (unscaled)";
       Series ls{label, {}, c.loss, ""}, es{label, {}, c.entropy, ""};
-      for (int64_t st : c.step) ls.x.push_back(static_cast<double>(st)), es.x.push_back(static_cast<double>(st));
+      for (int64_t st : c.step)
+        ls.x.push_back(static_cast<double>(st)), es.x.push_back(static_cast<double>(st));
       loss_chart.series.push_back(ls);
       ent_chart.series.push_back(es);
       for (size_t i = 0; i < c.step.size(); ++i)
-        tcsv << kScale[s] << ',' << c.step[i] << ',' << num(c.loss[i]) << ',' << num(c.entropy[i]) << ','
-             << num(c.cross_entropy_attention[i]) << '\n';
-      j["training"].push_back({{"scale", kScale[s]}, {"d_model", a.train_d_model}, {"heads", a.train_heads},
-                               {"steps", a.train_steps}, {"step", c.step}, {"loss", c.loss},
+        tcsv << kScale[s] << ',' << c.step[i] << ',' << num(c.loss[i]) << ',' << num(c.entropy[i])
+             << ',' << num(c.cross_entropy_attention[i]) << '\n';
+      j["training"].push_back({{"scale", kScale[s]},
+                               {"d_model", a.train_d_model},
+                               {"heads", a.train_heads},
+                               {"steps", a.train_steps},
+                               {"step", c.step},
+                               {"loss", c.loss},
                                {"attention_entropy", c.entropy},
-                               {"cross_attention_entropy", c.cross_entropy_attention}, {"seconds", c.seconds}});
+                               {"cross_attention_entropy", c.cross_entropy_attention},
+                               {"seconds", c.seconds}});
       const size_t tail = std::max<size_t>(1, c.loss.size() / 10);
-      std::printf("  scale %-11s  first loss %.4f  final loss %.4f (mean of last %zu steps)  attention entropy %.4f -> %.4f  (%.0f s)\n",
-                  kScale[s], c.loss.front(), tail_mean(c.loss, tail), tail, c.entropy.front(),
-                  tail_mean(c.entropy, tail), c.seconds);
+      std::printf(
+          "  scale %-11s  first loss %.4f  final loss %.4f (mean of last %zu steps)  attention "
+          "entropy %.4f -> %.4f  (%.0f s)\n",
+          kScale[s], c.loss.front(), tail_mean(c.loss, tail), tail, c.entropy.front(),
+          tail_mean(c.entropy, tail), c.seconds);
     }
     nn::atomic_write_file((out / "saturation_training.csv").string(), tcsv.str());
     write_svg((out / "training_loss.svg").string(), loss_chart);
@@ -248,22 +298,47 @@ int cmd_saturation(const SaturationArgs& a) {
   for (int64_t d : dks) maxh.x.push_back(static_cast<double>(d)), maxh.y.push_back(log_m);
   const std::string at_init = std::to_string(a.keys) + " keys, q and k ~ N(0, 1)";
   write_svg((out / "entropy.svg").string(),
-            LineChart{"Mean row entropy of softmax(scale q.k), " + at_init, "d_k", "entropy (nats)", true, false,
+            LineChart{"Mean row entropy of softmax(scale q.k), " + at_init,
+                      "d_k",
+                      "entropy (nats)",
+                      true,
+                      false,
                       {ent[0], ent[1], maxh}});
   write_svg((out / "max_weight.svg").string(),
-            LineChart{"Mean largest attention weight, " + at_init, "d_k", "max_j p_j", true, false, {top[0], top[1]}});
+            LineChart{"Mean largest attention weight, " + at_init,
+                      "d_k",
+                      "max_j p_j",
+                      true,
+                      false,
+                      {top[0], top[1]}});
   write_svg((out / "saturated_fraction.svg").string(),
-            LineChart{"Rows whose largest weight exceeds 0.99, " + at_init, "d_k", "fraction of rows", true, false,
+            LineChart{"Rows whose largest weight exceeds 0.99, " + at_init,
+                      "d_k",
+                      "fraction of rows",
+                      true,
+                      false,
                       {sat[0], sat[1]}});
   write_svg((out / "jacobian_norm.svg").string(),
-            LineChart{"Softmax Jacobian norm ||diag(p) - p p^T||_F, " + at_init, "d_k", "mean Frobenius norm", true,
-                      false, {jac[0], jac[1]}});
+            LineChart{"Softmax Jacobian norm ||diag(p) - p p^T||_F, " + at_init,
+                      "d_k",
+                      "mean Frobenius norm",
+                      true,
+                      false,
+                      {jac[0], jac[1]}});
   write_svg((out / "gradient_norm.svg").string(),
-            LineChart{"Gradient norm reaching W_Q and W_K (one-head MultiHeadAttention)", "d_k = d_model",
-                      "||dL/dW|| (Frobenius)", true, true, {gq[0], gk[0], gq[1], gk[1]}});
+            LineChart{"Gradient norm reaching W_Q and W_K (one-head MultiHeadAttention)",
+                      "d_k = d_model",
+                      "||dL/dW|| (Frobenius)",
+                      true,
+                      true,
+                      {gq[0], gk[0], gq[1], gk[1]}});
   write_svg((out / "logit_gradient_norm.svg").string(),
-            LineChart{"Gradient reaching the attention logits (softmax input), one-head MHA", "d_k = d_model",
-                      "||dL/d logits|| (Frobenius)", true, true, {gl[0], gl[1]}});
+            LineChart{"Gradient reaching the attention logits (softmax input), one-head MHA",
+                      "d_k = d_model",
+                      "||dL/d logits|| (Frobenius)",
+                      true,
+                      true,
+                      {gl[0], gl[1]}});
   std::printf("\nwrote %s/saturation.json, CSVs and figures\n", a.out.c_str());
   return 0;
 }

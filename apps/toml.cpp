@@ -53,24 +53,37 @@ ojson parse_string(Cursor& c) {
       if (c.done()) c.fail("unterminated string");
       const char e = c.s[c.i++];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
         case 'u': {
           if (c.i + 4 > c.s.size()) c.fail("bad \\u escape");
           uint32_t cp = 0;
           for (int k = 0; k < 4; ++k) {
             const char h = c.s[c.i++];
             if (!std::isxdigit(static_cast<unsigned char>(h))) c.fail("bad \\u escape");
-            cp = cp * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+            cp = cp * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h))
+                                                     ? h - '0'
+                                                     : (std::tolower(h) - 'a' + 10));
           }
           if (cp >= 0xD800 && cp < 0xE000) c.fail("bad \\u escape (surrogate)");
           data::append_utf8(out, static_cast<char32_t>(cp));
           break;
         }
-        default: c.fail(std::string("unknown escape \\") + e);
+        default:
+          c.fail(std::string("unknown escape \\") + e);
       }
     } else {
       out += ch;
@@ -161,7 +174,8 @@ TomlDoc parse_toml(const std::string& text, const std::string& path) {
     Cursor c{line, 0, path, lineno};
     // TOML is UTF-8; checked up front so no invalid string reaches JSON (whose dump throws).
     if (size_t bad = 0; !data::valid_utf8(line, &bad))
-      c.fail("invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line (TOML files are UTF-8)");
+      c.fail("invalid UTF-8 at byte " + std::to_string(bad + 1) +
+             " of the line (TOML files are UTF-8)");
     c.skip_space();
     if (c.done() || c.peek() == '#' || c.peek() == '\r') continue;
     if (c.peek() == '[') {

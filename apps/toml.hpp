@@ -13,8 +13,8 @@ namespace qkv::app {
 using ojson = nlohmann::ordered_json;
 
 struct TomlDoc {
-  ojson root = ojson::object();         // {"seed": 1, "model": {"d_model": 128, ...}, ...}
-  std::map<std::string, int> lines;     // "model.d_model" -> line number (1-based)
+  ojson root = ojson::object();      // {"seed": 1, "model": {"d_model": 128, ...}, ...}
+  std::map<std::string, int> lines;  // "model.d_model" -> line number (1-based)
   std::string path;
 };
 

@@ -4,17 +4,17 @@
 // same model, takes its shard of the same global batch and sums gradients with the others;
 // rank 0 alone writes the run folder, validates and prints. The parts that differ from a
 // single process are marked "data-parallel".
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-#include <spdlog/spdlog.h>
 
 #include "apps/attention_stats.hpp"
 #include "apps/commands.hpp"
@@ -87,10 +87,12 @@ void check_positions(const RunConfig& cfg, const data::DataSplits& d) {
   auto consider = [&](const data::Dataset& ds, bool decoded) {
     for (size_t i = 0; i < ds.examples.size(); ++i) {
       const auto& e = ds.examples[i];
-      const int64_t src = static_cast<int64_t>(e.src.size()), tgt = static_cast<int64_t>(e.tgt.size());
+      const int64_t src = static_cast<int64_t>(e.src.size()),
+                    tgt = static_cast<int64_t>(e.tgt.size());
       int64_t n = std::max(src, d.framing.target_len(tgt));
       // validation decodes up to the longer side plus train.max_decode_extra tokens
-      if (decoded && d.framing.eos >= 0) n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
+      if (decoded && d.framing.eos >= 0)
+        n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
       if (n > need) {
         need = n;
         where = fmt::format("{} example {}", ds.name, i + 1);
@@ -100,8 +102,8 @@ void check_positions(const RunConfig& cfg, const data::DataSplits& d) {
   consider(d.train, false);
   consider(d.valid, true);
   consider(d.test, true);
-  QKV_CHECK(need <= cfg.model.max_len, "model.max_len",
-            "learned positions cover ", cfg.model.max_len, " tokens, but ", where, " needs ", need,
+  QKV_CHECK(need <= cfg.model.max_len, "model.max_len", "learned positions cover ",
+            cfg.model.max_len, " tokens, but ", where, " needs ", need,
             " (with <bos>/<eos> and train.max_decode_extra); raise model.max_len or drop long pairs"
             " with data.max_seq_len");
 }
@@ -154,9 +156,10 @@ int cmd_train(const TrainArgs& a) {
     QKV_CHECK(a.config.empty() && a.overrides.empty(), "train",
               "--resume takes the run folder's own config; give no config file or overrides");
     run_dir = a.resume;
-    QKV_CHECK(fs::exists(run_dir / "config.toml"), "train", run_dir.string(),
-              ": not a run folder (no config.toml; a run killed before writing it has nothing to resume:"
-              " delete the folder and start again)");
+    QKV_CHECK(
+        fs::exists(run_dir / "config.toml"), "train", run_dir.string(),
+        ": not a run folder (no config.toml; a run killed before writing it has nothing to resume:"
+        " delete the folder and start again)");
     cfg = load_config((run_dir / "config.toml").string());
     resume_from = find_checkpoint(run_dir.string());
     // Killed before its first checkpoint: config.toml fixes everything, so the run restarts
@@ -182,8 +185,9 @@ int cmd_train(const TrainArgs& a) {
     // The run's own vocabularies: the model's ids mean these tokens.
     const data::Vocab sv = data::Vocab::load((run_dir / "src_vocab.txt").string());
     const data::Vocab tv = data::Vocab::load((run_dir / "tgt_vocab.txt").string());
-    QKV_CHECK(sv == data.src_vocab && tv == data.tgt_vocab, "train", run_dir.string(),
-              ": the saved vocabularies differ from the data's; the data changed since the run began");
+    QKV_CHECK(
+        sv == data.src_vocab && tv == data.tgt_vocab, "train", run_dir.string(),
+        ": the saved vocabularies differ from the data's; the data changed since the run began");
   }
   Generator init(cfg.seed);
   nn::Seq2Seq model(model_config(cfg, data), init);
@@ -224,19 +228,22 @@ int cmd_train(const TrainArgs& a) {
     // Forget what was logged after the checkpoint: the resumed run logs it again.
     fs::resize_file(run_dir / "metrics.jsonl", st.metrics_bytes);
     if (st.ranks != ranks)
-      spdlog::warn("{} was trained with {} process(es) and resumes with {}: the result matches an "
-                   "uninterrupted run to float rounding, not bit for bit", run_dir.string(),
-                   st.ranks, ranks);
+      spdlog::warn(
+          "{} was trained with {} process(es) and resumes with {}: the result matches an "
+          "uninterrupted run to float rounding, not bit for bit",
+          run_dir.string(), st.ranks, ranks);
   } else if (root) {
     fs::create_directories(run_dir);
     if (!restart) nn::atomic_write_file((run_dir / "config.toml").string(), effective_toml(cfg));
     // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
-    for (const auto& [file, vocab] : {std::pair{"src_vocab.txt", &data.src_vocab}, std::pair{"tgt_vocab.txt", &data.tgt_vocab}}) {
+    for (const auto& [file, vocab] : {std::pair{"src_vocab.txt", &data.src_vocab},
+                                      std::pair{"tgt_vocab.txt", &data.tgt_vocab}}) {
       std::ostringstream text;
       vocab->write(text);
       nn::atomic_write_file((run_dir / file).string(), text.str());
     }
-    if (restart && fs::exists(run_dir / "metrics.jsonl")) fs::resize_file(run_dir / "metrics.jsonl", 0);
+    if (restart && fs::exists(run_dir / "metrics.jsonl"))
+      fs::resize_file(run_dir / "metrics.jsonl", 0);
   }
   if (root && !a.resume.empty() && fs::is_directory(run_dir / "checkpoints")) {
     // Half-written checkpoints of a killed run: never complete, never named, safe to drop.
@@ -246,17 +253,21 @@ int cmd_train(const TrainArgs& a) {
         fs::remove_all(e.path());
     // A kill between naming a new best checkpoint and writing "best" leaves the pointer one
     // behind; the checkpoint's own state knows the best, and the final test uses the pointer.
-    if (!st.best.empty() && find_checkpoint(run_dir.string(), "best") != (run_dir / "checkpoints" / st.best).string())
+    if (!st.best.empty() &&
+        find_checkpoint(run_dir.string(), "best") != (run_dir / "checkpoints" / st.best).string())
       nn::atomic_write_file((run_dir / "checkpoints" / "best").string(), st.best + "\n");
   }
   std::optional<MetricsLog> metrics;  // data-parallel: rank 0's alone
   if (root) metrics.emplace(run_dir / "metrics.jsonl");
   Progress progress(total, st.step, cfg.train.log_every, a.quiet || !root, a.verbose && root);
-  progress.message(fmt::format("{} {}: {} parameters, {} train / {} valid examples, {} steps ({} per epoch), {} threads{}",
-                               restart ? "restarting (no checkpoint yet)" : resume_from.empty() ? "training" : "resuming", run_dir.string(),
-                               model.parameter_count(), data.train.size(), data.valid.size(), total,
-                               per_epoch, get_num_threads(),
-                               ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : ""));
+  progress.message(fmt::format(
+      "{} {}: {} parameters, {} train / {} valid examples, {} steps ({} per epoch), {} threads{}",
+      restart               ? "restarting (no checkpoint yet)"
+      : resume_from.empty() ? "training"
+                            : "resuming",
+      run_dir.string(), model.parameter_count(), data.train.size(), data.valid.size(), total,
+      per_epoch, get_num_threads(),
+      ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : ""));
 
   double loss_sum = st.log_loss_sum, norm_sum = st.log_norm_sum;
   int64_t loss_n = st.log_count, tokens = 0;
@@ -274,7 +285,8 @@ int cmd_train(const TrainArgs& a) {
     dist::check_same_on_all_ranks(param_checksum(params), "the sum of the parameters");
     if (!root) return std::string();
     st.metrics_bytes = metrics->bytes();
-    const std::string name = save_checkpoint(run_dir.string(), model, *opt, st, cfg.checkpoint.keep, is_best);
+    const std::string name =
+        save_checkpoint(run_dir.string(), model, *opt, st, cfg.checkpoint.keep, is_best);
     if (is_best) st.best = name;
     return name;
   };
@@ -283,8 +295,12 @@ int cmd_train(const TrainArgs& a) {
     if (root) {  // data-parallel: rank 0 validates alone (the numbers of one process)
       const Metrics m = evaluate(model, data.valid, data.framing, cfg.data.batch_size,
                                  cfg.train.max_decode_extra, cfg.train.eval_examples);
-      json j = {{"step", st.step}, {"epoch", st.epoch}, {"split", "valid"}, {"loss", m.loss},
-                {"token_accuracy", m.token_accuracy}, {"exact_match", m.exact_match},
+      json j = {{"step", st.step},
+                {"epoch", st.epoch},
+                {"split", "valid"},
+                {"loss", m.loss},
+                {"token_accuracy", m.token_accuracy},
+                {"exact_match", m.exact_match},
                 {"examples", m.examples}};
       metrics->write(j);
       better = m.exact_match > st.best_score ||
@@ -296,15 +312,18 @@ int cmd_train(const TrainArgs& a) {
       } else {
         ++st.evals_since_best;
       }
-      progress.message(fmt::format("step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}",
-                                   st.step, m.loss, m.token_accuracy, m.exact_match,
-                                   better ? "  (best)" : ""));
+      progress.message(
+          fmt::format("step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}", st.step,
+                      m.loss, m.token_accuracy, m.exact_match, better ? "  (best)" : ""));
     }
     // data-parallel: rank 0's decisions are everyone's (the others wait here meanwhile)
     better = dist::from_root(better ? 1 : 0) != 0;
-    st.evals_since_best = static_cast<int64_t>(dist::from_root(static_cast<double>(st.evals_since_best)));
-    if (cfg.checkpoint.every == 0) checkpoint(better);
-    else if (better) checkpoint(true);
+    st.evals_since_best =
+        static_cast<int64_t>(dist::from_root(static_cast<double>(st.evals_since_best)));
+    if (cfg.checkpoint.every == 0)
+      checkpoint(better);
+    else if (better)
+      checkpoint(true);
     if (root) plot_losses(run_dir);
     return cfg.train.early_stopping > 0 && st.evals_since_best >= cfg.train.early_stopping;
   };
@@ -334,9 +353,10 @@ int cmd_train(const TrainArgs& a) {
       }
       const std::string last = find_checkpoint(run_dir.string());
       progress.finish();
-      throw Error(fmt::format("train: step {}: {}; stopping (last good checkpoint: {}; "
-                              "set train.skip_nonfinite = true to skip such steps)",
-                              st.step, what, last.empty() ? "none" : last));
+      throw Error(
+          fmt::format("train: step {}: {}; stopping (last good checkpoint: {}; "
+                      "set train.skip_nonfinite = true to skip such steps)",
+                      st.step, what, last.empty() ? "none" : last));
     };
     // Anomaly mode's findings are about the numbers; any other error is a real one. A finding
     // is this rank's alone: with several ranks it stops them all (a skip on one rank would
@@ -354,12 +374,13 @@ int cmd_train(const TrainArgs& a) {
       if (b.size() > 0) {  // data-parallel: a rank's shard of a small last batch may be empty
         const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
                                              cfg.train.log_attention_entropy ? &maps : nullptr);
-        loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(),
-                                 0, cfg.train.label_smoothing);
+        loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), 0,
+                                 cfg.train.label_smoothing);
         // data-parallel: (sum of this shard's token losses) / (global tokens), so the ranks'
         // losses and gradients sum to those of the global batch.
         if (ranks > 1)
-          loss = loss * (static_cast<double>(b.tgt_tokens) / static_cast<double>(b.global_tgt_tokens));
+          loss =
+              loss * (static_cast<double>(b.tgt_tokens) / static_cast<double>(b.global_tgt_tokens));
         lv = loss.item();
       }
     } catch (const Error& e) {
@@ -381,8 +402,9 @@ int cmd_train(const TrainArgs& a) {
       if (anomaly(e)) continue;
     }
     reducer.reduce();  // data-parallel: sum the gradients over the ranks (one process: nothing)
-    const double gnorm = cfg.optim.clip_norm > 0 ? optim::clip_grad_norm(params, cfg.optim.clip_norm)
-                                                 : optim::grad_norm(params);
+    const double gnorm = cfg.optim.clip_norm > 0
+                             ? optim::clip_grad_norm(params, cfg.optim.clip_norm)
+                             : optim::grad_norm(params);
     if (cfg.optim.clip_value > 0) optim::clip_grad_value(params, cfg.optim.clip_value);
     const double lr = optim::apply_schedule(*opt, schedule);
     opt->step();
@@ -395,8 +417,11 @@ int cmd_train(const TrainArgs& a) {
     ++loss_n;
     tokens += b.global_src_tokens + b.global_tgt_tokens;  // the whole global batch's
     if (st.step % cfg.train.log_every == 0 || st.step == total) {
-      json j = {{"step", st.step}, {"epoch", st.epoch}, {"loss", loss_sum / loss_n},
-                {"lr", lr}, {"grad_norm", norm_sum / loss_n}};
+      json j = {{"step", st.step},
+                {"epoch", st.epoch},
+                {"loss", loss_sum / loss_n},
+                {"lr", lr},
+                {"grad_norm", norm_sum / loss_n}};
       if (cfg.train.log_attention_entropy && ranks == 1) {
         j["attention_entropy"] = {{"encoder_self", attention_entropy(maps.encoder_self)},
                                   {"decoder_self", attention_entropy(maps.decoder_self)},
@@ -410,7 +435,8 @@ int cmd_train(const TrainArgs& a) {
             {"decoder_cross", global_entropy(maps.decoder_cross, dec, b.size(), b.global_size)}};
       }
       if (root) metrics->write(j);
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       progress.update(st.step, loss_sum / loss_n, lr, secs > 0 ? tokens / secs : 0);
       loss_sum = norm_sum = 0;
       loss_n = tokens = 0;
@@ -435,8 +461,9 @@ int cmd_train(const TrainArgs& a) {
       // data-parallel: mpirun ends the job at the first non-zero exit; rank 0 must be done.
       dist::barrier();
       if (root)
-        spdlog::warn("interrupted at step {}: wrote checkpoint {}; continue with qkv train --resume {}",
-                     st.step, name, run_dir.string());
+        spdlog::warn(
+            "interrupted at step {}: wrote checkpoint {}; continue with qkv train --resume {}",
+            st.step, name, run_dir.string());
       return 130;
     }
   }
@@ -444,22 +471,28 @@ int cmd_train(const TrainArgs& a) {
   if (saved_step != st.step) checkpoint(false);
   progress.finish();
   if (ranks > 1 && !a.quiet && root)
-    spdlog::info("data-parallel: {} processes; summing gradients ({} buckets) took {:.2f} s on rank 0",
-                 ranks, reducer.buckets(), reducer.seconds());
+    spdlog::info(
+        "data-parallel: {} processes; summing gradients ({} buckets) took {:.2f} s on rank 0",
+        ranks, reducer.buckets(), reducer.seconds());
   if (!root) return 0;  // data-parallel: the test split is rank 0's alone
 
   // The held-out test split, with the best checkpoint.
   const std::string best = find_checkpoint(run_dir.string(), "best");
   if (!best.empty()) load_checkpoint(best, model, nullptr);
-  const Metrics test = evaluate(model, data.test, data.framing, cfg.data.batch_size,
-                                cfg.train.max_decode_extra);
-  metrics->write({{"step", st.step}, {"split", "test"}, {"loss", test.loss},
-                 {"token_accuracy", test.token_accuracy}, {"exact_match", test.exact_match},
-                 {"examples", test.examples}});
+  const Metrics test =
+      evaluate(model, data.test, data.framing, cfg.data.batch_size, cfg.train.max_decode_extra);
+  metrics->write({{"step", st.step},
+                  {"split", "test"},
+                  {"loss", test.loss},
+                  {"token_accuracy", test.token_accuracy},
+                  {"exact_match", test.exact_match},
+                  {"examples", test.examples}});
   plot_losses(run_dir);
   if (!a.quiet)
-    spdlog::info("done: {} steps; test ({} examples, best checkpoint): loss {:.4f}  token acc {:.4f}  exact match {:.4f}",
-                 st.step, test.examples, test.loss, test.token_accuracy, test.exact_match);
+    spdlog::info(
+        "done: {} steps; test ({} examples, best checkpoint): loss {:.4f}  token acc {:.4f}  exact "
+        "match {:.4f}",
+        st.step, test.examples, test.loss, test.token_accuracy, test.exact_match);
   return 0;
 }
 

@@ -15,8 +15,9 @@ int cmd_translate(const TranslateArgs& a) {
   const bool symbols = is_symbol_task(r.config.data);
   auto one = [&](const std::string& text) {
     const data::Ids src = encode_source(r, text, a.run_dir, "translate");
-    const int64_t max_len = a.max_len > 0 ? a.max_len
-                                          : static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
+    const int64_t max_len =
+        a.max_len > 0 ? a.max_len
+                      : static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
     const data::Ids out = a.beam > 1
                               ? beam_decode(*r.model, src, r.data.framing, a.beam, max_len, a.alpha)
                               : greedy_decode(*r.model, {src}, r.data.framing, {max_len})[0];

@@ -29,9 +29,10 @@ std::string GradcheckReport::summary() const {
     os << c.name << ": " << c.checked << (c.directional ? " directions" : " elements")
        << ", max abs err " << c.max_abs_err << ", max rel err " << c.max_rel_err
        << (c.passed ? ", pass" : ", FAIL") << '\n';
-  os << "worst: " << worst_input << ' ' << (worst_index.empty() ? "direction" : shape_str(worst_index))
-     << " analytic " << analytic << " numerical " << numerical << " abs err " << abs_err
-     << " rel err " << rel_err << (passed ? " (pass)" : " (FAIL)");
+  os << "worst: " << worst_input << ' '
+     << (worst_index.empty() ? "direction" : shape_str(worst_index)) << " analytic " << analytic
+     << " numerical " << numerical << " abs err " << abs_err << " rel err " << rel_err
+     << (passed ? " (pass)" : " (FAIL)");
   return os.str();
 }
 
@@ -60,7 +61,8 @@ GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Var>& inputs,
   for (const Var& v : inputs)
     if (v.requires_grad()) wrt.push_back(v);
   QKV_CHECK(!wrt.empty(), "gradcheck", "no input requires grad");
-  QKV_CHECK(out.requires_grad(), "gradcheck", "the output does not depend on any input that requires grad");
+  QKV_CHECK(out.requires_grad(), "gradcheck",
+            "the output does not depend on any input that requires grad");
   const std::vector<Tensor> analytic = grad({out}, {R}, wrt);
 
   GradcheckReport rep;

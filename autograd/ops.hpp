@@ -41,7 +41,7 @@ Var gelu(const Var& x);  // exact (erf) GELU, as torch's default
 Var tanh(const Var& x);
 Var sigmoid(const Var& x);
 Var elu(const Var& x, double alpha = 1.0);
-Var softmax(const Var& x, int64_t d);      // an all -inf row gives zeros, zero gradient
+Var softmax(const Var& x, int64_t d);  // an all -inf row gives zeros, zero gradient
 Var log_softmax(const Var& x, int64_t d);
 // Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p);
 // the mask is kept for backward. Identity when p == 0. Needs a generator for the mask.

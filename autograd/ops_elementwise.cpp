@@ -34,20 +34,20 @@ Var div(const Var& a, const Var& b) {
                  rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
                   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
                   const Tensor gb = qkv::div(g, b_);
-                  return {ra ? sum_to(gb, a_.shape()) : Tensor(),
-                          rb ? sum_to(qkv::neg(qkv::mul(gb, qkv::div(a_, b_))), b_.shape())
-                             : Tensor()};
+                  return {
+                      ra ? sum_to(gb, a_.shape()) : Tensor(),
+                      rb ? sum_to(qkv::neg(qkv::mul(gb, qkv::div(a_, b_))), b_.shape()) : Tensor()};
                 });
 }
 
 Var maximum(const Var& a, const Var& b) {
   const Tensor a_wins = ge(a.data(), b.data());  // ties go to a
-  return record("maximum", qkv::maximum(a.data(), b.data()), {a, b},
-                [a_wins, sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
-                  const Tensor zero = zeros({}, g.dtype());
-                  return {sum_to(qkv::where(a_wins, g, zero), sa),
-                          sum_to(qkv::where(a_wins, zero, g), sb)};
-                });
+  return record(
+      "maximum", qkv::maximum(a.data(), b.data()), {a, b},
+      [a_wins, sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor zero = zeros({}, g.dtype());
+        return {sum_to(qkv::where(a_wins, g, zero), sa), sum_to(qkv::where(a_wins, zero, g), sb)};
+      });
 }
 
 Var add(const Var& a, double s) {
@@ -85,10 +85,9 @@ Var exp(const Var& a) {
 }
 
 Var log(const Var& a) {
-  return record("log", qkv::log(a.data()), {a},
-                [a_ = a.data()](const Tensor& g) -> std::vector<Tensor> {
-                  return {qkv::div(g, a_)};
-                });
+  return record(
+      "log", qkv::log(a.data()), {a},
+      [a_ = a.data()](const Tensor& g) -> std::vector<Tensor> { return {qkv::div(g, a_)}; });
 }
 
 Var sqrt(const Var& a) {
@@ -115,19 +114,18 @@ Var abs(const Var& a) {
 }
 
 Var where(const Tensor& cond, const Var& a, const Var& b) {
-  return record("where", qkv::where(cond, a.data(), b.data()), {a, b},
-                [cond, sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
-                  const Tensor zero = zeros({}, g.dtype());
-                  return {sum_to(qkv::where(cond, g, zero), sa),
-                          sum_to(qkv::where(cond, zero, g), sb)};
-                });
+  return record(
+      "where", qkv::where(cond, a.data(), b.data()), {a, b},
+      [cond, sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor zero = zeros({}, g.dtype());
+        return {sum_to(qkv::where(cond, g, zero), sa), sum_to(qkv::where(cond, zero, g), sb)};
+      });
 }
 
 Var masked_fill(const Var& x, const Tensor& mask, double value) {
-  return record("masked_fill", qkv::masked_fill(x.data(), mask, value), {x},
-                [mask](const Tensor& g) -> std::vector<Tensor> {
-                  return {qkv::masked_fill(g, mask, 0.0)};
-                });
+  return record(
+      "masked_fill", qkv::masked_fill(x.data(), mask, value), {x},
+      [mask](const Tensor& g) -> std::vector<Tensor> { return {qkv::masked_fill(g, mask, 0.0)}; });
 }
 
 }  // namespace qkv::ag

@@ -20,8 +20,8 @@ Var linear(const Var& x, const Var& w, const Var& b) {
   const int64_t in = w.size(1), out_f = w.size(0);
   QKV_CHECK(w.dim() == 2 && x.size(-1) == in, "linear", "input ", x.shape(), " and weight ",
             w.shape(), " do not fit (weight is (out, in))");
-  QKV_CHECK(!b.defined() || b.shape() == Shape{out_f}, "linear", "bias ", b.shape(),
-            " for weight ", w.shape());
+  QKV_CHECK(!b.defined() || b.shape() == Shape{out_f}, "linear", "bias ", b.shape(), " for weight ",
+            w.shape());
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   const Tensor x2 = x.data().reshape({-1, in});
@@ -35,7 +35,7 @@ Var linear(const Var& x, const Var& w, const Var& b) {
                   std::vector<Tensor> grads = {
                       rx ? qkv::matmul(g2, w_).reshape(xs) : Tensor(),  // dx = g W
                       rw ? qkv::matmul(g2.t(), x2) : Tensor()};         // dW = g^T x
-                  if (has_b) grads.push_back(sum_rows(g2));              // db = sum_N g
+                  if (has_b) grads.push_back(sum_rows(g2));             // db = sum_N g
                   return grads;
                 });
 }

@@ -10,10 +10,10 @@ namespace qkv::ag {
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index,
                   double label_smoothing) {
   QKV_CHECK(logits.dim() == 2, "cross_entropy", "logits must be (N, C), got ", logits.shape());
-  QKV_CHECK(targets.dtype() == DType::i64 && targets.dim() == 1 &&
-                targets.size(0) == logits.size(0),
-            "cross_entropy", "targets must be int64 (N) for logits ", logits.shape(), ", got ",
-            dtype_name(targets.dtype()), " ", targets.shape());
+  QKV_CHECK(
+      targets.dtype() == DType::i64 && targets.dim() == 1 && targets.size(0) == logits.size(0),
+      "cross_entropy", "targets must be int64 (N) for logits ", logits.shape(), ", got ",
+      dtype_name(targets.dtype()), " ", targets.shape());
   QKV_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy",
             "label_smoothing must be in [0, 1], got ", label_smoothing);
   const int64_t n = logits.size(0), c = logits.size(1);
@@ -57,9 +57,9 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index
                         if (t[i] == ignore_index) continue;
                         // d/dlogit_j = softmax_j - q_j, q = (1 - eps) onehot(t) + eps / C
                         for (int64_t j = 0; j < c; ++j)
-                          o[i * c + j] = static_cast<T>(
-                              scale * (std::exp(double(p[i * c + j])) - eps / c -
-                                       (j == t[i] ? 1.0 - eps : 0.0)));
+                          o[i * c + j] =
+                              static_cast<T>(scale * (std::exp(double(p[i * c + j])) - eps / c -
+                                                      (j == t[i] ? 1.0 - eps : 0.0)));
                       }
                     });
                   });

@@ -11,8 +11,8 @@ namespace {
 // x: (R, D) packed. Writes xhat = (x - mean) * rstd (R, D), rstd (R) and, when y is given,
 // y = xhat * gamma + beta (R, D) in the same pass (gamma, beta: (D) or null).
 template <class T>
-void normalize_rows(const T* x, T* xhat, T* rstd, T* y, const T* gamma, const T* beta,
-                    int64_t rows, int64_t d, double eps) {
+void normalize_rows(const T* x, T* xhat, T* rstd, T* y, const T* gamma, const T* beta, int64_t rows,
+                    int64_t d, double eps) {
   parallel_for(rows, d, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* xr = x + r * d;
@@ -66,8 +66,8 @@ void layer_norm_dx(const T* g, const T* gamma, const T* xhat, const T* rstd, T* 
 
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
   const int64_t d = x.size(-1);
-  QKV_CHECK(!gamma.defined() || gamma.shape() == Shape{d}, "layer_norm", "weight ",
-            gamma.shape(), " for input ", x.shape());
+  QKV_CHECK(!gamma.defined() || gamma.shape() == Shape{d}, "layer_norm", "weight ", gamma.shape(),
+            " for input ", x.shape());
   QKV_CHECK(!beta.defined() || beta.shape() == Shape{d}, "layer_norm", "bias ", beta.shape(),
             " for input ", x.shape());
   const Tensor xc = x.data().contiguous();
@@ -78,35 +78,36 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
   Tensor y = affine ? empty(xc.shape(), xc.dtype()) : xhat;
   const Tensor gc = gamma.defined() ? gamma.data().contiguous() : Tensor();
   const Tensor bc = beta.defined() ? beta.data().contiguous() : Tensor();
-  QKV_CHECK(!gc.defined() || gc.dtype() == xc.dtype(), "layer_norm", "weight dtype differs from input");
-  QKV_CHECK(!bc.defined() || bc.dtype() == xc.dtype(), "layer_norm", "bias dtype differs from input");
+  QKV_CHECK(!gc.defined() || gc.dtype() == xc.dtype(), "layer_norm",
+            "weight dtype differs from input");
+  QKV_CHECK(!bc.defined() || bc.dtype() == xc.dtype(), "layer_norm",
+            "bias dtype differs from input");
   visit_float(xc.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    normalize_rows<T>(xc.data<T>(), xhat.data<T>(), rstd.data<T>(),
-                      affine ? y.data<T>() : nullptr, gc.defined() ? gc.data<T>() : nullptr,
-                      bc.defined() ? bc.data<T>() : nullptr, rows, d, eps);
+    normalize_rows<T>(xc.data<T>(), xhat.data<T>(), rstd.data<T>(), affine ? y.data<T>() : nullptr,
+                      gc.defined() ? gc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr,
+                      rows, d, eps);
   });
   std::vector<Var> inputs = {x};
   if (gamma.defined()) inputs.push_back(gamma);
   if (beta.defined()) inputs.push_back(beta);
-  return record(
-      "layer_norm", y, inputs,
-      [xhat, rstd, gam = gamma.defined() ? gamma.data() : Tensor(), has_b = beta.defined(),
-       rows, d](const Tensor& g_in) -> std::vector<Tensor> {
-        const Tensor g = g_in.contiguous();
-        Tensor dx = empty(g.shape(), g.dtype());
-        visit_float(g.dtype(), "layer_norm backward", [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          const Tensor gc = gam.defined() ? gam.contiguous() : Tensor();
-          layer_norm_dx<T>(g.data<T>(), gc.defined() ? gc.data<T>() : nullptr, xhat.data<T>(),
-                           rstd.data<T>(), dx.data<T>(), rows, d);
-        });
-        std::vector<Tensor> grads = {dx};
-        const Tensor g2 = g.reshape({rows, d});
-        if (gam.defined()) grads.push_back(sum_rows_product(g2, xhat.reshape({rows, d})));
-        if (has_b) grads.push_back(sum_rows(g2));
-        return grads;
-      });
+  return record("layer_norm", y, inputs,
+                [xhat, rstd, gam = gamma.defined() ? gamma.data() : Tensor(),
+                 has_b = beta.defined(), rows, d](const Tensor& g_in) -> std::vector<Tensor> {
+                  const Tensor g = g_in.contiguous();
+                  Tensor dx = empty(g.shape(), g.dtype());
+                  visit_float(g.dtype(), "layer_norm backward", [&](auto tag) {
+                    using T = typename decltype(tag)::type;
+                    const Tensor gc = gam.defined() ? gam.contiguous() : Tensor();
+                    layer_norm_dx<T>(g.data<T>(), gc.defined() ? gc.data<T>() : nullptr,
+                                     xhat.data<T>(), rstd.data<T>(), dx.data<T>(), rows, d);
+                  });
+                  std::vector<Tensor> grads = {dx};
+                  const Tensor g2 = g.reshape({rows, d});
+                  if (gam.defined()) grads.push_back(sum_rows_product(g2, xhat.reshape({rows, d})));
+                  if (has_b) grads.push_back(sum_rows(g2));
+                  return grads;
+                });
 }
 
 }  // namespace qkv::ag

@@ -29,10 +29,12 @@ Var sum(const Var& x, const Shape& dims, bool keepdim) {
 
 Var mean(const Var& x, const Shape& dims, bool keepdim) {
   const Tensor out = qkv::mean(x.data(), dims, keepdim);
-  const double n = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(out.numel(), 1));
-  return record("mean", out, {x}, [s = x.shape(), dims, keepdim, n](const Tensor& g) -> std::vector<Tensor> {
-    return {qkv::mul(unsqueeze_reduced(g, s, dims, keepdim).expand(s), 1.0 / n)};
-  });
+  const double n =
+      static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(out.numel(), 1));
+  return record("mean", out, {x},
+                [s = x.shape(), dims, keepdim, n](const Tensor& g) -> std::vector<Tensor> {
+                  return {qkv::mul(unsqueeze_reduced(g, s, dims, keepdim).expand(s), 1.0 / n)};
+                });
 }
 
 Var max(const Var& x, const Shape& dims, bool keepdim) {
@@ -69,7 +71,8 @@ Var var(const Var& x, const Shape& dims, int64_t correction, bool keepdim) {
   const Var mu = mean(x, dims, true);
   const Var dev = sub(x, mu);
   const int64_t n = x.numel() / std::max<int64_t>(mu.numel(), 1);
-  return mul(sum(mul(dev, dev), dims, keepdim), 1.0 / static_cast<double>(std::max<int64_t>(n - correction, 0)));
+  return mul(sum(mul(dev, dev), dims, keepdim),
+             1.0 / static_cast<double>(std::max<int64_t>(n - correction, 0)));
 }
 
 }  // namespace qkv::ag

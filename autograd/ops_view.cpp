@@ -5,8 +5,9 @@
 namespace qkv::ag {
 
 Var reshape(const Var& x, const Shape& s) {
-  return record("reshape", x.data().reshape(s), {x},
-                [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
+  return record(
+      "reshape", x.data().reshape(s), {x},
+      [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
 }
 
 Var transpose(const Var& x, int64_t d0, int64_t d1) {
@@ -23,12 +24,13 @@ Var permute(const Var& x, const Shape& dims) {
 }
 
 Var slice(const Var& x, int64_t d, int64_t start, int64_t end, int64_t step) {
-  return record("slice", x.data().slice(d, start, end, step), {x},
-                [s = x.shape(), dt = x.dtype(), d, start, end, step](const Tensor& g) -> std::vector<Tensor> {
-                  Tensor gx = zeros(s, dt);
-                  gx.slice(d, start, end, step).copy_(g);
-                  return {gx};
-                });
+  return record(
+      "slice", x.data().slice(d, start, end, step), {x},
+      [s = x.shape(), dt = x.dtype(), d, start, end, step](const Tensor& g) -> std::vector<Tensor> {
+        Tensor gx = zeros(s, dt);
+        gx.slice(d, start, end, step).copy_(g);
+        return {gx};
+      });
 }
 
 Var narrow(const Var& x, int64_t d, int64_t start, int64_t length) {
@@ -47,18 +49,21 @@ Var select(const Var& x, int64_t d, int64_t index) {
 }
 
 Var expand(const Var& x, const Shape& s) {
-  return record("expand", x.data().expand(s), {x},
-                [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {sum_to(g, in)}; });
+  return record(
+      "expand", x.data().expand(s), {x},
+      [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {sum_to(g, in)}; });
 }
 
 Var unsqueeze(const Var& x, int64_t d) {
-  return record("unsqueeze", x.data().unsqueeze(d), {x},
-                [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
+  return record(
+      "unsqueeze", x.data().unsqueeze(d), {x},
+      [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
 }
 
 Var squeeze(const Var& x, int64_t d) {
-  return record("squeeze", x.data().squeeze(d), {x},
-                [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
+  return record(
+      "squeeze", x.data().squeeze(d), {x},
+      [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in)}; });
 }
 
 Var contiguous(const Var& x) {

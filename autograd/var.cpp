@@ -71,10 +71,9 @@ void run_backward(const std::vector<Var>& roots, const std::vector<Tensor>& root
     const Var& r = roots[i];
     QKV_CHECK(r.requires_grad(), "backward", "a root of shape ", r.shape(),
               " does not require grad (computed without recording, or from constants only)");
-    QKV_CHECK(root_grads[i].shape() == r.shape() && root_grads[i].dtype() == r.dtype(),
-              "backward", "gradient of shape ", root_grads[i].shape(), " ",
-              dtype_name(root_grads[i].dtype()), " for an output of shape ", r.shape(), " ",
-              dtype_name(r.dtype()));
+    QKV_CHECK(root_grads[i].shape() == r.shape() && root_grads[i].dtype() == r.dtype(), "backward",
+              "gradient of shape ", root_grads[i].shape(), " ", dtype_name(root_grads[i].dtype()),
+              " for an output of shape ", r.shape(), " ", dtype_name(r.dtype()));
     route(r, root_grads[i]);
   }
 
@@ -115,8 +114,7 @@ Var::Var(Tensor data, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
 
 Var& Var::set_requires_grad(bool r) {
   QKV_CHECK(is_leaf(), "set_requires_grad", "only leaves can change requires_grad");
-  QKV_CHECK(!r || is_floating(dtype()), "set_requires_grad",
-            "only float tensors can require grad");
+  QKV_CHECK(!r || is_floating(dtype()), "set_requires_grad", "only float tensors can require grad");
   impl_->requires_grad = r;
   return *this;
 }

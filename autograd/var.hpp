@@ -75,11 +75,11 @@ class Var {
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct Node {
-  const char* op;              // "matmul", "softmax", ...
-  std::string module;          // module path active when recorded ("" outside modules)
-  uint64_t seq;                // creation order: the tape position
+  const char* op;      // "matmul", "softmax", ...
+  std::string module;  // module path active when recorded ("" outside modules)
+  uint64_t seq;        // creation order: the tape position
   std::vector<Var> inputs;
-  BackwardFn backward;         // null once released
+  BackwardFn backward;  // null once released
 };
 
 // Wraps out as an op's result. Records a Node with backward when recording is on and some

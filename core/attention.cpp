@@ -107,22 +107,23 @@ Tensor empty_heads_layout(const Shape& s, DType dt) {
 struct Problem {
   Shape batch;
   int64_t nb, n, m, dk, dv;
-  Tensor mask;                 // expanded to (batch..., n, m), or undefined
-  std::vector<int64_t> moff;   // per batch entry
-  int64_t msn = 0, msm = 0;    // mask strides along n and m
+  Tensor mask;                // expanded to (batch..., n, m), or undefined
+  std::vector<int64_t> moff;  // per batch entry
+  int64_t msn = 0, msm = 0;   // mask strides along n and m
 };
 
 Problem check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
               const char* op) {
   QKV_CHECK(q.defined() && k.defined() && v.defined(), op, "undefined tensor");
-  QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, "q ", q.shape(),
-            ", k ", k.shape(), ", v ", v.shape(), " must have one rank >= 2");
+  QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, "q ", q.shape(), ", k ",
+            k.shape(), ", v ", v.shape(), " must have one rank >= 2");
   QKV_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype() && is_floating(q.dtype()), op,
             "q, k, v must share one float dtype, got ", dtype_name(q.dtype()), ", ",
             dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
   Problem p;
   p.batch = Shape(q.shape().begin(), q.shape().end() - 2);
-  const Shape kb(k.shape().begin(), k.shape().end() - 2), vb(v.shape().begin(), v.shape().end() - 2);
+  const Shape kb(k.shape().begin(), k.shape().end() - 2),
+      vb(v.shape().begin(), v.shape().end() - 2);
   p.n = q.size(-2);
   p.m = k.size(-2);
   p.dk = q.size(-1);
@@ -180,7 +181,8 @@ void forward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Tens
   const Mat<T> Q = mat<T>(q, p.nb), K = mat<T>(k, p.nb), V = mat<T>(v, p.nb);
   Mat<T> O = mat<T>(out, p.nb);
   T* L = lse.data<T>();
-  const uint8_t* mbase = p.mask.defined() ? static_cast<const uint8_t*>(p.mask.storage()->data()) : nullptr;
+  const uint8_t* mbase =
+      p.mask.defined() ? static_cast<const uint8_t*>(p.mask.storage()->data()) : nullptr;
   const int64_t nqt = (p.n + kTileQ - 1) / kTileQ;
   const int64_t tk = std::min(kTileK, p.m);
   parallel_for(p.nb * nqt, kTileQ * p.m * (p.dk + p.dv) * 2, [&](int64_t lo, int64_t hi) {
@@ -255,7 +257,8 @@ void backward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Ten
   const Mat<T> O = mat<T>(out, p.nb), dO = mat<T>(dout, p.nb);
   Mat<T> dQ = mat<T>(g.dq, p.nb), dK = mat<T>(g.dk, p.nb), dV = mat<T>(g.dv, p.nb);
   const T* L = lse.data<T>();
-  const uint8_t* mbase = p.mask.defined() ? static_cast<const uint8_t*>(p.mask.storage()->data()) : nullptr;
+  const uint8_t* mbase =
+      p.mask.defined() ? static_cast<const uint8_t*>(p.mask.storage()->data()) : nullptr;
   const int64_t tq = std::min(kTileQ, p.n), tk = std::min(kTileKB, p.m);
   parallel_for(p.nb, p.n * p.m * (2 * p.dk + 2 * p.dv), [&](int64_t lo, int64_t hi) {
     std::vector<T>& ws = workspace<T>(2 * tq * tk + p.n);
@@ -348,11 +351,11 @@ AttentionGrads attention_backward(const Tensor& q_in, const Tensor& k_in, const 
                                   const Tensor& lse, const Tensor& dout_in) {
   const Problem p = check(q_in, k_in, v_in, mask, "attention backward");
   QKV_CHECK(dout_in.shape() == out_in.shape() && dout_in.dtype() == q_in.dtype(),
-            "attention backward", "gradient ", dout_in.shape(), " for an output ",
-            out_in.shape());
+            "attention backward", "gradient ", dout_in.shape(), " for an output ", out_in.shape());
   const Tensor q = blas_rows(q_in), k = blas_rows(k_in), v = blas_rows(v_in);
   const Tensor out = blas_rows(out_in), dout = blas_rows(dout_in);
-  AttentionGrads g{empty_heads_layout(q.shape(), q.dtype()), empty_heads_layout(k.shape(), q.dtype()),
+  AttentionGrads g{empty_heads_layout(q.shape(), q.dtype()),
+                   empty_heads_layout(k.shape(), q.dtype()),
                    empty_heads_layout(v.shape(), q.dtype())};
   if (p.nb == 0 || (p.n == 0 && p.m == 0)) return g;
   if (p.n == 0 || p.m == 0) {

@@ -23,19 +23,34 @@ struct TypeTag {
 
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::b8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::b8;
+}
 
 // visit_float(dt, op, [&](auto tag) { using T = typename decltype(tag)::type; ... });
 // Calls f with the tag of float or double; any other dtype is an error naming op.
 template <class F>
 decltype(auto) visit_float(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::f64: return f(TypeTag<double>{});
-    default: throw Error(cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(dt)));
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
+    default:
+      throw Error(cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(dt)));
   }
 }
 
@@ -43,10 +58,14 @@ decltype(auto) visit_float(DType dt, const char* op, F&& f) {
 template <class F>
 decltype(auto) visit_all(DType dt, F&& f) {
   switch (dt) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::f64: return f(TypeTag<double>{});
-    case DType::i64: return f(TypeTag<int64_t>{});
-    default: return f(TypeTag<uint8_t>{});
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
+    case DType::i64:
+      return f(TypeTag<int64_t>{});
+    default:
+      return f(TypeTag<uint8_t>{});
   }
 }
 

@@ -55,8 +55,8 @@ Tensor unary_kernel(const Tensor& x, F f) {
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   QKV_CHECK(a.defined() && b.defined(), op, "undefined tensor");
-  QKV_CHECK(a.dtype() == b.dtype(), op, "dtype mismatch: ", dtype_name(a.dtype()), " ",
-            a.shape(), " and ", dtype_name(b.dtype()), " ", b.shape());
+  QKV_CHECK(a.dtype() == b.dtype(), op, "dtype mismatch: ", dtype_name(a.dtype()), " ", a.shape(),
+            " and ", dtype_name(b.dtype()), " ", b.shape());
 }
 
 // Arithmetic on float and int64 tensors (same dtype), result of the same dtype.
@@ -66,7 +66,8 @@ Tensor arith(const Tensor& a, const Tensor& b, const char* op, F f) {
   QKV_CHECK(a.dtype() != DType::b8, op, "arithmetic on bool tensors ", a.shape());
   return visit_all(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return binary_kernel<T, T>(a, b, [&](T x, T y) { return static_cast<T>(f(x, y)); }, op);
+    return binary_kernel<T, T>(
+        a, b, [&](T x, T y) { return static_cast<T>(f(x, y)); }, op);
   });
 }
 
@@ -85,7 +86,8 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, F f) {
   check_same_dtype(a, b, op);
   return visit_all(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return binary_kernel<T, uint8_t>(a, b, [&](T x, T y) { return uint8_t(f(x, y)); }, op);
+    return binary_kernel<T, uint8_t>(
+        a, b, [&](T x, T y) { return uint8_t(f(x, y)); }, op);
   });
 }
 
@@ -96,7 +98,8 @@ Tensor compare_scalar(const Tensor& a, double s, const char* op, F f) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T>) {
       // Compare the true values: int64 2 < 2.5, and never equal to a fractional scalar.
-      return unary_kernel<T, uint8_t>(a, [&](T x) { return uint8_t(f(static_cast<double>(x), s)); });
+      return unary_kernel<T, uint8_t>(a,
+                                      [&](T x) { return uint8_t(f(static_cast<double>(x), s)); });
     } else {
       // As torch: the scalar takes the tensor's float type.
       const T v = static_cast<T>(s);
@@ -141,49 +144,105 @@ void check_mask(const Tensor& m, const char* op) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return arith(a, b, "add", [](auto x, auto y) { return x + y; }); }
-Tensor sub(const Tensor& a, const Tensor& b) { return arith(a, b, "sub", [](auto x, auto y) { return x - y; }); }
-Tensor mul(const Tensor& a, const Tensor& b) { return arith(a, b, "mul", [](auto x, auto y) { return x * y; }); }
-Tensor div(const Tensor& a, const Tensor& b) { return arith(a, b, "div", [](auto x, auto y) { return x / y; }); }
-Tensor pow(const Tensor& a, const Tensor& b) { return arith(a, b, "pow", [](auto x, auto y) { return std::pow(x, y); }); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return arith(a, b, "maximum", [](auto x, auto y) { return max_nan(x, y); }); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return arith(a, b, "minimum", [](auto x, auto y) { return min_nan(x, y); }); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return arith(a, b, "add", [](auto x, auto y) { return x + y; });
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return arith(a, b, "sub", [](auto x, auto y) { return x - y; });
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return arith(a, b, "mul", [](auto x, auto y) { return x * y; });
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return arith(a, b, "div", [](auto x, auto y) { return x / y; });
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return arith(a, b, "pow", [](auto x, auto y) { return std::pow(x, y); });
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return arith(a, b, "maximum", [](auto x, auto y) { return max_nan(x, y); });
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return arith(a, b, "minimum", [](auto x, auto y) { return min_nan(x, y); });
+}
 
-Tensor add(const Tensor& a, double s) { return arith_scalar(a, "add", [s](auto x) { return x + s; }); }
-Tensor sub(const Tensor& a, double s) { return arith_scalar(a, "sub", [s](auto x) { return x - s; }); }
-Tensor rsub(double s, const Tensor& a) { return arith_scalar(a, "rsub", [s](auto x) { return s - x; }); }
-Tensor mul(const Tensor& a, double s) { return arith_scalar(a, "mul", [s](auto x) { return x * s; }); }
-Tensor div(const Tensor& a, double s) { return arith_scalar(a, "div", [s](auto x) { return x / s; }); }
-Tensor rdiv(double s, const Tensor& a) { return arith_scalar(a, "rdiv", [s](auto x) { return s / x; }); }
+Tensor add(const Tensor& a, double s) {
+  return arith_scalar(a, "add", [s](auto x) { return x + s; });
+}
+Tensor sub(const Tensor& a, double s) {
+  return arith_scalar(a, "sub", [s](auto x) { return x - s; });
+}
+Tensor rsub(double s, const Tensor& a) {
+  return arith_scalar(a, "rsub", [s](auto x) { return s - x; });
+}
+Tensor mul(const Tensor& a, double s) {
+  return arith_scalar(a, "mul", [s](auto x) { return x * s; });
+}
+Tensor div(const Tensor& a, double s) {
+  return arith_scalar(a, "div", [s](auto x) { return x / s; });
+}
+Tensor rdiv(double s, const Tensor& a) {
+  return arith_scalar(a, "rdiv", [s](auto x) { return s / x; });
+}
 Tensor pow(const Tensor& a, double e) {
   if (e == 2.0) return arith_scalar(a, "pow", [](auto x) { return x * x; });
   return arith_scalar(a, "pow", [e](auto x) { return std::pow(x, e); });
 }
-Tensor maximum(const Tensor& a, double s) { return arith_scalar(a, "maximum", [s](auto x) { return max_nan<double>(x, s); }); }
-Tensor minimum(const Tensor& a, double s) { return arith_scalar(a, "minimum", [s](auto x) { return min_nan<double>(x, s); }); }
+Tensor maximum(const Tensor& a, double s) {
+  return arith_scalar(a, "maximum", [s](auto x) { return max_nan<double>(x, s); });
+}
+Tensor minimum(const Tensor& a, double s) {
+  return arith_scalar(a, "minimum", [s](auto x) { return min_nan<double>(x, s); });
+}
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", [](auto x, auto y) { return x >= y; }); }
-Tensor eq(const Tensor& a, double s) { return compare_scalar(a, s, "eq", [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, double s) { return compare_scalar(a, s, "ne", [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, double s) { return compare_scalar(a, s, "lt", [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, double s) { return compare_scalar(a, s, "le", [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, double s) { return compare_scalar(a, s, "gt", [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, double s) { return compare_scalar(a, s, "ge", [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "eq", [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "ne", [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "lt", [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "le", [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "gt", [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "ge", [](auto x, auto y) { return x >= y; });
+}
+Tensor eq(const Tensor& a, double s) {
+  return compare_scalar(a, s, "eq", [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, double s) {
+  return compare_scalar(a, s, "ne", [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, double s) {
+  return compare_scalar(a, s, "lt", [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, double s) {
+  return compare_scalar(a, s, "le", [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, double s) {
+  return compare_scalar(a, s, "gt", [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, double s) {
+  return compare_scalar(a, s, "ge", [](auto x, auto y) { return x >= y; });
+}
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   check_mask(a, "logical_and");
   check_mask(b, "logical_and");
-  return binary_kernel<uint8_t, uint8_t>(a, b, [](uint8_t x, uint8_t y) { return uint8_t(x && y); }, "logical_and");
+  return binary_kernel<uint8_t, uint8_t>(
+      a, b, [](uint8_t x, uint8_t y) { return uint8_t(x && y); }, "logical_and");
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   check_mask(a, "logical_or");
   check_mask(b, "logical_or");
-  return binary_kernel<uint8_t, uint8_t>(a, b, [](uint8_t x, uint8_t y) { return uint8_t(x || y); }, "logical_or");
+  return binary_kernel<uint8_t, uint8_t>(
+      a, b, [](uint8_t x, uint8_t y) { return uint8_t(x || y); }, "logical_or");
 }
 Tensor logical_not(const Tensor& a) {
   check_mask(a, "logical_not");
@@ -193,8 +252,8 @@ Tensor logical_not(const Tensor& a) {
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_mask(cond, "where");
   check_same_dtype(a, b, "where");
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"),
-                                       b.shape(), "where");
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   const Tensor c = cond.expand(shape), x = a.expand(shape), y = b.expand(shape);
   Tensor out = empty(shape, a.dtype());
   visit_all(a.dtype(), [&](auto tag) {
@@ -221,14 +280,30 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return where(mask, full({}, value, x.dtype()), x);
 }
 
-Tensor neg(const Tensor& x) { return arith_scalar(x, "neg", [](auto v) { return -v; }); }
-Tensor abs(const Tensor& x) { return arith_scalar(x, "abs", [](auto v) { return v < 0 ? -v : v; }); }
-Tensor sign(const Tensor& x) { return arith_scalar(x, "sign", [](auto v) { return (v > 0) - (v < 0); }); }
-Tensor exp(const Tensor& x) { return float_map(x, "exp", [](auto v) { return std::exp(v); }); }
-Tensor log(const Tensor& x) { return float_map(x, "log", [](auto v) { return std::log(v); }); }
-Tensor sqrt(const Tensor& x) { return float_map(x, "sqrt", [](auto v) { return std::sqrt(v); }); }
-Tensor rsqrt(const Tensor& x) { return float_map(x, "rsqrt", [](auto v) { return 1 / std::sqrt(v); }); }
-Tensor tanh(const Tensor& x) { return float_map(x, "tanh", [](auto v) { return std::tanh(v); }); }
+Tensor neg(const Tensor& x) {
+  return arith_scalar(x, "neg", [](auto v) { return -v; });
+}
+Tensor abs(const Tensor& x) {
+  return arith_scalar(x, "abs", [](auto v) { return v < 0 ? -v : v; });
+}
+Tensor sign(const Tensor& x) {
+  return arith_scalar(x, "sign", [](auto v) { return (v > 0) - (v < 0); });
+}
+Tensor exp(const Tensor& x) {
+  return float_map(x, "exp", [](auto v) { return std::exp(v); });
+}
+Tensor log(const Tensor& x) {
+  return float_map(x, "log", [](auto v) { return std::log(v); });
+}
+Tensor sqrt(const Tensor& x) {
+  return float_map(x, "sqrt", [](auto v) { return std::sqrt(v); });
+}
+Tensor rsqrt(const Tensor& x) {
+  return float_map(x, "rsqrt", [](auto v) { return 1 / std::sqrt(v); });
+}
+Tensor tanh(const Tensor& x) {
+  return float_map(x, "tanh", [](auto v) { return std::tanh(v); });
+}
 Tensor sigmoid(const Tensor& x) {
   return float_map(x, "sigmoid", [](auto v) {
     using T = decltype(v);
@@ -239,7 +314,9 @@ Tensor sigmoid(const Tensor& x) {
   });
 }
 // NaN passes through (v < 0 is false), so a diverging run stays visible.
-Tensor relu(const Tensor& x) { return float_map(x, "relu", [](auto v) { return v < 0 ? decltype(v)(0) : v; }); }
+Tensor relu(const Tensor& x) {
+  return float_map(x, "relu", [](auto v) { return v < 0 ? decltype(v)(0) : v; });
+}
 Tensor gelu(const Tensor& x) {
   return float_map(x, "gelu", [](auto v) {
     using T = decltype(v);
@@ -278,8 +355,8 @@ Tensor relu_backward(const Tensor& y, const Tensor& g) {
             g.shape(), " differ");
   return visit_float(y.dtype(), "relu_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return binary_kernel<T, T>(y, g, [](T yv, T gv) { return yv > T(0) ? gv : T(0); },
-                               "relu_backward");
+    return binary_kernel<T, T>(
+        y, g, [](T yv, T gv) { return yv > T(0) ? gv : T(0); }, "relu_backward");
   });
 }
 

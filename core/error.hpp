@@ -39,8 +39,8 @@ std::string cat(const A&... a) {
 }
 
 // QKV_CHECK(cond, "op", "what", shape, ...): throws qkv::Error("op: what (2, 3) ...") when !cond.
-#define QKV_CHECK(cond, op, ...) \
-  do {                           \
+#define QKV_CHECK(cond, op, ...)                                        \
+  do {                                                                  \
     if (!(cond)) throw ::qkv::Error(::qkv::cat(op, ": ", __VA_ARGS__)); \
   } while (0)
 

@@ -210,9 +210,8 @@ Tensor scatter_add(const Tensor& base, int64_t d, const Tensor& idx, const Tenso
   for (int64_t i = 0; fits && i < base.dim(); ++i) fits = i == d || idx.size(i) <= base.size(i);
   QKV_CHECK(fits, "scatter_add", "base ", base.shape(), ", indices ", idx.shape(), ", source ",
             src.shape(), " do not fit");
-  QKV_CHECK(src.dtype() == base.dtype(), "scatter_add", "dtype mismatch: base ", base.shape(),
-            " ", dtype_name(base.dtype()), ", source ", src.shape(), " ",
-            dtype_name(src.dtype()));
+  QKV_CHECK(src.dtype() == base.dtype(), "scatter_add", "dtype mismatch: base ", base.shape(), " ",
+            dtype_name(base.dtype()), ", source ", src.shape(), " ", dtype_name(src.dtype()));
   check_index(idx, base.size(d), base.shape(), "scatter_add");
   Tensor out = base.clone();
   visit_all(base.dtype(), [&](auto tag) {

@@ -14,9 +14,9 @@ namespace qkv {
 namespace {
 
 struct Operand {
-  Tensor t;          // possibly packed copy
-  bool trans;        // pass CblasTrans
-  int64_t ld;        // leading dimension
+  Tensor t;    // possibly packed copy
+  bool trans;  // pass CblasTrans
+  int64_t ld;  // leading dimension
 };
 
 // m: a (..., r, c) view. Chooses how BLAS reads its last two dims.
@@ -45,14 +45,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   QKV_CHECK(a_in.defined() && b_in.defined(), "matmul", "undefined tensor");
   QKV_CHECK(a_in.dim() >= 2 && b_in.dim() >= 2, "matmul", "needs 2-d or batched operands, got ",
             a_in.shape(), " and ", b_in.shape());
-  QKV_CHECK(a_in.dtype() == b_in.dtype(), "matmul", "dtype mismatch: ",
-            dtype_name(a_in.dtype()), " ", a_in.shape(), " and ", dtype_name(b_in.dtype()), " ",
-            b_in.shape());
+  QKV_CHECK(a_in.dtype() == b_in.dtype(), "matmul", "dtype mismatch: ", dtype_name(a_in.dtype()),
+            " ", a_in.shape(), " and ", dtype_name(b_in.dtype()), " ", b_in.shape());
   QKV_CHECK(is_floating(a_in.dtype()), "matmul", "expected float32 or float64 operands, got ",
             dtype_name(a_in.dtype()), " ", a_in.shape(), " and ", b_in.shape());
   const int64_t n = a_in.size(-2), k = a_in.size(-1), m = b_in.size(-1);
-  QKV_CHECK(b_in.size(-2) == k, "matmul", "inner dims differ: ", a_in.shape(), " @ ",
-            b_in.shape());
+  QKV_CHECK(b_in.size(-2) == k, "matmul", "inner dims differ: ", a_in.shape(), " @ ", b_in.shape());
   const Shape abatch(a_in.shape().begin(), a_in.shape().end() - 2);
   const Shape bbatch(b_in.shape().begin(), b_in.shape().end() - 2);
   Shape batch;
@@ -97,8 +95,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     const T* pb = ob.t.template data<T>();
     T* po = out.data<T>();
     auto one = [&](int64_t i) {
-      gemm<T>(oa.trans, ob.trans, n, m, k, pa + aoff[i], oa.ld, pb + boff[i], ob.ld,
-              po + i * n * m, m);
+      gemm<T>(oa.trans, ob.trans, n, m, k, pa + aoff[i], oa.ld, pb + boff[i], ob.ld, po + i * n * m,
+              m);
     };
     // Small matrices: many single-threaded GEMMs side by side (BLAS sees omp_in_parallel).
     const bool small = n * m * k < 64 * 64 * 64;
@@ -143,8 +141,8 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
       cblas_sgemm(CblasRowMajor, TA, TB, n, out_f, in, 1.0f, px, ox.ld, pw, ow.ld, 1.0f,
                   y.data<T>(), out_f);
     else
-      cblas_dgemm(CblasRowMajor, TA, TB, n, out_f, in, 1.0, px, ox.ld, pw, ow.ld, 1.0,
-                  y.data<T>(), out_f);
+      cblas_dgemm(CblasRowMajor, TA, TB, n, out_f, in, 1.0, px, ox.ld, pw, ow.ld, 1.0, y.data<T>(),
+                  out_f);
   });
   return y;
 }

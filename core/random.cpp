@@ -49,8 +49,8 @@ static Tensor fill_counter(const Shape& s, DType dt, Generator& g, F f) {
 Tensor rand(const Shape& s, Generator& g, DType dt) { return uniform(s, 0.0, 1.0, g, dt); }
 
 Tensor uniform(const Shape& s, double lo, double hi, Generator& g, DType dt) {
-  QKV_CHECK(is_floating(dt), "uniform", "dtype must be float32 or float64, got ",
-            dtype_name(dt), " for shape ", s);
+  QKV_CHECK(is_floating(dt), "uniform", "dtype must be float32 or float64, got ", dtype_name(dt),
+            " for shape ", s);
   return fill_counter(s, dt, g, [lo, hi](uint64_t seed, uint64_t c) {
     return lo + (hi - lo) * to_unit(random_bits(seed, c));
   });
@@ -73,7 +73,8 @@ Tensor randint(const Shape& s, int64_t lo, int64_t hi, Generator& g) {
   QKV_CHECK(hi > lo, "randint", "empty range [", lo, ", ", hi, ")");
   const double span = static_cast<double>(hi - lo);
   return fill_counter(s, DType::i64, g, [lo, hi, span](uint64_t seed, uint64_t c) {
-    return std::min<int64_t>(hi - 1, lo + static_cast<int64_t>(to_unit(random_bits(seed, c)) * span));
+    return std::min<int64_t>(hi - 1,
+                             lo + static_cast<int64_t>(to_unit(random_bits(seed, c)) * span));
   });
 }
 

@@ -11,13 +11,20 @@ class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
   uint64_t seed() const { return seed_; }
-  uint64_t position() const { return counter_; }   // saved in checkpoints
-  void set_state(uint64_t seed, uint64_t position) { seed_ = seed; counter_ = position; }
+  uint64_t position() const { return counter_; }  // saved in checkpoints
+  void set_state(uint64_t seed, uint64_t position) {
+    seed_ = seed;
+    counter_ = position;
+  }
   // Reserves n consecutive counters and returns the first; used by the fills below.
-  uint64_t advance(uint64_t n) { uint64_t c = counter_; counter_ += n; return c; }
+  uint64_t advance(uint64_t n) {
+    uint64_t c = counter_;
+    counter_ += n;
+    return c;
+  }
 
-  uint64_t next_u64();        // one 64-bit draw
-  double next_uniform();      // [0, 1)
+  uint64_t next_u64();          // one 64-bit draw
+  double next_uniform();        // [0, 1)
   int64_t next_int(int64_t n);  // [0, n)
 
  private:
@@ -28,9 +35,9 @@ class Generator {
 // The 64-bit draw at (seed, counter): a stateless mix (splitmix64 of both).
 uint64_t random_bits(uint64_t seed, uint64_t counter);
 
-Tensor rand(const Shape& s, Generator& g, DType dt = DType::f32);   // U[0, 1)
+Tensor rand(const Shape& s, Generator& g, DType dt = DType::f32);  // U[0, 1)
 Tensor uniform(const Shape& s, double lo, double hi, Generator& g, DType dt = DType::f32);
-Tensor randn(const Shape& s, Generator& g, DType dt = DType::f32);  // N(0, 1)
+Tensor randn(const Shape& s, Generator& g, DType dt = DType::f32);     // N(0, 1)
 Tensor randint(const Shape& s, int64_t lo, int64_t hi, Generator& g);  // int64 in [lo, hi)
 // Bool mask whose entries are true with probability p_keep (dropout masks).
 Tensor bernoulli(const Shape& s, double p_keep, Generator& g);

@@ -49,8 +49,10 @@ Plan plan_reduction(const Tensor& x, const Shape& dims_in, bool keepdim, const c
       r *= x.size(d);
     }
   for (int64_t d = 0; d < nd; ++d)
-    if (!reduced[d]) out_shape.push_back(x.size(d));
-    else if (keepdim) out_shape.push_back(1);
+    if (!reduced[d])
+      out_shape.push_back(x.size(d));
+    else if (keepdim)
+      out_shape.push_back(1);
   Shape lane_shape = kept;
   lane_shape.push_back(r);
   return {x.permute(perm).reshape(lane_shape), out_shape};
@@ -144,8 +146,8 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   QKV_CHECK(x.defined(), "mean", "undefined tensor");
-  QKV_CHECK(is_floating(x.dtype()), "mean", "expected a float tensor, got ",
-            dtype_name(x.dtype()), " ", x.shape());
+  QKV_CHECK(is_floating(x.dtype()), "mean", "expected a float tensor, got ", dtype_name(x.dtype()),
+            " ", x.shape());
   return sum_impl(x, dims, keepdim, true, "mean");
 }
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
@@ -168,7 +170,9 @@ Tensor argmax(const Tensor& x, int64_t d, bool keepdim) {
     };
     return reduce_lanes<T, int64_t>(
         p, Best{T(0), -1},
-        [](Best b, T v, int64_t j) { return (b.i < 0 || v > b.v) ? Best{v, j} : b; },
+        [](Best b, T v, int64_t j) {
+          return (b.i < 0 || v > b.v) ? Best{v, j} : b;
+        },
         [](Best a, Best b) { return (b.i >= 0 && (a.i < 0 || b.v > a.v)) ? b : a; },
         [](Best b, int64_t) { return b.i; });
   });
@@ -189,8 +193,8 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 
 Tensor sum_to(const Tensor& g, const Shape& s) {
   if (g.shape() == s) return g;
-  QKV_CHECK(g.dim() >= static_cast<int64_t>(s.size()), "sum_to", "cannot sum ", g.shape(),
-            " to ", s);
+  QKV_CHECK(g.dim() >= static_cast<int64_t>(s.size()), "sum_to", "cannot sum ", g.shape(), " to ",
+            s);
   const int64_t lead = g.dim() - static_cast<int64_t>(s.size());
   Shape dims;
   for (int64_t d = 0; d < g.dim(); ++d) {

@@ -14,8 +14,8 @@ namespace qkv::detail {
 
 template <size_t K>
 struct Rows {
-  Shape shape;                    // merged shape, at least 1-D
-  std::array<Shape, K> strides;   // per operand, same rank as shape
+  Shape shape;                   // merged shape, at least 1-D
+  std::array<Shape, K> strides;  // per operand, same rank as shape
 };
 
 template <size_t K>

@@ -21,19 +21,27 @@ std::string shape_str(const Shape& s) {
 
 size_t dtype_size(DType dt) {
   switch (dt) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i64: return 8;
-    default: return 1;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::i64:
+      return 8;
+    default:
+      return 1;
   }
 }
 
 const char* dtype_name(DType dt) {
   switch (dt) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i64: return "int64";
-    default: return "bool";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::i64:
+      return "int64";
+    default:
+      return "bool";
   }
 }
 
@@ -56,16 +64,15 @@ Shape contiguous_strides(const Shape& s) {
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
   // A 0-d tensor behaves as 1-d here (as torch): dims 0 and -1 both name it.
   const int64_t w = d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
-  QKV_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op, "dim ", d, " out of range for a ",
-            ndim, "-d tensor");
+  QKV_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op, "dim ", d, " out of range for a ", ndim,
+            "-d tensor");
   return w;
 }
 
 int64_t wrap_dim(int64_t d, const Shape& s, const char* op) {
   const int64_t ndim = static_cast<int64_t>(s.size());
   const int64_t w = d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
-  QKV_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op, "dim ", d, " out of range for shape ",
-            s);
+  QKV_CHECK(w >= 0 && w < std::max<int64_t>(ndim, 1), op, "dim ", d, " out of range for shape ", s);
   return w;
 }
 
@@ -77,8 +84,10 @@ void check_has_dims(const Tensor& t, const char* op) {
 // Value conversion for copies and fills: to bool means "nonzero", as in torch.
 template <class D, class S>
 D convert(S v) {
-  if constexpr (std::is_same_v<D, uint8_t>) return static_cast<D>(v != S(0));
-  else return static_cast<D>(v);
+  if constexpr (std::is_same_v<D, uint8_t>)
+    return static_cast<D>(v != S(0));
+  else
+    return static_cast<D>(v);
 }
 }  // namespace
 
@@ -88,8 +97,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    QKV_CHECK(da == db || da == 1 || db == 1, op, "shapes ", a, " and ", b,
-              " do not broadcast");
+    QKV_CHECK(da == db || da == 1 || db == 1, op, "shapes ", a, " and ", b, " do not broadcast");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -143,8 +151,7 @@ double Tensor::at(const Shape& index) const {
 }
 
 double Tensor::item() const {
-  QKV_CHECK(numel() == 1, "item", "tensor of shape ", shape_, " has ", numel(),
-            " elements, not 1");
+  QKV_CHECK(numel() == 1, "item", "tensor of shape ", shape_, " has ", numel(), " elements, not 1");
   return at(Shape(dim(), 0));
 }
 
@@ -181,27 +188,42 @@ Tensor Tensor::view(const Shape& want) const {
   const int64_t on = dim(), nn = static_cast<int64_t>(shape.size());
   while (ni < nn || oi < on) {
     // skip size-1 dims, which take any stride
-    if (ni < nn && shape[ni] == 1) { strides[ni] = 1; ++ni; continue; }
-    if (oi < on && os[oi] == 1) { ++oi; continue; }
+    if (ni < nn && shape[ni] == 1) {
+      strides[ni] = 1;
+      ++ni;
+      continue;
+    }
+    if (oi < on && os[oi] == 1) {
+      ++oi;
+      continue;
+    }
     if (ni >= nn || oi >= on) break;
     // collect an old chunk [o0, oi) and new chunk [n0, ni) with equal products
     int64_t o0 = oi, n0 = ni, po = os[oi++], pn = shape[ni++];
     while (po != pn) {
-      if (po < pn) { QKV_CHECK(oi < on, "view", "cannot view ", shape_, " as ", want); po *= os[oi++]; }
-      else { QKV_CHECK(ni < nn, "view", "cannot view ", shape_, " as ", want); pn *= shape[ni++]; }
+      if (po < pn) {
+        QKV_CHECK(oi < on, "view", "cannot view ", shape_, " as ", want);
+        po *= os[oi++];
+      } else {
+        QKV_CHECK(ni < nn, "view", "cannot view ", shape_, " as ", want);
+        pn *= shape[ni++];
+      }
     }
     // the old chunk must be contiguous in itself (ignoring size-1 dims)
     int64_t last = -1;
     for (int64_t d = oi - 1; d >= o0; --d) {
       if (os[d] == 1) continue;
       QKV_CHECK(last < 0 || ost[d] == ost[last] * os[last], "view",
-                "strides of a non-contiguous tensor of shape ", shape_, " cannot express ",
-                want, "; use reshape (copies) or contiguous()");
+                "strides of a non-contiguous tensor of shape ", shape_, " cannot express ", want,
+                "; use reshape (copies) or contiguous()");
       last = d;
     }
     int64_t st = last >= 0 ? ost[oi - 1] : 1;
     for (int64_t d = oi - 1; d >= o0; --d)
-      if (os[d] != 1) { st = ost[d]; break; }
+      if (os[d] != 1) {
+        st = ost[d];
+        break;
+      }
     for (int64_t d = ni - 1; d >= n0; --d) {
       strides[d] = st;
       st *= shape[d];
@@ -216,8 +238,10 @@ Tensor Tensor::reshape(const Shape& shape) const {
   int64_t known = 1, infer = 0;
   for (int64_t d : shape) {
     QKV_CHECK(d >= -1, "reshape", "negative size in ", shape);
-    if (d == -1) ++infer;
-    else known *= d;
+    if (d == -1)
+      ++infer;
+    else
+      known *= d;
   }
   QKV_CHECK(infer <= 1, "reshape", "more than one -1 in ", shape);
   QKV_CHECK(infer ? known > 0 && numel() % known == 0 : known == numel(), "reshape",
@@ -257,8 +281,7 @@ Tensor Tensor::permute(const Shape& dims) const {
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
   check_has_dims(*this, "slice");
   d = wrap_dim(d, shape_, "slice");
-  QKV_CHECK(step > 0, "slice", "step must be positive, got ", step, " for dim ", d, " of ",
-            shape_);
+  QKV_CHECK(step > 0, "slice", "step must be positive, got ", step, " for dim ", d, " of ", shape_);
   const int64_t n = shape_[d];
   if (start < 0) start += n;
   if (end < 0) end += n;
@@ -419,8 +442,8 @@ Tensor arange(int64_t n, DType dt) {
 
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
-  QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector",
-            values.size(), " values for shape ", shape);
+  QKV_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "from_vector", values.size(),
+            " values for shape ", shape);
   Tensor t = empty(shape, dtype_of<T>());
   std::copy(values.begin(), values.end(), t.data<T>());
   return t;

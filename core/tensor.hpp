@@ -96,8 +96,8 @@ Tensor empty(const Shape& s, DType dt = DType::f32);  // uninitialised
 Tensor zeros(const Shape& s, DType dt = DType::f32);
 Tensor ones(const Shape& s, DType dt = DType::f32);
 Tensor full(const Shape& s, double value, DType dt = DType::f32);
-Tensor scalar(double value, DType dt = DType::f32);     // shape ()
-Tensor arange(int64_t n, DType dt = DType::i64);         // 0, 1, ..., n - 1
+Tensor scalar(double value, DType dt = DType::f32);  // shape ()
+Tensor arange(int64_t n, DType dt = DType::i64);     // 0, 1, ..., n - 1
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 // from_vector({1, 2, 3, 4}, {2, 2}): copies the values into a new tensor of that shape.
@@ -117,7 +117,7 @@ Tensor pow(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);
-Tensor sub(const Tensor& a, double s);  // a - s
+Tensor sub(const Tensor& a, double s);   // a - s
 Tensor rsub(double s, const Tensor& a);  // s - a
 Tensor mul(const Tensor& a, double s);
 Tensor div(const Tensor& a, double s);   // a / s
@@ -193,7 +193,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor concat(const std::vector<Tensor>& ts, int64_t d);
 Tensor stack(const std::vector<Tensor>& ts, int64_t d);
 std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t d);  // views
-std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t d);          // n equal views
+std::vector<Tensor> chunk(const Tensor& x, int64_t n, int64_t d);           // n equal views
 // index_select(x, d, idx): idx is 1-D int64; out.shape[d] = idx.numel().
 Tensor index_select(const Tensor& x, int64_t d, const Tensor& idx);
 // index_add(base, d, idx, src): a copy of base with src's slices added at idx along d;

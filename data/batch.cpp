@@ -21,7 +21,8 @@ Batch make_batch(const Dataset& ds, const std::vector<int64_t>& indices, const F
   int64_t S = 0, T = 0;
   for (int64_t i : indices) {
     const Example& e = example_at(ds, i, "make_batch");
-    QKV_CHECK(!e.src.empty(), "make_batch", "example ", i, " of '", ds.name, "' has an empty source");
+    QKV_CHECK(!e.src.empty(), "make_batch", "example ", i, " of '", ds.name,
+              "' has an empty source");
     QKV_CHECK(f.target_len(len(e.tgt)) > 0, "make_batch", "example ", i, " of '", ds.name,
               "' has an empty target and the framing adds no <eos>");
     S = std::max(S, len(e.src));
@@ -82,15 +83,17 @@ Plan plan_batches(const Dataset& ds, const Framing& f, const BatchOptions& o, Ge
     std::iota(order.begin(), order.end(), int64_t{0});
   }
   auto src_len = [&](int64_t i) { return len(ds.examples[static_cast<size_t>(i)].src); };
-  auto tgt_len = [&](int64_t i) { return f.target_len(len(ds.examples[static_cast<size_t>(i)].tgt)); };
+  auto tgt_len = [&](int64_t i) {
+    return f.target_len(len(ds.examples[static_cast<size_t>(i)].tgt));
+  };
   if (o.bucket) {
     const int64_t pool = o.bucket_pool * o.batch_size;
     for (int64_t lo = 0; lo < n; lo += pool) {
       // stable: equal lengths keep their shuffled order, so ties do not undo the shuffle
-      std::stable_sort(order.begin() + lo, order.begin() + std::min(n, lo + pool),
-                       [&](int64_t a, int64_t b) {
-                         return std::pair(src_len(a), tgt_len(a)) < std::pair(src_len(b), tgt_len(b));
-                       });
+      std::stable_sort(
+          order.begin() + lo, order.begin() + std::min(n, lo + pool), [&](int64_t a, int64_t b) {
+            return std::pair(src_len(a), tgt_len(a)) < std::pair(src_len(b), tgt_len(b));
+          });
     }
   }
   Plan plan;

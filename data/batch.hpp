@@ -13,11 +13,11 @@ namespace qkv::data {
 // What the model consumes. B rows, S = longest source, T = longest framed target in the batch.
 // Masks follow the library's convention "true = may attend": true on real tokens.
 struct Batch {
-  Tensor src;       // (B, S) int64, 0-padded
-  Tensor src_mask;  // (B, S) bool, true on real source tokens
-  Tensor tgt_in;    // (B, T) int64: <bos> y (decoder input), 0-padded
-  Tensor tgt_out;   // (B, T) int64: y <eos> (labels), 0-padded
-  Tensor tgt_mask;  // (B, T) bool, true on real positions of tgt_in / tgt_out
+  Tensor src;                    // (B, S) int64, 0-padded
+  Tensor src_mask;               // (B, S) bool, true on real source tokens
+  Tensor tgt_in;                 // (B, T) int64: <bos> y (decoder input), 0-padded
+  Tensor tgt_out;                // (B, T) int64: y <eos> (labels), 0-padded
+  Tensor tgt_mask;               // (B, T) bool, true on real positions of tgt_in / tgt_out
   int64_t src_tokens = 0;        // real tokens in src
   int64_t tgt_tokens = 0;        // real tokens in tgt_out (the loss normaliser)
   std::vector<int64_t> indices;  // row r is example indices[r] of the dataset

@@ -7,8 +7,8 @@
 
 namespace qkv::data {
 
-#define QKV_KEY_CHECK(cond, key, ...) \
-  do {                                \
+#define QKV_KEY_CHECK(cond, key, ...)                                           \
+  do {                                                                          \
     if (!(cond)) throw ::qkv::Error(::qkv::cat("data." key ": ", __VA_ARGS__)); \
   } while (0)
 
@@ -74,7 +74,8 @@ void text_splits(const DataConfig& c, const std::string& name, std::vector<TextP
     Dataset ds;
     ds.name = name + "/" + split;
     for (auto& p : pairs) {
-      Example e{out.src_vocab.encode(tokenize(p.src, kind)), out.tgt_vocab.encode(tokenize(p.tgt, kind))};
+      Example e{out.src_vocab.encode(tokenize(p.src, kind)),
+                out.tgt_vocab.encode(tokenize(p.tgt, kind))};
       if (c.max_seq_len > 0 && (static_cast<int64_t>(e.src.size()) > c.max_seq_len ||
                                 static_cast<int64_t>(e.tgt.size()) > c.max_seq_len)) {
         ++out.dropped;
@@ -143,8 +144,9 @@ DataSplits load_data(const DataConfig& c) {
     o.skip_malformed = c.skip_malformed;
     const TsvCorpus corpus = read_tsv(c.path, o);
     out.skipped = corpus.skipped;
-    QKV_KEY_CHECK(!corpus.pairs.empty(), "path", c.path, " holds no sentence pairs",
-                  corpus.skipped ? cat(" (", corpus.skipped, " malformed lines skipped)") : std::string());
+    QKV_KEY_CHECK(
+        !corpus.pairs.empty(), "path", c.path, " holds no sentence pairs",
+        corpus.skipped ? cat(" (", corpus.skipped, " malformed lines skipped)") : std::string());
     const SplitIndices s = split_indices(static_cast<int64_t>(corpus.pairs.size()), c.train_size,
                                          c.valid_size, c.test_size, c.seed);
     text_splits(c, c.path, pick(corpus.pairs, s.train), pick(corpus.pairs, s.valid),

@@ -29,15 +29,16 @@ struct DataConfig {
   int64_t test_size = 500;
 
   // text tasks (dates / tsv)
-  std::string path;              // tsv: the corpus file
+  std::string path;  // tsv: the corpus file
   bool lowercase = false;
   bool skip_malformed = false;
   std::string tokenizer = "char";  // char | word
-  int64_t min_freq = 1;          // vocabulary: keep tokens seen this often in train
-  int64_t max_vocab = 0;         // vocabulary: at most this many entries, specials included (0 = no cap)
-  bool shared_vocab = true;      // one vocabulary for both sides
-  int64_t max_seq_len = 0;       // tsv: drop pairs with a side longer than this many tokens (0 = keep all)
-  int year_min = 1950;           // dates: the 100-year window
+  int64_t min_freq = 1;            // vocabulary: keep tokens seen this often in train
+  int64_t max_vocab = 0;  // vocabulary: at most this many entries, specials included (0 = no cap)
+  bool shared_vocab = true;  // one vocabulary for both sides
+  int64_t max_seq_len =
+      0;                // tsv: drop pairs with a side longer than this many tokens (0 = keep all)
+  int year_min = 1950;  // dates: the 100-year window
   int year_max = 2049;
 
   // batching
@@ -57,8 +58,8 @@ struct DataSplits {
   Vocab src_vocab, tgt_vocab;  // equal when shared (and for synthetic tasks)
   Framing framing;
   TokenizerKind tokenizer = TokenizerKind::chars;  // text tasks: how to encode new input
-  int64_t skipped = 0;   // tsv: malformed lines skipped
-  int64_t dropped = 0;   // tsv: pairs dropped by max_seq_len
+  int64_t skipped = 0;                             // tsv: malformed lines skipped
+  int64_t dropped = 0;                             // tsv: pairs dropped by max_seq_len
 };
 
 // Builds the splits of c.task. Vocabularies of text tasks are built from the train split

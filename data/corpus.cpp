@@ -32,11 +32,13 @@ TsvCorpus parse_tsv(std::istream& in, const std::string& name, const TsvOptions&
       problem = "no tab between source and target";
     } else {
       const size_t tab2 = line.find('\t', tab + 1);
-      TextPair p{line.substr(0, tab), line.substr(tab + 1, tab2 == std::string::npos
-                                                            ? std::string::npos
-                                                            : tab2 - tab - 1)};
-      if (blank(p.src)) problem = "empty source";
-      else if (blank(p.tgt)) problem = "empty target";
+      TextPair p{
+          line.substr(0, tab),
+          line.substr(tab + 1, tab2 == std::string::npos ? std::string::npos : tab2 - tab - 1)};
+      if (blank(p.src))
+        problem = "empty source";
+      else if (blank(p.tgt))
+        problem = "empty target";
       if (problem.empty()) {
         if (o.lowercase) p.src = to_lower_utf8(p.src), p.tgt = to_lower_utf8(p.tgt);
         out.pairs.push_back(std::move(p));
@@ -75,11 +77,13 @@ void write_tsv(const std::string& path, const std::vector<TextPair>& pairs) {
 SplitIndices split_indices(int64_t n, int64_t train_size, int64_t valid_size, int64_t test_size,
                            uint64_t seed) {
   QKV_CHECK(train_size >= 0 && valid_size >= 0 && test_size >= 0, "split_indices",
-            "negative split size: train ", train_size, ", valid ", valid_size, ", test ", test_size);
-  QKV_CHECK(valid_size + test_size < n, "split_indices", "valid_size + test_size = ",
-            valid_size + test_size, " leaves no training examples out of ", n);
-  QKV_CHECK(valid_size + test_size + train_size <= n, "split_indices", "asked for ",
-            train_size, " + ", valid_size, " + ", test_size, " examples, only ", n, " available");
+            "negative split size: train ", train_size, ", valid ", valid_size, ", test ",
+            test_size);
+  QKV_CHECK(valid_size + test_size < n, "split_indices",
+            "valid_size + test_size = ", valid_size + test_size,
+            " leaves no training examples out of ", n);
+  QKV_CHECK(valid_size + test_size + train_size <= n, "split_indices", "asked for ", train_size,
+            " + ", valid_size, " + ", test_size, " examples, only ", n, " available");
   Generator g(seed);
   const std::vector<int64_t> perm = randperm(n, g);
   SplitIndices s;

@@ -25,9 +25,9 @@ struct TextPair {
 };
 
 struct Dataset {
-  std::string name;               // "copy/train", "dates.tsv/test", ... for messages
+  std::string name;  // "copy/train", "dates.tsv/test", ... for messages
   std::vector<Example> examples;
-  std::vector<TextPair> text;     // the source text of each example when built from text, else empty
+  std::vector<TextPair> text;  // the source text of each example when built from text, else empty
   int64_t size() const { return static_cast<int64_t>(examples.size()); }
 };
 

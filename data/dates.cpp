@@ -37,18 +37,19 @@ int weekday(int64_t days) {
 }
 
 namespace {
-const char* const kMonths[] = {"January", "February", "March",     "April",   "May",      "June",
-                               "July",    "August",   "September", "October", "November", "December"};
+const char* const kMonths[] = {"January",   "February", "March",    "April",
+                               "May",       "June",     "July",     "August",
+                               "September", "October",  "November", "December"};
 const char* const kWeekdays[] = {"Monday", "Tuesday",  "Wednesday", "Thursday",
                                  "Friday", "Saturday", "Sunday"};
-const char* const kOrdinals[] = {
-    "first",          "second",        "third",         "fourth",       "fifth",
-    "sixth",          "seventh",       "eighth",        "ninth",        "tenth",
-    "eleventh",       "twelfth",       "thirteenth",    "fourteenth",   "fifteenth",
-    "sixteenth",      "seventeenth",   "eighteenth",    "nineteenth",   "twentieth",
-    "twenty-first",   "twenty-second", "twenty-third",  "twenty-fourth", "twenty-fifth",
-    "twenty-sixth",   "twenty-seventh", "twenty-eighth", "twenty-ninth", "thirtieth",
-    "thirty-first"};
+const char* const kOrdinals[] = {"first",        "second",        "third",          "fourth",
+                                 "fifth",        "sixth",         "seventh",        "eighth",
+                                 "ninth",        "tenth",         "eleventh",       "twelfth",
+                                 "thirteenth",   "fourteenth",    "fifteenth",      "sixteenth",
+                                 "seventeenth",  "eighteenth",    "nineteenth",     "twentieth",
+                                 "twenty-first", "twenty-second", "twenty-third",   "twenty-fourth",
+                                 "twenty-fifth", "twenty-sixth",  "twenty-seventh", "twenty-eighth",
+                                 "twenty-ninth", "thirtieth",     "thirty-first"};
 
 std::string lower(std::string s) {
   for (char& c : s)
@@ -65,9 +66,12 @@ std::string abbr(const char* name) { return std::string(name, 3); }  // "March" 
 std::string suffixed(int day) {  // 1st 2nd 3rd 4th ... 11th 12th 13th ... 21st 22nd 23rd
   const char* s = "th";
   if (day % 100 < 11 || day % 100 > 13) {
-    if (day % 10 == 1) s = "st";
-    else if (day % 10 == 2) s = "nd";
-    else if (day % 10 == 3) s = "rd";
+    if (day % 10 == 1)
+      s = "st";
+    else if (day % 10 == 2)
+      s = "nd";
+    else if (day % 10 == 3)
+      s = "rd";
   }
   return std::to_string(day) + s;
 }
@@ -94,41 +98,66 @@ std::string format_date(const CivilDate& d, int f) {
   const std::string M = std::to_string(d.month), MM = num(d.month, 2);
   const std::string YYYY = num(d.year, 4), YY = num(((d.year % 100) + 100) % 100, 2);
   switch (f) {
-    case 0: return suffixed(d.day) + " of " + month + " " + YYYY;                 // 3rd of March 2021
-    case 1: return lower(wday) + ", " + D + " " + lower(abbr(month.c_str())) + " " + YY;  // wednesday, 3 mar 21
-    case 2: return DD + "/" + MM + "/" + YYYY;                                    // 03/03/2021
-    case 3: return month + " " + D + ", " + YYYY;                                 // March 3, 2021
-    case 4: return YYYY + "." + MM + "." + DD;                                    // 2021.03.03
-    case 5: return D + " " + month + " " + YYYY;                                  // 3 March 2021
-    case 6: return wday + ", " + month + " " + D + ", " + YYYY;                   // Wednesday, March 3, 2021
-    case 7: return lower(abbr(wday.c_str())) + " " + D + " " + lower(abbr(month.c_str())) + " " + YYYY;  // wed 3 mar 2021
-    case 8: return D + "-" + lower(abbr(month.c_str())) + "-" + YYYY;             // 3-mar-2021
-    case 9: return "the " + std::string(kOrdinals[d.day - 1]) + " of " + lower(month) + ", " + YYYY;  // the third of march, 2021
-    case 10: return D + "." + M + "." + YYYY;                                     // 3.3.2021
-    case 11: return YYYY + MM + DD;                                               // 20210303
-    case 12: return abbr(wday.c_str()) + ", " + DD + " " + abbr(month.c_str()) + " " + YYYY;  // Wed, 03 Mar 2021
-    case 13: return D + "/" + M + "/" + YY;                                       // 3/3/21
-    case 14: return upper(month) + " " + upper(suffixed(d.day)) + " " + YYYY;     // MARCH 3RD 2021
-    case 15: return lower(abbr(month.c_str())) + " " + D + ", '" + YY;            // mar 3, '21
-    case 16: return wday + " " + suffixed(d.day) + " " + month + " " + YYYY;      // Wednesday 3rd March 2021
-    case 17: return lower(month) + " the " + suffixed(d.day) + ", " + YYYY;       // march the 3rd, 2021
+    case 0:
+      return suffixed(d.day) + " of " + month + " " + YYYY;  // 3rd of March 2021
+    case 1:
+      return lower(wday) + ", " + D + " " + lower(abbr(month.c_str())) + " " +
+             YY;  // wednesday, 3 mar 21
+    case 2:
+      return DD + "/" + MM + "/" + YYYY;  // 03/03/2021
+    case 3:
+      return month + " " + D + ", " + YYYY;  // March 3, 2021
+    case 4:
+      return YYYY + "." + MM + "." + DD;  // 2021.03.03
+    case 5:
+      return D + " " + month + " " + YYYY;  // 3 March 2021
+    case 6:
+      return wday + ", " + month + " " + D + ", " + YYYY;  // Wednesday, March 3, 2021
+    case 7:
+      return lower(abbr(wday.c_str())) + " " + D + " " + lower(abbr(month.c_str())) + " " +
+             YYYY;  // wed 3 mar 2021
+    case 8:
+      return D + "-" + lower(abbr(month.c_str())) + "-" + YYYY;  // 3-mar-2021
+    case 9:
+      return "the " + std::string(kOrdinals[d.day - 1]) + " of " + lower(month) + ", " +
+             YYYY;  // the third of march, 2021
+    case 10:
+      return D + "." + M + "." + YYYY;  // 3.3.2021
+    case 11:
+      return YYYY + MM + DD;  // 20210303
+    case 12:
+      return abbr(wday.c_str()) + ", " + DD + " " + abbr(month.c_str()) + " " +
+             YYYY;  // Wed, 03 Mar 2021
+    case 13:
+      return D + "/" + M + "/" + YY;  // 3/3/21
+    case 14:
+      return upper(month) + " " + upper(suffixed(d.day)) + " " + YYYY;  // MARCH 3RD 2021
+    case 15:
+      return lower(abbr(month.c_str())) + " " + D + ", '" + YY;  // mar 3, '21
+    case 16:
+      return wday + " " + suffixed(d.day) + " " + month + " " + YYYY;  // Wednesday 3rd March 2021
+    case 17:
+      return lower(month) + " the " + suffixed(d.day) + ", " + YYYY;  // march the 3rd, 2021
     default:
       throw Error(cat("format_date: format ", f, " out of range [0, ", date_format_count(), ")"));
   }
 }
 
 DateSplits generate_dates(const DateOptions& o) {
-  QKV_CHECK(o.year_min <= o.year_max && o.year_max - o.year_min < 100, "generate_dates",
-            "need year_min <= year_max within 100 years (two-digit years must be unambiguous), got ",
-            o.year_min, "..", o.year_max);
+  QKV_CHECK(
+      o.year_min <= o.year_max && o.year_max - o.year_min < 100, "generate_dates",
+      "need year_min <= year_max within 100 years (two-digit years must be unambiguous), got ",
+      o.year_min, "..", o.year_max);
   QKV_CHECK(o.year_min >= 0 && o.year_max <= 9999, "generate_dates", "years must be 0..9999");
   QKV_CHECK(o.train_size >= 0 && o.valid_size >= 0 && o.test_size >= 0, "generate_dates",
             "negative split size");
   const int64_t first = days_from_civil({o.year_min, 1, 1});
   const int64_t ndays = days_from_civil({o.year_max, 12, 31}) - first + 1;
-  QKV_CHECK(o.valid_size + o.test_size < ndays || (o.train_size == 0 && o.valid_size + o.test_size <= ndays),
+  QKV_CHECK(o.valid_size + o.test_size < ndays ||
+                (o.train_size == 0 && o.valid_size + o.test_size <= ndays),
             "generate_dates", "valid_size + test_size = ", o.valid_size + o.test_size,
-            " leaves no training dates among the ", ndays, " days of ", o.year_min, "..", o.year_max);
+            " leaves no training dates among the ", ndays, " days of ", o.year_min, "..",
+            o.year_max);
   Generator g(o.seed);
   const std::vector<int64_t> days = randperm(ndays, g);
   auto pair_of = [&](int64_t day) {
@@ -149,7 +178,8 @@ DateSplits generate_dates(const DateOptions& o) {
 std::vector<TextPair> date_corpus(int64_t lines, uint64_t seed) {
   DateOptions o;
   o.train_size = lines, o.valid_size = 0, o.test_size = 0, o.seed = seed;
-  const int64_t ndays = days_from_civil({o.year_max, 12, 31}) - days_from_civil({o.year_min, 1, 1}) + 1;
+  const int64_t ndays =
+      days_from_civil({o.year_max, 12, 31}) - days_from_civil({o.year_min, 1, 1}) + 1;
   QKV_CHECK(lines >= 0 && lines <= ndays, "date_corpus", "lines must be in [0, ", ndays,
             "] so that no date repeats, got ", lines);
   std::vector<TextPair> out;

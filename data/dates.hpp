@@ -23,7 +23,7 @@ struct CivilDate {
 
 int64_t days_from_civil(const CivilDate& d);  // days since 1970-01-01 (proleptic Gregorian)
 CivilDate civil_from_days(int64_t days);
-int weekday(int64_t days);  // 0 = Monday .. 6 = Sunday
+int weekday(int64_t days);                 // 0 = Monday .. 6 = Sunday
 std::string iso_date(const CivilDate& d);  // "2021-03-03"
 
 int date_format_count();  // 18
@@ -34,7 +34,7 @@ struct DatePair {
   std::string human;  // source
   std::string iso;    // target
   int format;
-  int64_t day;        // days_from_civil of the date
+  int64_t day;  // days_from_civil of the date
 };
 
 struct DateOptions {
@@ -59,6 +59,7 @@ DateSplits generate_dates(const DateOptions& o);
 // of its lines is a split by date.
 inline constexpr int64_t kShippedDateLines = 5000;
 inline constexpr uint64_t kShippedDateSeed = 2021;
-std::vector<TextPair> date_corpus(int64_t lines = kShippedDateLines, uint64_t seed = kShippedDateSeed);
+std::vector<TextPair> date_corpus(int64_t lines = kShippedDateLines,
+                                  uint64_t seed = kShippedDateSeed);
 
 }  // namespace qkv::data

@@ -34,8 +34,8 @@ void Loader::seek(const LoaderState& s) {
 }
 
 std::vector<int64_t> shard_indices(const std::vector<int64_t>& batch, int64_t rank, int64_t count) {
-  QKV_CHECK(count >= 1 && rank >= 0 && rank < count, "shard_indices", "shard ", rank, " of ",
-            count, ": need 0 <= rank < count");
+  QKV_CHECK(count >= 1 && rank >= 0 && rank < count, "shard_indices", "shard ", rank, " of ", count,
+            ": need 0 <= rank < count");
   std::vector<int64_t> out;
   for (size_t i = static_cast<size_t>(rank); i < batch.size(); i += static_cast<size_t>(count))
     out.push_back(batch[i]);
@@ -48,7 +48,8 @@ Loader::Item Loader::produce() {
   if (options_.shard_count == 1) {
     it.batch = make_batch(*data_, global, framing_);
   } else {
-    const std::vector<int64_t> mine = shard_indices(global, options_.shard_rank, options_.shard_count);
+    const std::vector<int64_t> mine =
+        shard_indices(global, options_.shard_rank, options_.shard_count);
     if (!mine.empty()) it.batch = make_batch(*data_, mine, framing_);
     // Every shard knows the global counts from the plan alone, without communicating.
     it.batch.global_size = static_cast<int64_t>(global.size());
@@ -127,9 +128,8 @@ void Loader::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      can_push_.wait(lock, [&] {
-        return stop_ || static_cast<int64_t>(queue_.size()) < options_.prefetch;
-      });
+      can_push_.wait(
+          lock, [&] { return stop_ || static_cast<int64_t>(queue_.size()) < options_.prefetch; });
       if (stop_) return;
     }
     Item it;

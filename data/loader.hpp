@@ -32,15 +32,15 @@ namespace qkv::data {
 
 struct LoaderState {
   int64_t epoch = 0;
-  int64_t index = 0;          // batch within the epoch
-  uint64_t rng_seed = 0;      // Generator state before the epoch's plan was drawn
+  int64_t index = 0;      // batch within the epoch
+  uint64_t rng_seed = 0;  // Generator state before the epoch's plan was drawn
   uint64_t rng_position = 0;
   bool operator==(const LoaderState&) const = default;
 };
 
 struct LoaderOptions {
   BatchOptions batch;
-  int64_t prefetch = 0;  // batches built ahead on a background thread (0 = none, synchronous)
+  int64_t prefetch = 0;     // batches built ahead on a background thread (0 = none, synchronous)
   int64_t shard_rank = 0;   // this process's shard, in [0, shard_count)
   int64_t shard_count = 1;  // 1 = unsharded
 };
@@ -53,7 +53,8 @@ std::vector<int64_t> shard_indices(const std::vector<int64_t>& batch, int64_t ra
 class Loader {
  public:
   // The dataset is shared, not copied, and must not change while the loader lives.
-  Loader(std::shared_ptr<const Dataset> data, Framing framing, LoaderOptions options, uint64_t seed);
+  Loader(std::shared_ptr<const Dataset> data, Framing framing, LoaderOptions options,
+         uint64_t seed);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;

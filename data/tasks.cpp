@@ -15,9 +15,12 @@ TaskKind parse_task(const std::string& name) {
 
 const char* task_name(TaskKind k) {
   switch (k) {
-    case TaskKind::copy: return "copy";
-    case TaskKind::reverse: return "reverse";
-    default: return "sort";
+    case TaskKind::copy:
+      return "copy";
+    case TaskKind::reverse:
+      return "reverse";
+    default:
+      return "sort";
   }
 }
 

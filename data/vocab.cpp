@@ -87,11 +87,20 @@ std::string escape(const std::string& t) {
   std::string out;
   for (char c : t) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -130,11 +139,16 @@ Vocab Vocab::parse(std::istream& f, const std::string& path) {
       }
       QKV_CHECK(i + 1 < line.size(), "Vocab::load", path, ":", lineno, ": dangling backslash");
       const char e = line[++i];
-      if (e == '\\') t += '\\';
-      else if (e == 'n') t += '\n';
-      else if (e == 'r') t += '\r';
-      else if (e == 't') t += '\t';
-      else throw Error(cat("Vocab::load: ", path, ":", lineno, ": unknown escape \\", e));
+      if (e == '\\')
+        t += '\\';
+      else if (e == 'n')
+        t += '\n';
+      else if (e == 'r')
+        t += '\r';
+      else if (e == 't')
+        t += '\t';
+      else
+        throw Error(cat("Vocab::load: ", path, ":", lineno, ": unknown escape \\", e));
     }
     QKV_CHECK(!t.empty(), "Vocab::load", path, ":", lineno, ": empty token");
     tokens.push_back(std::move(t));

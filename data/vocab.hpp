@@ -50,7 +50,8 @@ class Vocab {
   std::vector<int64_t> encode(const std::vector<std::string>& tokens) const;
   // Tokens of ids, stopping at the first <eos> and dropping <pad> and <bos> (model output is
   // decoded this way); keep_specials = true maps every id as it is.
-  std::vector<std::string> decode(const std::vector<int64_t>& ids, bool keep_specials = false) const;
+  std::vector<std::string> decode(const std::vector<int64_t>& ids,
+                                  bool keep_specials = false) const;
 
   void save(const std::string& path) const;
   static Vocab load(const std::string& path);

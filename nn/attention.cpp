@@ -34,15 +34,14 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const
                                  Generator* dropout_gen, const Var& bias) {
   QKV_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) &&
                 k.size(-2) == v.size(-2),
-            "scaled_dot_product_attention", "q ", q.shape(), ", k ", k.shape(), ", v ",
-            v.shape(), " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v))");
+            "scaled_dot_product_attention", "q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
+            " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v))");
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   // The fused kernel (no (n, m) tensor) whenever nothing needs the weights themselves: not
   // the caller, not dropout. It wants one batch shape for q, k and v (no broadcasting).
-  const bool same_batch =
-      q.dim() == k.dim() && k.dim() == v.dim() &&
-      std::equal(q.shape().begin(), q.shape().end() - 2, k.shape().begin()) &&
-      std::equal(q.shape().begin(), q.shape().end() - 2, v.shape().begin());
+  const bool same_batch = q.dim() == k.dim() && k.dim() == v.dim() &&
+                          std::equal(q.shape().begin(), q.shape().end() - 2, k.shape().begin()) &&
+                          std::equal(q.shape().begin(), q.shape().end() - 2, v.shape().begin());
   if (!weights && dropout_p == 0 && same_batch && !bias.defined()) {
     if (mask.defined()) {
       QKV_CHECK(mask.dtype() == DType::b8, "scaled_dot_product_attention",
@@ -91,8 +90,14 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const
 MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, bool bias, Scale s,
                                        double dropout, std::shared_ptr<Generator> dgen,
                                        AttentionKind k, int64_t w)
-    : d_model(d), heads(h), d_head(h > 0 ? d / h : 0), scale(s), dropout_p(dropout),
-      dropout_gen(std::move(dgen)), kind(k), window(w) {
+    : d_model(d),
+      heads(h),
+      d_head(h > 0 ? d / h : 0),
+      scale(s),
+      dropout_p(dropout),
+      dropout_gen(std::move(dgen)),
+      kind(k),
+      window(w) {
   QKV_CHECK(w >= 0, "MultiHeadAttention", "window must be >= 0 (0: full), got ", w);
   QKV_CHECK(w == 0 || k == AttentionKind::dot, "MultiHeadAttention", "window ", w,
             " needs dot-product attention, got ", attention_kind_name(k));
@@ -123,10 +128,10 @@ Var MultiHeadAttention::merge_heads(const Var& x) const {
 
 Var MultiHeadAttention::forward(const Var& query, const Var& key, const Var& value,
                                 const Tensor& mask, Var* weights) const {
-  QKV_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 &&
-                query.size(-1) == d_model && key.size(-1) == d_model &&
-                value.size(-1) == d_model && key.size(1) == value.size(1) &&
-                query.size(0) == key.size(0) && key.size(0) == value.size(0),
+  QKV_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(-1) == d_model &&
+                key.size(-1) == d_model && value.size(-1) == d_model &&
+                key.size(1) == value.size(1) && query.size(0) == key.size(0) &&
+                key.size(0) == value.size(0),
             "MultiHeadAttention", "query ", query.shape(), ", key ", key.shape(), ", value ",
             value.shape(), " for d_model ", d_model, " (expected (B, n, d) and (B, m, d))");
   return attend(query, project_key(key), project_value(value), mask, weights);

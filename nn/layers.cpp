@@ -16,8 +16,8 @@ Var Linear::forward(const Var& x) const { return ag::linear(x, weight, bias); }
 
 Embedding::Embedding(int64_t vocab, int64_t dim, Generator& gen, bool scale)
     : scale_by_sqrt_dim(scale) {
-  QKV_CHECK(vocab > 0 && dim > 0, "Embedding", "sizes must be positive, got vocab ", vocab,
-            " dim ", dim);
+  QKV_CHECK(vocab > 0 && dim > 0, "Embedding", "sizes must be positive, got vocab ", vocab, " dim ",
+            dim);
   // N(0, 1) as torch.nn.Embedding; with sqrt(dim) scaling, N(0, 1/dim) instead (as fairseq), so
   // the scaled embedding has unit variance and does not drown the positional encoding.
   const double std = scale ? 1.0 / std::sqrt(static_cast<double>(dim)) : 1.0;

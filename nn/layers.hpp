@@ -59,8 +59,8 @@ Var activate(const Var& x, Activation a);
 // Transformer layers). x: (..., d) -> (..., d); inner width d_ff (default 4d).
 class PositionwiseFeedForward : public Module {
  public:
-  PositionwiseFeedForward(int64_t d, int64_t d_ff, Generator& gen, Activation act,
-                          double dropout, std::shared_ptr<Generator> dropout_gen);
+  PositionwiseFeedForward(int64_t d, int64_t d_ff, Generator& gen, Activation act, double dropout,
+                          std::shared_ptr<Generator> dropout_gen);
   Var forward(const Var& x) const;
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout;

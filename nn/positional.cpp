@@ -24,8 +24,8 @@ PositionKind parse_position(const std::string& name) {
   if (name == "relative") return PositionKind::relative;
   if (name == "rope") return PositionKind::rope;
   if (name == "none") return PositionKind::none;
-  throw Error(cat("position: unknown '", name,
-                  "' (expected sinusoidal, learned, relative, rope or none)"));
+  throw Error(
+      cat("position: unknown '", name, "' (expected sinusoidal, learned, relative, rope or none)"));
 }
 
 PositionalEncoding::PositionalEncoding(PositionKind k, int64_t d_, int64_t n, Generator& gen,
@@ -53,9 +53,8 @@ Var PositionalEncoding::forward(const Var& x, int64_t offset) const {
     }
     out = ag::add(x, ag::constant(rows));
   } else if (kind == PositionKind::learned) {
-    QKV_CHECK(offset + n <= n_max, "PositionalEncoding",
-              "sequence of length ", offset + n, " is longer than the learned table's max_len ",
-              n_max);
+    QKV_CHECK(offset + n <= n_max, "PositionalEncoding", "sequence of length ", offset + n,
+              " is longer than the learned table's max_len ", n_max);
     out = ag::add(x, ag::narrow(table, 0, offset, n));
   }
   return dropout->forward(out);

@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -18,19 +18,28 @@ using json = nlohmann::json;
 
 const char* st_dtype(DType dt) {
   switch (dt) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::i64: return "I64";
-    default: return "BOOL";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::i64:
+      return "I64";
+    default:
+      return "BOOL";
   }
 }
 
 bool parse_dtype(const std::string& s, DType& dt) {
-  if (s == "F32") dt = DType::f32;
-  else if (s == "F64") dt = DType::f64;
-  else if (s == "I64") dt = DType::i64;
-  else if (s == "BOOL") dt = DType::b8;
-  else return false;
+  if (s == "F32")
+    dt = DType::f32;
+  else if (s == "F64")
+    dt = DType::f64;
+  else if (s == "I64")
+    dt = DType::i64;
+  else if (s == "BOOL")
+    dt = DType::b8;
+  else
+    return false;
   return true;
 }
 
@@ -94,12 +103,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& name) {
   auto fail = [&](const std::string& why) -> Error { return Error(name + ": " + why); };
-  if (bytes.size() < 8) throw fail("truncated safetensors file (" + std::to_string(bytes.size()) + " bytes, no header length)");
+  if (bytes.size() < 8)
+    throw fail("truncated safetensors file (" + std::to_string(bytes.size()) +
+               " bytes, no header length)");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   if (n > bytes.size() - 8)
-    throw fail("corrupt safetensors header: it claims " + std::to_string(n) + " bytes but the file has " +
-               std::to_string(bytes.size() - 8) + " after the length");
+    throw fail("corrupt safetensors header: it claims " + std::to_string(n) +
+               " bytes but the file has " + std::to_string(bytes.size() - 8) + " after the length");
   json header;
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
@@ -119,7 +131,8 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
     if (key == "__metadata__") {
       if (!v.is_object()) throw fail("__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) throw fail("__metadata__ value '" + m.key() + "' is not a string");
+        if (!m.value().is_string())
+          throw fail("__metadata__ value '" + m.key() + "' is not a string");
         f.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -130,27 +143,33 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
       throw fail(where + " needs dtype, shape and data_offsets");
     DType dt;
     if (!v["dtype"].is_string() || !parse_dtype(v["dtype"].get<std::string>(), dt))
-      throw fail(where + " has unsupported dtype " + v["dtype"].dump() + " (qkv reads F32, F64, I64, BOOL)");
+      throw fail(where + " has unsupported dtype " + v["dtype"].dump() +
+                 " (qkv reads F32, F64, I64, BOOL)");
     if (!v["shape"].is_array()) throw fail(where + " shape is not an array");
     Shape shape;
     uint64_t numel = 1;
     for (const json& d : v["shape"]) {
-      if (!d.is_number_unsigned()) throw fail(where + " has a shape entry that is not a non-negative integer");
+      if (!d.is_number_unsigned())
+        throw fail(where + " has a shape entry that is not a non-negative integer");
       const uint64_t s = d.get<uint64_t>();
-      if (s > (1ull << 40) || (s && numel > (1ull << 40) / s)) throw fail(where + " shape is too large");
+      if (s > (1ull << 40) || (s && numel > (1ull << 40) / s))
+        throw fail(where + " shape is too large");
       numel *= s;
       shape.push_back(static_cast<int64_t>(s));
     }
     const json& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
       throw fail(where + " data_offsets must be two non-negative integers");
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     if (b > e || e > data_len)
       throw fail(where + " data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
-                 "] fall outside the " + std::to_string(data_len) + "-byte data buffer (truncated file?)");
+                 "] fall outside the " + std::to_string(data_len) +
+                 "-byte data buffer (truncated file?)");
     if (e - b != numel * dtype_size(dt))
-      throw fail(where + " of shape " + shape_str(shape) + " needs " + std::to_string(numel * dtype_size(dt)) +
-                 " bytes, its offsets span " + std::to_string(e - b));
+      throw fail(where + " of shape " + shape_str(shape) + " needs " +
+                 std::to_string(numel * dtype_size(dt)) + " bytes, its offsets span " +
+                 std::to_string(e - b));
     Tensor t = empty(shape, dt);
     if (e > b) std::memcpy(t.raw_data(), data + b, e - b);
     if (dt == DType::b8) {
@@ -160,7 +179,8 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
     }
     found.push_back({b, {key, t}});
   }
-  std::stable_sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
   for (auto& [b, nt] : found) f.tensors.push_back(std::move(nt));
   return f;
 }

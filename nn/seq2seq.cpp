@@ -12,8 +12,9 @@ void ModelConfig::validate() const {
   need(tgt_vocab > 0, "tgt_vocab", "must be positive, got " + std::to_string(tgt_vocab));
   need(d_model > 0, "d_model", "must be positive, got " + std::to_string(d_model));
   need(heads > 0, "heads", "must be positive, got " + std::to_string(heads));
-  need(d_model % heads == 0, "heads",
-       "d_model " + std::to_string(d_model) + " is not divisible by heads " + std::to_string(heads));
+  need(
+      d_model % heads == 0, "heads",
+      "d_model " + std::to_string(d_model) + " is not divisible by heads " + std::to_string(heads));
   need(d_ff > 0, "d_ff", "must be positive, got " + std::to_string(d_ff));
   need(encoder_layers >= 0, "encoder_layers", "must be >= 0");
   need(decoder_layers > 0, "decoder_layers", "must be >= 1");
@@ -69,10 +70,11 @@ Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
   c.validate();
   src_embed = register_module(
       "src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, gen, c.scale_embedding));
-  tgt_embed = c.share_embeddings
-                  ? src_embed
-                  : register_module("tgt_embed", std::make_shared<Embedding>(
-                                                     c.tgt_vocab, c.d_model, gen, c.scale_embedding));
+  tgt_embed =
+      c.share_embeddings
+          ? src_embed
+          : register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, gen,
+                                                                     c.scale_embedding));
   const PositionKind pk = parse_position(c.position);
   src_pos = register_module("src_pos", std::make_shared<PositionalEncoding>(
                                            pk, c.d_model, c.max_len, gen, c.dropout, dropout_gen_));
@@ -102,16 +104,15 @@ Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>
 
 Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
                     const Tensor& tgt_valid, AttentionMaps* maps) const {
-  QKV_CHECK(tgt_in.dim() == 2 && tgt_valid.shape() == tgt_in.shape(), "Seq2Seq::decode",
-            "tgt_in ", tgt_in.shape(), " and tgt_valid ", tgt_valid.shape(),
-            " must both be (B, T)");
+  QKV_CHECK(tgt_in.dim() == 2 && tgt_valid.shape() == tgt_in.shape(), "Seq2Seq::decode", "tgt_in ",
+            tgt_in.shape(), " and tgt_valid ", tgt_valid.shape(), " must both be (B, T)");
   ag::ModuleScope scope("decoder");
   const int64_t t = tgt_in.size(1);
   const Var y = tgt_pos->forward(tgt_embed->forward(tgt_in));
   const Tensor self_mask = combine_masks(causal_mask(t), key_padding_mask(tgt_valid));
-  const Var h = decoder->forward(y, memory, self_mask, key_padding_mask(src_valid),
-                                 maps ? &maps->decoder_self : nullptr,
-                                 maps ? &maps->decoder_cross : nullptr);
+  const Var h =
+      decoder->forward(y, memory, self_mask, key_padding_mask(src_valid),
+                       maps ? &maps->decoder_self : nullptr, maps ? &maps->decoder_cross : nullptr);
   return project(h);
 }
 

@@ -24,18 +24,18 @@ struct ModelConfig {
   int64_t decoder_layers = 2;
   double dropout = 0.1;
   double attention_dropout = 0.0;
-  bool norm_first = false;      // false: post-LN (the lesson's); true: pre-LN
-  bool final_norm = false;      // a LayerNorm after each stack (always on for pre-LN)
+  bool norm_first = false;  // false: post-LN (the lesson's); true: pre-LN
+  bool final_norm = false;  // a LayerNorm after each stack (always on for pre-LN)
   std::string activation = "relu";
   // sinusoidal | learned (added to the embeddings) | relative | rope (inside self-attention,
   // encoder and decoder; cross-attention is content-only) | none
   std::string position = "sinusoidal";
-  int64_t max_len = 512;                // learned positions only
-  int64_t relative_clip = 16;           // relative positions only: offsets clipped to +-K
-  bool scale_embedding = true;          // embeddings * sqrt(d_model)
-  bool share_embeddings = false;        // one table for source and target (same vocab)
-  bool tie_output = false;              // output projection = target embedding^T
-  double attention_scale = 0.0;         // 0: 1/sqrt(d_k) (default); else this number (1 = none)
+  int64_t max_len = 512;          // learned positions only
+  int64_t relative_clip = 16;     // relative positions only: offsets clipped to +-K
+  bool scale_embedding = true;    // embeddings * sqrt(d_model)
+  bool share_embeddings = false;  // one table for source and target (same vocab)
+  bool tie_output = false;        // output projection = target embedding^T
+  double attention_scale = 0.0;   // 0: 1/sqrt(d_k) (default); else this number (1 = none)
   double layer_norm_eps = 1e-5;
   bool bias = true;
   std::string attention = "dot";  // dot | additive | linear: the scorer of every attention layer
@@ -57,8 +57,7 @@ class Seq2Seq : public Module {
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
               const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const;
   // memory: (B, S, d)
-  Var encode(const Tensor& src, const Tensor& src_valid,
-             std::vector<Var>* weights = nullptr) const;
+  Var encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights = nullptr) const;
   // Full decoder pass over tgt_in: (B, T, V) logits.
   Var decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const;

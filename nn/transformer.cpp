@@ -80,9 +80,8 @@ Var TransformerDecoderBlock::forward(const Var& x, const Var& memory, const Tens
   return norm3->forward(ag::add(x2, ff(x2)));
 }
 
-Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory,
-                                          const Tensor& cross_mask, DecoderBlockCache& cache,
-                                          Var* cw) const {
+Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
+                                          DecoderBlockCache& cache, Var* cw) const {
   // Self-attention of the new position over every cached position and itself: nothing in the
   // cache lies in its future, so no causal mask is needed.
   auto sa = [&](const Var& h) {
@@ -117,7 +116,8 @@ Encoder::Encoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& ge
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(std::make_shared<TransformerEncoderBlock>(c, gen, dgen));
   register_module("layers", std::make_shared<ModuleList>(layers));
-  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  if (final_norm)
+    norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
 }
 
 Var Encoder::forward(const Var& x, const Tensor& mask, std::vector<Var>* weights) const {
@@ -137,12 +137,12 @@ Decoder::Decoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& ge
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(std::make_shared<TransformerDecoderBlock>(c, gen, dgen));
   register_module("layers", std::make_shared<ModuleList>(layers));
-  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  if (final_norm)
+    norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
 }
 
 Var Decoder::forward(const Var& x, const Var& memory, const Tensor& self_mask,
-                     const Tensor& cross_mask, std::vector<Var>* sws,
-                     std::vector<Var>* cws) const {
+                     const Tensor& cross_mask, std::vector<Var>* sws, std::vector<Var>* cws) const {
   Var h = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     ag::ModuleScope scope("layers." + std::to_string(i));

@@ -24,8 +24,8 @@ const Tensor& checked_grad(Var& p, const char* op) {
   QKV_CHECK(p.defined(), op, "undefined parameter");
   Tensor& g = p.grad();
   if (!g.defined()) return g;
-  QKV_CHECK(g.shape() == p.shape() && is_floating(g.dtype()), op, "gradient of shape ", g.shape(), " ",
-            dtype_name(g.dtype()), " for a parameter of shape ", p.shape());
+  QKV_CHECK(g.shape() == p.shape() && is_floating(g.dtype()), op, "gradient of shape ", g.shape(),
+            " ", dtype_name(g.dtype()), " for a parameter of shape ", p.shape());
   if (!g.is_contiguous()) g = g.contiguous();
   return g;
 }

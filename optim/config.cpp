@@ -47,35 +47,55 @@ OptimSection parse_optim_section(const json& j) {
   ScheduleConfig& c = s.schedule;
   for (const auto& [k, v] : j.items()) {
     if (v.is_null()) continue;
-    if (k == "name") o.name = string(v, k);
-    else if (k == "lr") o.lr = number(v, k);
+    if (k == "name")
+      o.name = string(v, k);
+    else if (k == "lr")
+      o.lr = number(v, k);
     else if (k == "betas") {
-      QKV_CHECK(v.is_array() && v.size() == 2, key_of(k), "expected [beta1, beta2], got ", v.dump());
+      QKV_CHECK(v.is_array() && v.size() == 2, key_of(k), "expected [beta1, beta2], got ",
+                v.dump());
       o.beta1 = number(v[0], k);
       o.beta2 = number(v[1], k);
-    } else if (k == "eps") o.eps = number(v, k);
-    else if (k == "weight_decay") o.weight_decay = number(v, k);
-    else if (k == "momentum") o.momentum = number(v, k);
-    else if (k == "dampening") o.dampening = number(v, k);
-    else if (k == "nesterov") o.nesterov = boolean(v, k);
-    else if (k == "amsgrad") o.amsgrad = boolean(v, k);
-    else if (k == "no_decay_1d") o.no_decay_1d = boolean(v, k);
+    } else if (k == "eps")
+      o.eps = number(v, k);
+    else if (k == "weight_decay")
+      o.weight_decay = number(v, k);
+    else if (k == "momentum")
+      o.momentum = number(v, k);
+    else if (k == "dampening")
+      o.dampening = number(v, k);
+    else if (k == "nesterov")
+      o.nesterov = boolean(v, k);
+    else if (k == "amsgrad")
+      o.amsgrad = boolean(v, k);
+    else if (k == "no_decay_1d")
+      o.no_decay_1d = boolean(v, k);
     else if (k == "no_decay") {
       QKV_CHECK(v.is_array(), key_of(k), "expected a list of strings, got ", v.type_name());
       o.no_decay.clear();
       for (const json& e : v) o.no_decay.push_back(string(e, k));
-    } else if (k == "schedule") c.name = string(v, k);
-    else if (k == "warmup") c.warmup = integer(v, k);
-    else if (k == "factor") c.factor = number(v, k);
-    else if (k == "d_model") c.d_model = integer(v, k);
-    else if (k == "total_steps") c.total_steps = integer(v, k);
-    else if (k == "min_lr") c.min_lr = number(v, k);
-    else if (k == "clip_norm") s.clip_norm = number(v, k);
-    else if (k == "clip_value") s.clip_value = number(v, k);
+    } else if (k == "schedule")
+      c.name = string(v, k);
+    else if (k == "warmup")
+      c.warmup = integer(v, k);
+    else if (k == "factor")
+      c.factor = number(v, k);
+    else if (k == "d_model")
+      c.d_model = integer(v, k);
+    else if (k == "total_steps")
+      c.total_steps = integer(v, k);
+    else if (k == "min_lr")
+      c.min_lr = number(v, k);
+    else if (k == "clip_norm")
+      s.clip_norm = number(v, k);
+    else if (k == "clip_value")
+      s.clip_value = number(v, k);
     else
-      throw Error(cat(key_of(k), ": unknown key (expected one of name, lr, betas, eps, weight_decay, "
-                      "momentum, dampening, nesterov, amsgrad, no_decay_1d, no_decay, schedule, warmup, "
-                      "factor, d_model, total_steps, min_lr, clip_norm, clip_value)"));
+      throw Error(
+          cat(key_of(k),
+              ": unknown key (expected one of name, lr, betas, eps, weight_decay, "
+              "momentum, dampening, nesterov, amsgrad, no_decay_1d, no_decay, schedule, warmup, "
+              "factor, d_model, total_steps, min_lr, clip_norm, clip_value)"));
   }
   c.lr = o.lr;
   o.validate();
@@ -95,15 +115,24 @@ OptimSection parse_optim_section(const json& j) {
 json to_json(const OptimSection& s) {
   const OptimConfig& o = s.optim;
   const ScheduleConfig& c = s.schedule;
-  return json{{"name", o.name},          {"lr", o.lr},
-              {"betas", {o.beta1, o.beta2}}, {"eps", o.eps},
-              {"weight_decay", o.weight_decay}, {"momentum", o.momentum},
-              {"dampening", o.dampening}, {"nesterov", o.nesterov},
-              {"amsgrad", o.amsgrad},    {"no_decay_1d", o.no_decay_1d},
-              {"no_decay", o.no_decay},  {"schedule", c.name},
-              {"warmup", c.warmup},      {"factor", c.factor},
-              {"d_model", c.d_model},    {"total_steps", c.total_steps},
-              {"min_lr", c.min_lr},      {"clip_norm", s.clip_norm},
+  return json{{"name", o.name},
+              {"lr", o.lr},
+              {"betas", {o.beta1, o.beta2}},
+              {"eps", o.eps},
+              {"weight_decay", o.weight_decay},
+              {"momentum", o.momentum},
+              {"dampening", o.dampening},
+              {"nesterov", o.nesterov},
+              {"amsgrad", o.amsgrad},
+              {"no_decay_1d", o.no_decay_1d},
+              {"no_decay", o.no_decay},
+              {"schedule", c.name},
+              {"warmup", c.warmup},
+              {"factor", c.factor},
+              {"d_model", c.d_model},
+              {"total_steps", c.total_steps},
+              {"min_lr", c.min_lr},
+              {"clip_norm", s.clip_norm},
               {"clip_value", s.clip_value}};
 }
 

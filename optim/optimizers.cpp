@@ -11,7 +11,8 @@ namespace qkv::optim {
 
 // ---------------------------------------------------------------- Optimizer
 
-Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay)
+Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr,
+                     double weight_decay)
     : name_(name), lr_(lr) {
   std::set<std::string> names;
   std::set<const ag::VarImpl*> seen;
@@ -21,8 +22,8 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
     for (const auto& [pname, p] : g.params) {
       QKV_CHECK(!pname.empty(), name_, "a parameter has an empty name");
       QKV_CHECK(p.defined(), name_, "parameter '", pname, "' is undefined");
-      QKV_CHECK(is_floating(p.dtype()), name_, "parameter '", pname, "' is ",
-                dtype_name(p.dtype()), "; optimizers update float32 or float64 tensors");
+      QKV_CHECK(is_floating(p.dtype()), name_, "parameter '", pname, "' is ", dtype_name(p.dtype()),
+                "; optimizers update float32 or float64 tensors");
       QKV_CHECK(p.data().is_contiguous(), name_, "parameter '", pname, "' of shape ", p.shape(),
                 " is not contiguous");
       QKV_CHECK(names.insert(pname).second, name_, "parameter name '", pname, "' appears twice");
@@ -88,7 +89,8 @@ OptimState Optimizer::state() const {
   const std::vector<std::string> bufs = buffer_names();
   for (const Slot& s : slots_) {
     st.scalars[s.name + ".step"] = static_cast<double>(s.step);
-    for (size_t i = 0; i < s.buffers.size(); ++i) st.tensors.emplace_back(s.name + "." + bufs[i], s.buffers[i]);
+    for (size_t i = 0; i < s.buffers.size(); ++i)
+      st.tensors.emplace_back(s.name + "." + bufs[i], s.buffers[i]);
   }
   return st;
 }
@@ -115,7 +117,8 @@ void Optimizer::load_state(const OptimState& st) {
   for (const auto& [key, v] : st.scalars) {
     if (key == "step") continue;
     const size_t dot = key.rfind('.');
-    QKV_CHECK(dot != std::string::npos && key.substr(dot + 1) == "step", op, "unknown scalar '", key, "'");
+    QKV_CHECK(dot != std::string::npos && key.substr(dot + 1) == "step", op, "unknown scalar '",
+              key, "'");
     auto it = index.find(key.substr(0, dot));
     QKV_CHECK(it != index.end(), op, "scalar '", key, "' names no parameter of this optimizer");
     steps[it->second] = as_count(key, v);
@@ -129,7 +132,8 @@ void Optimizer::load_state(const OptimState& st) {
     QKV_CHECK(b != bufs.end(), op, "tensor '", key, "': '", key.substr(dot + 1),
               "' is not a buffer of ", name_);
     const Slot& s = slots_[it->second];
-    QKV_CHECK(t.defined() && is_floating(t.dtype()), op, "tensor '", key, "' is undefined or not float");
+    QKV_CHECK(t.defined() && is_floating(t.dtype()), op, "tensor '", key,
+              "' is undefined or not float");
     QKV_CHECK(t.shape() == s.param.shape(), op, "tensor '", key, "' has shape ", t.shape(),
               ", parameter '", s.name, "' has shape ", s.param.shape());
     Tensor& dst = buffers[it->second][static_cast<size_t>(b - bufs.begin())];
@@ -141,8 +145,8 @@ void Optimizer::load_state(const OptimState& st) {
     QKV_CHECK(steps[i] >= 0, op, "missing scalar '", n, ".step'");
     for (size_t j = 0; j < bufs.size(); ++j) {
       if (steps[i] > 0)
-        QKV_CHECK(buffers[i][j].defined(), op, "missing tensor '", n, ".", bufs[j], "' (parameter has taken ",
-                  steps[i], " steps)");
+        QKV_CHECK(buffers[i][j].defined(), op, "missing tensor '", n, ".", bufs[j],
+                  "' (parameter has taken ", steps[i], " steps)");
       else
         QKV_CHECK(!buffers[i][j].defined(), op, "tensor '", n, ".", bufs[j],
                   "' given for a parameter that has taken no step");
@@ -176,9 +180,7 @@ void with_flags(F&& f) {
 }
 template <class F, class... Rest>
 void with_flags(F&& f, bool first, Rest... rest) {
-  auto bind = [&](auto flag) {
-    with_flags([&](auto... more) { f(flag, more...); }, rest...);
-  };
+  auto bind = [&](auto flag) { with_flags([&](auto... more) { f(flag, more...); }, rest...); };
   first ? bind(std::true_type{}) : bind(std::false_type{});
 }
 
@@ -269,8 +271,8 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o)
     : Optimizer("sgd", std::move(groups), o.lr, o.weight_decay), o_(o) {
   QKV_CHECK(o.momentum >= 0, "sgd", "momentum must be >= 0, got ", o.momentum);
   QKV_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "sgd",
-            "nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum, ", dampening ",
-            o.dampening);
+            "nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum,
+            ", dampening ", o.dampening);
 }
 
 std::vector<std::string> SGD::buffer_names() const {
@@ -281,9 +283,13 @@ std::vector<std::string> SGD::buffer_names() const {
 void SGD::update(Slot& s, const Tensor& grad) {
   visit_float(grad.dtype(), "sgd", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const SgdArgs<T> a{s.param.data().data<T>(), grad.data<T>(),
+    const SgdArgs<T> a{s.param.data().data<T>(),
+                       grad.data<T>(),
                        s.buffers.empty() ? nullptr : s.buffers[0].data<T>(),
-                       T(lr_), T(s.weight_decay), T(o_.momentum), T(1 - o_.dampening)};
+                       T(lr_),
+                       T(s.weight_decay),
+                       T(o_.momentum),
+                       T(1 - o_.dampening)};
     sgd_loop<T>(grad.numel(), a, s.step == 1, o_.nesterov);
   });
 }
@@ -297,9 +303,11 @@ Adam::Adam(const char* name, std::vector<ParamGroup> groups, const AdamOptions& 
   QKV_CHECK(o.eps >= 0, name, "eps must be >= 0, got ", o.eps);
 }
 
-Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam("adam", std::move(groups), o, false) {}
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o)
+    : Adam("adam", std::move(groups), o, false) {}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& o) : Adam("adamw", std::move(groups), o, true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& o)
+    : Adam("adamw", std::move(groups), o, true) {}
 
 std::vector<std::string> Adam::buffer_names() const {
   if (o_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
@@ -315,10 +323,20 @@ void Adam::update(Slot& s, const Tensor& grad) {
   const double wd = decoupled_ ? 0.0 : s.weight_decay;
   visit_float(grad.dtype(), name_, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const AdamArgs<T> a{s.param.data().data<T>(), grad.data<T>(), s.buffers[0].data<T>(),
-                        s.buffers[1].data<T>(), o_.amsgrad ? s.buffers[2].data<T>() : nullptr,
-                        T(decay), T(wd), T(o_.beta1), T(1 - o_.beta1), T(o_.beta2), T(1 - o_.beta2),
-                        T(std::sqrt(bc2)), T(o_.eps), T(-step_size)};
+    const AdamArgs<T> a{s.param.data().data<T>(),
+                        grad.data<T>(),
+                        s.buffers[0].data<T>(),
+                        s.buffers[1].data<T>(),
+                        o_.amsgrad ? s.buffers[2].data<T>() : nullptr,
+                        T(decay),
+                        T(wd),
+                        T(o_.beta1),
+                        T(1 - o_.beta1),
+                        T(o_.beta2),
+                        T(1 - o_.beta2),
+                        T(std::sqrt(bc2)),
+                        T(o_.eps),
+                        T(-step_size)};
     adam_loop<T>(grad.numel(), a, decoupled_);
   });
 }
@@ -335,19 +353,21 @@ NamedParams name_params(const std::vector<Var>& params) {
 }
 
 void OptimConfig::validate() const {
-  QKV_CHECK(name == "sgd" || name == "adam" || name == "adamw", "optim.name",
-            "unknown optimizer '", name, "' (expected sgd, adam or adamw)");
+  QKV_CHECK(name == "sgd" || name == "adam" || name == "adamw", "optim.name", "unknown optimizer '",
+            name, "' (expected sgd, adam or adamw)");
   QKV_CHECK(std::isfinite(lr) && lr >= 0, "optim.lr", "must be finite and >= 0, got ", lr);
   QKV_CHECK(beta1 >= 0 && beta1 < 1, "optim.betas", "beta1 must be in [0, 1), got ", beta1);
   QKV_CHECK(beta2 >= 0 && beta2 < 1, "optim.betas", "beta2 must be in [0, 1), got ", beta2);
   QKV_CHECK(std::isfinite(eps) && eps >= 0, "optim.eps", "must be finite and >= 0, got ", eps);
   QKV_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, "optim.weight_decay",
             "must be finite and >= 0, got ", weight_decay);
-  QKV_CHECK(std::isfinite(momentum) && momentum >= 0, "optim.momentum", "must be finite and >= 0, got ",
-            momentum);
-  QKV_CHECK(dampening >= 0 && dampening <= 1, "optim.dampening", "must be in [0, 1], got ", dampening);
+  QKV_CHECK(std::isfinite(momentum) && momentum >= 0, "optim.momentum",
+            "must be finite and >= 0, got ", momentum);
+  QKV_CHECK(dampening >= 0 && dampening <= 1, "optim.dampening", "must be in [0, 1], got ",
+            dampening);
   QKV_CHECK(!nesterov || (momentum > 0 && dampening == 0), "optim.nesterov",
-            "needs momentum > 0 and dampening = 0, got momentum ", momentum, ", dampening ", dampening);
+            "needs momentum > 0 and dampening = 0, got momentum ", momentum, ", dampening ",
+            dampening);
   QKV_CHECK(name == "sgd" || (momentum == 0 && dampening == 0 && !nesterov), "optim.momentum",
             "momentum, dampening and nesterov are SGD keys; optimizer is '", name, "'");
   QKV_CHECK(name != "sgd" || !amsgrad, "optim.amsgrad", "is an Adam/AdamW key; optimizer is 'sgd'");
@@ -375,8 +395,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const NamedParam
   c.validate();
   std::vector<ParamGroup> groups = decay_groups(c, params);
   if (c.name == "sgd")
-    return std::make_unique<SGD>(std::move(groups),
-                                 SGDOptions{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov});
+    return std::make_unique<SGD>(
+        std::move(groups), SGDOptions{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov});
   const AdamOptions o{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.amsgrad};
   if (c.name == "adam") return std::make_unique<Adam>(std::move(groups), o);
   return std::make_unique<AdamW>(std::move(groups), o);

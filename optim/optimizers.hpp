@@ -55,7 +55,7 @@ class Optimizer {
   void zero_grad();
 
   double lr() const { return lr_; }
-  void set_lr(double lr);   // the schedule calls this before each step
+  void set_lr(double lr);                   // the schedule calls this before each step
   int64_t steps() const { return steps_; }  // step() calls so far (restored by load_state)
   const char* name() const { return name_; }
 
@@ -73,8 +73,8 @@ class Optimizer {
     std::string name;
     Var param;
     double weight_decay;
-    int64_t step = 0;              // updates of this parameter
-    std::vector<Tensor> buffers;   // in buffer_names() order; empty until the first update
+    int64_t step = 0;             // updates of this parameter
+    std::vector<Tensor> buffers;  // in buffer_names() order; empty until the first update
   };
 
   Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay);

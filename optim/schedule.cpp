@@ -36,8 +36,8 @@ double schedule_lr(const ScheduleConfig& c, int64_t step) {
   if (c.name == "constant") return c.lr;
   if (c.name == "warmup") return warming ? c.lr * s / w : c.lr;
   if (c.name == "noam") {
-    QKV_CHECK(c.d_model > 0 && c.warmup > 0, "schedule_lr", "noam needs d_model > 0 and warmup > 0, got ",
-              c.d_model, " and ", c.warmup);
+    QKV_CHECK(c.d_model > 0 && c.warmup > 0, "schedule_lr",
+              "noam needs d_model > 0 and warmup > 0, got ", c.d_model, " and ", c.warmup);
     const double n = std::max(s, 1.0);
     return c.factor * std::pow(static_cast<double>(c.d_model), -0.5) *
            std::min(std::pow(n, -0.5), n * std::pow(w, -1.5));

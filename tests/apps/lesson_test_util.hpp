@@ -1,5 +1,7 @@
 // Helpers for the lesson command tests: run the qkv binary, temp folders, PNG decoding.
 #pragma once
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -7,8 +9,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "test_util.hpp"
 
@@ -22,7 +22,7 @@ inline std::string qkv_binary() { return env_or("QKV_BUILD_DIR", ".") + "/apps/q
 inline std::string source_dir() { return env_or("QKV_SOURCE_DIR", "."); }
 
 struct RunResult {
-  int status = -1;  // exit code
+  int status = -1;     // exit code
   std::string output;  // stdout and stderr
 };
 

@@ -46,7 +46,8 @@ TEST_CASE("config: defaults, file, then command line") {
   CHECK(def.model.d_model == nn::ModelConfig{}.d_model);
   const RunConfig f = from("[model]\nd_model = 96\nheads = 4\n");
   CHECK(f.model.d_model == 96);
-  const RunConfig c = from("[model]\nd_model = 96\nheads = 4\n", {{"model.d_model", "32"}, {"seed", "9"}});
+  const RunConfig c =
+      from("[model]\nd_model = 96\nheads = 4\n", {{"model.d_model", "32"}, {"seed", "9"}});
   CHECK(c.model.d_model == 32);
   CHECK(c.seed == 9);
   const RunConfig s = from("", {{"optim.name", "sgd"}, {"data.task", "reverse"}});
@@ -55,12 +56,12 @@ TEST_CASE("config: defaults, file, then command line") {
 }
 
 TEST_CASE("config: unknown keys and wrong types name the key and where it was set") {
-  CHECK_THROWS_WITH(from("[model]\nd_modle = 64\n"),
-                    Catch::Contains("test.toml:2") && Catch::Contains("model.d_modle") &&
-                        Catch::Contains("unknown key"));
-  CHECK_THROWS_WITH(from("[model]\nd_model = \"big\"\n"),
-                    Catch::Contains("test.toml:2") && Catch::Contains("model.d_model") &&
-                        Catch::Contains("integer"));
+  CHECK_THROWS_WITH(from("[model]\nd_modle = 64\n"), Catch::Contains("test.toml:2") &&
+                                                         Catch::Contains("model.d_modle") &&
+                                                         Catch::Contains("unknown key"));
+  CHECK_THROWS_WITH(from("[model]\nd_model = \"big\"\n"), Catch::Contains("test.toml:2") &&
+                                                              Catch::Contains("model.d_model") &&
+                                                              Catch::Contains("integer"));
   CHECK_THROWS_WITH(from("[modl]\nd_model = 1\n"), Catch::Contains("unknown section"));
   CHECK_THROWS_WITH(from("", {{"train.epochs", "many"}}),
                     Catch::Contains("command line") && Catch::Contains("train.epochs"));
@@ -90,8 +91,8 @@ TEST_CASE("config: the effective config reads back to the same config") {
 }
 
 TEST_CASE("overrides are taken out of the argument list") {
-  std::vector<std::string> args = {"train", "c.toml", "--model.d_model", "64", "--quiet",
-                                   "--optim.lr=0.01", "--seed", "5"};
+  std::vector<std::string> args = {"train",   "c.toml",          "--model.d_model", "64",
+                                   "--quiet", "--optim.lr=0.01", "--seed",          "5"};
   const auto ov = take_overrides(args);
   REQUIRE(ov.size() == 3);
   CHECK(ov[0] == std::make_pair(std::string("model.d_model"), std::string("64")));

@@ -18,18 +18,27 @@ namespace fs = std::filesystem;
 namespace {
 
 // Small and quick, a checkpoint after every step, dropout on (its RNG must resume too).
-const std::vector<std::string> kArgs = {
-    "--threads", "1", "--quiet", "--data.train_size", "300", "--data.valid_size", "20",
-    "--data.test_size", "20", "--model.dropout", "0.1", "--train.max_steps", "30",
-    "--train.log_every", "3", "--train.eval_every", "10", "--checkpoint.every", "1",
-    "--checkpoint.keep", "2", "--optim.warmup", "2"};
+const std::vector<std::string> kArgs = {"--threads", "1",
+                                        "--quiet",   "--data.train_size",
+                                        "300",       "--data.valid_size",
+                                        "20",        "--data.test_size",
+                                        "20",        "--model.dropout",
+                                        "0.1",       "--train.max_steps",
+                                        "30",        "--train.log_every",
+                                        "3",         "--train.eval_every",
+                                        "10",        "--checkpoint.every",
+                                        "1",         "--checkpoint.keep",
+                                        "2",         "--optim.warmup",
+                                        "2"};
 
 std::vector<std::string> fresh_args(const std::string& run) {
   std::vector<std::string> a = {"train", source_dir() + "/configs/copy.toml", "--run-dir", run};
   a.insert(a.end(), kArgs.begin(), kArgs.end());
   return a;
 }
-std::vector<std::string> resume_args(const std::string& run) { return {"train", "--resume", run, "--quiet"}; }
+std::vector<std::string> resume_args(const std::string& run) {
+  return {"train", "--resume", run, "--quiet"};
+}
 
 pid_t spawn(std::vector<std::string> args) {
   static std::string bin = qkv_binary();
@@ -38,7 +47,8 @@ pid_t spawn(std::vector<std::string> args) {
     std::vector<char*> argv = {bin.data()};
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr)) ::_exit(126);
+    if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+      ::_exit(126);
     ::execv(bin.c_str(), argv.data());
     ::_exit(127);
   }
@@ -85,19 +95,22 @@ std::string check_loadable(const std::string& run) {
 
 }  // namespace
 
-TEST_CASE("crash: SIGKILL at random moments, then --resume, equals the uninterrupted run", "[e2e]") {
+TEST_CASE("crash: SIGKILL at random moments, then --resume, equals the uninterrupted run",
+          "[e2e]") {
   TempDir t("crash");
   const std::string a = t.file("a"), b = t.file("b");
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE(run_to_end(fresh_args(a)) == 0);
-  const auto whole = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  const auto whole =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
 
   std::mt19937_64 rng(20240610);
   std::uniform_real_distribution<double> when(0.1, 0.6);  // of the uninterrupted run's time
   bool started = false, finished = false;
   int kills = 0, with_checkpoint = 0, mid_write = 0;  // mid_write: kills inside a checkpoint write
   for (int i = 0; i < 6 && !finished; ++i) {
-    const auto delay = std::chrono::microseconds(static_cast<int64_t>(when(rng) * static_cast<double>(whole.count())));
+    const auto delay = std::chrono::microseconds(
+        static_cast<int64_t>(when(rng) * static_cast<double>(whole.count())));
     finished = kill_after(started ? resume_args(b) : fresh_args(b), delay);
     ++kills;
     if (!fs::exists(fs::path(b) / "config.toml")) {
@@ -149,8 +162,10 @@ TEST_CASE("crash: a run killed before its first checkpoint restarts with --resum
   // With no checkpoint (remove one in case the kill landed late), the folder is refused as a
   // new run and resumed from step 0.
   fs::remove_all(fs::path(b) / "checkpoints");
-  std::ofstream(b + "/metrics.jsonl", std::ios::app) << "{\"step\": 1, \"torn\n";  // a torn last line
-  const RunResult fresh = run_qkv("train '" + source_dir() + "/configs/copy.toml' --run-dir " + b + " --quiet");
+  std::ofstream(b + "/metrics.jsonl", std::ios::app)
+      << "{\"step\": 1, \"torn\n";  // a torn last line
+  const RunResult fresh =
+      run_qkv("train '" + source_dir() + "/configs/copy.toml' --run-dir " + b + " --quiet");
   CHECK(fresh.status == 1);
   CHECK(fresh.output.find("already exists") != std::string::npos);
   REQUIRE(run_to_end(resume_args(b)) == 0);

@@ -2,8 +2,8 @@
 // input gets one line naming the culprit and the documented exit code (1 bad input, 2 command-
 // line misuse), never a signal, and nothing that existed before is changed.
 // (test_train.cpp's "bad input" case holds the command-line override rows.)
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <map>
 
@@ -18,14 +18,17 @@ namespace {
 std::string quoted(const std::string& s) { return std::string(1, '\'') + s + "'"; }
 std::string copy_config() { return quoted(source_dir() + "/configs/copy.toml"); }
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 // Every file under dir with its bytes, to prove a failed command changed nothing.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
   std::map<std::string, std::string> files;
   if (!fs::exists(dir)) return files;
   for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
+    if (e.is_regular_file())
+      files[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
   return files;
 }
 
@@ -92,16 +95,18 @@ TEST_CASE("errors: config files name the file, the line and the key", "[e2e]") {
   };
   for (const Row& row : rows) {
     write(t.file("bad.toml"), row.toml);
-    expect_error("train " + quoted(t.file("bad.toml")) + " --run-dir " + t.file("run") + " --quiet", 1, row.expect);
+    expect_error("train " + quoted(t.file("bad.toml")) + " --run-dir " + t.file("run") + " --quiet",
+                 1, row.expect);
     CHECK(!fs::exists(t.path / "run"));  // a refused config creates no run folder
   }
 }
 
 TEST_CASE("errors: bad data is refused before the run folder exists", "[e2e]") {
   TempDir t("errors_data");
-  const std::string base = "train " + copy_config() + " --run-dir " + t.file("run") +
-                           " --quiet --threads 1 --optim.warmup 1 --data.task tsv --data.train_size 0"
-                           " --data.valid_size 2 --data.test_size 2 --data.path ";
+  const std::string base =
+      "train " + copy_config() + " --run-dir " + t.file("run") +
+      " --quiet --threads 1 --optim.warmup 1 --data.task tsv --data.train_size 0"
+      " --data.valid_size 2 --data.test_size 2 --data.path ";
   // A line without a tab: file and line number.
   write(t.file("mal.tsv"), "a b\tc d\ne f\tg h\nno tab here\ni j\tk l\n");
   expect_error(base + t.file("mal.tsv"), 1, {"mal.tsv:3", "no tab"});
@@ -116,9 +121,11 @@ TEST_CASE("errors: bad data is refused before the run folder exists", "[e2e]") {
                {"junk.tsv", "no sentence pairs", "2 malformed lines skipped"});
   // Sequences longer than learned positions allow.
   std::string lng;
-  for (int i = 0; i < 12; ++i) lng += "a b c d e f g h i j k l m n o p q r s t\tt s r q p o n m l k j i h g f e d c b a\n";
+  for (int i = 0; i < 12; ++i)
+    lng += "a b c d e f g h i j k l m n o p q r s t\tt s r q p o n m l k j i h g f e d c b a\n";
   write(t.file("long.tsv"), lng);
-  expect_error(base + t.file("long.tsv") + " --data.tokenizer word --model.position learned --model.max_len 16",
+  expect_error(base + t.file("long.tsv") +
+                   " --data.tokenizer word --model.position learned --model.max_len 16",
                1, {"model.max_len", "learned positions cover 16 tokens", "needs"});
   CHECK(!fs::exists(t.path / "run"));
 }
@@ -141,32 +148,43 @@ TEST_CASE("errors: damaged checkpoints are named and left as they are", "[e2e]")
     std::vector<std::string> expect;
   };
   const std::vector<Row> rows = {
-      {"truncated_header", [](const std::string& f) { fs::resize_file(f, 20); },
+      {"truncated_header",
+       [](const std::string& f) { fs::resize_file(f, 20); },
        {"model.safetensors", "corrupt safetensors header"}},
-      {"garbage_header", [](const std::string& f) {
+      {"garbage_header",
+       [](const std::string& f) {
          std::fstream s(f, std::ios::in | std::ios::out | std::ios::binary);
          s.seekp(8);
          s.write("XXXXXXXX", 8);
-       }, {"model.safetensors", "corrupt safetensors header"}},
-      {"lying_length", [](const std::string& f) {
+       },
+       {"model.safetensors", "corrupt safetensors header"}},
+      {"lying_length",
+       [](const std::string& f) {
          std::fstream s(f, std::ios::in | std::ios::out | std::ios::binary);
          const char huge[8] = {'\xff', '\xff', '\xff', '\xff', '\xff', '\xff', '\xff', '\x7f'};
          s.write(huge, 8);
-       }, {"model.safetensors", "corrupt safetensors header"}},
+       },
+       {"model.safetensors", "corrupt safetensors header"}},
       {"empty_file", [](const std::string& f) { fs::resize_file(f, 0); }, {"model.safetensors"}},
-      {"wrong_dtype", [](const std::string& f) {
+      {"wrong_dtype",
+       [](const std::string& f) {
          qkv::nn::SafetensorsFile sf = qkv::nn::load_safetensors(f);
          for (auto& [name, tensor] : sf.tensors) tensor = tensor.to(qkv::DType::f64);
          qkv::nn::save_safetensors(f, sf.tensors, sf.metadata);
-       }, {"model.safetensors", "does not fit"}},
-      {"wrong_shape", [](const std::string& f) {
+       },
+       {"model.safetensors", "does not fit"}},
+      {"wrong_shape",
+       [](const std::string& f) {
          qkv::nn::SafetensorsFile sf = qkv::nn::load_safetensors(f);
          sf.tensors.back().second = qkv::zeros({3, 5});
          qkv::nn::save_safetensors(f, sf.tensors, sf.metadata);
-       }, {"model.safetensors", "does not fit"}},
-      {"corrupt_state", [](const std::string& f) {
+       },
+       {"model.safetensors", "does not fit"}},
+      {"corrupt_state",
+       [](const std::string& f) {
          write((fs::path(f).parent_path() / "state.json").string(), "{\"step\": 10");
-       }, {"state.json", "corrupt checkpoint state"}},
+       },
+       {"state.json", "corrupt checkpoint state"}},
   };
   for (const Row& row : rows) {
     const std::string run = copy_run(t, row.name);
@@ -211,8 +229,10 @@ TEST_CASE("errors: command-line misuse exits 2 with a hint", "[e2e]") {
   expect_error("train", 2, {"needs a config file"});
   expect_error("train --quiet", 2, {"needs a config file"});
   expect_error("train " + copy_config() + " --model.d_model", 2, {"--model.d_model needs a value"});
-  expect_error("train --resume " + run + " " + copy_config(), 2, {"--resume takes the run folder's own config"});
-  expect_error("train --resume " + run + " --model.d_model 32", 2, {"--resume takes the run folder's own config"});
+  expect_error("train --resume " + run + " " + copy_config(), 2,
+               {"--resume takes the run folder's own config"});
+  expect_error("train --resume " + run + " --model.d_model 32", 2,
+               {"--resume takes the run folder's own config"});
   expect_error("eval", 2, {"run_dir is required"});
   expect_error("eval " + run + " --model.d_model 3", 2, {});
   expect_error("translate " + run + " --beam 0 '1 2'", 2, {"--beam"});

@@ -17,10 +17,11 @@ namespace {
 const TempDir& trained_run() {
   static TempDir dir("attention");
   static bool done = [] {
-    const RunResult r = run_qkv("train '" + source_dir() + "/configs/copy.toml' --run-dir '" + dir.file("run") +
-                                "' --quiet --train.max_steps 60 --train.eval_examples 20 --data.train_size 1000"
-                                " --data.valid_size 20 --data.test_size 20 --optim.warmup 20"
-                                " --model.d_model 32 --model.d_ff 64 --model.heads 2");
+    const RunResult r =
+        run_qkv("train '" + source_dir() + "/configs/copy.toml' --run-dir '" + dir.file("run") +
+                "' --quiet --train.max_steps 60 --train.eval_examples 20 --data.train_size 1000"
+                " --data.valid_size 20 --data.test_size 20 --optim.warmup 20"
+                " --model.d_model 32 --model.d_ff 64 --model.heads 2");
     INFO(r.output);
     REQUIRE(r.status == 0);
     return true;
@@ -34,8 +35,10 @@ std::pair<int, int> png_size(const std::string& bytes) {
   REQUIRE(bytes.size() > 24);
   REQUIRE(bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
   auto be = [&](size_t o) {
-    return (static_cast<unsigned char>(bytes[o]) << 24) | (static_cast<unsigned char>(bytes[o + 1]) << 16) |
-           (static_cast<unsigned char>(bytes[o + 2]) << 8) | static_cast<unsigned char>(bytes[o + 3]);
+    return (static_cast<unsigned char>(bytes[o]) << 24) |
+           (static_cast<unsigned char>(bytes[o + 1]) << 16) |
+           (static_cast<unsigned char>(bytes[o + 2]) << 8) |
+           static_cast<unsigned char>(bytes[o + 3]);
   };
   return {static_cast<int>(be(16)), static_cast<int>(be(20))};
 }
@@ -44,8 +47,9 @@ std::pair<int, int> png_size(const std::string& bytes) {
 
 TEST_CASE("attention: encoder self-attention of a known input has the layout's pixel size") {
   const TempDir& dir = trained_run();
-  const RunResult r = run_qkv("attention '" + dir.file("run") + "' '1 2 3 4 5' --kind self --layer 1 --head 2 --out '" +
-                              dir.file("self.png") + "'");
+  const RunResult r =
+      run_qkv("attention '" + dir.file("run") +
+              "' '1 2 3 4 5' --kind self --layer 1 --head 2 --out '" + dir.file("self.png") + "'");
   INFO(r.output);
   REQUIRE(r.status == 0);
   // 5 x 5 cells of 32 px, one-character labels:
@@ -59,11 +63,13 @@ TEST_CASE("attention: encoder self-attention of a known input has the layout's p
 
 TEST_CASE("attention: cross-attention rows are the output tokens, columns the source") {
   const TempDir& dir = trained_run();
-  const RunResult r = run_qkv("attention '" + dir.file("run") + "' '3 1 4' --out '" + dir.file("cross.png") + "'");
+  const RunResult r =
+      run_qkv("attention '" + dir.file("run") + "' '3 1 4' --out '" + dir.file("cross.png") + "'");
   INFO(r.output);
   REQUIRE(r.status == 0);
   std::smatch m;
-  const std::regex shape(R"(\((\d+) x (\d+)\): cross-attention, layer 2/2, mean of 2 heads, (\d+) x (\d+))");
+  const std::regex shape(
+      R"(\((\d+) x (\d+)\): cross-attention, layer 2/2, mean of 2 heads, (\d+) x (\d+))");
   REQUIRE(std::regex_search(r.output, m, shape));
   const int rows = std::stoi(m[3]), cols = std::stoi(m[4]);
   CHECK(cols == 3);
@@ -72,7 +78,8 @@ TEST_CASE("attention: cross-attention rows are the output tokens, columns the so
   std::smatch o;
   REQUIRE(std::regex_search(r.output, o, out_line));
   const std::string out = o[1];
-  const int out_tokens = out.empty() ? 0 : 1 + static_cast<int>(std::count(out.begin(), out.end(), ' '));
+  const int out_tokens =
+      out.empty() ? 0 : 1 + static_cast<int>(std::count(out.begin(), out.end(), ' '));
   CHECK(rows == out_tokens + 1);
   // the size: row labels include "<eos>" (5 characters), column labels one character
   const int width = (12 + 14 + 8 + 12 * 5 + 6) + 3 * 32 + (16 + 16 + 6 + 48 + 12);
@@ -86,19 +93,23 @@ TEST_CASE("attention: cross-attention rows are the output tokens, columns the so
 
 TEST_CASE("attention: SVG output, decoder self-attention, and errors") {
   const TempDir& dir = trained_run();
-  RunResult r = run_qkv("attention '" + dir.file("run") + "' '7 7' --kind decoder-self --out '" + dir.file("d.svg") + "'");
+  RunResult r = run_qkv("attention '" + dir.file("run") + "' '7 7' --kind decoder-self --out '" +
+                        dir.file("d.svg") + "'");
   INFO(r.output);
   REQUIRE(r.status == 0);
   const std::string svg = read_file(dir.file("d.svg"));
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("&lt;bos&gt;") != std::string::npos);  // the decoder's first input
-  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --kind diagonal --out '" + dir.file("x.png") + "'");
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --kind diagonal --out '" +
+              dir.file("x.png") + "'");
   CHECK(r.status != 0);
   CHECK(r.output.find("--kind") != std::string::npos);
-  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --layer 3 --out '" + dir.file("x.png") + "'");
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --layer 3 --out '" + dir.file("x.png") +
+              "'");
   CHECK(r.status == 1);
   CHECK(r.output.find("1..2") != std::string::npos);
-  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --head 5 --out '" + dir.file("x.png") + "'");
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2' --head 5 --out '" + dir.file("x.png") +
+              "'");
   CHECK(r.status == 1);
   r = run_qkv("attention '" + dir.file("run") + "' '1 banana' --out '" + dir.file("x.png") + "'");
   CHECK(r.status == 1);

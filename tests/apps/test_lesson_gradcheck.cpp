@@ -41,10 +41,11 @@ TEST_CASE("registry: every layer passes, with every mask and with scale 1") {
       }
     }
   }
-  for (const char* n : {"linear", "embedding", "layernorm", "ffn_relu", "ffn_gelu", "sdpa", "mha_self",
-                        "mha_cross", "pos_sinusoidal", "pos_learned", "encoder_block_post_ln",
-                        "encoder_block_pre_ln", "decoder_block_post_ln", "decoder_block_pre_ln",
-                        "seq2seq_post_ln", "seq2seq_pre_ln", "cross_entropy"})
+  for (const char* n :
+       {"linear", "embedding", "layernorm", "ffn_relu", "ffn_gelu", "sdpa", "mha_self", "mha_cross",
+        "pos_sinusoidal", "pos_learned", "encoder_block_post_ln", "encoder_block_pre_ln",
+        "decoder_block_post_ln", "decoder_block_pre_ln", "seq2seq_post_ln", "seq2seq_pre_ln",
+        "cross_entropy"})
     CHECK(names.count(n) == 1);
 }
 
@@ -52,7 +53,8 @@ TEST_CASE("registry: parameters are checked under their names") {
   const GradcheckProblem p = find_gradcheck_layer("mha_self").build({});
   std::set<std::string> tensors;
   for (const GradcheckRow& r : run_gradcheck("mha_self", p)) tensors.insert(r.tensor);
-  for (const char* n : {"x", "w_q.weight", "w_q.bias", "w_k.weight", "w_v.weight", "w_o.weight", "w_o.bias"})
+  for (const char* n :
+       {"x", "w_q.weight", "w_q.bias", "w_k.weight", "w_v.weight", "w_o.weight", "w_o.bias"})
     CHECK(tensors.count(n) == 1);
 }
 
@@ -69,7 +71,8 @@ TEST_CASE("registry: the model of a config file") {
   RunConfig cfg = load_config(source_dir() + "/configs/copy.toml");
   cfg.model.d_model = 16;  // the structure of copy.toml at a width that checks in a second
   cfg.model.d_ff = 32;
-  const std::vector<GradcheckRow> rows = run_gradcheck("config", model_gradcheck_problem(cfg.model, {}));
+  const std::vector<GradcheckRow> rows =
+      run_gradcheck("config", model_gradcheck_problem(cfg.model, {}));
   CHECK(all_passed(rows));
   CHECK(rows.size() > 40);  // 2 + 2 layers: every parameter
 }
@@ -114,17 +117,20 @@ TEST_CASE("CLI: --json, --list, --config and errors") {
   CHECK(j["results"][0]["passed"] == false);
   CHECK(j["results"][1]["passed"] == true);
   for (const auto& row : j["results"])
-    for (const char* k : {"layer", "tensor", "checked", "directional", "max_abs_err", "max_rel_err", "passed"})
+    for (const char* k :
+         {"layer", "tensor", "checked", "directional", "max_abs_err", "max_rel_err", "passed"})
       CHECK(row.contains(k));
 
   r = run_qkv("gradcheck --list");
   CHECK(r.status == 0);
-  for (const GradcheckLayer& l : gradcheck_layers()) CHECK(r.output.find(l.name) != std::string::npos);
+  for (const GradcheckLayer& l : gradcheck_layers())
+    CHECK(r.output.find(l.name) != std::string::npos);
 
   TempDir dir("gc");
   {
-    std::ofstream(dir.file("m.toml")) << "[model]\nd_model = 8\nheads = 2\nd_ff = 16\nencoder_layers = 1\n"
-                                          "decoder_layers = 1\nnorm_first = true\nposition = \"learned\"\n";
+    std::ofstream(dir.file("m.toml"))
+        << "[model]\nd_model = 8\nheads = 2\nd_ff = 16\nencoder_layers = 1\n"
+           "decoder_layers = 1\nnorm_first = true\nposition = \"learned\"\n";
   }
   r = run_qkv("gradcheck --config '" + dir.file("m.toml") + "' --mask padding");
   INFO(r.output);

@@ -96,7 +96,8 @@ TEST_CASE("heatmap PNG: its size, each cell's colour, labels drawn") {
       uint8_t want[3];
       heatmap_color(h.values[i * h.cols + j], 0, 1, want);
       // a corner pixel of the cell, clear of the printed value
-      const uint8_t* got = d.at(l.grid_x + static_cast<int>(j) * l.cell + 2, l.grid_y + static_cast<int>(i) * l.cell + 2);
+      const uint8_t* got = d.at(l.grid_x + static_cast<int>(j) * l.cell + 2,
+                                l.grid_y + static_cast<int>(i) * l.cell + 2);
       INFO("cell " << i << ", " << j);
       CHECK(int(got[0]) == int(want[0]));
       CHECK(int(got[1]) == int(want[1]));
@@ -112,12 +113,14 @@ TEST_CASE("heatmap PNG: its size, each cell's colour, labels drawn") {
   auto dark_in = [&](int x0, int y0, int x1, int y1) {
     int n = 0;
     for (int y = y0; y < y1; ++y)
-      for (int x = x0; x < x1; ++x) n += d.at(x, y)[0] < 60 && d.at(x, y)[1] < 60 && d.at(x, y)[2] < 60;
+      for (int x = x0; x < x1; ++x)
+        n += d.at(x, y)[0] < 60 && d.at(x, y)[1] < 60 && d.at(x, y)[2] < 60;
     return n;
   };
   CHECK(dark_in(l.grid_x - 6 - 60, l.grid_y + l.cell, l.grid_x - 6, l.grid_y + 2 * l.cell) > 40);
   CHECK(dark_in(l.grid_x - 6 - 60, l.grid_y, l.grid_x - 6 - 12, l.grid_y + l.cell) == 0);
-  CHECK(dark_in(l.grid_x + l.cell, l.grid_y + 2 * l.cell + 6, l.grid_x + 2 * l.cell, l.grid_y + 2 * l.cell + 30) > 20);
+  CHECK(dark_in(l.grid_x + l.cell, l.grid_y + 2 * l.cell + 6, l.grid_x + 2 * l.cell,
+                l.grid_y + 2 * l.cell + 30) > 20);
   // the colour bar: its top is the darkest colour, its bottom the lightest
   const int bx = l.grid_x + 3 * l.cell + 16 + 8;
   const uint8_t* top = d.at(bx, l.grid_y + 1);
@@ -139,7 +142,8 @@ TEST_CASE("write_heatmap picks PNG or SVG by extension") {
   CHECK(svg.find("width='294' height='190'") != std::string::npos);
   CHECK(svg.find("&lt;eos&gt;") != std::string::npos);
   size_t cells = 0;
-  for (size_t p = svg.find("<title>"); p != std::string::npos; p = svg.find("<title>", p + 1)) ++cells;
+  for (size_t p = svg.find("<title>"); p != std::string::npos; p = svg.find("<title>", p + 1))
+    ++cells;
   CHECK(cells == 6);
   CHECK(svg.find("</svg>") != std::string::npos);
   CHECK_THROWS_WITH(write_heatmap(dir.file("m.jpg"), h), Catch::Contains(".png or .svg"));
@@ -163,11 +167,15 @@ TEST_CASE("heatmap labels and malformed heatmaps") {
 }
 
 TEST_CASE("bar chart SVG: one bar per category and series, a legend") {
-  BarChart c{"row", "key", "weight", {"1", "2", "3"},
+  BarChart c{"row",
+             "key",
+             "weight",
+             {"1", "2", "3"},
              {{"scaled", {}, {0.2, 0.3, 0.5}, ""}, {"unscaled", {}, {0.0, 0.0, 1.0}, ""}}};
   const std::string svg = render_svg(c);
   size_t bars = 0;
-  for (size_t p = svg.find("<title>"); p != std::string::npos; p = svg.find("<title>", p + 1)) ++bars;
+  for (size_t p = svg.find("<title>"); p != std::string::npos; p = svg.find("<title>", p + 1))
+    ++bars;
   CHECK(bars == 6);
   CHECK(svg.find(">scaled</text>") != std::string::npos);
   CHECK(svg.find(">unscaled</text>") != std::string::npos);

@@ -89,8 +89,10 @@ TEST_CASE("saturation: scaled entropy stays near its maximum, unscaled falls wit
   CHECK(record(256, "1/sqrt(d_k)").at("saturated_fraction").get<double>() < 0.01);
   // saturated rows pass almost no gradient: the softmax Jacobian shrinks, and so does the
   // gradient reaching the logits (W_Q and W_K then get it multiplied by the larger scale)
-  CHECK(record(256, "1").at("jacobian_norm").get<double>() < 0.3 * record(256, "1/sqrt(d_k)").at("jacobian_norm").get<double>());
-  CHECK(record(256, "1").at("grad_norm_logits").get<double>() < 0.7 * record(256, "1/sqrt(d_k)").at("grad_norm_logits").get<double>());
+  CHECK(record(256, "1").at("jacobian_norm").get<double>() <
+        0.3 * record(256, "1/sqrt(d_k)").at("jacobian_norm").get<double>());
+  CHECK(record(256, "1").at("grad_norm_logits").get<double>() <
+        0.7 * record(256, "1/sqrt(d_k)").at("grad_norm_logits").get<double>());
   for (const json& r : fast_run().at("records"))
     for (const char* k : {"grad_norm_wq", "grad_norm_wk", "grad_norm_logits"}) {
       CHECK(std::isfinite(r.at(k).get<double>()));
@@ -102,9 +104,9 @@ TEST_CASE("saturation: the JSON schema, the CSV twins and the figures") {
   const json& j = fast_run();
   REQUIRE(j.at("records").size() == 8);
   for (const json& r : j["records"]) {
-    for (const char* k : {"d_k", "scale", "var_qk", "mean_entropy", "max_entropy", "mean_max_weight",
-                          "saturated_fraction", "jacobian_norm", "grad_norm_wq", "grad_norm_wk",
-                          "grad_norm_logits"}) {
+    for (const char* k : {"d_k", "scale", "var_qk", "mean_entropy", "max_entropy",
+                          "mean_max_weight", "saturated_fraction", "jacobian_norm", "grad_norm_wq",
+                          "grad_norm_wk", "grad_norm_logits"}) {
       INFO(k);
       REQUIRE(r.contains(k));
       if (std::string(k) != "scale") CHECK(r[k].is_number());
@@ -137,11 +139,13 @@ TEST_CASE("saturation: CSV twins and figures on disk") {
   const std::string csv = read_file((out / "saturation.csv").string());
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 9);  // header + 8 records
   CHECK(csv.rfind("d_k,scale,var_qk,mean_entropy,max_entropy,mean_max_weight,saturated_fraction,"
-                  "jacobian_norm,grad_norm_wq,grad_norm_wk,grad_norm_logits\n", 0) == 0);
+                  "jacobian_norm,grad_norm_wq,grad_norm_wk,grad_norm_logits\n",
+                  0) == 0);
   const std::string tcsv = read_file((out / "saturation_training.csv").string());
   CHECK(std::count(tcsv.begin(), tcsv.end(), '\n') == 1 + 2 * 12);
-  for (const char* f : {"row_weights.svg", "entropy.svg", "max_weight.svg", "saturated_fraction.svg",
-                        "jacobian_norm.svg", "gradient_norm.svg", "logit_gradient_norm.svg", "training_loss.svg", "training_entropy.svg"}) {
+  for (const char* f : {"row_weights.svg", "entropy.svg", "max_weight.svg",
+                        "saturated_fraction.svg", "jacobian_norm.svg", "gradient_norm.svg",
+                        "logit_gradient_norm.svg", "training_loss.svg", "training_entropy.svg"}) {
     INFO(f);
     const std::string svg = read_file((out / f).string());
     CHECK(svg.rfind("<svg", 0) == 0);

@@ -17,10 +17,10 @@ namespace fs = std::filesystem;
 TEST_CASE("numerics: unscaled attention at d_k 1024 stays finite, forward and backward", "[unit]") {
   Generator g(7);
   for (const double amp : {1.0, 10.0}) {  // scores ~ N(0, (32 amp^2)^2): up to ~1e4 at amp 10
-    ag::Var q(mul(randn({2, 2, 8, 1024}, g), amp), true), k(mul(randn({2, 2, 8, 1024}, g), amp), true),
-        v(randn({2, 2, 8, 16}, g), true);
+    ag::Var q(mul(randn({2, 2, 8, 1024}, g), amp), true),
+        k(mul(randn({2, 2, 8, 1024}, g), amp), true), v(randn({2, 2, 8, 16}, g), true);
     Tensor mask = ones({8, 8}, DType::b8);
-    mask.data<uint8_t>()[0] = 0;  // one masked key in the first row
+    mask.data<uint8_t>()[0] = 0;                            // one masked key in the first row
     const ag::Var out = ag::attention(q, k, v, mask, 1.0);  // scale 1: no 1/sqrt(d_k)
     INFO("amp " << amp);
     CHECK(all_finite(out.data()));
@@ -34,7 +34,8 @@ TEST_CASE("numerics: unscaled attention at d_k 1024 stays finite, forward and ba
 TEST_CASE("numerics: logits of 1e4 give a finite softmax, cross-entropy and gradient", "[unit]") {
   Generator g(3);
   ag::Var logits(mul(randn({16, 50}, g), 1e4), true);
-  const Tensor targets = from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {16});
+  const Tensor targets =
+      from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {16});
   for (const double smoothing : {0.0, 0.1}) {
     logits.zero_grad();
     const ag::Var loss = ag::cross_entropy(logits, targets, -100, smoothing);
@@ -61,7 +62,8 @@ std::string diverging(const std::string& run) {
 }
 }  // namespace
 
-TEST_CASE("numerics: a non-finite loss stops training naming the step, keeping the last checkpoint", "[e2e]") {
+TEST_CASE("numerics: a non-finite loss stops training naming the step, keeping the last checkpoint",
+          "[e2e]") {
   TempDir t("nonfinite");
   const std::string run = t.file("run");
   const RunResult r = run_qkv(diverging(run));
@@ -99,7 +101,8 @@ TEST_CASE("numerics: a non-finite loss stops training naming the step, keeping t
   CHECK(skipped >= 1);
 }
 
-TEST_CASE("numerics: in anomaly mode a non-finite step names the step, the op and its module", "[e2e]") {
+TEST_CASE("numerics: in anomaly mode a non-finite step names the step, the op and its module",
+          "[e2e]") {
   TempDir t("anomaly");
   const std::string run = t.file("run");
   ::setenv("QKV_ANOMALY", "1", 1);  // read by the child qkv at start-up, not by this process

@@ -50,10 +50,12 @@ pid_t spawn(const std::vector<std::string>& args) {
 
 TEST_CASE("train: the default copy config learns to copy held-out sequences", "[e2e]") {
   TempDir t("copy");
-  const RunResult r = run_qkv("train " + config("copy.toml") + " --run-dir " + t.file("run") + " --threads 1 --quiet");
+  const RunResult r = run_qkv("train " + config("copy.toml") + " --run-dir " + t.file("run") +
+                              " --threads 1 --quiet");
   INFO(r.output);
   REQUIRE(r.status == 0);
-  for (const char* f : {"config.toml", "src_vocab.txt", "tgt_vocab.txt", "metrics.jsonl", "loss.svg"})
+  for (const char* f :
+       {"config.toml", "src_vocab.txt", "tgt_vocab.txt", "metrics.jsonl", "loss.svg"})
     CHECK(fs::exists(t.path / "run" / f));
   const RunResult e = run_qkv("eval " + t.file("run") + " --split test --json");
   INFO(e.output);
@@ -136,10 +138,15 @@ TEST_CASE("train: bad input gets one clear line and a non-zero exit", "[e2e]") {
 TEST_CASE("train: an existing run folder is never overwritten, corrupt runs are refused", "[e2e]") {
   TempDir t("exists");
   const std::string run = t.file("run");
-  REQUIRE(run_qkv("train " + config("copy.toml") + " --run-dir " + run + " --threads 1 --quiet"
-                  " --data.train_size 500 --train.max_steps 10 --train.eval_examples 20 --optim.warmup 2").status == 0);
+  REQUIRE(
+      run_qkv(
+          "train " + config("copy.toml") + " --run-dir " + run +
+          " --threads 1 --quiet"
+          " --data.train_size 500 --train.max_steps 10 --train.eval_examples 20 --optim.warmup 2")
+          .status == 0);
   const std::string metrics = read_file(run + "/metrics.jsonl");
-  const RunResult again = run_qkv("train " + config("copy.toml") + " --run-dir " + run + " --quiet");
+  const RunResult again =
+      run_qkv("train " + config("copy.toml") + " --run-dir " + run + " --quiet");
   CHECK(again.status == 1);
   CHECK(again.output.find("already exists") != std::string::npos);
   CHECK(read_file(run + "/metrics.jsonl") == metrics);
@@ -163,8 +170,12 @@ TEST_CASE("train: an existing run folder is never overwritten, corrupt runs are 
   // An incompatible config: the checkpoint does not fit the model it describes.
   TempDir u("incompat");
   const std::string run2 = u.file("run");
-  REQUIRE(run_qkv("train " + config("copy.toml") + " --run-dir " + run2 + " --threads 1 --quiet"
-                  " --data.train_size 500 --train.max_steps 10 --train.eval_examples 20 --optim.warmup 2").status == 0);
+  REQUIRE(
+      run_qkv(
+          "train " + config("copy.toml") + " --run-dir " + run2 +
+          " --threads 1 --quiet"
+          " --data.train_size 500 --train.max_steps 10 --train.eval_examples 20 --optim.warmup 2")
+          .status == 0);
   std::string cfg = read_file(run2 + "/config.toml");
   cfg.replace(cfg.find("d_ff = 256"), 10, "d_ff = 128");
   std::ofstream(run2 + "/config.toml") << cfg;

@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
         (void)l;
       }
     }
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+               .count() /
+           reps;
   };
   time_us(true, 200);
   time_us(false, 200);
@@ -51,7 +53,9 @@ int main(int argc, char** argv) {
   std::sort(on.begin(), on.end());
   std::sort(off.begin(), off.end());
   const double a = on[on.size() / 2], b = off[off.size() / 2];
-  std::printf("MLP 64x(32-64-64-10) forward, %d thread(s): tape %.1f us, NoGrad %.1f us, overhead %.1f us (%.0f%%)\n",
-              get_num_threads(), a, b, a - b, 100.0 * (a - b) / b);
+  std::printf(
+      "MLP 64x(32-64-64-10) forward, %d thread(s): tape %.1f us, NoGrad %.1f us, overhead %.1f us "
+      "(%.0f%%)\n",
+      get_num_threads(), a, b, a - b, 100.0 * (a - b) / b);
   return 0;
 }

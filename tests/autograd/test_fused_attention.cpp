@@ -45,7 +45,8 @@ TEST_CASE("fused attention matches the composed ops in float32, values and gradi
   Generator g(22);
   const int64_t B = 2, H = 4, n = 40, m = 70, d = 16;
   const Tensor mask = test_mask(B, n, m);
-  const Tensor qd = randn({B, H, n, d}, g), kd = randn({B, H, m, d}, g), vd = randn({B, H, m, d}, g);
+  const Tensor qd = randn({B, H, n, d}, g), kd = randn({B, H, m, d}, g),
+               vd = randn({B, H, m, d}, g);
   const Tensor go = randn({B, H, n, d}, g);
   const Var q1(qd, true), k1(kd, true), v1(vd, true), q2(qd, true), k2(kd, true), v2(vd, true);
   const Var a = attention(q1, k1, v1, mask, 0.25);

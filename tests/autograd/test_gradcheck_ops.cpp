@@ -46,9 +46,9 @@ TEST_CASE("gradcheck: binary elementwise ops, plain, non-contiguous and broadcas
     auto denom = [](const Shape& s) { return Var(uniform(s, 0.5, 2.0, gen, DType::f64), true); };
     check(f, {leaf({3, 4}), denom({3, 4})});
     check(f, {leaf_t(3, 4), leaf_step(3, 4)});
-    check(f, {leaf({3, 1}), denom({1, 4})});   // both broadcast
-    check(f, {leaf({2, 3, 4}), denom({4})});   // leading dims broadcast
-    check(f, {leaf({}), denom({2, 3})});       // scalar
+    check(f, {leaf({3, 1}), denom({1, 4})});  // both broadcast
+    check(f, {leaf({2, 3, 4}), denom({4})});  // leading dims broadcast
+    check(f, {leaf({}), denom({2, 3})});      // scalar
   }
 }
 
@@ -139,14 +139,24 @@ TEST_CASE("gradcheck: views") {
   check([](Ins in) { return unsqueeze(in[0], 1); }, {leaf({2, 3})});
   check([](Ins in) { return squeeze(in[0], 1); }, {leaf({2, 1, 3})});
   check([](Ins in) { return contiguous(in[0]); }, {leaf_t(3, 4)});
-  check([](Ins in) { return concat({in[0], in[1], in[2]}, 1); },
-        {leaf({2, 3}), leaf_t(2, 1), leaf({2, 2})});
+  check(
+      [](Ins in) {
+        return concat({in[0], in[1], in[2]}, 1);
+      },
+      {leaf({2, 3}), leaf_t(2, 1), leaf({2, 2})});
   check([](Ins in) { return stack({in[0], in[1]}, 0); }, {leaf({2, 3}), leaf_step(2, 3)});
-  check([](Ins in) {
-    auto parts = split(in[0], {1, 3}, 1);
-    return add(mul(parts[0], 2.0), sum(parts[1], {1}, true));
-  }, {leaf({3, 4})});
-  check([](Ins in) { auto p = chunk(in[0], 2, 0); return mul(p[0], p[1]); }, {leaf({4, 3})});
+  check(
+      [](Ins in) {
+        auto parts = split(in[0], {1, 3}, 1);
+        return add(mul(parts[0], 2.0), sum(parts[1], {1}, true));
+      },
+      {leaf({3, 4})});
+  check(
+      [](Ins in) {
+        auto p = chunk(in[0], 2, 0);
+        return mul(p[0], p[1]);
+      },
+      {leaf({4, 3})});
 }
 
 TEST_CASE("gradcheck: matmul, batched, broadcast and on transposed views") {
@@ -156,7 +166,8 @@ TEST_CASE("gradcheck: matmul, batched, broadcast and on transposed views") {
   check([](Ins in) { return matmul(in[0], in[1]); }, {leaf({2, 1, 3, 4}), leaf({3, 4, 2})});
   check([](Ins in) { return matmul(in[0], transpose(in[1], -1, -2)); },
         {leaf({2, 3, 4}), leaf({2, 5, 4})});
-  check([](Ins in) { return linear(in[0], in[1], in[2]); }, {leaf({2, 3, 4}), leaf({5, 4}), leaf({5})});
+  check([](Ins in) { return linear(in[0], in[1], in[2]); },
+        {leaf({2, 3, 4}), leaf({5, 4}), leaf({5})});
   check([](Ins in) { return linear(in[0], in[1]); }, {leaf_t(3, 4), leaf({2, 4})});
 }
 
@@ -179,10 +190,12 @@ TEST_CASE("gradcheck: layer_norm, dropout, losses") {
         {leaf({2, 3, 5}), leaf({5}), leaf({5})});
   check([](Ins in) { return layer_norm(in[0], Var(), Var(), 1e-5); }, {leaf_t(3, 4)});
   // dropout: the same mask each call (a fresh generator with one seed)
-  check([](Ins in) {
-    Generator g(7);
-    return dropout(in[0], 0.3, g);
-  }, {leaf({4, 5})});
+  check(
+      [](Ins in) {
+        Generator g(7);
+        return dropout(in[0], 0.3, g);
+      },
+      {leaf({4, 5})});
   const Tensor targets = from_vector<int64_t>({1, 0, 3, -100, 2}, {5});
   check([&](Ins in) { return cross_entropy(in[0], targets, -100, 0.0); }, {leaf({5, 4}, -2, 2)});
   check([&](Ins in) { return cross_entropy(in[0], targets, -100, 0.1); }, {leaf({5, 4}, -2, 2)});

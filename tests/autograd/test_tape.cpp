@@ -14,10 +14,9 @@ namespace {
 
 // A test-only op whose backward is deliberately wrong (forgets the factor 2 of x^2).
 Var wrong_square(const Var& x) {
-  return record("wrong_square", qkv::mul(x.data(), x.data()), {x},
-                [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> {
-                  return {qkv::mul(g, x_)};
-                });
+  return record(
+      "wrong_square", qkv::mul(x.data(), x.data()), {x},
+      [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> { return {qkv::mul(g, x_)}; });
 }
 
 long resident_kb() {
@@ -33,7 +32,8 @@ long resident_kb() {
 TEST_CASE("gradcheck catches a wrong backward") {
   Generator g(1);
   const Var x(uniform({3, 3}, 0.5, 1.5, g, DType::f64), true);
-  const GradcheckReport r = gradcheck([](const std::vector<Var>& in) { return wrong_square(in[0]); }, {x});
+  const GradcheckReport r =
+      gradcheck([](const std::vector<Var>& in) { return wrong_square(in[0]); }, {x});
   CHECK_FALSE(r.passed);
   CHECK(r.summary().find("FAIL") != std::string::npos);
   // and the analytic value it reports is the wrong one (half the true derivative)

@@ -10,8 +10,8 @@
 
 #include "core/parallel.hpp"
 #include "core/random.hpp"
-#include "test_util.hpp"
 #include "core/tensor.hpp"
+#include "test_util.hpp"
 
 namespace qkv::test {
 
@@ -144,6 +144,5 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   const Tensor x = a.contiguous(), y = b.contiguous();
   return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
 }
-
 
 }  // namespace qkv::test

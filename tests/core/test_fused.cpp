@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "core/fused.hpp"
-#include "core/storage.hpp"
 #include "core/parallel.hpp"
+#include "core/storage.hpp"
 #include "core_test_util.hpp"
 
 using namespace qkv;
@@ -11,17 +11,15 @@ using namespace qkv;
 namespace {
 
 // (n, n) bool, true where key j <= query i.
-Tensor causal(int64_t n) {
-  return le(arange(n).unsqueeze(0), arange(n).unsqueeze(1));
-}
+Tensor causal(int64_t n) { return le(arange(n).unsqueeze(0), arange(n).unsqueeze(1)); }
 
 // The composed reference: softmax(q k^T * scale, masked to -inf) v, and its backward through
 // softmax_backward, all materialising (..., n, m).
 struct Ref {
   Tensor out, dq, dk, dv;
 };
-Ref reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-              double scale, const Tensor& dout) {
+Ref reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
+              const Tensor& dout) {
   Tensor s = mul(matmul(q, k.transpose(-2, -1)), scale);
   if (mask.defined()) s = masked_fill(s, logical_not(mask), -INFINITY);
   const Tensor p = softmax(s, -1);
@@ -90,10 +88,12 @@ TEST_CASE("fused attention with padding masks, causal masks and fully masked row
 TEST_CASE("fused attention reads transposed head views and batch shapes of any rank") {
   Generator g(7);
   // (B, n, H, d) projections viewed as (B, H, n, d), as MultiHeadAttention splits heads.
-  const Tensor qp = randn({2, 6, 3, 4}, g), kp = randn({2, 5, 3, 4}, g), vp = randn({2, 5, 3, 4}, g);
+  const Tensor qp = randn({2, 6, 3, 4}, g), kp = randn({2, 5, 3, 4}, g),
+               vp = randn({2, 5, 3, 4}, g);
   const Tensor q = qp.transpose(1, 2), k = kp.transpose(1, 2), v = vp.transpose(1, 2);
   const AttentionResult a = attention_forward(q, k, v, Tensor(), 0.3);
-  const AttentionResult b = attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), Tensor(), 0.3);
+  const AttentionResult b =
+      attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), Tensor(), 0.3);
   CHECK(max_abs_diff(a.out, b.out) == 0);
   // Merging heads back is a view: the output is stored (B, n, H, d).
   CHECK(a.out.transpose(1, 2).is_contiguous());
@@ -164,7 +164,8 @@ TEST_CASE("index_select and index_add on rows equal the per-slice path") {
   const Tensor src = randn({5, 7}, g);
   const Tensor acc = index_add(zeros({11, 7}), 0, idx, src);
   // Row 3 receives two rows, added in index order.
-  CHECK(max_abs_diff(acc.select(0, 3), add(add(zeros({7}), src.select(0, 0)), src.select(0, 2))) == 0);
+  CHECK(max_abs_diff(acc.select(0, 3), add(add(zeros({7}), src.select(0, 0)), src.select(0, 2))) ==
+        0);
   CHECK(max_abs_diff(acc.select(0, 1), zeros({7})) == 0);
   // A strided (transposed) table takes the general path with the same values.
   const Tensor tt = table.t().contiguous().t();

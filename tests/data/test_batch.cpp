@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include "data/batch.hpp"
-#include "data/dates.hpp"
 #include "data/config.hpp"
+#include "data/dates.hpp"
 #include "data/test_helpers.hpp"
 
 using namespace qkv;
@@ -25,12 +25,15 @@ TEST_CASE("batch: padding to the longest, masks, shifted targets") {
   CHECK(b.src.dtype() == DType::i64);
   CHECK(b.src_mask.dtype() == DType::b8);
   CHECK(b.tgt_mask.shape() == Shape{3, 5});
-  CHECK(to_vector<int64_t>(b.src) == std::vector<int64_t>{5, 6, 7, 0, 0, 5, 0, 0, 0, 0, 4, 4, 4, 4, 4});
+  CHECK(to_vector<int64_t>(b.src) ==
+        std::vector<int64_t>{5, 6, 7, 0, 0, 5, 0, 0, 0, 0, 4, 4, 4, 4, 4});
   CHECK(to_vector<uint8_t>(b.src_mask) ==
         std::vector<uint8_t>{1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1});
   // <bos> y in, y <eos> out
-  CHECK(to_vector<int64_t>(b.tgt_in) == std::vector<int64_t>{1, 8, 9, 0, 0, 1, 8, 9, 10, 11, 1, 0, 0, 0, 0});
-  CHECK(to_vector<int64_t>(b.tgt_out) == std::vector<int64_t>{8, 9, 2, 0, 0, 8, 9, 10, 11, 2, 2, 0, 0, 0, 0});
+  CHECK(to_vector<int64_t>(b.tgt_in) ==
+        std::vector<int64_t>{1, 8, 9, 0, 0, 1, 8, 9, 10, 11, 1, 0, 0, 0, 0});
+  CHECK(to_vector<int64_t>(b.tgt_out) ==
+        std::vector<int64_t>{8, 9, 2, 0, 0, 8, 9, 10, 11, 2, 2, 0, 0, 0, 0});
   CHECK(to_vector<uint8_t>(b.tgt_mask) ==
         std::vector<uint8_t>{1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});
   CHECK(b.src_tokens == 9);
@@ -44,7 +47,8 @@ TEST_CASE("batch: padding to the longest, masks, shifted targets") {
 
 TEST_CASE("batch: misuse is a qkv::Error naming the dataset and example") {
   Dataset ds = tiny();
-  CHECK_THROWS_WITH(make_batch(ds, {0, 3}, Framing{}), Catch::Contains("index 3") && Catch::Contains("tiny"));
+  CHECK_THROWS_WITH(make_batch(ds, {0, 3}, Framing{}),
+                    Catch::Contains("index 3") && Catch::Contains("tiny"));
   CHECK_THROWS_AS(make_batch(ds, {}, Framing{}), Error);
   // no eos and an empty target: nothing to predict
   CHECK_THROWS_WITH(make_batch(ds, {2}, Framing{1, -1}), Catch::Contains("example 2"));
@@ -92,8 +96,8 @@ TEST_CASE("plan: bucketing cuts the padding fraction on a skewed length distribu
   check_plan_covers(bucketed, ds.size());
   const double without = padding_stats(ds, plain, Framing{}).fraction();
   const double with = padding_stats(ds, bucketed, Framing{}).fraction();
-  WARN("skewed lengths (90% 2..9, 10% 40..99), batch 32: padding " << without << " without bucketing, "
-       << with << " with");
+  WARN("skewed lengths (90% 2..9, 10% 40..99), batch 32: padding "
+       << without << " without bucketing, " << with << " with");
   CHECK(without > 0.5);
   CHECK(with < without / 4);
   // bucketed batches still come in a shuffled order: lengths of consecutive batches are not sorted
@@ -160,11 +164,14 @@ TEST_CASE("plan: padding fraction on the dates task with and without bucketing")
     o.batch_size = 64;
     o.bucket = false;
     Generator g1(1), g2(1);
-    const double without = padding_stats(d.train, plan_batches(d.train, d.framing, o, g1), d.framing).fraction();
+    const double without =
+        padding_stats(d.train, plan_batches(d.train, d.framing, o, g1), d.framing).fraction();
     o.bucket = true;
-    const double with = padding_stats(d.train, plan_batches(d.train, d.framing, o, g2), d.framing).fraction();
+    const double with =
+        padding_stats(d.train, plan_batches(d.train, d.framing, o, g2), d.framing).fraction();
     WARN("dates.tsv train (" << d.train.size() << " pairs, " << tok
-         << " tokens), batch 64: padding " << without << " without bucketing, " << with << " with");
+                             << " tokens), batch 64: padding " << without << " without bucketing, "
+                             << with << " with");
     CHECK(with < without / 2);
   }
 }

@@ -3,8 +3,8 @@
 #include <set>
 
 #include "data/config.hpp"
-#include "data/test_helpers.hpp"
 #include "data/loader.hpp"
+#include "data/test_helpers.hpp"
 
 using namespace qkv;
 using namespace qkv::data;

@@ -43,8 +43,7 @@ TEST_CASE("tsv: malformed lines are errors naming file and line, or skipped and 
   for (const Case& k : cases) {
     const std::string text = "a\tb\nc\td\n\n" + k.line + "\ne\tf\n";  // the bad line is line 4
     const std::string path = testing::write_file("bad.tsv", text);
-    CHECK_THROWS_WITH(read_tsv(path),
-                      Catch::Contains(path + ":4:") && Catch::Contains(k.reason));
+    CHECK_THROWS_WITH(read_tsv(path), Catch::Contains(path + ":4:") && Catch::Contains(k.reason));
     TsvOptions skip;
     skip.skip_malformed = true;
     const TsvCorpus c = read_tsv(path, skip);

@@ -1,10 +1,10 @@
 // Shared by the data tests: scratch files and source-tree paths.
 #pragma once
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace qkv::data::testing {
 

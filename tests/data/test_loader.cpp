@@ -132,8 +132,8 @@ TEST_CASE("loader: an error in the prefetch thread surfaces in next() with its m
   o.batch.batch_size = 4;
   Loader l(ds, Framing{}, o, 0);
   for (int i = 0; i < 5; ++i) CHECK(l.next().size() == 4);  // batches 0..4 are fine
-  CHECK_THROWS_WITH(l.next(), Catch::Contains("prefetch thread") &&
-                                  Catch::Contains("example 23") && Catch::Contains("empty source"));
+  CHECK_THROWS_WITH(l.next(), Catch::Contains("prefetch thread") && Catch::Contains("example 23") &&
+                                  Catch::Contains("empty source"));
   CHECK_THROWS_WITH(l.next(), Catch::Contains("example 23"));  // and stays failed
   // synchronous loading reports the same error directly
   Loader s(ds, Framing{}, opts(0, false), 0);
@@ -198,7 +198,8 @@ TEST_CASE("loader: a global batch with fewer rows than shards leaves a shard emp
   CHECK_FALSE(second.src.defined());
   CHECK(second.tgt_tokens == 0);
   CHECK(second.global_size == 1);
-  CHECK(second.global_tgt_tokens == Framing{}.target_len(static_cast<int64_t>(ds->examples[4].tgt.size())));
+  CHECK(second.global_tgt_tokens ==
+        Framing{}.target_len(static_cast<int64_t>(ds->examples[4].tgt.size())));
 }
 
 TEST_CASE("loader: shard_indices is strided, bad shards are refused") {

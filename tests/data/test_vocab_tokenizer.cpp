@@ -89,7 +89,8 @@ TEST_CASE("utf8: validation rejects malformed, overlong, surrogate and out-of-ra
 }
 
 TEST_CASE("tokenizer: char level round-trips exactly, spaces included") {
-  for (const std::string s : {"3rd of March 2021", "  two  spaces ", "Ça va? 日本語 🙂", ""}) {
+  for (const std::string s :
+       {"3rd of March 2021", "  two  spaces ", "Ça va? 日本語 🙂", ""}) {
     const auto t = tokenize(s, TokenizerKind::chars);
     CHECK(detokenize(t) == s);
   }

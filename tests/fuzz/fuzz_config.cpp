@@ -17,7 +17,8 @@ int config(const uint8_t* data, size_t size) {
     const qkv::app::TomlDoc doc = qkv::app::parse_toml(text, "fuzz.toml");
     const qkv::app::RunConfig cfg = qkv::app::config_from_toml(doc);
     // A valid config must survive its own round trip.
-    (void)qkv::app::config_from_toml(qkv::app::parse_toml(qkv::app::effective_toml(cfg), "effective.toml"));
+    (void)qkv::app::config_from_toml(
+        qkv::app::parse_toml(qkv::app::effective_toml(cfg), "effective.toml"));
   } catch (const qkv::Error&) {
   }
   return 0;
@@ -25,5 +26,7 @@ int config(const uint8_t* data, size_t size) {
 }  // namespace qkv::fuzz
 
 #ifndef QKV_FUZZ_NO_MAIN
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return qkv::fuzz::config(data, size); }
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return qkv::fuzz::config(data, size);
+}
 #endif

@@ -17,7 +17,8 @@ int safetensors(const uint8_t* data, size_t size) {
     for (const auto& [name, t] : f.tensors) {
       const qkv::Tensor c = t.contiguous();
       const auto* p = static_cast<const unsigned char*>(c.raw_data());
-      for (int64_t i = 0; i < c.numel() * static_cast<int64_t>(qkv::dtype_size(c.dtype())); ++i) sink = sink ^ p[i];
+      for (int64_t i = 0; i < c.numel() * static_cast<int64_t>(qkv::dtype_size(c.dtype())); ++i)
+        sink = sink ^ p[i];
     }
     (void)sink;
   } catch (const qkv::Error&) {
@@ -27,5 +28,7 @@ int safetensors(const uint8_t* data, size_t size) {
 }  // namespace qkv::fuzz
 
 #ifndef QKV_FUZZ_NO_MAIN
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return qkv::fuzz::safetensors(data, size); }
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return qkv::fuzz::safetensors(data, size);
+}
 #endif

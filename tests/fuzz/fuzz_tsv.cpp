@@ -20,7 +20,8 @@ int tsv(const uint8_t* data, size_t size) {
     try {
       const qkv::data::TsvCorpus c = qkv::data::parse_tsv(in, "fuzz.tsv", o);
       for (const auto& p : c.pairs)
-        if (p.src.empty() || p.tgt.empty()) __builtin_trap();  // the header promises non-empty sides
+        if (p.src.empty() || p.tgt.empty())
+          __builtin_trap();  // the header promises non-empty sides
     } catch (const qkv::Error&) {
       if (lenient) __builtin_trap();  // skip_malformed never throws on content
     }
@@ -30,5 +31,7 @@ int tsv(const uint8_t* data, size_t size) {
 }  // namespace qkv::fuzz
 
 #ifndef QKV_FUZZ_NO_MAIN
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return qkv::fuzz::tsv(data, size); }
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return qkv::fuzz::tsv(data, size);
+}
 #endif

@@ -25,5 +25,7 @@ int vocab(const uint8_t* data, size_t size) {
 }  // namespace qkv::fuzz
 
 #ifndef QKV_FUZZ_NO_MAIN
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return qkv::fuzz::vocab(data, size); }
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return qkv::fuzz::vocab(data, size);
+}
 #endif

@@ -44,9 +44,15 @@ int replay(const std::string& name, Target target) {
 
 }  // namespace
 
-TEST_CASE("fuzz replay: config reader seeds and regressions", "[unit]") { CHECK(replay("config", qkv::fuzz::config) >= 5); }
-TEST_CASE("fuzz replay: TSV reader seeds and regressions", "[unit]") { CHECK(replay("tsv", qkv::fuzz::tsv) >= 3); }
-TEST_CASE("fuzz replay: vocabulary reader seeds and regressions", "[unit]") { CHECK(replay("vocab", qkv::fuzz::vocab) >= 3); }
+TEST_CASE("fuzz replay: config reader seeds and regressions", "[unit]") {
+  CHECK(replay("config", qkv::fuzz::config) >= 5);
+}
+TEST_CASE("fuzz replay: TSV reader seeds and regressions", "[unit]") {
+  CHECK(replay("tsv", qkv::fuzz::tsv) >= 3);
+}
+TEST_CASE("fuzz replay: vocabulary reader seeds and regressions", "[unit]") {
+  CHECK(replay("vocab", qkv::fuzz::vocab) >= 3);
+}
 TEST_CASE("fuzz replay: safetensors loader seeds and regressions", "[unit]") {
   CHECK(replay("safetensors", qkv::fuzz::safetensors) >= 4);
 }

@@ -1,11 +1,11 @@
 // Helpers shared by the nn tests: small models, float64 leaves, error measures, temp dirs.
 #pragma once
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include "core/parallel.hpp"
 #include "core/random.hpp"

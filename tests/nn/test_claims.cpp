@@ -58,7 +58,8 @@ TEST_CASE("claim: attention handles n != m, d_v != d_k and batch/head dims") {
         double mx = -1e300, z = 0;
         for (int64_t j = 0; j < 6; ++j) {
           double dot = 0;
-          for (int64_t c = 0; c < 5; ++c) dot += q.data().at({b, h, i, c}) * k.data().at({b, h, j, c});
+          for (int64_t c = 0; c < 5; ++c)
+            dot += q.data().at({b, h, i, c}) * k.data().at({b, h, j, c});
           s[j] = dot / std::sqrt(5.0);
           mx = std::max(mx, s[j]);
         }
@@ -188,9 +189,9 @@ TEST_CASE("claim: the variance lemma, Var(q.k) = d_k, and 1 after scaling") {
     const double raw = var(sum(mul(q, k1), {1, 2})).item();
     const double through_sdpa_unscaled = score_var(1.0);
     const double scaled = score_var(std::nullopt);
-    INFO("d_k " << dk << ": Var(q.k) = " << raw << ", unscaled through SDPA = "
-                << through_sdpa_unscaled << ", after 1/sqrt(d_k) = " << scaled << ", tolerance "
-                << tol);
+    INFO("d_k " << dk << ": Var(q.k) = " << raw
+                << ", unscaled through SDPA = " << through_sdpa_unscaled
+                << ", after 1/sqrt(d_k) = " << scaled << ", tolerance " << tol);
     CHECK(std::abs(raw / static_cast<double>(dk) - 1) < tol);
     CHECK(std::abs(through_sdpa_unscaled / raw - 1) < 1e-9);  // the same dot products
     CHECK(std::abs(scaled - 1) < tol);
@@ -220,7 +221,8 @@ TEST_CASE("claim: sinusoidal PE matches the formula at any length") {
     const Tensor z = zeros({2, n, d}, DType::f64);
     CHECK(max_abs_diff(pe.forward(Var(z)).data().select(0, 1), t) < 1e-15);
     const Tensor z2 = zeros({1, 7, d}, DType::f64);
-    CHECK(max_abs_diff(pe.forward(Var(z2), 1400).data().select(0, 0), t.narrow(0, 1400, 7)) < 1e-15);
+    CHECK(max_abs_diff(pe.forward(Var(z2), 1400).data().select(0, 0), t.narrow(0, 1400, 7)) <
+          1e-15);
   }
 }
 
@@ -234,12 +236,14 @@ TEST_CASE("claim: PE(p + D) is a fixed linear map of PE(p): 2x2 rotations") {
       const double a = pe(0, 2 * i), b = pe(1, 2 * i), c = pe(0, 2 * i + 1), e = pe(1, 2 * i + 1);
       const double det = a * e - b * c;
       const double inv[2][2] = {{e / det, -b / det}, {-c / det, a / det}};
-      const double Y[2][2] = {{pe(D, 2 * i), pe(1 + D, 2 * i)}, {pe(D, 2 * i + 1), pe(1 + D, 2 * i + 1)}};
+      const double Y[2][2] = {{pe(D, 2 * i), pe(1 + D, 2 * i)},
+                              {pe(D, 2 * i + 1), pe(1 + D, 2 * i + 1)}};
       double M[2][2];
       for (int r = 0; r < 2; ++r)
         for (int s = 0; s < 2; ++s) M[r][s] = Y[r][0] * inv[0][s] + Y[r][1] * inv[1][s];
       // It is the rotation by omega_i D, whatever p it came from...
-      const double w = std::pow(10000.0, -2.0 * static_cast<double>(i) / d) * static_cast<double>(D);
+      const double w =
+          std::pow(10000.0, -2.0 * static_cast<double>(i) / d) * static_cast<double>(D);
       INFO("D " << D << " pair " << i);
       CHECK(std::abs(M[0][0] - std::cos(w)) < 1e-8);
       CHECK(std::abs(M[0][1] - std::sin(w)) < 1e-8);
@@ -278,17 +282,22 @@ TEST_CASE("claim: multi-head bookkeeping for d = 512, h = 8") {
   std::vector<Tensor> heads;
   auto rows = [&](const Var& lin_w, int64_t j) { return lin_w.data().narrow(0, 64 * j, 64); };
   for (int64_t j = 0; j < h; ++j) {
-    const Tensor q = add(matmul(x.data(), rows(mha.w_q->weight, j).t()), mha.w_q->bias.data().narrow(0, 64 * j, 64));
-    const Tensor k = add(matmul(mem.data(), rows(mha.w_k->weight, j).t()), mha.w_k->bias.data().narrow(0, 64 * j, 64));
-    const Tensor v = add(matmul(mem.data(), rows(mha.w_v->weight, j).t()), mha.w_v->bias.data().narrow(0, 64 * j, 64));
+    const Tensor q = add(matmul(x.data(), rows(mha.w_q->weight, j).t()),
+                         mha.w_q->bias.data().narrow(0, 64 * j, 64));
+    const Tensor k = add(matmul(mem.data(), rows(mha.w_k->weight, j).t()),
+                         mha.w_k->bias.data().narrow(0, 64 * j, 64));
+    const Tensor v = add(matmul(mem.data(), rows(mha.w_v->weight, j).t()),
+                         mha.w_v->bias.data().narrow(0, 64 * j, 64));
     const Tensor a = softmax(mul(matmul(q, k.t()), 1.0 / 8.0), -1);  // 1/sqrt(64)
     CHECK(max_abs_diff(a, wc.data().select(1, j)) < 1e-5);
     heads.push_back(matmul(a, v));
   }
-  const Tensor want = add(matmul(concat(heads, -1), mha.w_o->weight.data().t()), mha.w_o->bias.data());
+  const Tensor want =
+      add(matmul(concat(heads, -1), mha.w_o->weight.data().t()), mha.w_o->bias.data());
   CHECK(rel_err(yc.data(), want) < 1e-5);
   CHECK_THROWS_WITH(MultiHeadAttention(512, 7, g), Catch::Contains("512") && Catch::Contains("7"));
-  CHECK_THROWS_WITH(mha.forward(x, Var(randn({2, m, 256}, g)), mem), Catch::Contains("(2, 7, 256)"));
+  CHECK_THROWS_WITH(mha.forward(x, Var(randn({2, m, 256}, g)), mem),
+                    Catch::Contains("(2, 7, 256)"));
 }
 
 TEST_CASE("claim: a fully masked row gives zero output and finite, zero gradients") {
@@ -394,7 +403,8 @@ TEST_CASE("claim: incremental decode_step gives the full decoder's logits (post-
     m.to(DType::f64);
     // relative bias tables start at zero (position-free): give them values to check
     for (auto& [name, p] : m.named_parameters())
-      if (name.find("relative_bias") != std::string::npos) p.data().copy_(uniform(p.shape(), -1, 1, g, DType::f64));
+      if (name.find("relative_bias") != std::string::npos)
+        p.data().copy_(uniform(p.shape(), -1, 1, g, DType::f64));
     m.eval();
     const Tensor src = from_vector<int64_t>({1, 2, 3, 4, 5, 6, 5, 4, 0, 0}, {2, 5});
     const Tensor sv = valid_mask({5, 3}, 5);

@@ -102,12 +102,13 @@ TEST_CASE("gradcheck: scaled dot-product attention, with and without masks, scal
             {leaf({2, 2, 3, 5}, g), leaf({2, 2, 4, 5}, g), leaf({2, 2, 4, 3}, g)});
     }
   // the weights output is differentiable too
-  check([&](Ins in) {
-          Var w;
-          scaled_dot_product_attention(in[0], in[1], in[2], causal, std::nullopt, &w);
-          return w;
-        },
-        {leaf({3, 5}, g), leaf({4, 5}, g), leaf({4, 2}, g)});
+  check(
+      [&](Ins in) {
+        Var w;
+        scaled_dot_product_attention(in[0], in[1], in[2], causal, std::nullopt, &w);
+        return w;
+      },
+      {leaf({3, 5}, g), leaf({4, 5}, g), leaf({4, 2}, g)});
 }
 
 TEST_CASE("gradcheck: multi-head attention, self and cross, with padding masks") {
@@ -173,11 +174,12 @@ TEST_CASE("gradcheck: a small Seq2Seq, post-LN and pre-LN, through cross-entropy
     Seq2Seq m(c, g);
     m.to(DType::f64);
     check([&](Ins) { return m.forward(src, tgt_in, sv, tv); }, with_params({}, m));
-    check([&](Ins) {
-            const Var logits = m.forward(src, tgt_in, sv, tv);
-            return ag::cross_entropy(ag::reshape(logits, {6, c.tgt_vocab}), tgt_out, -100, 0.1);
-          },
-          with_params({}, m));
+    check(
+        [&](Ins) {
+          const Var logits = m.forward(src, tgt_in, sv, tv);
+          return ag::cross_entropy(ag::reshape(logits, {6, c.tgt_vocab}), tgt_out, -100, 0.1);
+        },
+        with_params({}, m));
   }
 }
 
@@ -186,7 +188,8 @@ TEST_CASE("gradcheck: cross-entropy with label smoothing and ignore_index") {
   const Tensor t = from_vector<int64_t>({2, 0, 3, 3, 1, 2}, {6});  // 3 is ignored
   for (double ls : {0.0, 0.1, 0.5}) {
     INFO("label smoothing " << ls);
-    check([&](Ins in) { return ag::cross_entropy(in[0], t, 3, ls); }, {leaf({6, 4}, g, DType::f64, -3, 3)});
+    check([&](Ins in) { return ag::cross_entropy(in[0], t, 3, ls); },
+          {leaf({6, 4}, g, DType::f64, -3, 3)});
   }
   Linear head(5, 4, g);
   head.to(DType::f64);

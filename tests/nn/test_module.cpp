@@ -65,8 +65,8 @@ TEST_CASE("module: hierarchical dotted names, unique, in registration order") {
         "encoder.layers.0.self_attn.w_o.bias", "encoder.layers.1.ffn.linear1.weight",
         "encoder.layers.1.ffn.linear2.bias", "encoder.layers.0.norm1.weight",
         "encoder.layers.0.norm2.bias", "decoder.layers.0.self_attn.w_k.weight",
-        "decoder.layers.1.cross_attn.w_v.bias", "decoder.layers.1.norm3.weight",
-        "output.weight", "output.bias"}) {
+        "decoder.layers.1.cross_attn.w_v.bias", "decoder.layers.1.norm3.weight", "output.weight",
+        "output.bias"}) {
     INFO(want);
     CHECK(has(names, want));
   }
@@ -225,13 +225,14 @@ TEST_CASE("module: strict load names the missing, unexpected or mis-shaped tenso
   NamedTensors missing;
   for (const auto& nt : good)
     if (nt.first != victim) missing.push_back({nt.first, nt.second.clone()});
-  CHECK_THROWS_WITH(m.load_state_dict(missing), Catch::Contains(victim) && Catch::Contains("missing"));
+  CHECK_THROWS_WITH(m.load_state_dict(missing),
+                    Catch::Contains(victim) && Catch::Contains("missing"));
 
   NamedTensors extra = good;
   extra.push_back({"encoder.layers.7.self_attn.w_q.weight", zeros({16, 16})});
-  CHECK_THROWS_WITH(m.load_state_dict(extra),
-                    Catch::Contains("encoder.layers.7.self_attn.w_q.weight") &&
-                        Catch::Contains("unexpected"));
+  CHECK_THROWS_WITH(
+      m.load_state_dict(extra),
+      Catch::Contains("encoder.layers.7.self_attn.w_q.weight") && Catch::Contains("unexpected"));
 
   NamedTensors shaped = good;
   for (auto& nt : shaped)
@@ -245,7 +246,8 @@ TEST_CASE("module: strict load names the missing, unexpected or mis-shaped tenso
   NamedTensors typed = good;
   for (auto& nt : typed)
     if (nt.first == victim) nt.second = zeros({16, 16}, DType::f64);
-  CHECK_THROWS_WITH(m.load_state_dict(typed), Catch::Contains(victim) && Catch::Contains("float64"));
+  CHECK_THROWS_WITH(m.load_state_dict(typed),
+                    Catch::Contains(victim) && Catch::Contains("float64"));
 
   // Non-strict: missing and unexpected names are skipped, the rest is loaded.
   Generator g2(13);

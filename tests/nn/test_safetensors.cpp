@@ -68,8 +68,9 @@ TEST_CASE("safetensors: round trip of every dtype, scalars, empty and non-contig
   const Tensor scalar0 = scalar(3.25, DType::f64);
   const Tensor empty0 = zeros({0, 4});
   const Tensor trans = randn({4, 3}, g).t();  // non-contiguous view
-  const NamedTensors in = {{"a.f32", f32}, {"b.f64", f64}, {"c.i64", i64}, {"d.bool", b8},
-                           {"e.scalar", scalar0}, {"f.empty", empty0}, {"g.transposed", trans}};
+  const NamedTensors in = {{"a.f32", f32},         {"b.f64", f64},        {"c.i64", i64},
+                           {"d.bool", b8},         {"e.scalar", scalar0}, {"f.empty", empty0},
+                           {"g.transposed", trans}};
   const std::string path = dir.file("all.safetensors");
   save_safetensors(path, in, {{"step", "42"}, {"note", "héllo"}});
   const SafetensorsFile f = load_safetensors(path);
@@ -172,39 +173,49 @@ TEST_CASE("safetensors: corrupt headers are clear errors") {
     expect_error(assemble("[1, 2]", ""), {"not a JSON object"});
     expect_error(assemble(R"({"w": 3})", ""), {"'w'", "dtype, shape and data_offsets"});
     expect_error(assemble(R"({"w":{"dtype":"F32","shape":[2]}})", two_floats()), {"'w'"});
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})", two_floats()),
-                 {"'w'", "shape"});
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", two_floats()),
-                 {"'w'", "shape"});
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", two_floats()),
-                 {"'w'", "shape"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})", two_floats()),
+        {"'w'", "shape"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", two_floats()),
+        {"'w'", "shape"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", two_floats()),
+        {"'w'", "shape"});
     expect_error(assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", two_floats()),
                  {"'w'", "data_offsets"});
-    expect_error(assemble(R"({"__metadata__":{"k":1},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-                          two_floats()),
-                 {"__metadata__"});
+    expect_error(
+        assemble(R"({"__metadata__":{"k":1},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                 two_floats()),
+        {"__metadata__"});
     expect_error(assemble(R"({"__metadata__":[1]})", ""), {"__metadata__"});
   }
   SECTION("offsets outside the data buffer") {
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", two_floats()),
-                 {"'w'", "[4, 12]", "outside"});
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", two_floats()),
-                 {"'w'", "outside"});
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})",
-                          two_floats()),
-                 {"'w'"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", two_floats()),
+        {"'w'", "[4, 12]", "outside"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", two_floats()),
+        {"'w'", "outside"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})",
+                 two_floats()),
+        {"'w'"});
     expect_error(assemble(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "abc"),
                  {"'w'", "outside"});
   }
   SECTION("offsets that disagree with the shape") {
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", two_floats()),
-                 {"'w'", "(3)", "12 bytes", "span 8"});
-    expect_error(assemble(R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})", two_floats()),
-                 {"'w'", "16 bytes"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", two_floats()),
+        {"'w'", "(3)", "12 bytes", "span 8"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})", two_floats()),
+        {"'w'", "16 bytes"});
     // a shape whose element count overflows must not wrap around to a small size
-    expect_error(assemble(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,8]}})",
-                          two_floats()),
-                 {"'w'"});
+    expect_error(
+        assemble(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,8]}})",
+                 two_floats()),
+        {"'w'"});
   }
   SECTION("unknown or wrong dtype") {
     for (const char* dt : {"F16", "BF16", "I32", "U8", "f32", ""}) {
@@ -245,12 +256,14 @@ TEST_CASE("safetensors: random corruption never crashes") {
           g.next_int(10) == 0 ? g.next_int(8) : 8 + g.next_int(static_cast<int64_t>(n));
       const std::string digits = "0123456789[]{},:\"-.eE ";
       b[static_cast<size_t>(pos)] =
-          g.next_int(2) ? static_cast<char>(g.next_int(256))
-                        : digits[static_cast<size_t>(g.next_int(static_cast<int64_t>(digits.size())))];
+          g.next_int(2)
+              ? static_cast<char>(g.next_int(256))
+              : digits[static_cast<size_t>(g.next_int(static_cast<int64_t>(digits.size())))];
     }
     try {
       const SafetensorsFile f = parse_safetensors(b, "fuzz");
-      for (const auto& [name, t] : f.tensors) CHECK(t.numel() * int64_t(dtype_size(t.dtype())) <= int64_t(b.size()));
+      for (const auto& [name, t] : f.tensors)
+        CHECK(t.numel() * int64_t(dtype_size(t.dtype())) <= int64_t(b.size()));
       ++parsed;
     } catch (const Error&) {
       ++errors;
@@ -273,5 +286,6 @@ TEST_CASE("safetensors: save refuses reserved or duplicate names and writes atom
   CHECK(load_safetensors(path).get("a").shape() == Shape{3});
   for (const auto& e : std::filesystem::directory_iterator(dir.path))
     CHECK(e.path().filename() == "x.safetensors");  // no temporary left behind
-  CHECK_THROWS_AS(save_safetensors(dir.file("no/such/dir/x.safetensors"), {{"a", ones({1})}}), Error);
+  CHECK_THROWS_AS(save_safetensors(dir.file("no/such/dir/x.safetensors"), {{"a", ones({1})}}),
+                  Error);
 }

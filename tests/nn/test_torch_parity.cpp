@@ -18,8 +18,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "nn/safetensors.hpp"
@@ -109,7 +109,10 @@ Prepared encoder_layer_case(DType dt, bool norm_first) {
   blk.to(dt);
   perturb(blk, g);
   Prepared p;
-  p.config = {{"kind", "encoder_layer"}, {"d_model", D}, {"heads", H}, {"d_ff", DFF},
+  p.config = {{"kind", "encoder_layer"},
+              {"d_model", D},
+              {"heads", H},
+              {"d_ff", DFF},
               {"norm_first", norm_first}};
   const Var x = float_input({2, 5, D}, g, dt);
   const Tensor valid = valid_mask({5, 3}, 5);
@@ -124,7 +127,10 @@ Prepared decoder_layer_case(DType dt, bool norm_first) {
   blk.to(dt);
   perturb(blk, g);
   Prepared p;
-  p.config = {{"kind", "decoder_layer"}, {"d_model", D}, {"heads", H}, {"d_ff", DFF},
+  p.config = {{"kind", "decoder_layer"},
+              {"d_model", D},
+              {"heads", H},
+              {"d_ff", DFF},
               {"norm_first", norm_first}};
   const Var x = float_input({2, 4, D}, g, dt), mem = float_input({2, 6, D}, g, dt);
   const Tensor tv = valid_mask({4, 3}, 4), sv = valid_mask({6, 4}, 6);
@@ -148,9 +154,15 @@ Prepared transformer_case(DType dt, bool norm_first) {
   m.to(dt);
   perturb(m, g);
   Prepared p;
-  p.config = {{"kind", "transformer"}, {"d_model", D}, {"heads", H}, {"d_ff", DFF},
-              {"norm_first", norm_first}, {"src_vocab", c.src_vocab}, {"tgt_vocab", c.tgt_vocab},
-              {"encoder_layers", c.encoder_layers}, {"decoder_layers", c.decoder_layers}};
+  p.config = {{"kind", "transformer"},
+              {"d_model", D},
+              {"heads", H},
+              {"d_ff", DFF},
+              {"norm_first", norm_first},
+              {"src_vocab", c.src_vocab},
+              {"tgt_vocab", c.tgt_vocab},
+              {"encoder_layers", c.encoder_layers},
+              {"decoder_layers", c.decoder_layers}};
   const Tensor src = randint({2, 6}, 0, c.src_vocab, g), tgt = randint({2, 5}, 0, c.tgt_vocab, g);
   const Tensor sv = valid_mask({6, 4}, 6), tv = valid_mask({5, 3}, 5);
   p.to_torch.push_back({"mask.src_valid", sv});
@@ -162,12 +174,13 @@ Prepared transformer_case(DType dt, bool norm_first) {
 Prepared cross_entropy_case(DType dt, int64_t ignore_index, double smoothing) {
   Generator g(61);
   Prepared p;
-  p.config = {{"kind", "cross_entropy"}, {"ignore_index", ignore_index},
-              {"label_smoothing", smoothing}};
+  p.config = {
+      {"kind", "cross_entropy"}, {"ignore_index", ignore_index}, {"label_smoothing", smoothing}};
   const Var logits(mul(randn({7, 5}, g, dt), 2.0), true);
   // two or three rows carry the ignored index
-  const Tensor t = ignore_index == -100 ? from_vector<int64_t>({0, -100, 4, 1, 3, -100, 2}, {7})
-                                        : from_vector<int64_t>({0, 1, 4, ignore_index, 3, 2, 1}, {7});
+  const Tensor t = ignore_index == -100
+                       ? from_vector<int64_t>({0, -100, 4, 1, 3, -100, 2}, {7})
+                       : from_vector<int64_t>({0, 1, 4, ignore_index, 3, 2, 1}, {7});
   finish(p, ag::cross_entropy(logits, t, ignore_index, smoothing),
          {{"logits", logits}, {"targets", Var(t)}}, nullptr, g);
   return p;
@@ -193,7 +206,8 @@ Worst compare(const std::map<std::string, Tensor>& ours, const SafetensorsFile& 
     REQUIRE(a.shape() == b.shape());
     REQUIRE(a.dtype() == b.dtype());
     const double mb = max(abs(b.to(DType::f64))).item();
-    const double err = max_abs_diff(a.to(DType::f64), b.to(DType::f64)) / (mb >= 1e-3 * scale ? mb : scale);
+    const double err =
+        max_abs_diff(a.to(DType::f64), b.to(DType::f64)) / (mb >= 1e-3 * scale ? mb : scale);
     if (!std::isnan(w.rel) && !(err <= w.rel)) w = {err, n};  // the first NaN is the worst
     seen.insert(n);
   }
@@ -206,8 +220,9 @@ Worst compare(const std::map<std::string, Tensor>& ours, const SafetensorsFile& 
 
 }  // namespace
 
-TEST_CASE("nn matches PyTorch: MultiheadAttention, Transformer layers, nn.Transformer, cross_entropy",
-          "[nn][reference]") {
+TEST_CASE(
+    "nn matches PyTorch: MultiheadAttention, Transformer layers, nn.Transformer, cross_entropy",
+    "[nn][reference]") {
   const char* src = std::getenv("QKV_SOURCE_DIR");
   REQUIRE(src != nullptr);
   const fs::path script = fs::path(src) / "tests/nn/reference_nn.py";
@@ -240,15 +255,16 @@ TEST_CASE("nn matches PyTorch: MultiheadAttention, Transformer layers, nn.Transf
     }
 
   const std::string log = dir.file("python.log");
-  const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + dir.path.string() +
-                          "' > '" + log + "' 2>&1";
+  const std::string cmd =
+      "/usr/bin/python3 '" + script.string() + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   std::stringstream out;
   out << std::ifstream(log).rdbuf();
   INFO("command: " << cmd << "\nexit status " << rc << "\noutput:\n" << out.str());
   if (rc != 0)
-    FAIL("the PyTorch reference failed; /usr/bin/python3 needs Debian's python3-torch and "
-         "python3-numpy (make install)");
+    FAIL(
+        "the PyTorch reference failed; /usr/bin/python3 needs Debian's python3-torch and "
+        "python3-numpy (make install)");
 
   for (const auto& [id, p] : prepared) {
     const SafetensorsFile theirs = load_safetensors(dir.file(id + ".out.safetensors"));

@@ -22,7 +22,8 @@ Var with_grad(const Tensor& g) {
 }
 }  // namespace
 
-TEST_CASE("clip_grad_norm returns the norm before clipping and scales to max_norm", "[optim][clip]") {
+TEST_CASE("clip_grad_norm returns the norm before clipping and scales to max_norm",
+          "[optim][clip]") {
   // ||(3, 4, 12)|| = 13 over two parameters; a third has no gradient.
   Var a = with_grad(tensor({3, 4}, {2}, DType::f64));
   Var b = with_grad(tensor({12}, {1, 1}, DType::f64));
@@ -71,7 +72,8 @@ TEST_CASE("clip_grad_norm on large float32 gradients matches a double sum, at an
   CHECK(clipped[0] == clipped[1]);
 }
 
-TEST_CASE("clip_grad_norm with a non-finite gradient returns it and leaves the gradients", "[optim][clip]") {
+TEST_CASE("clip_grad_norm with a non-finite gradient returns it and leaves the gradients",
+          "[optim][clip]") {
   Var a = with_grad(tensor({1.0, std::numeric_limits<double>::infinity()}, {2}));
   Var b = with_grad(tensor({5.0}, {1}));
   CHECK(std::isinf(clip_grad_norm(std::vector<Var>{a, b}, 1.0)));

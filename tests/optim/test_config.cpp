@@ -49,7 +49,8 @@ TEST_CASE("an absent or empty [optim] section gives the defaults", "[optim][conf
     CHECK(s.schedule.lr == 1e-3);
   }
   // A whole-number float is accepted where an integer is expected (JSON writers do that).
-  CHECK(parse_optim_section(json{{"schedule", "warmup"}, {"warmup", 100.0}}).schedule.warmup == 100);
+  CHECK(parse_optim_section(json{{"schedule", "warmup"}, {"warmup", 100.0}}).schedule.warmup ==
+        100);
 }
 
 TEST_CASE("bad [optim] keys and values are errors naming the key", "[optim][config]") {
@@ -61,7 +62,8 @@ TEST_CASE("bad [optim] keys and values are errors naming the key", "[optim][conf
     }
     return std::string("no error");
   };
-  CHECK_THAT(err(json{{"learning_rate", 0.1}}), Contains("optim.learning_rate") && Contains("unknown key"));
+  CHECK_THAT(err(json{{"learning_rate", 0.1}}),
+             Contains("optim.learning_rate") && Contains("unknown key"));
   CHECK_THAT(err(json{{"lr", -0.1}}), Contains("optim.lr") && Contains(">= 0"));
   CHECK_THAT(err(json{{"lr", "fast"}}), Contains("optim.lr") && Contains("number"));
   CHECK_THAT(err(json{{"name", "lamb"}}), Contains("optim.name") && Contains("lamb"));
@@ -76,8 +78,10 @@ TEST_CASE("bad [optim] keys and values are errors naming the key", "[optim][conf
   CHECK_THAT(err(json{{"no_decay", "bias"}}), Contains("optim.no_decay"));
   CHECK_THAT(err(json{{"no_decay", {""}}}), Contains("optim.no_decay"));
   CHECK_THAT(err(json{{"schedule", "step"}}), Contains("optim.schedule") && Contains("'step'"));
-  CHECK_THAT(err(json{{"schedule", "warmup"}, {"warmup", 10.5}}), Contains("optim.warmup") && Contains("integer"));
-  CHECK_THAT(err(json{{"schedule", "noam"}, {"warmup", 4000}, {"d_model", -8}}), Contains("optim.d_model"));
+  CHECK_THAT(err(json{{"schedule", "warmup"}, {"warmup", 10.5}}),
+             Contains("optim.warmup") && Contains("integer"));
+  CHECK_THAT(err(json{{"schedule", "noam"}, {"warmup", 4000}, {"d_model", -8}}),
+             Contains("optim.d_model"));
   // d_model left out: 0, for the app to fill from [model]; the schedule itself still needs it.
   const OptimSection noam = parse_optim_section(json{{"schedule", "noam"}, {"warmup", 4000}});
   CHECK(noam.schedule.d_model == 0);
@@ -96,7 +100,8 @@ TEST_CASE("bad [optim] keys and values are errors naming the key", "[optim][conf
 TEST_CASE("make_optimizer builds what the section names", "[optim][config]") {
   const NamedParams ps{{"w", leaf(zeros({4, 4}))}, {"b", leaf(zeros({4}))}};
   for (const std::string name : {"sgd", "adam", "adamw"}) {
-    const OptimSection s = parse_optim_section(json{{"name", name}, {"lr", 0.5}, {"weight_decay", 0.1}});
+    const OptimSection s =
+        parse_optim_section(json{{"name", name}, {"lr", 0.5}, {"weight_decay", 0.1}});
     auto opt = make_optimizer(s.optim, ps);
     CHECK(std::string(opt->name()) == name);
     CHECK(opt->lr() == 0.5);

@@ -3,6 +3,8 @@
 // torch.optim under /usr/bin/python3, and the parameters after each step are compared.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,8 +12,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/parallel.hpp"
 #include "core/random.hpp"
@@ -39,7 +39,8 @@ struct Case {
 template <class T>
 void write_raw(std::ofstream& f, const Tensor& t) {
   const std::vector<T> v = to_vector<T>(t.contiguous());
-  f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+  f.write(reinterpret_cast<const char*>(v.data()),
+          static_cast<std::streamsize>(v.size() * sizeof(T)));
 }
 
 template <class T>
@@ -74,14 +75,16 @@ Tensor make_grad(const Var& p, size_t i, int t, DType dt, Generator& gen) {
 }
 
 template <class T>
-void run_case(const Case& c, const fs::path& dir, json& manifest, std::vector<std::vector<T>>& ours) {
+void run_case(const Case& c, const fs::path& dir, json& manifest,
+              std::vector<std::vector<T>>& ours) {
   Generator gen(1234);
   NamedParams ps = make_params(c.dt, gen);
   std::unique_ptr<Optimizer> opt = make_optimizer(c.cfg, ps);
   // The schedule drives the learning rate, so torch sees our set_lr values step by step.
   ScheduleConfig sc;
   // No warmup: a zero learning rate at step 0 would hide a wrong first update.
-  sc.name = "cosine", sc.lr = c.cfg.lr, sc.warmup = 0, sc.total_steps = kSteps, sc.min_lr = c.cfg.lr / 10;
+  sc.name = "cosine", sc.lr = c.cfg.lr, sc.warmup = 0, sc.total_steps = kSteps,
+  sc.min_lr = c.cfg.lr / 10;
 
   std::ofstream init(dir / (c.name + ".init.bin"), std::ios::binary);
   json params = json::array();
@@ -135,9 +138,9 @@ void run_case(const Case& c, const fs::path& dir, json& manifest, std::vector<st
 // values of magnitude >= 1 and absolute below, where a parameter crossing zero would make a
 // pure relative error meaningless. The pure relative error is reported as well.
 struct Worst {
-  double scaled = 0;   // max |ours - torch| / max(1, |torch|): what is checked
-  double rel = 0;      // max |ours - torch| / |torch| over elements with |torch| >= 1e-3
-  double abs = 0;      // max |ours - torch|
+  double scaled = 0;  // max |ours - torch| / max(1, |torch|): what is checked
+  double rel = 0;     // max |ours - torch| / |torch| over elements with |torch| >= 1e-3
+  double abs = 0;     // max |ours - torch|
   int64_t differing = 0, total = 0;
 };
 
@@ -160,10 +163,13 @@ Worst compare(const std::vector<std::vector<T>>& ours, const std::vector<T>& the
 }
 
 void report(const std::string& name, const Worst& w, double tol) {
-  std::printf("optim reference %-28s max err %.3g (tol %.0e)  rel %.3g  abs %.3g  %lld of %lld values differ\n",
-              name.c_str(), w.scaled, tol, w.rel, w.abs, static_cast<long long>(w.differing),
-              static_cast<long long>(w.total));
-  INFO(name << ": worst error " << w.scaled << " (relative " << w.rel << ", absolute " << w.abs << ")");
+  std::printf(
+      "optim reference %-28s max err %.3g (tol %.0e)  rel %.3g  abs %.3g  %lld of %lld values "
+      "differ\n",
+      name.c_str(), w.scaled, tol, w.rel, w.abs, static_cast<long long>(w.differing),
+      static_cast<long long>(w.total));
+  INFO(name << ": worst error " << w.scaled << " (relative " << w.rel << ", absolute " << w.abs
+            << ")");
   CHECK(w.scaled <= tol);
 }
 
@@ -203,7 +209,10 @@ TEST_CASE("optimizers match torch.optim over 20 steps", "[optim][reference]") {
   fs::create_directories(dir);
   struct Cleanup {
     fs::path d;
-    ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); }
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
   } cleanup{dir};
   set_num_threads(2);  // the large parameter takes the parallel path
 
@@ -223,10 +232,14 @@ TEST_CASE("optimizers match torch.optim over 20 steps", "[optim][reference]") {
   out << std::ifstream(log).rdbuf();
   const int status = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   INFO("command: " << cmd << "\nexit status " << status << "\noutput:\n" << out.str());
-  if (rc != 0) FAIL("the PyTorch reference failed to run; /usr/bin/python3 needs python3-torch (make install)");
+  if (rc != 0)
+    FAIL(
+        "the PyTorch reference failed to run; /usr/bin/python3 needs python3-torch (make install)");
 
   for (size_t i = 0; i < cs32.size(); ++i)
-    report(cs32[i].name, compare(ours32[i], read_raw<float>(dir / (cs32[i].name + ".out.bin"))), 1e-6);
+    report(cs32[i].name, compare(ours32[i], read_raw<float>(dir / (cs32[i].name + ".out.bin"))),
+           1e-6);
   for (size_t i = 0; i < cs64.size(); ++i)
-    report(cs64[i].name, compare(ours64[i], read_raw<double>(dir / (cs64[i].name + ".out.bin"))), 1e-12);
+    report(cs64[i].name, compare(ours64[i], read_raw<double>(dir / (cs64[i].name + ".out.bin"))),
+           1e-12);
 }

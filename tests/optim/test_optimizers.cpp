@@ -103,7 +103,8 @@ TEST_CASE("Adam and AdamW: the first steps by hand", "[optim]") {
     const double m = 0.9 * (0.1 * 0.3) + 0.1 * -0.6;
     const double v = 0.999 * (0.001 * 0.09) + 0.001 * 0.36;
     const double p1 = 1.0 - lr * 0.3 / (0.3 + eps);
-    const double expect = p1 - lr / (1 - 0.81) * m / (std::sqrt(v) / std::sqrt(1 - 0.999 * 0.999) + eps);
+    const double expect =
+        p1 - lr / (1 - 0.81) * m / (std::sqrt(v) / std::sqrt(1 - 0.999 * 0.999) + eps);
     CHECK(p.data().at({0}) == Approx(expect).epsilon(1e-14));
   }
 
@@ -157,7 +158,8 @@ TEST_CASE("parameters without a gradient are skipped; zero_grad drops gradients"
   for (const auto& np : ps) CHECK(!np.second.grad().defined());
 }
 
-TEST_CASE("save after 10 steps, load into a fresh optimizer, 10 more = 20 uninterrupted", "[optim]") {
+TEST_CASE("save after 10 steps, load into a fresh optimizer, 10 more = 20 uninterrupted",
+          "[optim]") {
   for (const std::string name : {"sgd", "adam", "adamw"}) {
     for (DType dt : {DType::f32, DType::f64}) {
       INFO(name << " " << dtype_name(dt));
@@ -179,14 +181,16 @@ TEST_CASE("save after 10 steps, load into a fresh optimizer, 10 more = 20 uninte
       resumed->load_state(saved);
       CHECK(resumed->steps() == 10);
       run(*resumed, c, 10, 20, sc);
-      for (size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i].second.data(), c[i].second.data()) == 0.0);
+      for (size_t i = 0; i < a.size(); ++i)
+        CHECK(max_abs_diff(a[i].second.data(), c[i].second.data()) == 0.0);
       // load_state copied: the saved tensors are not the optimizer's buffers.
       CHECK(max_abs_diff(saved.tensors[0].second, first->state().tensors[0].second) == 0.0);
     }
   }
 }
 
-TEST_CASE("load_state rejects mismatched state, naming it, and leaves the optimizer as it was", "[optim]") {
+TEST_CASE("load_state rejects mismatched state, naming it, and leaves the optimizer as it was",
+          "[optim]") {
   NamedParams ps = fresh_params();
   auto opt = make_optimizer(config("adam"), ps);
   run(*opt, ps, 0, 3, ScheduleConfig{});
@@ -202,7 +206,8 @@ TEST_CASE("load_state rejects mismatched state, naming it, and leaves the optimi
     OptimState s = good;
     for (auto& [n, t] : s.tensors)
       if (n == "layer.b.exp_avg") t = zeros({31});
-    CHECK_THROWS_WITH(fresh()->load_state(s), Contains("layer.b.exp_avg") && Contains("(31)") && Contains("(30)"));
+    CHECK_THROWS_WITH(fresh()->load_state(s),
+                      Contains("layer.b.exp_avg") && Contains("(31)") && Contains("(30)"));
   }
   {
     OptimState s = good;
@@ -217,7 +222,8 @@ TEST_CASE("load_state rejects mismatched state, naming it, and leaves the optimi
   {
     OptimState s = good;
     s.tensors.erase(s.tensors.begin());
-    CHECK_THROWS_WITH(fresh()->load_state(s), Contains("missing") && Contains(good.tensors[0].first));
+    CHECK_THROWS_WITH(fresh()->load_state(s),
+                      Contains("missing") && Contains(good.tensors[0].first));
   }
   {
     OptimState s = good;
@@ -297,14 +303,16 @@ TEST_CASE("updates are bit-identical at 1 and 2 threads and allocate nothing aft
 
 TEST_CASE("optimizers reject misuse with a named error", "[optim]") {
   Var p = leaf(zeros({2, 3}));
-  CHECK_THROWS_WITH(SGD(NamedParams{{"p", p}, {"p", leaf(zeros({1}))}}, SGDOptions{}), Contains("'p'"));
+  CHECK_THROWS_WITH(SGD(NamedParams{{"p", p}, {"p", leaf(zeros({1}))}}, SGDOptions{}),
+                    Contains("'p'"));
   CHECK_THROWS_WITH(SGD(NamedParams{{"p", p}, {"q", p}}, SGDOptions{}), Contains("'q'"));
   CHECK_THROWS_WITH(Adam(NamedParams{{"ids", Var(zeros({3}, DType::i64))}}, AdamOptions{}),
                     Contains("'ids'") && Contains("int64"));
   CHECK_THROWS_WITH(Adam(NamedParams{{"t", leaf(zeros({3, 2}).t())}}, AdamOptions{}),
                     Contains("contiguous"));
-  CHECK_THROWS_AS(SGD(NamedParams{{"p", p}}, SGDOptions{0.1, 0.0, 0.0, 0.0, true}), Error);  // nesterov
-  CHECK_THROWS_AS(Adam(NamedParams{{"p", p}}, AdamOptions{0.1, 1.0}), Error);                // beta1
+  CHECK_THROWS_AS(SGD(NamedParams{{"p", p}}, SGDOptions{0.1, 0.0, 0.0, 0.0, true}),
+                  Error);                                                      // nesterov
+  CHECK_THROWS_AS(Adam(NamedParams{{"p", p}}, AdamOptions{0.1, 1.0}), Error);  // beta1
   Var q = leaf(ones({4}));
   Adam opt(NamedParams{{"q", q}, {"p", p}}, AdamOptions{});
   CHECK_THROWS_AS(opt.set_lr(-1), Error);

@@ -61,7 +61,7 @@ TEST_CASE("warmup + cosine decay to min_lr", "[optim][schedule]") {
   CHECK(at(c, 5) == Approx(5e-4).epsilon(1e-14));
   CHECK(at(c, 10) == Approx(1e-3).epsilon(1e-14));
   CHECK(at(c, 35) == Approx(8.681980515339464e-4).epsilon(1e-13));  // a quarter of the way
-  CHECK(at(c, 60) == Approx(5.5e-4).epsilon(1e-13));                 // half way
+  CHECK(at(c, 60) == Approx(5.5e-4).epsilon(1e-13));                // half way
   CHECK(at(c, 110) == Approx(1e-4).epsilon(1e-13));
   CHECK(at(c, 1000) == Approx(1e-4).epsilon(1e-13));  // stays at min_lr after total_steps
 }
@@ -79,7 +79,8 @@ TEST_CASE("warmup + inverse square root", "[optim][schedule]") {
 }
 
 TEST_CASE("schedule validation names the bad key", "[optim][schedule]") {
-  CHECK_THROWS_WITH(sched("linear_decay", 1e-3, 0).validate(), Contains("optim.schedule") && Contains("linear_decay"));
+  CHECK_THROWS_WITH(sched("linear_decay", 1e-3, 0).validate(),
+                    Contains("optim.schedule") && Contains("linear_decay"));
   CHECK_THROWS_WITH(sched("warmup", 1e-3, -1).validate(), Contains("optim.warmup"));
   CHECK_THROWS_WITH(sched("warmup", -1e-3, 10).validate(), Contains("optim.lr"));
   ScheduleConfig n = sched("noam", 1, 0);
