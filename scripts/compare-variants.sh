@@ -10,8 +10,9 @@
 # Every training runs with --threads 1; --jobs runs that many at a time (default 2).
 # --quick: tiny trainings (a smoke test of the script, numbers meaningless).
 # Each task starts from its shipped config (configs/copy.toml, reverse.toml, dates.toml); copy and
-# reverse keep it as is (12 epochs), dates trains for 15 epochs instead of 30: the full table
-# took 14 min 45 s of CPU in all (so an estimated 8 minutes of wall time on 2 idle cores, --jobs 2).
+# reverse keep it as is (12 epochs), dates trains for 15 epochs instead of 30. Time: the five
+# position rows took 14 min 45 s of CPU in all; the three scorer rows more (additive and
+# linear are slower on dates): budget about 20 minutes on 2 idle cores with --jobs 2.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
