@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --rows) rows_file="$2"; shift ;;
     --out) out="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "compare-variants: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
