@@ -16,24 +16,23 @@
 #include <vector>
 
 #include "fused.hpp"
+#include "kernel_util.hpp"
 #include "parallel.hpp"
 
 namespace qkv {
 namespace {
 
+// BLAS on raw pointers and per-batch-entry addressing, shared with the variant kernels.
+using kernel::batch_offsets;
+using kernel::blas_rows;
+using kernel::empty_heads_layout;
+using kernel::gemm;
+using kernel::Mat;
+using kernel::mat;
+
 constexpr int64_t kTileQ = 64;    // query rows per tile
 constexpr int64_t kTileK = 256;   // keys per tile (forward)
 constexpr int64_t kTileKB = 128;  // keys per tile (backward: S, dP and P tiles side by side)
-
-template <class T>
-void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
 
 // exp for the softmax tiles. float: a Cephes-style polynomial (about 1 ulp) written so the
 // compiler vectorizes the row loops; std::exp would run one element at a time. double (the
@@ -59,91 +58,13 @@ inline T fast_exp(T x) {
   }
 }
 
-// One operand of the kernels: base pointer, per-batch-entry offsets, row stride.
-template <class T>
-struct Mat {
-  T* p = nullptr;
-  std::vector<int64_t> off;
-  int64_t ld = 0;
-};
-
-// Offsets of every batch entry of t (batch dims are all but the last two), row-major.
-std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {
-  std::vector<int64_t> off(nb);
-  const int64_t bd = t.dim() - 2;
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t rem = i, o = t.offset();
-    for (int64_t d = bd - 1; d >= 0; --d) {
-      o += (rem % t.size(d)) * t.stride(d);
-      rem /= t.size(d);
-    }
-    off[i] = o;
-  }
-  return off;
-}
-
-// A view BLAS can read row by row: unit column stride and rows at least a row apart.
-Tensor blas_rows(const Tensor& t) {
-  if (t.stride(-1) == 1 && t.stride(-2) >= std::max<int64_t>(t.size(-1), 1)) return t;
-  return t.contiguous();
-}
-
-template <class T>
-Mat<T> mat(const Tensor& t, int64_t nb) {
-  Mat<T> m;
-  m.p = static_cast<T*>(t.storage()->data());
-  m.off = batch_offsets(t, nb);
-  m.ld = t.stride(-2);
-  return m;
-}
-
-// A fresh tensor of shape s; 4-d (B, H, n, d) is stored as (B, n, H, d), the layout that
-// merging heads (and the projections' gradients) read without a copy.
-Tensor empty_heads_layout(const Shape& s, DType dt) {
-  if (s.size() != 4) return empty(s, dt);
-  return empty({s[0], s[2], s[1], s[3]}, dt).permute({0, 2, 1, 3});
-}
-
-struct Problem {
-  Shape batch;
-  int64_t nb, n, m, dk, dv;
-  Tensor mask;                // expanded to (batch..., n, m), or undefined
-  std::vector<int64_t> moff;  // per batch entry
-  int64_t msn = 0, msm = 0;   // mask strides along n and m
-};
+struct Problem : kernel::QKVDims, kernel::ScoreMask {};
 
 Problem check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
               const char* op) {
-  QKV_CHECK(q.defined() && k.defined() && v.defined(), op, "undefined tensor");
-  QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, "q ", q.shape(), ", k ",
-            k.shape(), ", v ", v.shape(), " must have one rank >= 2");
-  QKV_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype() && is_floating(q.dtype()), op,
-            "q, k, v must share one float dtype, got ", dtype_name(q.dtype()), ", ",
-            dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
   Problem p;
-  p.batch = Shape(q.shape().begin(), q.shape().end() - 2);
-  const Shape kb(k.shape().begin(), k.shape().end() - 2),
-      vb(v.shape().begin(), v.shape().end() - 2);
-  p.n = q.size(-2);
-  p.m = k.size(-2);
-  p.dk = q.size(-1);
-  p.dv = v.size(-1);
-  QKV_CHECK(kb == p.batch && vb == p.batch && k.size(-1) == p.dk && v.size(-2) == p.m, op, "q ",
-            q.shape(), ", k ", k.shape(), ", v ", v.shape(),
-            " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v), one batch shape)");
-  p.nb = numel_of(p.batch);
-  if (mask.defined()) {
-    QKV_CHECK(mask.dtype() == DType::b8, op, "mask must be bool (true = may attend), got ",
-              dtype_name(mask.dtype()), " ", mask.shape());
-    Shape full = p.batch;
-    full.insert(full.end(), {p.n, p.m});
-    QKV_CHECK(broadcast_shapes(full, mask.shape(), op) == full, op, "mask ", mask.shape(),
-              " does not broadcast to the scores ", full);
-    p.mask = mask.expand(full);
-    p.moff = batch_offsets(p.mask, p.nb);
-    p.msn = p.mask.stride(-2);
-    p.msm = p.mask.stride(-1);
-  }
+  static_cast<kernel::QKVDims&>(p) = kernel::check_qkv(q, k, v, op);
+  static_cast<kernel::ScoreMask&>(p) = kernel::expand_mask(mask, p, op);
   return p;
 }
 

@@ -1,4 +1,4 @@
-// Internal helpers of the attention-variant kernels (core/local_attention.cpp,
+// Internal helpers of the attention kernels (core/attention.cpp, core/local_attention.cpp,
 // core/linear_attention.cpp): BLAS calls on raw pointers and per-batch-entry addressing of
 // strided tensors whose last two dims are (rows, cols). Not part of the public API.
 #pragma once
@@ -36,6 +36,60 @@ inline std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {
     off[i] = o;
   }
   return off;
+}
+
+// The shapes every attention kernel shares. q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v).
+struct QKVDims {
+  Shape batch;
+  int64_t nb = 0, n = 0, m = 0, dk = 0, dv = 0;
+};
+
+// Checks that q, k, v share one float dtype and one batch shape and that their widths fit;
+// throws qkv::Error naming op and the three shapes.
+inline QKVDims check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  QKV_CHECK(q.defined() && k.defined() && v.defined(), op, "undefined tensor");
+  QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, "q ", q.shape(), ", k ",
+            k.shape(), ", v ", v.shape(), " must have one rank >= 2");
+  QKV_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype() && is_floating(q.dtype()), op,
+            "q, k, v must share one float dtype, got ", dtype_name(q.dtype()), ", ",
+            dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
+  QKVDims d;
+  d.batch = Shape(q.shape().begin(), q.shape().end() - 2);
+  const Shape kb(k.shape().begin(), k.shape().end() - 2),
+      vb(v.shape().begin(), v.shape().end() - 2);
+  d.n = q.size(-2);
+  d.m = k.size(-2);
+  d.dk = q.size(-1);
+  d.dv = v.size(-1);
+  QKV_CHECK(kb == d.batch && vb == d.batch && k.size(-1) == d.dk && v.size(-2) == d.m, op, "q ",
+            q.shape(), ", k ", k.shape(), ", v ", v.shape(),
+            " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v), one batch shape)");
+  d.nb = numel_of(d.batch);
+  return d;
+}
+
+// A bool mask (true = may attend) expanded to the scores (batch..., n, m) without a copy, with
+// each batch entry's offset and the strides along n and m. Undefined mask: attend everywhere.
+struct ScoreMask {
+  Tensor mask;
+  std::vector<int64_t> moff;
+  int64_t msn = 0, msm = 0;
+};
+
+inline ScoreMask expand_mask(const Tensor& mask, const QKVDims& d, const char* op) {
+  ScoreMask s;
+  if (!mask.defined()) return s;
+  QKV_CHECK(mask.dtype() == DType::b8, op, "mask must be bool (true = may attend), got ",
+            dtype_name(mask.dtype()), " ", mask.shape());
+  Shape full = d.batch;
+  full.insert(full.end(), {d.n, d.m});
+  QKV_CHECK(broadcast_shapes(full, mask.shape(), op) == full, op, "mask ", mask.shape(),
+            " does not broadcast to the scores ", full);
+  s.mask = mask.expand(full);
+  s.moff = batch_offsets(s.mask, d.nb);
+  s.msn = s.mask.stride(-2);
+  s.msm = s.mask.stride(-1);
+  return s;
 }
 
 // t itself when BLAS can read it row by row (unit column stride, rows at least a row apart),

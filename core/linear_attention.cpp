@@ -22,30 +22,14 @@ using kernel::gemm;
 using kernel::Mat;
 using kernel::mat;
 
-struct Dims {
-  Shape batch;
-  int64_t nb, n, m, d, dv, off;
+struct Dims : kernel::QKVDims {
+  int64_t d = 0, off = 0;  // d: the feature width (= dk); off = m - n
 };
 
 Dims check(const Tensor& fq, const Tensor& fk, const Tensor& v, const char* op) {
-  QKV_CHECK(fq.defined() && fk.defined() && v.defined(), op, "undefined tensor");
-  QKV_CHECK(fq.dim() >= 2 && fk.dim() == fq.dim() && v.dim() == fq.dim(), op, "fq ", fq.shape(),
-            ", fk ", fk.shape(), ", v ", v.shape(), " must have one rank >= 2");
-  QKV_CHECK(fq.dtype() == fk.dtype() && fk.dtype() == v.dtype() && is_floating(fq.dtype()), op,
-            "fq, fk, v must share one float dtype, got ", dtype_name(fq.dtype()), ", ",
-            dtype_name(fk.dtype()), ", ", dtype_name(v.dtype()));
   Dims s;
-  s.batch = Shape(fq.shape().begin(), fq.shape().end() - 2);
-  const Shape kb(fk.shape().begin(), fk.shape().end() - 2),
-      vb(v.shape().begin(), v.shape().end() - 2);
-  s.n = fq.size(-2);
-  s.m = fk.size(-2);
-  s.d = fq.size(-1);
-  s.dv = v.size(-1);
-  QKV_CHECK(kb == s.batch && vb == s.batch && fk.size(-1) == s.d && v.size(-2) == s.m, op, "fq ",
-            fq.shape(), ", fk ", fk.shape(), ", v ", v.shape(),
-            " do not fit (fq: (..., n, d), fk: (..., m, d), v: (..., m, d_v), one batch shape)");
-  s.nb = numel_of(s.batch);
+  static_cast<kernel::QKVDims&>(s) = kernel::check_qkv(fq, fk, v, op);
+  s.d = s.dk;
   s.off = s.m - s.n;
   return s;
 }

@@ -22,13 +22,9 @@ using kernel::mat;
 
 constexpr int64_t kTile = 64;  // query rows per tile
 
-struct Band {
-  Shape batch;
-  int64_t nb, n, m, dk, dv, window, off;  // off = m - n: query i sits at key position i + off
-  bool causal;
-  Tensor mask;  // expanded to (batch..., n, m), or undefined
-  std::vector<int64_t> moff;
-  int64_t msn = 0, msm = 0;
+struct Band : kernel::QKVDims, kernel::ScoreMask {
+  int64_t window = 0, off = 0;  // off = m - n: query i sits at key position i + off
+  bool causal = false;
   // Keys [lo, hi) that rows [q0, q0 + qb) may see, clipped to [0, m).
   void keys(int64_t q0, int64_t qb, int64_t& lo, int64_t& hi) const {
     lo = std::clamp<int64_t>(q0 + off - window, 0, m);
@@ -39,40 +35,13 @@ struct Band {
 
 Band check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, int64_t window,
            bool causal, const char* op) {
-  QKV_CHECK(q.defined() && k.defined() && v.defined(), op, "undefined tensor");
-  QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op, "q ", q.shape(), ", k ",
-            k.shape(), ", v ", v.shape(), " must have one rank >= 2");
-  QKV_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype() && is_floating(q.dtype()), op,
-            "q, k, v must share one float dtype, got ", dtype_name(q.dtype()), ", ",
-            dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
   QKV_CHECK(window >= 0, op, "window must be >= 0, got ", window);
   Band b;
-  b.batch = Shape(q.shape().begin(), q.shape().end() - 2);
-  const Shape kb(k.shape().begin(), k.shape().end() - 2),
-      vb(v.shape().begin(), v.shape().end() - 2);
-  b.n = q.size(-2);
-  b.m = k.size(-2);
-  b.dk = q.size(-1);
-  b.dv = v.size(-1);
-  QKV_CHECK(kb == b.batch && vb == b.batch && k.size(-1) == b.dk && v.size(-2) == b.m, op, "q ",
-            q.shape(), ", k ", k.shape(), ", v ", v.shape(),
-            " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v), one batch shape)");
-  b.nb = numel_of(b.batch);
+  static_cast<kernel::QKVDims&>(b) = kernel::check_qkv(q, k, v, op);
   b.window = window;
   b.off = b.m - b.n;
   b.causal = causal;
-  if (mask.defined()) {
-    QKV_CHECK(mask.dtype() == DType::b8, op, "mask must be bool (true = may attend), got ",
-              dtype_name(mask.dtype()), " ", mask.shape());
-    Shape full = b.batch;
-    full.insert(full.end(), {b.n, b.m});
-    QKV_CHECK(broadcast_shapes(full, mask.shape(), op) == full, op, "mask ", mask.shape(),
-              " does not broadcast to the scores ", full);
-    b.mask = mask.expand(full);
-    b.moff = kernel::batch_offsets(b.mask, b.nb);
-    b.msn = b.mask.stride(-2);
-    b.msm = b.mask.stride(-1);
-  }
+  static_cast<kernel::ScoreMask&>(b) = kernel::expand_mask(mask, b, op);
   return b;
 }
 
