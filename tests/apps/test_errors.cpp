@@ -92,6 +92,9 @@ TEST_CASE("errors: config files name the file, the line and the key", "[e2e]") {
       {"[optim]\nbetas = [0.9, 0.98\n", {"bad.toml:2:"}},
       // found by fuzz_config: invalid UTF-8 once escaped as a JSON exception
       {"[data]\ntask = \"co\xffpy\"\n", {"bad.toml:2:", "invalid UTF-8"}},
+      // a combination the model does not support
+      {"[model]\nattention = \"linear\"\nwindow = 3\n",
+       {"bad.toml:3:", "model.window: sliding windows need attention = \"dot\""}},
   };
   for (const Row& row : rows) {
     write(t.file("bad.toml"), row.toml);
