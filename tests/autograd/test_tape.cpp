@@ -126,6 +126,11 @@ TEST_CASE("anomaly mode names the op that produced the first NaN") {
 }
 
 TEST_CASE("1000 forward/backward iterations of a small MLP keep resident memory flat") {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine holds freed blocks back on purpose, so resident memory grows by design.
+  WARN("skipped under AddressSanitizer: its quarantine makes resident memory grow");
+  return;
+#endif
   Generator g(3);
   const Var w1(uniform({32, 16}, -0.3, 0.3, g), true), b1(zeros({32}), true);
   const Var w2(uniform({4, 32}, -0.3, 0.3, g), true);
