@@ -8,13 +8,13 @@ namespace qkv::ag {
 
 Var local_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask, double scale,
                     int64_t window, bool causal) {
-  LocalAttentionResult r =
+  AttentionResult r =
       local_attention_forward(q.data(), k.data(), v.data(), mask, scale, window, causal);
   return record("local_attention", r.out, {q, k, v},
                 [q_ = q.data(), k_ = k.data(), v_ = v.data(), mask, scale, window, causal,
                  out = r.out, lse = r.lse](const Tensor& g) -> std::vector<Tensor> {
-                  LocalAttentionGrads d = local_attention_backward(q_, k_, v_, mask, scale, window,
-                                                                   causal, out, lse, g);
+                  AttentionGrads d = local_attention_backward(q_, k_, v_, mask, scale, window,
+                                                              causal, out, lse, g);
                   return {d.dq, d.dk, d.dv};
                 });
 }

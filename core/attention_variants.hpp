@@ -8,6 +8,7 @@
 // does, so a single new query (n = 1) against m cached keys is the last position.
 // Outputs of 4-d inputs are laid out (B, n, H, d_v) so merging heads is a view.
 #pragma once
+#include "fused.hpp"  // AttentionResult, AttentionGrads: the tiled kernel's, shared
 #include "tensor.hpp"
 
 namespace qkv {
@@ -20,20 +21,13 @@ namespace qkv {
 // memory O(n) per head beyond the inputs (the backward recomputes the band from lse).
 // A query with no key left gives a zero row and zero gradients. Deterministic: each output
 // row belongs to one work item; key gradients are summed per batch entry in a fixed order.
-struct LocalAttentionResult {
-  Tensor out;  // (..., n, d_v)
-  Tensor lse;  // (..., n): log-sum-exp of each row's scaled scores (-inf: nothing to attend)
-};
-LocalAttentionResult local_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& mask, double scale, int64_t window,
-                                             bool causal);
-struct LocalAttentionGrads {
-  Tensor dq, dk, dv;
-};
-LocalAttentionGrads local_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& mask, double scale, int64_t window,
-                                             bool causal, const Tensor& out, const Tensor& lse,
-                                             const Tensor& dout);
+AttentionResult local_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& mask, double scale, int64_t window,
+                                        bool causal);
+AttentionGrads local_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& mask, double scale, int64_t window,
+                                        bool causal, const Tensor& out, const Tensor& lse,
+                                        const Tensor& dout);
 
 // --- linear attention (core/linear_attention.cpp) ---
 //

@@ -127,7 +127,7 @@ void forward_impl(const Band& b, const Tensor& q, const Tensor& k, const Tensor&
 template <class T>
 void backward_impl(const Band& b, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, const Tensor& lse, const Tensor& dout, T sc,
-                   LocalAttentionGrads& g) {
+                   AttentionGrads& g) {
   const Mat<T> Q = mat<T>(q, b.nb), K = mat<T>(k, b.nb), V = mat<T>(v, b.nb);
   const Mat<T> O = mat<T>(out, b.nb), dO = mat<T>(dout, b.nb);
   const Mat<T> dQ = mat<T>(g.dq, b.nb), dK = mat<T>(g.dk, b.nb), dV = mat<T>(g.dv, b.nb);
@@ -196,16 +196,16 @@ void backward_impl(const Band& b, const Tensor& q, const Tensor& k, const Tensor
 
 }  // namespace
 
-LocalAttentionResult local_attention_forward(const Tensor& q_in, const Tensor& k_in,
-                                             const Tensor& v_in, const Tensor& mask, double scale,
-                                             int64_t window, bool causal) {
+AttentionResult local_attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                        const Tensor& mask, double scale, int64_t window,
+                                        bool causal) {
   const Band b = check(q_in, k_in, v_in, mask, window, causal, "local_attention");
   const Tensor q = kernel::blas_rows(q_in), k = kernel::blas_rows(k_in),
                v = kernel::blas_rows(v_in);
   Shape oshape = b.batch, lshape = b.batch;
   oshape.insert(oshape.end(), {b.n, b.dv});
   lshape.push_back(b.n);
-  LocalAttentionResult r{kernel::empty_heads_layout(oshape, q.dtype()), empty(lshape, q.dtype())};
+  AttentionResult r{kernel::empty_heads_layout(oshape, q.dtype()), empty(lshape, q.dtype())};
   if (r.out.numel() == 0) return r;
   if (b.m == 0) {
     r.out.zero_();
@@ -219,10 +219,10 @@ LocalAttentionResult local_attention_forward(const Tensor& q_in, const Tensor& k
   return r;
 }
 
-LocalAttentionGrads local_attention_backward(const Tensor& q_in, const Tensor& k_in,
-                                             const Tensor& v_in, const Tensor& mask, double scale,
-                                             int64_t window, bool causal, const Tensor& out_in,
-                                             const Tensor& lse, const Tensor& dout_in) {
+AttentionGrads local_attention_backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                        const Tensor& mask, double scale, int64_t window,
+                                        bool causal, const Tensor& out_in, const Tensor& lse,
+                                        const Tensor& dout_in) {
   const Band b = check(q_in, k_in, v_in, mask, window, causal, "local_attention backward");
   QKV_CHECK(dout_in.shape() == out_in.shape() && dout_in.dtype() == q_in.dtype(),
             "local_attention backward", "gradient ", dout_in.shape(), " for an output ",
@@ -230,9 +230,9 @@ LocalAttentionGrads local_attention_backward(const Tensor& q_in, const Tensor& k
   const Tensor q = kernel::blas_rows(q_in), k = kernel::blas_rows(k_in),
                v = kernel::blas_rows(v_in);
   const Tensor out = kernel::blas_rows(out_in), dout = kernel::blas_rows(dout_in);
-  LocalAttentionGrads g{kernel::empty_heads_layout(q.shape(), q.dtype()),
-                        kernel::empty_heads_layout(k.shape(), q.dtype()),
-                        kernel::empty_heads_layout(v.shape(), q.dtype())};
+  AttentionGrads g{kernel::empty_heads_layout(q.shape(), q.dtype()),
+                   kernel::empty_heads_layout(k.shape(), q.dtype()),
+                   kernel::empty_heads_layout(v.shape(), q.dtype())};
   if (b.nb == 0) return g;
   if (b.n == 0 || b.m == 0) {
     g.dq.zero_();
