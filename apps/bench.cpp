@@ -188,15 +188,22 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   return j;
 }
 
-// Best sgemm GFLOP/s on 1024^3 with this many threads: the roof for "% of peak".
+// Best sgemm GFLOP/s on 1024^3 with this many threads: the roof for "% of peak". Both ways
+// of using the threads are timed, OpenBLAS's own threaded call and qkv::matmul (one band per
+// thread, core/matmul.cpp), and the better one is the roof, so qkv is never measured against
+// a lower ceiling than it reaches itself.
 double sgemm_peak_gflops() {
   const int n = 1024;
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
+  const Tensor ta = full({n, n}, 1.0), tb = full({n, n}, 0.5);
   double best = 0;
   for (int i = 0; i < 8; ++i) {
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
+    if (i % 2 == 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                  n, 0.0f, c.data(), n);
+    else
+      (void)matmul(ta, tb);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, 2.0 * n * n * n / s / 1e9);
   }

@@ -23,6 +23,15 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a
     cblas_dgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// The same product spread over the thread pool (core/matmul.cpp): each thread runs one
+// single-threaded GEMM on its own band of C's rows (or columns, when C is wider than tall), so
+// no thread ever waits on another inside BLAS. Called inside a parallel region, or for a small
+// product, it is plain gemm. Each element of C is computed by one thread with the same
+// reduction order for a given thread count, so results are deterministic.
+template <class T>
+void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
 // Storage offset of every batch entry of t (batch dims: all but the last two), row-major order.
 inline std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {
   std::vector<int64_t> off(nb);

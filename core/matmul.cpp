@@ -2,11 +2,17 @@
 //
 // A view whose last dim has stride 1 goes to BLAS as is (row-major, leading dim = stride of
 // dim -2); one whose dim -2 has stride 1 (a transpose) goes as a BLAS transpose. Anything
-// else is packed first. Batched products run one single-threaded GEMM per batch entry in
-// parallel when the matrices are small, else one multi-threaded GEMM after another.
+// else is packed first.
+//
+// Threads: every product is split by qkv into bands, one single-threaded BLAS call per thread
+// (kernel::gemm_bands), or, for a batch of matrices, whole matrices per thread. OpenBLAS's own
+// threaded GEMM makes its threads wait for each other at every packed panel; at the sizes these
+// models run (2048 x 128 x 128) that waiting took a third of the time, and the bands run at the
+// sgemm peak (measured in docs/performance.md).
 #include <cblas.h>
 
 #include "fused.hpp"
+#include "kernel_util.hpp"
 #include "parallel.hpp"
 #include "tensor.hpp"
 
@@ -29,17 +35,45 @@ Operand as_blas(const Tensor& m) {
   return {p, false, std::max<int64_t>(c, 1)};
 }
 
+}  // namespace
+
+namespace kernel {
+
+// Below this many multiply-adds one thread does the product: forking costs more than it saves.
+constexpr int64_t kBandMinWork = 64 * 64 * 64;
+// Bands start at multiples of this many rows (columns), so every band but the last fills whole
+// register tiles of the sgemm kernel.
+constexpr int64_t kBandAlign = 16;
+
 template <class T>
-void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T* c, int64_t ldc) {
-  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, TA, TB, n, m, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, TA, TB, n, m, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (n * m * k < kBandMinWork || get_num_threads() <= 1 || in_parallel_region()) {
+    gemm<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const bool by_rows = n >= m;
+  const int64_t len = by_rows ? n : m;
+  const int64_t units = (len + kBandAlign - 1) / kBandAlign;
+  // Cost per unit high enough that parallel_for always forks above kBandMinWork.
+  parallel_for(units, kParallelGrain, [&](int64_t lo_u, int64_t hi_u) {
+    const int64_t lo = lo_u * kBandAlign, hi = std::min(hi_u * kBandAlign, len);
+    if (by_rows) {  // rows lo..hi of op(A) and of C
+      const T* ab = ta ? a + lo : a + lo * lda;
+      gemm<T>(ta, tb, hi - lo, m, k, alpha, ab, lda, b, ldb, beta, c + lo * ldc, ldc);
+    } else {  // columns lo..hi of op(B) and of C
+      const T* bb = tb ? b + lo * ldb : b + lo;
+      gemm<T>(ta, tb, n, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
+    }
+  });
 }
 
-}  // namespace
+template void gemm_bands<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                const float*, int64_t, float, float*, int64_t);
+template void gemm_bands<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
+                                 int64_t, const double*, int64_t, double, double*, int64_t);
+
+}  // namespace kernel
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   QKV_CHECK(a_in.defined() && b_in.defined(), "matmul", "undefined tensor");
@@ -95,13 +129,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     const T* pb = ob.t.template data<T>();
     T* po = out.data<T>();
     auto one = [&](int64_t i) {
-      gemm<T>(oa.trans, ob.trans, n, m, k, pa + aoff[i], oa.ld, pb + boff[i], ob.ld, po + i * n * m,
-              m);
+      kernel::gemm_bands<T>(oa.trans, ob.trans, n, m, k, T(1), pa + aoff[i], oa.ld, pb + boff[i],
+                            ob.ld, T(0), po + i * n * m, m);
     };
-    // Small matrices: many single-threaded GEMMs side by side (BLAS sees omp_in_parallel).
+    // Whole matrices per thread when there are small ones (3x3 heads stay on one thread: the
+    // cost is their multiply-adds) or enough to go round evenly; else each is split in bands.
+    const int threads = get_num_threads();
     const bool small = n * m * k < 64 * 64 * 64;
-    if (nb > 1 && small) {
-      // Cost per item is its multiply-adds: tiny products (3x3 heads) stay on one thread.
+    if (nb > 1 && (small || nb % threads == 0 || nb >= 4 * threads)) {
       parallel_for(nb, n * m * k, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) one(i);
       });
@@ -136,13 +171,8 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
     const Operand ox = as_blas(x), ow = as_blas(w.t());
     const T* px = ox.t.template data<T>();
     const T* pw = ow.t.template data<T>();
-    const auto TA = ox.trans ? CblasTrans : CblasNoTrans, TB = ow.trans ? CblasTrans : CblasNoTrans;
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, TA, TB, n, out_f, in, 1.0f, px, ox.ld, pw, ow.ld, 1.0f,
-                  y.data<T>(), out_f);
-    else
-      cblas_dgemm(CblasRowMajor, TA, TB, n, out_f, in, 1.0, px, ox.ld, pw, ow.ld, 1.0, y.data<T>(),
-                  out_f);
+    kernel::gemm_bands<T>(ox.trans, ow.trans, n, out_f, in, T(1), px, ox.ld, pw, ow.ld, T(1),
+                          y.data<T>(), out_f);
   });
   return y;
 }

@@ -1,5 +1,6 @@
 // matmul against a naive float64 triple loop: 2-D and batched with broadcast batch dims,
 // transposed views, non-contiguous batch strides, sliced-with-step and expanded operands.
+#include "core/fused.hpp"
 #include "core_test_util.hpp"
 
 using namespace qkv;
@@ -139,6 +140,29 @@ TEST_CASE("batched matmul with non-contiguous batch strides (attention head spli
     const Tensor row = randn_t({1, 5}, 49, dt).expand({4, 5});
     check_matmul(row, randn_t({5, 3}, 50, dt));
     check_matmul(randn_t({3, 4}, 51, dt), randn_t({4, 1}, 52, dt).expand({4, 6}));
+  }
+}
+
+TEST_CASE("large products split into per-thread bands: tall, wide, transposed, ragged") {
+  // Above 64^3 multiply-adds each thread computes its own band of rows (tall C) or columns
+  // (wide C), 16 at a time; sizes here leave a ragged last band. 3 threads: uneven bands.
+  for (int threads : {1, 2, 3}) {
+    ScopedThreads scoped(threads);
+    for (Shape nkm :
+         {Shape{203, 70, 37}, Shape{37, 70, 203}, Shape{16, 1030, 17}, Shape{1030, 17, 16}}) {
+      INFO(threads << " threads, n k m " << shape_str(nkm));
+      const Tensor a = randn_t({nkm[0], nkm[1]}, 57, DType::f64);
+      const Tensor b = randn_t({nkm[1], nkm[2]}, 58, DType::f64);
+      check_matmul(a, b);
+      check_matmul(a.t().contiguous().t(), b);  // op(A) transposed
+      check_matmul(a, b.t().contiguous().t());  // op(B) transposed
+      // linear: the bias is written first and every band accumulates onto its own part
+      const Tensor w = b.t().contiguous(), bias = randn_t({nkm[2]}, 59, DType::f64);
+      const Tensor want = add(naive_matmul(a, b), bias);
+      CHECK(max_abs_diff(linear_forward(a, w, bias), want) < 1e-11);
+    }
+    // batches that do not go round the threads evenly split each matrix instead
+    check_matmul(randn_t({3, 90, 80}, 60, DType::f64), randn_t({3, 80, 70}, 61, DType::f64));
   }
 }
 
