@@ -3,6 +3,7 @@
 
 #include "autograd/ops.hpp"
 #include "core/fused.hpp"
+#include "core/lanes.hpp"
 #include "core/parallel.hpp"
 
 namespace qkv::ag {
@@ -16,11 +17,8 @@ void normalize_rows(const T* x, T* xhat, T* rstd, T* y, const T* gamma, const T*
   parallel_for(rows, d, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* xr = x + r * d;
-      double mu = 0;
-      for (int64_t j = 0; j < d; ++j) mu += xr[j];
-      mu /= d;
-      double v = 0;
-      for (int64_t j = 0; j < d; ++j) v += (xr[j] - mu) * (xr[j] - mu);
+      const double mu = kernel::sum_lanes(xr, d) / d;
+      const double v = kernel::sum_sq_dev_lanes(xr, mu, d);
       const double rs = 1.0 / std::sqrt(v / d + eps);
       rstd[r] = static_cast<T>(rs);
       T* xh = xhat + r * d;
@@ -46,17 +44,35 @@ void layer_norm_dx(const T* g, const T* gamma, const T* xhat, const T* rstd, T* 
     for (int64_t r = lo; r < hi; ++r) {
       const T* gr = g + r * d;
       const T* xr = xhat + r * d;
-      double m1 = 0, m2 = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        const double dxh = gamma ? double(gr[j]) * gamma[j] : double(gr[j]);
-        m1 += dxh;
-        m2 += dxh * xr[j];
+      // m1 = mean(dxhat), m2 = mean(dxhat * xhat), dxhat = g * gamma: double lane sums
+      double m1, m2;
+      if (gamma) {
+        double l1[kernel::kLanes] = {}, l2[kernel::kLanes] = {};
+        int64_t j = 0;
+        for (; j + kernel::kLanes <= d; j += kernel::kLanes)
+          for (int l = 0; l < kernel::kLanes; ++l) {
+            const double dxh = double(gr[j + l]) * gamma[j + l];
+            l1[l] += dxh;
+            l2[l] += dxh * xr[j + l];
+          }
+        for (int l = 0; j < d; ++j, ++l) {
+          const double dxh = double(gr[j]) * gamma[j];
+          l1[l] += dxh;
+          l2[l] += dxh * xr[j];
+        }
+        m1 = kernel::combine_lanes(l1) / d;
+        m2 = kernel::combine_lanes(l2) / d;
+      } else {
+        m1 = kernel::sum_lanes(gr, d) / d;
+        m2 = kernel::dot_lanes(gr, xr, d) / d;
       }
-      m1 /= d;
-      m2 /= d;
-      for (int64_t j = 0; j < d; ++j) {
-        const double dxh = gamma ? double(gr[j]) * gamma[j] : double(gr[j]);
-        dx[r * d + j] = static_cast<T>(rstd[r] * (dxh - m1 - xr[j] * m2));
+      const double rs = rstd[r];
+      T* dxr = dx + r * d;
+      if (gamma) {
+        for (int64_t j = 0; j < d; ++j)
+          dxr[j] = static_cast<T>(rs * (double(gr[j]) * gamma[j] - m1 - xr[j] * m2));
+      } else {
+        for (int64_t j = 0; j < d; ++j) dxr[j] = static_cast<T>(rs * (gr[j] - m1 - xr[j] * m2));
       }
     }
   });

@@ -17,6 +17,7 @@
 
 #include "fused.hpp"
 #include "kernel_util.hpp"
+#include "lanes.hpp"
 #include "parallel.hpp"
 
 namespace qkv {
@@ -26,6 +27,7 @@ namespace {
 using kernel::batch_offsets;
 using kernel::blas_rows;
 using kernel::empty_heads_layout;
+using kernel::fast_exp;
 using kernel::gemm;
 using kernel::Mat;
 using kernel::mat;
@@ -33,30 +35,6 @@ using kernel::mat;
 constexpr int64_t kTileQ = 64;    // query rows per tile
 constexpr int64_t kTileK = 256;   // keys per tile (forward)
 constexpr int64_t kTileKB = 128;  // keys per tile (backward: S, dP and P tiles side by side)
-
-// exp for the softmax tiles. float: a Cephes-style polynomial (about 1 ulp) written so the
-// compiler vectorizes the row loops; std::exp would run one element at a time. double (the
-// gradcheck dtype): std::exp.
-template <class T>
-inline T fast_exp(T x) {
-  if constexpr (std::is_same_v<T, double>) {
-    return std::exp(x);
-  } else {
-    const float xc = std::min(x, 88.0f);
-    const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-    const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const float y = p * r * r + r + 1.0f;
-    const int32_t e = (static_cast<int32_t>(std::max(n, -126.0f)) + 127) << 23;
-    const float y2 = y * std::bit_cast<float>(e);
-    return x < -87.0f ? 0.0f : y2;  // -inf (masked) and underflow give exactly 0
-  }
-}
 
 struct Problem : kernel::QKVDims, kernel::ScoreMask {};
 
@@ -131,12 +109,8 @@ void forward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Tens
             continue;
           }
           const T mt = static_cast<T>(mnew);
-          double z = 0;
-          for (int64_t j = 0; j < kb; ++j) {
-            const T e = fast_exp<T>(s[j] - mt);
-            s[j] = e;
-            z += e;
-          }
+          for (int64_t j = 0; j < kb; ++j) s[j] = fast_exp<T>(s[j] - mt);
+          const double z = kernel::sum_lanes(s, kb);
           if (mrun[i] != mnew) {
             const T alpha = mrun[i] == -INFINITY ? T(0) : fast_exp<T>(static_cast<T>(mrun[i]) - mt);
             lrun[i] *= alpha;
@@ -198,9 +172,7 @@ void backward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Ten
       for (int64_t i = 0; i < p.n; ++i) {
         const T* o = O.p + O.off[bi] + i * O.ld;
         const T* go = dO.p + dO.off[bi] + i * dO.ld;
-        double s = 0;
-        for (int64_t j = 0; j < p.dv; ++j) s += double(o[j]) * go[j];
-        D[i] = static_cast<T>(s);
+        D[i] = static_cast<T>(kernel::dot_lanes(o, go, p.dv));
       }
       for (int64_t k0 = 0; k0 < p.m; k0 += tk) {
         const int64_t kb = std::min(tk, p.m - k0);

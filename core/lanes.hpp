@@ -1,0 +1,91 @@
+// Building blocks for row kernels (softmax tiles, LayerNorm) that the compiler vectorizes.
+//
+// GCC vectorizes a loop only if doing so cannot change the result. An in-order floating-point
+// sum cannot be reordered, so `for (j) z += x[j]` runs one element at a time; neither can a
+// loop calling std::exp or std::floor (trapping math). The helpers here keep 8 independent
+// partial sums (one vector register of doubles) and add them in a fixed order at the end, so
+// they vectorize and still give the same bits on every run and for every thread count.
+#pragma once
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace qkv::kernel {
+
+constexpr int kLanes = 8;
+
+// The 8 partial sums, combined pairwise in a fixed order.
+inline double combine_lanes(const double* lane) {
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// sum of x[0..n), accumulated in double: x[j] goes to partial sum j % 8.
+template <class T>
+double sum_lanes(const T* x, int64_t n) {
+  double lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(x[j + l]);
+  for (int l = 0; j < n; ++j, ++l) lane[l] += static_cast<double>(x[j]);
+  return combine_lanes(lane);
+}
+
+// sum of x[j] * y[j], as sum_lanes.
+template <class T>
+double dot_lanes(const T* x, const T* y, int64_t n) {
+  double lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lane[l] += static_cast<double>(x[j + l]) * static_cast<double>(y[j + l]);
+  for (int l = 0; j < n; ++j, ++l) lane[l] += static_cast<double>(x[j]) * static_cast<double>(y[j]);
+  return combine_lanes(lane);
+}
+
+// sum of (x[j] - c)^2, as sum_lanes (a variance about a known mean c).
+template <class T>
+double sum_sq_dev_lanes(const T* x, double c, int64_t n) {
+  double lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const double e = static_cast<double>(x[j + l]) - c;
+      lane[l] += e * e;
+    }
+  for (int l = 0; j < n; ++j, ++l) {
+    const double e = static_cast<double>(x[j]) - c;
+    lane[l] += e * e;
+  }
+  return combine_lanes(lane);
+}
+
+// exp for softmax rows. float: a Cephes-style polynomial, within 1 ulp of std::exp on [-87, 1]
+// (tests/core/test_lanes.cpp),
+// exactly 0 below -87 and for -inf (a masked score). The range reduction rounds x / ln 2 to an
+// integer by adding and subtracting 1.5 * 2^23 rather than by std::floor, which would stop
+// the loop from vectorizing. double (the gradcheck dtype): std::exp.
+template <class T>
+inline T fast_exp(T x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return std::exp(x);
+  } else {
+    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: float addition rounds to an integer
+    const float xc = std::min(std::max(x, -87.5f), 88.0f);
+    const float n = (xc * 1.44269504088896341f + kRound) - kRound;  // nearest integer
+    const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // x - n ln 2, |r| <= ln2/2
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float y = p * r * r + r + 1.0f;
+    const int32_t e = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 127]
+    const float y2 = y * std::bit_cast<float>(e);
+    return x < -87.0f ? 0.0f : y2;  // -inf (masked) and underflow give exactly 0
+  }
+}
+
+}  // namespace qkv::kernel

@@ -1,0 +1,62 @@
+// The vectorizing row helpers of core/lanes.hpp: fast_exp against std::exp, and the lane sums
+// against in-order double sums.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/lanes.hpp"
+#include "core_test_util.hpp"
+
+using namespace qkv;
+
+namespace {
+
+// Distance in units in the last place between two positive floats.
+int64_t ulps(float a, float b) {
+  return std::abs(int64_t{std::bit_cast<int32_t>(a)} - int64_t{std::bit_cast<int32_t>(b)});
+}
+
+}  // namespace
+
+TEST_CASE("fast_exp is within 2 ulp of std::exp on the softmax range and exactly 0 below it") {
+  int64_t worst = 0;
+  float at = 0;
+  // Every 64th float in [-87, 0] (softmax arguments are s - max <= 0), and a few above 0.
+  for (float x = -87.0f; x <= 1.0f; x = std::nextafter(x, 2.0f)) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+    const int64_t u = ulps(kernel::fast_exp(x), want);
+    if (u > worst) worst = u, at = x;
+    for (int s = 0; s < 63; ++s) x = std::nextafter(x, 2.0f);
+  }
+  INFO("worst " << worst << " ulp at x = " << at);
+  CHECK(worst <= 2);
+  CHECK(kernel::fast_exp(0.0f) == 1.0f);
+  CHECK(kernel::fast_exp(-std::numeric_limits<float>::infinity()) == 0.0f);  // a masked score
+  CHECK(kernel::fast_exp(-87.5f) == 0.0f);
+  CHECK(kernel::fast_exp(-1000.0f) == 0.0f);
+  CHECK(std::abs(kernel::fast_exp(88.0f) / std::exp(88.0) - 1) < 1e-6);
+  CHECK(kernel::fast_exp(-0.5) == std::exp(-0.5));  // double is std::exp itself
+}
+
+TEST_CASE("lane sums equal in-order double sums to rounding, for every length and remainder") {
+  Generator g(3);
+  for (int64_t n : {0, 1, 7, 8, 9, 16, 31, 128, 1001}) {
+    const Tensor x = randn({std::max<int64_t>(n, 1)}, g), y = randn({std::max<int64_t>(n, 1)}, g);
+    const float* px = x.data<float>();
+    const float* py = y.data<float>();
+    double s = 0, d = 0, q = 0, mag = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      s += px[j];
+      d += double(px[j]) * py[j];
+      q += (px[j] - 0.25) * (px[j] - 0.25);
+      mag += std::abs(px[j]) * (1 + std::abs(py[j]));
+    }
+    INFO("n = " << n);
+    CHECK(std::abs(kernel::sum_lanes(px, n) - s) <= 1e-14 * (1 + mag));
+    CHECK(std::abs(kernel::dot_lanes(px, py, n) - d) <= 1e-14 * (1 + mag));
+    CHECK(std::abs(kernel::sum_sq_dev_lanes(px, 0.25, n) - q) <= 1e-13 * (1 + q));
+  }
+  // exactly representable values: the sum is exact whatever the order
+  const std::vector<float> ints = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  CHECK(kernel::sum_lanes(ints.data(), 11) == 66.0);
+}
