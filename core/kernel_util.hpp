@@ -28,9 +28,11 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a
 // no thread ever waits on another inside BLAS. Called inside a parallel region, or for a small
 // product, it is plain gemm. Each element of C is computed by one thread with the same
 // reduction order for a given thread count, so results are deterministic.
+// row_init (length m, or null): every row of C is first set to it by the thread that owns it,
+// then the product is added (pass beta = 1): a bias without a separate pass.
 template <class T>
 void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init = nullptr);
 
 // Storage offset of every batch entry of t (batch dims: all but the last two), row-major order.
 inline std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {

@@ -47,8 +47,14 @@ constexpr int64_t kBandAlign = 16;
 
 template <class T>
 void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init) {
+  // C's rows r0..r1, columns c0..c1 start as row_init (then the GEMM adds onto them).
+  auto init = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if (!row_init) return;
+    for (int64_t r = r0; r < r1; ++r) std::copy(row_init + c0, row_init + c1, c + r * ldc + c0);
+  };
   if (n * m * k < kBandMinWork || get_num_threads() <= 1 || in_parallel_region()) {
+    init(0, n, 0, m);
     gemm<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -59,9 +65,11 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
   parallel_for(units, kParallelGrain, [&](int64_t lo_u, int64_t hi_u) {
     const int64_t lo = lo_u * kBandAlign, hi = std::min(hi_u * kBandAlign, len);
     if (by_rows) {  // rows lo..hi of op(A) and of C
+      init(lo, hi, 0, m);
       const T* ab = ta ? a + lo : a + lo * lda;
       gemm<T>(ta, tb, hi - lo, m, k, alpha, ab, lda, b, ldb, beta, c + lo * ldc, ldc);
     } else {  // columns lo..hi of op(B) and of C
+      init(0, n, lo, hi);
       const T* bb = tb ? b + lo * ldb : b + lo;
       gemm<T>(ta, tb, n, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
     }
@@ -69,9 +77,10 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
 }
 
 template void gemm_bands<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                                const float*, int64_t, float, float*, int64_t);
+                                const float*, int64_t, float, float*, int64_t, const float*);
 template void gemm_bands<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
-                                 int64_t, const double*, int64_t, double, double*, int64_t);
+                                 int64_t, const double*, int64_t, double, double*, int64_t,
+                                 const double*);
 
 }  // namespace kernel
 
@@ -164,15 +173,15 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
             " for weight ", w.shape());
   Tensor y = empty({n, out_f}, x.dtype());
   if (y.numel() == 0) return y;
-  y.copy_(b);  // every row starts as the bias; the GEMM accumulates onto it (beta = 1)
-  if (in == 0) return y;
+  if (in == 0) return y.copy_(b);
   visit_float(x.dtype(), "linear", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Operand ox = as_blas(x), ow = as_blas(w.t());
-    const T* px = ox.t.template data<T>();
-    const T* pw = ow.t.template data<T>();
-    kernel::gemm_bands<T>(ox.trans, ow.trans, n, out_f, in, T(1), px, ox.ld, pw, ow.ld, T(1),
-                          y.data<T>(), out_f);
+    const Tensor bc = b.contiguous();
+    // Each band's rows start as the bias, written by the thread that then runs the GEMM onto
+    // them (beta = 1) while they are in its cache: no separate bias pass.
+    kernel::gemm_bands<T>(ox.trans, ow.trans, n, out_f, in, T(1), ox.t.template data<T>(), ox.ld,
+                          ow.t.template data<T>(), ow.ld, T(1), y.data<T>(), out_f, bc.data<T>());
   });
   return y;
 }
