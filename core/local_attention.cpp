@@ -11,6 +11,7 @@
 
 #include "attention_variants.hpp"
 #include "kernel_util.hpp"
+#include "lanes.hpp"
 #include "parallel.hpp"
 
 namespace qkv {
@@ -107,11 +108,8 @@ void forward_impl(const Band& b, const Tensor& q, const Tensor& k, const Tensor&
           L[bi * b.n + q0 + i] = -std::numeric_limits<T>::infinity();
           continue;
         }
-        double z = 0;
-        for (int64_t j = 0; j < kb; ++j) {
-          s[j] = std::exp(s[j] - mx);
-          z += s[j];
-        }
+        for (int64_t j = 0; j < kb; ++j) s[j] = kernel::fast_exp<T>(s[j] - mx);
+        const double z = kernel::sum_lanes(s, kb);
         inv[i] = static_cast<T>(1.0 / z);
         L[bi * b.n + q0 + i] = static_cast<T>(mx + std::log(z));
       }
@@ -157,10 +155,7 @@ void backward_impl(const Band& b, const Tensor& q, const Tensor& k, const Tensor
         }
         // D_i = dO_i . O_i = sum_j P_ij dP_ij, the softmax backward's row term
         for (int64_t i = 0; i < qb; ++i) {
-          const T *o = O.row(bi, q0 + i), *go = dO.row(bi, q0 + i);
-          double s = 0;
-          for (int64_t j = 0; j < b.dv; ++j) s += double(o[j]) * go[j];
-          D[i] = static_cast<T>(s);
+          D[i] = static_cast<T>(kernel::dot_lanes(O.row(bi, q0 + i), dO.row(bi, q0 + i), b.dv));
         }
         gemm<T>(false, true, qb, kb, b.dk, T(1), Q.row(bi, q0), Q.ld, K.row(bi, lo), K.ld, T(0), P,
                 kb);
@@ -172,7 +167,7 @@ void backward_impl(const Band& b, const Tensor& q, const Tensor& k, const Tensor
             continue;
           }
           (void)band_row<T>(b, mbase, bi, q0 + i, lo, s, kb, sc);
-          for (int64_t j = 0; j < kb; ++j) s[j] = std::exp(s[j] - l);
+          for (int64_t j = 0; j < kb; ++j) s[j] = kernel::fast_exp<T>(s[j] - l);
         }
         // dV += P^T dO;  dP = dO V^T;  dS = P (dP - D) * scale
         gemm<T>(true, false, kb, b.dv, qb, T(1), P, kb, dO.row(bi, q0), dO.ld, T(1), dV.row(bi, lo),
