@@ -39,8 +39,9 @@ Operand as_blas(const Tensor& m) {
 
 namespace kernel {
 
-// Below this many multiply-adds one thread does the product: forking costs more than it saves.
-constexpr int64_t kBandMinWork = 64 * 64 * 64;
+// Below this many multiply-adds one thread does the product: forking costs more than it saves
+// (bench_matmul, 2 threads: 64^3 takes 5 us on one thread, 9 us in two bands; 80^3 breaks even).
+constexpr int64_t kBandMinWork = 2 * 64 * 64 * 64;
 // Bands start at multiples of this many rows (columns), so every band but the last fills whole
 // register tiles of the sgemm kernel.
 constexpr int64_t kBandAlign = 16;

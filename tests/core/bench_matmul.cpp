@@ -1,6 +1,7 @@
-// bench_matmul: square float32 matmul GFLOP/s through qkv::matmul next to raw cblas_sgemm on
-// the same buffers, to show what the Tensor layer costs (allocation of the output, checks,
-// dispatch). Usage: bench_matmul [threads=2] [min_seconds_per_size=0.5]
+// bench_matmul: float32 matmul GFLOP/s through qkv::matmul (one single-threaded GEMM band per
+// thread, core/matmul.cpp) next to one raw cblas_sgemm call (OpenBLAS's own threading) on the
+// same buffers: square sizes and the GEMMs of `qkv bench`'s models.
+// Usage: bench_matmul [threads=2] [min_seconds_per_shape=0.5]
 #include <cblas.h>
 
 #include <algorithm>
@@ -43,34 +44,60 @@ int main(int argc, char** argv) {
   qkv::set_num_threads(threads);
   std::printf("matmul float32, %d threads (OpenBLAS %s, parallel=%d), median of timings\n\n",
               qkv::get_num_threads(), openblas_get_config(), openblas_get_parallel());
-  std::printf("| n    | qkv::matmul GFLOP/s | cblas_sgemm GFLOP/s | ratio |\n");
-  std::printf("|------|---------------------|---------------------|-------|\n");
+  std::printf(
+      "| C = op(A) op(B): n x m, k | what | qkv::matmul us | GFLOP/s | "
+      "cblas_sgemm us | GFLOP/s | qkv / cblas time |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+  struct Shape3 {
+    int64_t n, m, k;
+    bool ta, tb;  // A stored (k, n) / B stored (m, k), read transposed
+    const char* what;
+  };
+  const Shape3 shapes[] = {
+      {64, 64, 64, false, false, "square"},
+      {256, 256, 256, false, false, "square"},
+      {1024, 1024, 1024, false, false, "square (the bench's roof)"},
+      {2048, 64, 64, false, true, "tiny: x W^T"},
+      {2048, 128, 128, false, true, "small: x W^T"},
+      {2048, 512, 128, false, true, "small: feed-forward in"},
+      {2048, 128, 128, false, false, "small: dx = g W"},
+      {128, 128, 2048, true, false, "small: dW = g^T x"},
+      {2048, 16, 128, false, true, "small: logits"},
+      {800, 2048, 512, false, true, "annotated: feed-forward in"},
+      {512, 512, 800, true, false, "annotated: dW = g^T x"},
+  };
   qkv::Generator g(0);
   float sink = 0;
-  for (int64_t n : {64, 256, 1024}) {
-    const qkv::Tensor a = qkv::randn({n, n}, g), b = qkv::randn({n, n}, g);
-    qkv::Tensor c_raw = qkv::empty({n, n});
-    const double flops = 2.0 * n * n * n;
-    const double t_tensor = median_seconds(
+  for (const Shape3& s : shapes) {
+    // Stored layouts; the Tensor views below present them as (n, k) and (k, m).
+    const qkv::Tensor a_st = s.ta ? qkv::randn({s.k, s.n}, g) : qkv::randn({s.n, s.k}, g);
+    const qkv::Tensor b_st = s.tb ? qkv::randn({s.m, s.k}, g) : qkv::randn({s.k, s.m}, g);
+    const qkv::Tensor a = s.ta ? a_st.t() : a_st, b = s.tb ? b_st.t() : b_st;
+    qkv::Tensor c_raw = qkv::empty({s.n, s.m});
+    const double flops = 2.0 * s.n * s.m * s.k;
+    const double t_qkv = median_seconds(
         [&] {
           const qkv::Tensor c = qkv::matmul(a, b);
           sink += c.data<float>()[0];
         },
         min_seconds);
-    const float* pa = a.data<float>();
-    const float* pb = b.data<float>();
+    const float* pa = a_st.data<float>();
+    const float* pb = b_st.data<float>();
     float* pc = c_raw.data<float>();
-    const int ni = static_cast<int>(n);
+    const int n = static_cast<int>(s.n), m = static_cast<int>(s.m), k = static_cast<int>(s.k);
     const double t_raw = median_seconds(
         [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, pa, ni, pb, ni,
-                      0.0f, pc, ni);
+          cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
+                      s.tb ? CblasTrans : CblasNoTrans, n, m, k, 1.0f, pa, s.ta ? n : k, pb,
+                      s.tb ? k : m, 0.0f, pc, m);
           sink += pc[0];
         },
         min_seconds);
-    const double gt = flops / t_tensor * 1e-9, gr = flops / t_raw * 1e-9;
-    std::printf("| %-4lld | %19.1f | %19.1f | %5.2f |\n", static_cast<long long>(n), gt, gr,
-                gt / gr);
+    std::printf("| %lld x %lld, %lld%s%s | %s | %.1f | %.1f | %.1f | %.1f | %.2f |\n",
+                static_cast<long long>(s.n), static_cast<long long>(s.m),
+                static_cast<long long>(s.k), s.ta ? ", A^T" : "", s.tb ? ", B^T" : "", s.what,
+                t_qkv * 1e6, flops / t_qkv * 1e-9, t_raw * 1e6, flops / t_raw * 1e-9,
+                t_qkv / t_raw);
   }
   // Keeps the products observable so nothing is optimised away.
   std::printf("\n(checksum %g)\n", static_cast<double>(sink));

@@ -144,12 +144,12 @@ TEST_CASE("batched matmul with non-contiguous batch strides (attention head spli
 }
 
 TEST_CASE("large products split into per-thread bands: tall, wide, transposed, ragged") {
-  // Above 64^3 multiply-adds each thread computes its own band of rows (tall C) or columns
+  // Above 2 x 64^3 multiply-adds each thread computes its own band of rows (tall C) or columns
   // (wide C), 16 at a time; sizes here leave a ragged last band. 3 threads: uneven bands.
   for (int threads : {1, 2, 3}) {
     ScopedThreads scoped(threads);
     for (Shape nkm :
-         {Shape{203, 70, 37}, Shape{37, 70, 203}, Shape{16, 1030, 17}, Shape{1030, 17, 16}}) {
+         {Shape{210, 80, 37}, Shape{37, 80, 210}, Shape{16, 2100, 17}, Shape{2100, 17, 16}}) {
       INFO(threads << " threads, n k m " << shape_str(nkm));
       const Tensor a = randn_t({nkm[0], nkm[1]}, 57, DType::f64);
       const Tensor b = randn_t({nkm[1], nkm[2]}, 58, DType::f64);
@@ -162,7 +162,7 @@ TEST_CASE("large products split into per-thread bands: tall, wide, transposed, r
       CHECK(max_abs_diff(linear_forward(a, w, bias), want) < 1e-11);
     }
     // batches that do not go round the threads evenly split each matrix instead
-    check_matmul(randn_t({3, 90, 80}, 60, DType::f64), randn_t({3, 80, 70}, 61, DType::f64));
+    check_matmul(randn_t({3, 100, 80}, 60, DType::f64), randn_t({3, 80, 70}, 61, DType::f64));
   }
 }
 
