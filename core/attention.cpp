@@ -31,6 +31,7 @@ using kernel::fast_exp;
 using kernel::gemm;
 using kernel::Mat;
 using kernel::mat;
+using kernel::workspace;
 
 constexpr int64_t kTileQ = 64;    // query rows per tile
 constexpr int64_t kTileK = 256;   // keys per tile (forward)
@@ -44,13 +45,6 @@ Problem check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m
   static_cast<kernel::QKVDims&>(p) = kernel::check_qkv(q, k, v, op);
   static_cast<kernel::ScoreMask&>(p) = kernel::expand_mask(mask, p, op);
   return p;
-}
-
-template <class T>
-std::vector<T>& workspace(size_t n) {
-  thread_local std::vector<T> ws;
-  if (ws.size() < n) ws.resize(n);
-  return ws;
 }
 
 // Row i of a tile: scale the raw scores s[0..kb) and mask them to -inf (mrow: the mask row,
@@ -247,16 +241,9 @@ AttentionGrads attention_backward(const Tensor& q_in, const Tensor& k_in, const 
             "attention backward", "gradient ", dout_in.shape(), " for an output ", out_in.shape());
   const Tensor q = blas_rows(q_in), k = blas_rows(k_in), v = blas_rows(v_in);
   const Tensor out = blas_rows(out_in), dout = blas_rows(dout_in);
-  AttentionGrads g{empty_heads_layout(q.shape(), q.dtype()),
-                   empty_heads_layout(k.shape(), q.dtype()),
-                   empty_heads_layout(v.shape(), q.dtype())};
-  if (p.nb == 0 || (p.n == 0 && p.m == 0)) return g;
-  if (p.n == 0 || p.m == 0) {
-    g.dq.zero_();
-    g.dk.zero_();
-    g.dv.zero_();
-    return g;
-  }
+  const bool empty = p.nb == 0 || p.n == 0 || p.m == 0;
+  AttentionGrads g = kernel::attention_grads_like(q, k, v, empty);
+  if (empty) return g;
   const Tensor l = lse.contiguous();
   visit_float(q.dtype(), "attention backward", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "fused.hpp"
 #include "tensor.hpp"
 
 namespace qkv::kernel {
@@ -115,6 +116,31 @@ inline Tensor blas_rows(const Tensor& t) {
 inline Tensor empty_heads_layout(const Shape& s, DType dt) {
   if (s.size() != 4) return empty(s, dt);
   return empty({s[0], s[2], s[1], s[3]}, dt).permute({0, 2, 1, 3});
+}
+
+// Gradients for q, k, v, each shaped like its input and stored in the heads layout. When a
+// side is empty (no batch, no query or no key) nothing reaches them: they come back zeroed and
+// the caller returns them as they are (`empty` says whether that is the case).
+inline AttentionGrads attention_grads_like(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           bool empty) {
+  AttentionGrads g{empty_heads_layout(q.shape(), q.dtype()),
+                   empty_heads_layout(k.shape(), q.dtype()),
+                   empty_heads_layout(v.shape(), q.dtype())};
+  if (empty) {
+    g.dq.zero_();
+    g.dk.zero_();
+    g.dv.zero_();
+  }
+  return g;
+}
+
+// A scratch buffer of at least n elements, one per thread and element type, shared by every
+// kernel in core/: valid until the next workspace call on the same thread (kernels never nest).
+template <class T>
+std::vector<T>& workspace(size_t n) {
+  thread_local std::vector<T> ws;
+  if (ws.size() < n) ws.resize(n);
+  return ws;
 }
 
 // One operand: base pointer, per-batch-entry offsets, row stride.

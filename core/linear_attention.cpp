@@ -21,6 +21,7 @@ namespace {
 using kernel::gemm;
 using kernel::Mat;
 using kernel::mat;
+using kernel::workspace;
 
 struct Dims : kernel::QKVDims {
   int64_t d = 0, off = 0;  // d: the feature width (= dk); off = m - n
@@ -32,13 +33,6 @@ Dims check(const Tensor& fq, const Tensor& fk, const Tensor& v, const char* op) 
   s.d = s.dk;
   s.off = s.m - s.n;
   return s;
-}
-
-template <class T>
-std::vector<T>& workspace(size_t n) {
-  thread_local std::vector<T> ws;
-  if (ws.size() < n) ws.resize(n);
-  return ws;
 }
 
 template <class T>

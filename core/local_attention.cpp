@@ -20,6 +20,7 @@ namespace {
 using kernel::gemm;
 using kernel::Mat;
 using kernel::mat;
+using kernel::workspace;
 
 constexpr int64_t kTile = 64;  // query rows per tile
 
@@ -44,13 +45,6 @@ Band check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask
   b.causal = causal;
   static_cast<kernel::ScoreMask&>(b) = kernel::expand_mask(mask, b, op);
   return b;
-}
-
-template <class T>
-std::vector<T>& workspace(size_t n) {
-  thread_local std::vector<T> ws;
-  if (ws.size() < n) ws.resize(n);
-  return ws;
 }
 
 // Row i (query q0 + i) of a tile of raw scores s over keys [lo, lo + kb): scaled, and -inf
@@ -225,16 +219,9 @@ AttentionGrads local_attention_backward(const Tensor& q_in, const Tensor& k_in, 
   const Tensor q = kernel::blas_rows(q_in), k = kernel::blas_rows(k_in),
                v = kernel::blas_rows(v_in);
   const Tensor out = kernel::blas_rows(out_in), dout = kernel::blas_rows(dout_in);
-  AttentionGrads g{kernel::empty_heads_layout(q.shape(), q.dtype()),
-                   kernel::empty_heads_layout(k.shape(), q.dtype()),
-                   kernel::empty_heads_layout(v.shape(), q.dtype())};
-  if (b.nb == 0) return g;
-  if (b.n == 0 || b.m == 0) {
-    g.dq.zero_();
-    g.dk.zero_();
-    g.dv.zero_();
-    return g;
-  }
+  const bool empty = b.nb == 0 || b.n == 0 || b.m == 0;
+  AttentionGrads g = kernel::attention_grads_like(q, k, v, empty);
+  if (empty) return g;
   const Tensor l = lse.contiguous();
   visit_float(q.dtype(), "local_attention backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
