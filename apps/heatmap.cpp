@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "apps/plot.hpp"
 #include "core/error.hpp"
 #include "nn/safetensors.hpp"
 
@@ -199,23 +200,6 @@ std::pair<std::string, int> fit_title(const std::string& t, int width) {
   return {t.size() <= max1 ? t : t.substr(0, max1 - 1) + "~", 1};
 }
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<')
-      o += "&lt;";
-    else if (c == '>')
-      o += "&gt;";
-    else if (c == '&')
-      o += "&amp;";
-    else if (c == '\'')
-      o += "&apos;";
-    else
-      o += c;
-  }
-  return o;
-}
-
 }  // namespace
 
 std::string heatmap_label(const std::string& token) {
@@ -346,7 +330,7 @@ std::string render_heatmap_svg(const Heatmap& h) {
        "fill='white'/>\n";
   const auto [title, ts] = fit_title(h.title, l.width);
   o << "<text x='" << kPad << "' y='" << kPad + kTextH - 2 << "' font-size='" << (ts == 2 ? 16 : 9)
-    << "'>" << esc(title) << "</text>\n";
+    << "'>" << xml_escape(title) << "</text>\n";
   for (int64_t i = 0; i < h.rows; ++i)
     for (int64_t j = 0; j < h.cols; ++j) {
       const double v = h.values[i * h.cols + j];
@@ -367,7 +351,7 @@ std::string render_heatmap_svg(const Heatmap& h) {
   for (int64_t i = 0; i < h.rows; ++i)
     o << "<text x='" << l.grid_x - 6 << "' y='"
       << l.grid_y + static_cast<int>(i) * l.cell + l.cell / 2 + 5 << "' text-anchor='end'>"
-      << esc(heatmap_label(h.row_labels[i])) << "</text>\n";
+      << xml_escape(heatmap_label(h.row_labels[i])) << "</text>\n";
   const bool upright = upright_columns(h);
   for (int64_t j = 0; j < h.cols; ++j) {
     const int cx = l.grid_x + static_cast<int>(j) * l.cell + l.cell / 2, y = l.grid_y + gh + 6;
@@ -376,12 +360,12 @@ std::string render_heatmap_svg(const Heatmap& h) {
     else
       o << "<text transform='translate(" << cx + 5 << "," << y
         << ") rotate(-90)' text-anchor='end'>";
-    o << esc(heatmap_label(h.col_labels[j])) << "</text>\n";
+    o << xml_escape(heatmap_label(h.col_labels[j])) << "</text>\n";
   }
   o << "<text x='" << l.grid_x + gw / 2 << "' y='" << l.height - kPad - 2
-    << "' text-anchor='middle'>" << esc(h.x_label) << "</text>\n";
+    << "' text-anchor='middle'>" << xml_escape(h.x_label) << "</text>\n";
   o << "<text transform='translate(" << kPad + kTextH - 2 << "," << l.grid_y + gh / 2
-    << ") rotate(-90)' text-anchor='middle'>" << esc(h.y_label) << "</text>\n";
+    << ") rotate(-90)' text-anchor='middle'>" << xml_escape(h.y_label) << "</text>\n";
   const int bx = l.grid_x + gw + kBarGap, bh = std::max(gh, kMinBarH);
   o << "<defs><linearGradient id='scale' x1='0' y1='1' x2='0' y2='0'>";
   for (int k = 0; k <= 8; ++k) {

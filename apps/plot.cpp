@@ -21,21 +21,6 @@ std::string fmt(double v) {
   return buf;
 }
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<')
-      o += "&lt;";
-    else if (c == '>')
-      o += "&gt;";
-    else if (c == '&')
-      o += "&amp;";
-    else
-      o += c;
-  }
-  return o;
-}
-
 // "Nice" tick values covering [lo, hi].
 std::vector<double> ticks(double lo, double hi, bool log) {
   std::vector<double> t;
@@ -80,8 +65,8 @@ std::string render_svg(const LineChart& c, int W, int H) {
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
     << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
        "fill='white'/>\n";
-  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << esc(c.title)
-    << "</text>\n";
+  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>"
+    << xml_escape(c.title) << "</text>\n";
   // axes and grid
   for (double t : ticks(x0, x1, c.log_x)) {
     if (t < x0 - 1e-9 || t > x1 + 1e-9) continue;
@@ -98,9 +83,9 @@ std::string render_svg(const LineChart& c, int W, int H) {
   o << "<rect x='" << ml << "' y='" << mt << "' width='" << W - ml - mr << "' height='"
     << H - mt - mb << "' fill='none' stroke='black'/>\n";
   o << "<text x='" << (ml + W - mr) / 2 << "' y='" << H - 12 << "' text-anchor='middle'>"
-    << esc(c.x_label) << "</text>\n";
+    << xml_escape(c.x_label) << "</text>\n";
   o << "<text transform='translate(16," << (mt + H - mb) / 2
-    << ") rotate(-90)' text-anchor='middle'>" << esc(c.y_label) << "</text>\n";
+    << ") rotate(-90)' text-anchor='middle'>" << xml_escape(c.y_label) << "</text>\n";
   // series
   for (size_t k = 0; k < c.series.size(); ++k) {
     const Series& s = c.series[k];
@@ -121,7 +106,7 @@ std::string render_svg(const LineChart& c, int W, int H) {
     const double ly = mt + 14 + 18 * static_cast<double>(k);
     o << "<line x1='" << W - mr - 150 << "' x2='" << W - mr - 126 << "' y1='" << ly - 4 << "' y2='"
       << ly - 4 << "' stroke='" << col << "' stroke-width='2.5'/>\n<text x='" << W - mr - 120
-      << "' y='" << ly << "'>" << esc(s.label) << "</text>\n";
+      << "' y='" << ly << "'>" << xml_escape(s.label) << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();
@@ -149,8 +134,8 @@ std::string render_svg(const BarChart& c, int W, int H) {
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
     << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
        "fill='white'/>\n";
-  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>" << esc(c.title)
-    << "</text>\n";
+  o << "<text x='" << W / 2 << "' y='22' text-anchor='middle' font-size='15'>"
+    << xml_escape(c.title) << "</text>\n";
   for (double t : ticks(0, y1, false)) {
     if (t > y1 + 1e-12) continue;
     o << "<line x1='" << ml << "' x2='" << W - mr << "' y1='" << py(t) << "' y2='" << py(t)
@@ -169,23 +154,42 @@ std::string render_svg(const BarChart& c, int W, int H) {
     }
     const double ly = mt + 14 + 18 * static_cast<double>(k);
     o << "<rect x='" << W - mr - 150 << "' y='" << ly - 9 << "' width='18' height='10' fill='"
-      << col << "'/>\n<text x='" << W - mr - 126 << "' y='" << ly << "'>" << esc(s.label)
+      << col << "'/>\n<text x='" << W - mr - 126 << "' y='" << ly << "'>" << xml_escape(s.label)
       << "</text>\n";
   }
   for (size_t g = 0; g < c.categories.size(); ++g)
     o << "<text x='" << ml + gw * (static_cast<double>(g) + 0.5) << "' y='" << H - mb + 16
-      << "' text-anchor='middle'>" << esc(c.categories[g]) << "</text>\n";
+      << "' text-anchor='middle'>" << xml_escape(c.categories[g]) << "</text>\n";
   o << "<rect x='" << ml << "' y='" << mt << "' width='" << pw << "' height='" << ph
     << "' fill='none' stroke='black'/>\n";
   o << "<text x='" << (ml + W - mr) / 2 << "' y='" << H - 12 << "' text-anchor='middle'>"
-    << esc(c.x_label) << "</text>\n";
+    << xml_escape(c.x_label) << "</text>\n";
   o << "<text transform='translate(16," << (mt + H - mb) / 2
-    << ") rotate(-90)' text-anchor='middle'>" << esc(c.y_label) << "</text>\n</svg>\n";
+    << ") rotate(-90)' text-anchor='middle'>" << xml_escape(c.y_label) << "</text>\n</svg>\n";
   return o.str();
 }
 
 void write_svg(const std::string& path, const BarChart& c, int width, int height) {
   nn::atomic_write_file(path, render_svg(c, width, height));
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '\'')
+      o += "&apos;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
+  }
+  return o;
 }
 
 }  // namespace qkv::app

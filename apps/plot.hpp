@@ -33,4 +33,7 @@ struct BarChart {
 std::string render_svg(const BarChart& c, int width = 720, int height = 420);
 void write_svg(const std::string& path, const BarChart& c, int width = 720, int height = 420);
 
+// s with <, >, &, ' and " replaced by entities: safe as SVG text or a quoted attribute value.
+std::string xml_escape(const std::string& s);
+
 }  // namespace qkv::app

@@ -181,3 +181,11 @@ TEST_CASE("bar chart SVG: one bar per category and series, a legend") {
   CHECK(svg.find(">unscaled</text>") != std::string::npos);
   CHECK(svg.find(">weight</text>") != std::string::npos);
 }
+
+TEST_CASE("labels are escaped the same way in charts and heatmaps") {
+  CHECK(xml_escape("a<b & 'c' \"d\">") == "a&lt;b &amp; &apos;c&apos; &quot;d&quot;&gt;");
+  BarChart c{"x < y & 'z'", "k", "w", {"<eos>"}, {{"s", {}, {1.0}, ""}}};
+  const std::string svg = render_svg(c);
+  CHECK(svg.find(">x &lt; y &amp; &apos;z&apos;</text>") != std::string::npos);
+  CHECK(svg.find(">&lt;eos&gt;</text>") != std::string::npos);
+}
