@@ -252,17 +252,22 @@ def run_case(path):
                       {"torch": torch.__version__})
 
 
-def main():
+def run_all(run_one, usage, script):
+    """Runs run_one on every DIR/*.in.safetensors, DIR the one argument; exits 2 on misuse."""
     if len(sys.argv) != 2:
-        sys.stderr.write(__doc__)
+        sys.stderr.write(usage)
         sys.exit(2)
     cases = sorted(glob.glob(os.path.join(sys.argv[1], "*.in.safetensors")))
     if not cases:
-        sys.stderr.write("reference_nn.py: no cases in %s\n" % sys.argv[1])
+        sys.stderr.write("%s: no cases in %s\n" % (script, sys.argv[1]))
         sys.exit(2)
     for p in cases:
-        run_case(p)
+        run_one(p)
         print("done", os.path.basename(p))
+
+
+def main():
+    run_all(run_case, __doc__, "reference_nn.py")
 
 
 if __name__ == "__main__":

@@ -8,14 +8,13 @@ gradient R. Computes attention with the position scheme written out directly fro
 definition (Shaw et al. / T5 scalar bias; RoPE of Su et al.), backpropagates sum(out * R) and
 writes DIR/<case>.out.safetensors with "out" and "grad.<input>".
 """
-import glob
 import json
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_nn import read_safetensors, write_safetensors  # noqa: E402
+from reference_nn import read_safetensors, run_all, write_safetensors  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -60,13 +59,7 @@ def run_case(path):
 
 
 def main():
-    cases = sorted(glob.glob(os.path.join(sys.argv[1], "*.in.safetensors")))
-    if not cases:
-        sys.stderr.write("reference_positions.py: no cases in %s\n" % sys.argv[1])
-        sys.exit(2)
-    for p in cases:
-        run_case(p)
-        print("done", os.path.basename(p))
+    run_all(run_case, __doc__, "reference_positions.py")
 
 
 if __name__ == "__main__":

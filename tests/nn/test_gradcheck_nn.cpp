@@ -5,43 +5,15 @@
 
 #include <cstdio>
 
-#include "autograd/gradcheck.hpp"
+#include "gradcheck_test_util.hpp"
 #include "nn_test_util.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
 using namespace qkv::nn::test;
-using ag::GradcheckReport;
 using Ins = const std::vector<Var>&;
 
 namespace {
-
-// inputs first, then every parameter of m (named, so a failure names the parameter)
-std::vector<Var> with_params(std::vector<Var> inputs, const Module& m) {
-  for (const auto& [name, p] : m.named_parameters()) {
-    Var v = p;
-    v.set_name(name);
-    inputs.push_back(v);
-  }
-  return inputs;
-}
-
-void check(const ag::GradcheckFn& f, const std::vector<Var>& in) {
-  const ScopedThreads one(1);
-  const GradcheckReport r = ag::gradcheck(f, in);
-  INFO(r.summary());
-  CHECK(r.passed);
-  double worst_abs = 0, worst_rel = 0;
-  for (const auto& c : r.inputs)
-    worst_abs = std::max(worst_abs, c.max_abs_err), worst_rel = std::max(worst_rel, c.max_rel_err);
-  std::printf("gradcheck [%s] %zu inputs: max abs err %.2g, max rel err %.2g\n",
-              Catch::getResultCapture().getCurrentTestName().c_str(), r.inputs.size(), worst_abs,
-              worst_rel);
-  int64_t checked = 0;
-  for (const auto& c : r.inputs) checked += c.checked;
-  CHECK(checked > 0);
-  CHECK(r.inputs.size() == in.size());  // every input (and parameter) was checked
-}
 
 BlockConfig tiny_block(bool norm_first) {
   BlockConfig c;
@@ -61,28 +33,30 @@ TEST_CASE("gradcheck: Linear, Embedding, LayerNorm, FFN") {
   lin.to(DType::f64);
   // nonzero bias so the check does not pass by symmetry
   lin.bias.data().copy_(uniform({3}, -1, 1, g, DType::f64));
-  check([&](Ins in) { return lin.forward(in[0]); }, with_params({leaf({2, 5, 4}, g)}, lin));
+  check_gradients([&](Ins in) { return lin.forward(in[0]); },
+                  with_params({leaf({2, 5, 4}, g)}, lin));
   Linear nob(4, 3, g, false);
   nob.to(DType::f64);
-  check([&](Ins in) { return nob.forward(in[0]); }, with_params({leaf({3, 4}, g)}, nob));
+  check_gradients([&](Ins in) { return nob.forward(in[0]); }, with_params({leaf({3, 4}, g)}, nob));
 
   for (bool scaled : {false, true}) {
     Embedding emb(5, 3, g, scaled);
     emb.to(DType::f64);
     const Tensor ids = from_vector<int64_t>({0, 4, 4, 2, 0, 1}, {2, 3});  // repeats accumulate
-    check([&](Ins) { return emb.forward(ids); }, with_params({}, emb));
+    check_gradients([&](Ins) { return emb.forward(ids); }, with_params({}, emb));
   }
 
   LayerNorm ln(5, 1e-3);
   ln.to(DType::f64);
   ln.weight.data().copy_(uniform({5}, 0.5, 1.5, g, DType::f64));
   ln.bias.data().copy_(uniform({5}, -1, 1, g, DType::f64));
-  check([&](Ins in) { return ln.forward(in[0]); }, with_params({leaf({2, 3, 5}, g)}, ln));
+  check_gradients([&](Ins in) { return ln.forward(in[0]); }, with_params({leaf({2, 3, 5}, g)}, ln));
 
   for (Activation a : {Activation::relu, Activation::gelu}) {
     PositionwiseFeedForward ffn(4, 7, g, a, 0.0, nullptr);
     ffn.to(DType::f64);
-    check([&](Ins in) { return ffn.forward(in[0]); }, with_params({leaf({2, 3, 4}, g)}, ffn));
+    check_gradients([&](Ins in) { return ffn.forward(in[0]); },
+                    with_params({leaf({2, 3, 4}, g)}, ffn));
   }
 }
 
@@ -98,11 +72,12 @@ TEST_CASE("gradcheck: scaled dot-product attention, with and without masks, scal
       INFO("mask " << (mask.defined() ? shape_str(mask.shape()) : "none") << " scale "
                    << (s ? *s : -1.0));
       // q: (B, H, n, d_k), k: (B, H, m, d_k), v: (B, H, m, d_v) with d_v != d_k
-      check([&](Ins in) { return scaled_dot_product_attention(in[0], in[1], in[2], mask, s); },
-            {leaf({2, 2, 3, 5}, g), leaf({2, 2, 4, 5}, g), leaf({2, 2, 4, 3}, g)});
+      check_gradients(
+          [&](Ins in) { return scaled_dot_product_attention(in[0], in[1], in[2], mask, s); },
+          {leaf({2, 2, 3, 5}, g), leaf({2, 2, 4, 5}, g), leaf({2, 2, 4, 3}, g)});
     }
   // the weights output is differentiable too
-  check(
+  check_gradients(
       [&](Ins in) {
         Var w;
         scaled_dot_product_attention(in[0], in[1], in[2], causal, std::nullopt, &w);
@@ -120,25 +95,26 @@ TEST_CASE("gradcheck: multi-head attention, self and cross, with padding masks")
     bb.data().copy_(uniform({6}, -0.5, 0.5, g, DType::f64));
   }
   const Tensor self_mask = combine_masks(causal_mask(4), key_padding_mask(valid_mask({4, 3}, 4)));
-  check([&](Ins in) { return mha.forward(in[0], in[0], in[0], self_mask); },
-        with_params({leaf({2, 4, 6}, g)}, mha));
+  check_gradients([&](Ins in) { return mha.forward(in[0], in[0], in[0], self_mask); },
+                  with_params({leaf({2, 4, 6}, g)}, mha));
   const Tensor cross_mask = key_padding_mask(valid_mask({5, 2}, 5));
-  check([&](Ins in) { return mha.forward(in[0], in[1], in[1], cross_mask); },
-        with_params({leaf({2, 3, 6}, g), leaf({2, 5, 6}, g)}, mha));
+  check_gradients([&](Ins in) { return mha.forward(in[0], in[1], in[1], cross_mask); },
+                  with_params({leaf({2, 3, 6}, g), leaf({2, 5, 6}, g)}, mha));
   // distinct key and value tensors, no mask, scale 1, no biases
   MultiHeadAttention nob(6, 3, g, false, 1.0);
   nob.to(DType::f64);
-  check([&](Ins in) { return nob.forward(in[0], in[1], in[2]); },
-        with_params({leaf({1, 2, 6}, g), leaf({1, 3, 6}, g), leaf({1, 3, 6}, g)}, nob));
+  check_gradients([&](Ins in) { return nob.forward(in[0], in[1], in[2]); },
+                  with_params({leaf({1, 2, 6}, g), leaf({1, 3, 6}, g), leaf({1, 3, 6}, g)}, nob));
 }
 
 TEST_CASE("gradcheck: learned positional encoding") {
   Generator g(4);
   PositionalEncoding pe(PositionKind::learned, 4, 6, g, 0.0, nullptr);
   pe.to(DType::f64);
-  check([&](Ins in) { return pe.forward(in[0], 2); }, with_params({leaf({2, 3, 4}, g)}, pe));
+  check_gradients([&](Ins in) { return pe.forward(in[0], 2); },
+                  with_params({leaf({2, 3, 4}, g)}, pe));
   PositionalEncoding sin(PositionKind::sinusoidal, 4, 0, g, 0.0, nullptr);
-  check([&](Ins in) { return sin.forward(in[0], 5); }, {leaf({2, 3, 4}, g)});
+  check_gradients([&](Ins in) { return sin.forward(in[0], 5); }, {leaf({2, 3, 4}, g)});
 }
 
 TEST_CASE("gradcheck: encoder and decoder blocks, post-LN and pre-LN") {
@@ -148,14 +124,15 @@ TEST_CASE("gradcheck: encoder and decoder blocks, post-LN and pre-LN") {
     TransformerEncoderBlock enc(tiny_block(nf), g, nullptr);
     enc.to(DType::f64);
     const Tensor pad = key_padding_mask(valid_mask({3, 2}, 3));
-    check([&](Ins in) { return enc.forward(in[0], pad); }, with_params({leaf({2, 3, 6}, g)}, enc));
+    check_gradients([&](Ins in) { return enc.forward(in[0], pad); },
+                    with_params({leaf({2, 3, 6}, g)}, enc));
 
     TransformerDecoderBlock dec(tiny_block(nf), g, nullptr);
     dec.to(DType::f64);
     const Tensor self_mask = combine_masks(causal_mask(3), key_padding_mask(valid_mask({3, 2}, 3)));
     const Tensor cross_mask = key_padding_mask(valid_mask({4, 2}, 4));
-    check([&](Ins in) { return dec.forward(in[0], in[1], self_mask, cross_mask); },
-          with_params({leaf({2, 3, 6}, g), leaf({2, 4, 6}, g)}, dec));
+    check_gradients([&](Ins in) { return dec.forward(in[0], in[1], self_mask, cross_mask); },
+                    with_params({leaf({2, 3, 6}, g), leaf({2, 4, 6}, g)}, dec));
   }
 }
 
@@ -173,8 +150,8 @@ TEST_CASE("gradcheck: a small Seq2Seq, post-LN and pre-LN, through cross-entropy
     c.decoder_layers = 1;
     Seq2Seq m(c, g);
     m.to(DType::f64);
-    check([&](Ins) { return m.forward(src, tgt_in, sv, tv); }, with_params({}, m));
-    check(
+    check_gradients([&](Ins) { return m.forward(src, tgt_in, sv, tv); }, with_params({}, m));
+    check_gradients(
         [&](Ins) {
           const Var logits = m.forward(src, tgt_in, sv, tv);
           return ag::cross_entropy(ag::reshape(logits, {6, c.tgt_vocab}), tgt_out, -100, 0.1);
@@ -188,11 +165,11 @@ TEST_CASE("gradcheck: cross-entropy with label smoothing and ignore_index") {
   const Tensor t = from_vector<int64_t>({2, 0, 3, 3, 1, 2}, {6});  // 3 is ignored
   for (double ls : {0.0, 0.1, 0.5}) {
     INFO("label smoothing " << ls);
-    check([&](Ins in) { return ag::cross_entropy(in[0], t, 3, ls); },
-          {leaf({6, 4}, g, DType::f64, -3, 3)});
+    check_gradients([&](Ins in) { return ag::cross_entropy(in[0], t, 3, ls); },
+                    {leaf({6, 4}, g, DType::f64, -3, 3)});
   }
   Linear head(5, 4, g);
   head.to(DType::f64);
-  check([&](Ins in) { return ag::cross_entropy(head.forward(in[0]), t, 3, 0.2); },
-        with_params({leaf({6, 5}, g)}, head));
+  check_gradients([&](Ins in) { return ag::cross_entropy(head.forward(in[0]), t, 3, 0.2); },
+                  with_params({leaf({6, 5}, g)}, head));
 }

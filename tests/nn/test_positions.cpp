@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <map>
 
-#include "autograd/gradcheck.hpp"
+#include "gradcheck_test_util.hpp"
 #include "nn/relative_bias.hpp"
 #include "nn/rotary.hpp"
 #include "nn_test_util.hpp"
@@ -17,23 +17,6 @@ using namespace qkv::nn::test;
 using Ins = const std::vector<Var>&;
 
 namespace {
-
-std::vector<Var> with_params(std::vector<Var> inputs, const Module& m) {
-  for (const auto& [name, p] : m.named_parameters()) {
-    Var v = p;
-    v.set_name(name);
-    inputs.push_back(v);
-  }
-  return inputs;
-}
-
-void check_grad(const ag::GradcheckFn& f, const std::vector<Var>& in) {
-  const ScopedThreads one(1);
-  const ag::GradcheckReport r = ag::gradcheck(f, in);
-  INFO(r.summary());
-  CHECK(r.passed);
-  CHECK(r.inputs.size() == in.size());
-}
 
 // Every relative_bias table of m gets random values (they start at zero, where a relative
 // model cannot be told from a position-free one).
@@ -159,7 +142,7 @@ TEST_CASE("scaled_dot_product_attention: an additive bias, its gradient, and the
   // bias broadcast over the batch (1, H, n, m) and over everything but keys (m)
   for (const Shape& bs : {Shape{1, 2, 3, 4}, Shape{4}}) {
     INFO("bias " << shape_str(bs));
-    check_grad(
+    check_gradients(
         [&](Ins in) {
           return scaled_dot_product_attention(in[0], in[1], in[2], mask, std::nullopt, nullptr, 0.0,
                                               nullptr, in[3]);
@@ -194,8 +177,8 @@ TEST_CASE("scaled_dot_product_attention: an additive bias, its gradient, and the
 
 TEST_CASE("gradcheck: rotary, relative bias, and attention / blocks with each position kind") {
   Generator g(6);
-  check_grad([](Ins in) { return rotary(in[0], 3); }, {leaf({2, 3, 4, 6}, g)});
-  check_grad([](Ins in) { return relative_position_bias(in[0], 3, 5, 1); }, {leaf({2, 5}, g)});
+  check_gradients([](Ins in) { return rotary(in[0], 3); }, {leaf({2, 3, 4, 6}, g)});
+  check_gradients([](Ins in) { return relative_position_bias(in[0], 3, 5, 1); }, {leaf({2, 5}, g)});
   for (PositionKind kind : {PositionKind::relative, PositionKind::rope}) {
     INFO("kind " << static_cast<int>(kind));
     MultiHeadAttention mha(8, 2, g);
@@ -203,10 +186,10 @@ TEST_CASE("gradcheck: rotary, relative bias, and attention / blocks with each po
     mha.to(DType::f64);
     randomize_relative(mha, g);
     const Tensor self_mask = combine_masks(causal_mask(4), key_padding_mask(valid_mask({4, 3}, 4)));
-    check_grad([&](Ins in) { return mha.forward(in[0], in[0], in[0], self_mask); },
-               with_params({leaf({2, 4, 8}, g)}, mha));
+    check_gradients([&](Ins in) { return mha.forward(in[0], in[0], in[0], self_mask); },
+                    with_params({leaf({2, 4, 8}, g)}, mha));
     // a decoding step: one query at position 3 over 4 cached keys
-    check_grad(
+    check_gradients(
         [&](Ins in) {
           return mha.attend(in[0], mha.project_key(in[1]), mha.project_value(in[1]), Tensor(),
                             nullptr, 3);
@@ -224,14 +207,14 @@ TEST_CASE("gradcheck: rotary, relative bias, and attention / blocks with each po
     enc.to(DType::f64);
     randomize_relative(enc, g);
     const Tensor pad = key_padding_mask(valid_mask({3, 2}, 3));
-    check_grad([&](Ins in) { return enc.forward(in[0], pad); },
-               with_params({leaf({2, 3, 4}, g)}, enc));
+    check_gradients([&](Ins in) { return enc.forward(in[0], pad); },
+                    with_params({leaf({2, 3, 4}, g)}, enc));
     TransformerDecoderBlock dec(c, g, nullptr);
     dec.to(DType::f64);
     randomize_relative(dec, g);
     const Tensor sm = combine_masks(causal_mask(3), key_padding_mask(valid_mask({3, 2}, 3)));
-    check_grad([&](Ins in) { return dec.forward(in[0], in[1], sm, pad); },
-               with_params({leaf({2, 3, 4}, g), leaf({2, 3, 4}, g)}, dec));
+    check_gradients([&](Ins in) { return dec.forward(in[0], in[1], sm, pad); },
+                    with_params({leaf({2, 3, 4}, g), leaf({2, 3, 4}, g)}, dec));
   }
 }
 
