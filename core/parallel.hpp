@@ -1,9 +1,9 @@
 // Threads: one OpenMP pool for qkv's kernels and OpenBLAS alike.
 //
-// Policy: qkv links the OpenMP build of OpenBLAS. A BLAS call made outside a parallel region
-// uses the pool; a BLAS call made inside one (e.g. per-head GEMMs run in parallel) runs
-// single-threaded in its calling thread, so no second set of threads ever competes for the
-// cores. set_num_threads sets both.
+// Policy: qkv links the OpenMP build of OpenBLAS. A BLAS call made inside a parallel region
+// runs single-threaded in its calling thread, so no second set of threads ever competes for
+// the cores; qkv's matmul uses that to give each thread its own band of the product
+// (kernel::gemm_bands). set_num_threads sets both.
 #pragma once
 #include <cstdint>
 
