@@ -61,11 +61,11 @@ double sum_sq_dev_lanes(const T* x, double c, int64_t n) {
   return combine_lanes(lane);
 }
 
-// exp for softmax rows. float: a Cephes-style polynomial, within 1 ulp of std::exp on [-87, 1]
-// (tests/core/test_lanes.cpp),
-// exactly 0 below -87 and for -inf (a masked score). The range reduction rounds x / ln 2 to an
-// integer by adding and subtracting 1.5 * 2^23 rather than by std::floor, which would stop
-// the loop from vectorizing. double (the gradcheck dtype): std::exp.
+// exp for softmax rows (x <= 88). float: a Cephes-style polynomial, within 1 ulp of std::exp on
+// [-87, 1] (tests/core/test_lanes.cpp), exactly 0 below -87 and for -inf (a masked score). The
+// range reduction rounds x / ln 2 to an integer by adding and subtracting 1.5 * 2^23 rather
+// than by std::floor, which would stop the loop from vectorizing. double (the gradcheck
+// dtype): std::exp.
 template <class T>
 inline T fast_exp(T x) {
   if constexpr (std::is_same_v<T, double>) {
