@@ -215,17 +215,8 @@ AttentionResult attention_forward(const Tensor& q_in, const Tensor& k_in, const 
                                   const Tensor& mask, double scale) {
   const Problem p = check(q_in, k_in, v_in, mask, "attention");
   const Tensor q = blas_rows(q_in), k = blas_rows(k_in), v = blas_rows(v_in);
-  Shape oshape = p.batch;
-  oshape.insert(oshape.end(), {p.n, p.dv});
-  Shape lshape = p.batch;
-  lshape.push_back(p.n);
-  AttentionResult r{empty_heads_layout(oshape, q.dtype()), empty(lshape, q.dtype())};
-  if (r.out.numel() == 0) return r;
-  if (p.m == 0) {  // no keys: every row is fully masked
-    r.out.zero_();
-    r.lse.fill_(-INFINITY);
-    return r;
-  }
+  AttentionResult r = kernel::attention_result_for(p, q.dtype());
+  if (r.out.numel() == 0 || p.m == 0) return r;  // nothing to compute, or all rows masked
   visit_float(q.dtype(), "attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_impl<T>(p, q, k, v, static_cast<T>(scale), r.out, r.lse);

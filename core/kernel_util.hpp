@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 #include <vector>
 
@@ -116,6 +117,21 @@ inline Tensor blas_rows(const Tensor& t) {
 inline Tensor empty_heads_layout(const Shape& s, DType dt) {
   if (s.size() != 4) return empty(s, dt);
   return empty({s[0], s[2], s[1], s[3]}, dt).permute({0, 2, 1, 3});
+}
+
+// The output (..., n, dv), in the heads layout, and log-sum-exp (..., n) of a q, k, v kernel.
+// With no keys (m == 0) every row is fully masked: out comes back zero and lse -inf, and the
+// caller returns them as they are.
+inline AttentionResult attention_result_for(const QKVDims& d, DType dt) {
+  Shape oshape = d.batch, lshape = d.batch;
+  oshape.insert(oshape.end(), {d.n, d.dv});
+  lshape.push_back(d.n);
+  AttentionResult r{empty_heads_layout(oshape, dt), empty(lshape, dt)};
+  if (d.m == 0) {
+    r.out.zero_();
+    r.lse.fill_(-INFINITY);
+  }
+  return r;
 }
 
 // Gradients for q, k, v, each shaped like its input and stored in the heads layout. When a

@@ -191,16 +191,8 @@ AttentionResult local_attention_forward(const Tensor& q_in, const Tensor& k_in, 
   const Band b = check(q_in, k_in, v_in, mask, window, causal, "local_attention");
   const Tensor q = kernel::blas_rows(q_in), k = kernel::blas_rows(k_in),
                v = kernel::blas_rows(v_in);
-  Shape oshape = b.batch, lshape = b.batch;
-  oshape.insert(oshape.end(), {b.n, b.dv});
-  lshape.push_back(b.n);
-  AttentionResult r{kernel::empty_heads_layout(oshape, q.dtype()), empty(lshape, q.dtype())};
-  if (r.out.numel() == 0) return r;
-  if (b.m == 0) {
-    r.out.zero_();
-    r.lse.fill_(-INFINITY);
-    return r;
-  }
+  AttentionResult r = kernel::attention_result_for(b, q.dtype());
+  if (r.out.numel() == 0 || b.m == 0) return r;  // nothing to compute, or all rows masked
   visit_float(q.dtype(), "local_attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_impl<T>(b, q, k, v, static_cast<T>(scale), r.out, r.lse);
