@@ -29,8 +29,8 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
                                   const Tensor& lse, const Tensor& dout);
 
 // --- linear layers (core/matmul.cpp, core/reduce.cpp) ---
-// x: (N, in), w: (out, in), b: (out) or undefined -> (N, out) = x w^T + b: the bias is written
-// first and the GEMM adds onto it, so there is no separate bias pass.
+// x: (N, in), w: (out, in), b: (out) or undefined -> (N, out) = x w^T + b: each thread writes
+// the bias into its band of rows and its GEMM adds onto it (no parallel region for the bias).
 Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b);
 // x: (N, C) -> (C): the sum of the rows (a bias gradient), each column accumulated in double
 // in row order, so the result does not depend on the thread count.

@@ -31,7 +31,7 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a
 // product, it is plain gemm. Each element of C is computed by one thread with the same
 // reduction order for a given thread count, so results are deterministic.
 // row_init (length m, or null): every row of C is first set to it by the thread that owns it,
-// then the product is added (pass beta = 1): a bias without a separate pass.
+// then the product is added (pass beta = 1): a bias written by the thread that owns the rows.
 template <class T>
 void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
                 const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init = nullptr);

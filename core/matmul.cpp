@@ -180,7 +180,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
     const Operand ox = as_blas(x), ow = as_blas(w.t());
     const Tensor bc = b.contiguous();
     // Each band's rows start as the bias, written by the thread that then runs the GEMM onto
-    // them (beta = 1) while they are in its cache: no separate bias pass.
+    // them (beta = 1): no parallel region of its own for the bias (the write itself remains).
     kernel::gemm_bands<T>(ox.trans, ow.trans, n, out_f, in, T(1), ox.t.template data<T>(), ox.ld,
                           ow.t.template data<T>(), ow.ld, T(1), y.data<T>(), out_f, bc.data<T>());
   });
