@@ -27,6 +27,7 @@
 #include <sstream>
 #include <string>
 
+#include "apps/bench_runtime.hpp"
 #include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/distributed.hpp"
@@ -169,6 +170,7 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   j["peak_tensor_mb"] = double(a1.peak_live_bytes) / (1 << 20);
   // Blocks taken from the system during the timed steps: 0 once the cache is warm.
   j["system_allocs_per_step"] = double(a1.system_allocs - a0.system_allocs) / ms.size();
+  j["runtime"] = to_json(this_process(get_num_threads()));
   if (data_parallel) {
     j["ranks"] = ranks;
     j["global_batch"] = m.batch;
@@ -290,6 +292,36 @@ int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
   return 0;
 }
 
+// What each side computes on, and whether the comparison is worth printing: qkv from this
+// process (its children run this binary with the same environment and thread count), PyTorch
+// from `bench_reference.py --describe` run as the timed children are. A side with a problem
+// (comparison_problems) stops the bench unless --allow-unfair, which flags it in the table.
+struct Sides {
+  RuntimeInfo qkv, torch;
+  std::vector<std::string> qkv_problems, torch_problems;
+};
+
+Sides check_sides(const BenchArgs& a, int threads, const std::string& env,
+                  const std::string& script) {
+  Sides s;
+  s.qkv = this_process(threads);
+  s.qkv_problems = comparison_problems(s.qkv);
+  if (a.compare) {
+    const json d = run_child(env + "/usr/bin/python3 " + shell_quote(script) +
+                             " --describe --threads " + std::to_string(threads));
+    s.torch = runtime_from_json(d.at("runtime"));
+    s.torch_problems = comparison_problems(s.torch);
+  }
+  std::string all;
+  for (const auto* list : {&s.qkv_problems, &s.torch_problems})
+    for (const std::string& p : *list) all += "\n  " + p;
+  if (!all.empty() && a.compare && !a.allow_unfair)
+    throw Error("bench: not a comparison worth printing:" + all +
+                "\n(--allow-unfair runs it anyway and flags it in the table)");
+  if (!all.empty() && !a.json) std::fprintf(stderr, "bench: warning:%s\n", all.c_str());
+  return s;
+}
+
 }  // namespace
 
 int cmd_bench(const BenchArgs& a) {
@@ -329,15 +361,16 @@ int cmd_bench(const BenchArgs& a) {
   const std::string self = shell_quote(self_exe());
   const std::string script =
       a.reference.empty() ? std::string(QKV_SOURCE_DIR) + "/apps/bench_reference.py" : a.reference;
+  // Both sides run with the same environment; --passive makes idle OpenMP threads sleep
+  // instead of spinning (what a loaded machine needs), for both alike.
+  const std::string env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
+  const Sides sides = check_sides(a, threads, env, script);
   std::map<std::string, std::vector<json>> qkv_runs, torch_runs;
   std::vector<double> peaks;
   const double load_before = load_average();
   for (int r = 0; r < a.repeats; ++r) {
     peaks.push_back(sgemm_peak_gflops());
     for (const std::string& n : names) {
-      // Both sides run with the same environment; --passive makes idle OpenMP threads sleep
-      // instead of spinning (what a loaded machine needs), for both alike.
-      const std::string env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
       const std::string common = " --model " + n + " --threads " + std::to_string(threads) +
                                  " --min-seconds " + std::to_string(a.min_seconds);
       qkv_runs[n].push_back(run_child(env + self + " bench --child" + common));
@@ -382,6 +415,13 @@ int cmd_bench(const BenchArgs& a) {
   result["omp_wait_policy"] = a.passive ? "passive" : "default";
   result["repeats"] = a.repeats;
   result["sgemm_peak_gflops"] = peak;
+  result["runtime"] = {{"qkv", to_json(sides.qkv)}};
+  result["problems"] = {{"qkv", sides.qkv_problems}};
+  if (a.compare) {
+    result["runtime"]["torch"] = to_json(sides.torch);
+    result["problems"]["torch"] = sides.torch_problems;
+    result["torch_options"] = torch_runs[names.front()].back().value("options", json::object());
+  }
   result["models"] = json::array();
   for (const std::string& n : names) {
     const BenchModel& m = find_model(n);
@@ -391,8 +431,10 @@ int cmd_bench(const BenchArgs& a) {
     e["qkv"] = summarize(qkv_runs[n], m);
     e["qkv"]["peak_tensor_mb"] = qkv_runs[n].back()["peak_tensor_mb"];
     e["qkv"]["system_allocs_per_step"] = qkv_runs[n].back()["system_allocs_per_step"];
+    e["qkv"]["runtime"] = qkv_runs[n].back()["runtime"];  // the timed process's own report
     if (a.compare) {
       e["torch"] = summarize(torch_runs[n], m);
+      e["torch"]["runtime"] = torch_runs[n].back()["runtime"];
       e["ratio"] = e["qkv"]["ms_per_step"].get<double>() / e["torch"]["ms_per_step"].get<double>();
     }
     result["models"].push_back(e);
@@ -403,9 +445,17 @@ int cmd_bench(const BenchArgs& a) {
   }
   std::printf(
       "%s, %d cores, %d threads%s; sgemm peak %.1f GFLOP/s; load %.2f -> %.2f; "
-      "median of %d rounds\n\n",
+      "median of %d rounds\n",
       cpu_model().c_str(), omp_get_num_procs(), threads,
       a.passive ? " (OMP_WAIT_POLICY=passive)" : "", peak, load_before, load_average(), a.repeats);
+  std::printf("%s\n", describe(sides.qkv).c_str());
+  if (a.compare)
+    std::printf("%s; options %s\n", describe(sides.torch).c_str(),
+                result["torch_options"].dump().c_str());
+  std::printf("\n");
+  // A side the checks found unfair (run with --allow-unfair) is marked "!" beside its time.
+  const char* qkv_mark = sides.qkv_problems.empty() ? "" : " !";
+  const char* torch_mark = sides.torch_problems.empty() ? "" : " !";
   if (a.compare) {
     std::printf(
         "| model | qkv ms/step | torch ms/step | qkv/torch | qkv tokens/s | qkv GFLOP/s | "
@@ -419,20 +469,23 @@ int cmd_bench(const BenchArgs& a) {
     const json& q = e["qkv"];
     if (a.compare) {
       const json& t = e["torch"];
-      std::printf("| %s | %.2f | %.2f | %.2f | %.0f | %.1f | %.0f%% | %.0f%% | %.0f | %.0f |\n",
-                  e["model"].get<std::string>().c_str(), q["ms_per_step"].get<double>(),
-                  t["ms_per_step"].get<double>(), e["ratio"].get<double>(),
+      std::printf("| %s | %.2f%s | %.2f%s | %.2f | %.0f | %.1f | %.0f%% | %.0f%% | %.0f | %.0f |\n",
+                  e["model"].get<std::string>().c_str(), q["ms_per_step"].get<double>(), qkv_mark,
+                  t["ms_per_step"].get<double>(), torch_mark, e["ratio"].get<double>(),
                   q["tokens_per_s"].get<double>(), q["gflops"].get<double>(),
                   100 * q["fraction_of_sgemm_peak"].get<double>(),
                   100 * t["fraction_of_sgemm_peak"].get<double>(), q["peak_rss_mb"].get<double>(),
                   t["peak_rss_mb"].get<double>());
     } else {
-      std::printf("| %s | %.2f | %.0f | %.1f | %.0f%% | %.0f |\n",
-                  e["model"].get<std::string>().c_str(), q["ms_per_step"].get<double>(),
+      std::printf("| %s | %.2f%s | %.0f | %.1f | %.0f%% | %.0f |\n",
+                  e["model"].get<std::string>().c_str(), q["ms_per_step"].get<double>(), qkv_mark,
                   q["tokens_per_s"].get<double>(), q["gflops"].get<double>(),
                   100 * q["fraction_of_sgemm_peak"].get<double>(), q["peak_rss_mb"].get<double>());
     }
   }
+  for (const auto* list : {&sides.qkv_problems, &sides.torch_problems})
+    for (const std::string& p : *list) std::printf("\n! %s", p.c_str());
+  if (!sides.qkv_problems.empty() || !sides.torch_problems.empty()) std::printf("\n");
   return 0;
 }
 

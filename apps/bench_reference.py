@@ -2,9 +2,18 @@
 """The PyTorch side of `qkv bench --compare`: the same models, timed the same way.
 
 Run by Debian's /usr/bin/python3 with python3-torch. Prints one JSON object per model:
-{"model", "framework": "torch", "threads", "ms_per_step", "steps", "peak_rss_mb"}.
-peak_rss_mb is the process's peak resident memory (VmHWM) above its resident memory just
-before the model was built, as qkv's child reports it.
+{"model", "framework": "torch", "threads", "ms_per_step", "steps", "peak_rss_mb", "runtime",
+"options"}. peak_rss_mb is the process's peak resident memory (VmHWM) above its resident memory
+just before the model was built, as qkv's child reports it. runtime is what this process
+computes on (the fields of apps/bench_runtime.hpp, which classifies them): the mapped file
+holding the sgemm_ torch calls, read from /proc/self/maps, OpenBLAS's own report through
+ctypes, OPENBLAS_CORETYPE and the thread counts. --describe prints only that and exits.
+
+PyTorch at its fastest here (measured side by side, docs/performance.md): torch.set_num_threads
+equal to qkv's threads; Adam's multi-tensor (foreach) step; oneDNN left enabled, though in
+float32 training no op of these models takes a oneDNN path in 1.13 (linear layers and bmm go
+to the BLAS); denormals flushed (no measurable change, kept off by default as the twin of qkv,
+which does not flush). Each choice has a switch, to measure it again.
 
 Models (as apps/bench.cpp): nn.Transformer with the sizes of `tiny`, `small` and `annotated`
 (post-LN, ReLU, dropout 0, batch_first, embeddings * sqrt(d) + sinusoidal positions, a linear
@@ -12,10 +21,14 @@ output projection, cross-entropy, Adam); `attention-4096` is one nn.MultiheadAtt
 forward + backward.
 
 usage: bench_reference.py --model NAME [--model NAME ...] [--threads N] [--min-seconds S]
+                          [--adam-foreach on|off] [--mkldnn on|off] [--flush-denormal on|off]
+       bench_reference.py --describe [--threads N]
 """
 import argparse
+import ctypes
 import json
 import math
+import os
 import statistics
 import time
 
@@ -39,6 +52,78 @@ def status_mb(key):
                 return float(line.split()[1]) / 1024.0
     return 0.0
 
+
+# ---- what this process computes on (mirrors apps/bench_runtime.cpp's this_process)
+
+BLAS_KEYS = ("libblas", "libopenblas", "libmkl", "libblis", "atlas", "liblapack", "libcblas")
+
+
+def maps_entries():
+    """(start, end, path) of every file mapping in /proc/self/maps."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) < 6 or not parts[5].startswith("/"):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            path = parts[5].rstrip("\n")
+            if path.endswith(" (deleted)"):
+                path = path[: -len(" (deleted)")]
+            out.append((lo, hi, path))
+    return out
+
+
+def loaded(name):
+    """A handle on an already-mapped library (never loads a new one), or None."""
+    try:
+        return ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return None
+
+
+def runtime_info():
+    entries = maps_entries()
+    files = list(dict.fromkeys(p for _, _, p in entries))
+    blas_files = [f for f in files if any(k in os.path.basename(f) for k in BLAS_KEYS)]
+    # The sgemm_ torch calls: Debian's libtorch_cpu needs libblas.so.3; other builds bundle a
+    # BLAS, so the mapped BLAS files are tried after it.
+    sgemm_file = ""
+    for name in ["libblas.so.3"] + blas_files:
+        lib = loaded(name)
+        fn = getattr(lib, "sgemm_", None) if lib is not None else None
+        if fn is None:
+            continue
+        addr = ctypes.cast(fn, ctypes.c_void_p).value
+        hit = [p for lo, hi, p in entries if lo <= addr < hi]
+        if hit:
+            sgemm_file = os.path.realpath(hit[0])
+            break
+    info = {"framework": "torch", "sgemm_file": sgemm_file, "blas_files": blas_files,
+            "blas_threading": "unknown", "openblas_config": "", "openblas_corename": "",
+            "blas_threads": -1, "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE", ""),
+            "threads": torch.get_num_threads(),
+            "interop_threads": torch.get_num_interop_threads(),
+            "omp_max_threads": 0, "cores": len(os.sched_getaffinity(0))}
+    for f in blas_files:  # OpenBLAS reports itself
+        lib = loaded(f)
+        if lib is None or getattr(lib, "openblas_get_parallel", None) is None:
+            continue
+        info["blas_threading"] = {0: "sequential", 1: "pthreads", 2: "openmp"}.get(
+            lib.openblas_get_parallel(), "unknown")
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        info["openblas_config"] = lib.openblas_get_config().decode()
+        info["openblas_corename"] = lib.openblas_get_corename().decode()
+        info["blas_threads"] = lib.openblas_get_num_threads()
+        break
+    gomp = loaded("libgomp.so.1")
+    if gomp is not None:
+        info["omp_max_threads"] = gomp.omp_get_max_threads()
+    return info
+
+
+# ---- the models
 
 def sinusoidal(n, d):
     pos = torch.arange(n, dtype=torch.float64).unsqueeze(1)
@@ -80,13 +165,13 @@ def time_steps(step, min_steps, min_seconds):
     return ms
 
 
-def run_one(name, min_seconds):
+def run_one(name, min_seconds, foreach):
     seq2seq, d, heads, d_ff, enc, dec, vocab, length, batch = MODELS[name]
     base = status_mb("VmRSS")
     torch.manual_seed(1)
     if seq2seq:
         model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=foreach)
         src = torch.randint(0, vocab, (batch, length))
         tgt_in = torch.randint(0, vocab, (batch, length))
         tgt_out = torch.randint(0, vocab, (batch * length,))
@@ -116,15 +201,41 @@ def run_one(name, min_seconds):
             "peak_rss_mb": status_mb("VmHWM") - base}
 
 
+def on_off(v):
+    if v not in ("on", "off"):
+        raise argparse.ArgumentTypeError("expected on or off, got %r" % v)
+    return v == "on"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", action="append", choices=sorted(MODELS), required=True)
+    ap.add_argument("--model", action="append", choices=sorted(MODELS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-seconds", type=float, default=2.0)
+    ap.add_argument("--adam-foreach", type=on_off, default=True,
+                    help="Adam's multi-tensor step (on, the fastest here) or one tensor at a time")
+    ap.add_argument("--mkldnn", type=on_off, default=True,
+                    help="torch.backends.mkldnn.enabled (on: PyTorch's default)")
+    ap.add_argument("--flush-denormal", type=on_off, default=False,
+                    help="torch.set_flush_denormal (off: qkv does not flush either)")
+    ap.add_argument("--describe", action="store_true",
+                    help="print what this process computes on (one JSON object) and exit")
     a = ap.parse_args()
+    if not a.describe and not a.model:
+        ap.error("--model is required (or --describe)")
     torch.set_num_threads(a.threads)
+    torch.backends.mkldnn.enabled = a.mkldnn
+    torch.set_flush_denormal(a.flush_denormal)
+    options = {"adam_foreach": a.adam_foreach, "mkldnn": a.mkldnn,
+               "flush_denormal": a.flush_denormal}
+    if a.describe:
+        print(json.dumps({"runtime": runtime_info(), "options": options}), flush=True)
+        return
     for name in a.model:
-        print(json.dumps(run_one(name, a.min_seconds)), flush=True)
+        r = run_one(name, a.min_seconds, a.adam_foreach)
+        r["runtime"] = runtime_info()
+        r["options"] = options
+        print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   b->add_option("--reference", bn.reference, "PyTorch reference script");
   b->add_flag("--passive", bn.passive,
               "OMP_WAIT_POLICY=passive for both sides (for a busy machine)");
+  b->add_flag("--allow-unfair", bn.allow_unfair,
+              "compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside "
+              "OpenMP threads or more threads than cores (flagged in the table)");
   b->add_flag("--child", bn.child, "internal: run in this process")->group("");
   b->add_flag(
       "--attention-sweep", bn.attention_sweep,
