@@ -39,13 +39,15 @@ struct BenchArgs {
   std::vector<std::string> models;  // empty: all (tiny, small, annotated, attention-4096)
   int threads = 2;
   bool json = false;
-  bool compare = false;       // also run the PyTorch reference, side by side
-  int repeats = 3;            // rounds; each side's result is the median over rounds
-  double min_seconds = 2.0;   // timed steps per process: at least this long (and >= 5 steps)
-  std::string reference;      // the reference script (default: apps/bench_reference.py)
-  bool passive = false;       // OMP_WAIT_POLICY=passive for both sides (busy machines)
-  bool allow_unfair = false;  // compare even on the reference BLAS etc. (flagged in the table)
-  bool child = false;         // internal: run the models in this process, print JSON lines
+  bool compare = false;      // also run the PyTorch reference, side by side
+  int repeats = 3;           // rounds; each side's result is the median over rounds
+  double min_seconds = 2.0;  // timed steps per process: at least this long (and >= 5 steps)
+  std::string reference;     // the reference script (default: apps/bench_reference.py)
+  bool passive = false;      // OMP_WAIT_POLICY=passive for both sides (busy machines)
+  bool child = false;        // internal: run the models in this process, print JSON lines
+  // compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside OpenMP
+  // threads or more threads than cores (apps/bench_runtime.hpp); flagged in the table
+  bool allow_unfair = false;
   // --attention-sweep: time and memory of attention variants against n (bench_sweep.cpp)
   bool attention_sweep = false;
   int64_t max_n = 8192;                        // n = 256, 512, ..., max_n
