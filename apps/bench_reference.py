@@ -9,11 +9,13 @@ computes on (the fields of apps/bench_runtime.hpp, which classifies them): the m
 holding the sgemm_ torch calls, read from /proc/self/maps, OpenBLAS's own report through
 ctypes, OPENBLAS_CORETYPE and the thread counts. --describe prints only that and exits.
 
-PyTorch at its fastest here (measured side by side, docs/performance.md): torch.set_num_threads
-equal to qkv's threads; Adam's multi-tensor (foreach) step; oneDNN left enabled, though in
-float32 training no op of these models takes a oneDNN path in 1.13 (linear layers and bmm go
-to the BLAS); denormals flushed (no measurable change, kept off by default as the twin of qkv,
-which does not flush). Each choice has a switch, to measure it again.
+PyTorch at its fastest here (options measured side by side in one process, docs/performance.md
+"The PyTorch side"): torch.set_num_threads equal to qkv's threads. Adam's multi-tensor
+(foreach) step measured no faster on CPU in 1.13 (its _foreach ops loop over the tensors), so
+Adam keeps its default, one tensor at a time. oneDNN stays enabled, but no op of these models
+reaches it in float32 training (DNNL_VERBOSE=1 prints nothing: linear layers and bmm go to the
+BLAS). Flushing denormals changed nothing measurable, and qkv does not flush: off. Each choice
+has a switch, to measure it again.
 
 Models (as apps/bench.cpp): nn.Transformer with the sizes of `tiny`, `small` and `annotated`
 (post-LN, ReLU, dropout 0, batch_first, embeddings * sqrt(d) + sinusoidal positions, a linear
@@ -212,8 +214,8 @@ def main():
     ap.add_argument("--model", action="append", choices=sorted(MODELS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-seconds", type=float, default=2.0)
-    ap.add_argument("--adam-foreach", type=on_off, default=True,
-                    help="Adam's multi-tensor step (on, the fastest here) or one tensor at a time")
+    ap.add_argument("--adam-foreach", type=on_off, default=False,
+                    help="Adam's multi-tensor step, or (off, PyTorch's default) one tensor at a time")
     ap.add_argument("--mkldnn", type=on_off, default=True,
                     help="torch.backends.mkldnn.enabled (on: PyTorch's default)")
     ap.add_argument("--flush-denormal", type=on_off, default=False,
