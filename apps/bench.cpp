@@ -158,7 +158,9 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   for (int i = 0; i < 3; ++i) step();  // warm-up: fills the allocator's cache
   const AllocatorStats a0 = allocator_stats();
   const double reduce0 = reducer ? reducer->seconds() : 0;
+  const long faults0 = minor_page_faults();
   const std::vector<double> ms = time_steps(step, 0, 5, min_seconds);
+  const long faults1 = minor_page_faults();
   const AllocatorStats a1 = allocator_stats();
   json j;
   j["model"] = m.name;
@@ -170,6 +172,8 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   j["peak_tensor_mb"] = double(a1.peak_live_bytes) / (1 << 20);
   // Blocks taken from the system during the timed steps: 0 once the cache is warm.
   j["system_allocs_per_step"] = double(a1.system_allocs - a0.system_allocs) / ms.size();
+  // Pages touched for the first time during the timed steps (each costs a kernel entry).
+  j["page_faults_per_step"] = double(faults1 - faults0) / ms.size();
   j["runtime"] = to_json(this_process(get_num_threads()));
   if (data_parallel) {
     j["ranks"] = ranks;

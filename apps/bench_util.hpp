@@ -15,6 +15,7 @@ using Clock = std::chrono::steady_clock;
 // MB from a /proc/self/status line such as "VmHWM:   12345 kB" (0 when absent).
 double proc_status_mb(const char* key);
 double median(std::vector<double> v);
+long minor_page_faults();  // this process's so far (getrusage)
 
 // Times step() after warm-up: at least min_steps timings and min_seconds of them (at most 200).
 // Under mpirun rank 0 decides when to stop, so every rank runs the same steps (each has

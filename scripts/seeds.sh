@@ -5,13 +5,15 @@
 # table comes from this script.
 #
 #   scripts/seeds.sh [--config NAME]... [--seeds "1 2 3"] [--threads N] [--out DIR] [--qkv BIN]
-#                    [--quick]
+#                    [--passive] [--quick]
 #
 # --config NAME: configs/NAME.toml (repeatable; default every configs/*.toml). --seeds: the
 # seeds (default 1 2 3; `--seed S` is the config's seed: model initialisation, dropout, data
 # generation and order). --threads: passed to qkv train (default: the config's, 0 = all cores);
-# the trainings run one after another. --quick: tiny trainings (a smoke test of the script,
-# numbers meaningless). The load average before and after is printed with the table: wall
+# the trainings run one after another. --passive: OMP_WAIT_POLICY=passive (idle threads sleep
+# instead of spinning: on a busy machine training is many times faster; the metrics are the
+# same, bit for bit, as they depend only on the config, seed and thread count). --quick: tiny
+# trainings (a smoke test of the script, numbers meaningless). The load average before and after is printed with the table: wall
 # times on a busy machine are not the configs' wall times.
 set -euo pipefail
 
@@ -30,7 +32,8 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --passive) export OMP_WAIT_POLICY=passive ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "seeds: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

@@ -2,7 +2,8 @@
 """PyTorch's speed options on a bench model, side by side in one process.
 
 Each variant gets its own copy of the model (apps/bench_reference.py's Seq2Seq, same seed) and
-its own Adam; the rounds alternate the variants, so load from elsewhere hits them alike. Prints
+its own Adam; the rounds alternate the variants (each round starting with the next one), so
+load from elsewhere hits them alike. Prints
 per variant the median and the fastest step, in wall time and in this process's CPU time (all
 threads: with OMP_WAIT_POLICY=passive it counts work, not spinning, and so stays comparable on
 a busy machine). apps/bench_reference.py's defaults are the result (docs/performance.md).
@@ -68,9 +69,11 @@ def main():
         apply(v)
         for _ in range(3):
             steps[k]()
-    for _ in range(a.rounds):
-        for k, v in VARIANTS.items():
-            apply(v)
+    names = list(VARIANTS)
+    for r in range(a.rounds):
+        # each round starts with the next variant, so none always runs first
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            apply(VARIANTS[k])
             for _ in range(a.steps):
                 t0, c0 = time.perf_counter(), time.process_time()
                 steps[k]()
