@@ -426,6 +426,9 @@ int cmd_bench(const BenchArgs& a) {
     result["problems"]["torch"] = sides.torch_problems;
     result["torch_options"] = torch_runs[names.front()].back().value("options", json::object());
   }
+  const std::vector<std::string> notes =
+      runtime_notes(sides.qkv, a.compare ? &sides.torch : nullptr);
+  result["notes"] = notes;
   result["models"] = json::array();
   for (const std::string& n : names) {
     const BenchModel& m = find_model(n);
@@ -435,6 +438,7 @@ int cmd_bench(const BenchArgs& a) {
     e["qkv"] = summarize(qkv_runs[n], m);
     e["qkv"]["peak_tensor_mb"] = qkv_runs[n].back()["peak_tensor_mb"];
     e["qkv"]["system_allocs_per_step"] = qkv_runs[n].back()["system_allocs_per_step"];
+    e["qkv"]["page_faults_per_step"] = qkv_runs[n].back()["page_faults_per_step"];
     e["qkv"]["runtime"] = qkv_runs[n].back()["runtime"];  // the timed process's own report
     if (a.compare) {
       e["torch"] = summarize(torch_runs[n], m);
@@ -456,6 +460,7 @@ int cmd_bench(const BenchArgs& a) {
   if (a.compare)
     std::printf("%s; options %s\n", describe(sides.torch).c_str(),
                 result["torch_options"].dump().c_str());
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   std::printf("\n");
   // A side the checks found unfair (run with --allow-unfair) is marked "!" beside its time.
   const char* qkv_mark = sides.qkv_problems.empty() ? "" : " !";

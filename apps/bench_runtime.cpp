@@ -158,6 +158,22 @@ std::vector<std::string> comparison_problems(const RuntimeInfo& r) {
   return p;
 }
 
+std::vector<std::string> runtime_notes(const RuntimeInfo& qkv, const RuntimeInfo* torch) {
+  std::vector<std::string> notes;
+  for (const RuntimeInfo* r : {&qkv, torch}) {
+    if (!r || r->coretype_env.empty() || r->blas != "openblas") continue;
+    notes.push_back("OPENBLAS_CORETYPE=" + r->coretype_env + " makes " + r->framework +
+                    "'s OpenBLAS run its " + r->coretype_env +
+                    " kernels instead of the ones it picks for this CPU: the sgemm peak and the "
+                    "GEMMs are those kernels' (unset it to measure a default setup)");
+  }
+  if (torch && qkv.blas == "openblas" && torch->blas == "openblas" &&
+      qkv.openblas_corename != torch->openblas_corename)
+    notes.push_back("qkv runs OpenBLAS's " + qkv.openblas_corename + " kernels, torch its " +
+                    torch->openblas_corename + " kernels");
+  return notes;
+}
+
 std::string describe(const RuntimeInfo& r) {
   std::ostringstream s;
   s << r.framework << ": ";

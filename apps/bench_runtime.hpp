@@ -53,6 +53,10 @@ RuntimeInfo this_process(int threads);
 // Why a side's numbers are not worth comparing: the reference BLAS, a pthread OpenBLAS inside
 // more than one OpenMP thread, more threads than cores. Empty: fine.
 std::vector<std::string> comparison_problems(const RuntimeInfo& r);
+// What a reader of the numbers should know though it is fair to both sides: OPENBLAS_CORETYPE
+// forcing OpenBLAS's kernels (on an AVX-512 machine, Haswell's halve sgemm's speed), or the
+// two sides running different OpenBLAS kernels. torch may be null (qkv alone).
+std::vector<std::string> runtime_notes(const RuntimeInfo& qkv, const RuntimeInfo* torch);
 // One header line: "qkv: OpenBLAS 0.3.21 (OpenMP build, Haswell kernels, ...) ...".
 std::string describe(const RuntimeInfo& r);
 

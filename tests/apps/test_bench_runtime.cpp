@@ -154,3 +154,24 @@ TEST_CASE("bench runtime: this process reports the OpenBLAS it links") {
   CHECK(back.blas_threading == r.blas_threading);
   CHECK(back.threads == r.threads);
 }
+
+TEST_CASE("bench runtime: notes on OPENBLAS_CORETYPE and differing kernels") {
+  RuntimeInfo q, t;
+  q.framework = "qkv";
+  t.framework = "torch";
+  q.blas = t.blas = "openblas";
+  q.openblas_corename = t.openblas_corename = "Cooperlake";
+  CHECK(runtime_notes(q, &t).empty());
+  CHECK(runtime_notes(q, nullptr).empty());
+  q.coretype_env = t.coretype_env = "Haswell";
+  q.openblas_corename = t.openblas_corename = "Haswell";
+  std::vector<std::string> n = runtime_notes(q, &t);
+  REQUIRE(n.size() == 2);
+  CHECK(n[0].find("OPENBLAS_CORETYPE=Haswell makes qkv's OpenBLAS run its Haswell kernels") == 0);
+  CHECK(n[1].find("torch's OpenBLAS") != std::string::npos);
+  t.coretype_env.clear();
+  t.openblas_corename = "Cooperlake";
+  n = runtime_notes(q, &t);
+  REQUIRE(n.size() == 2);
+  CHECK(n[1] == "qkv runs OpenBLAS's Haswell kernels, torch its Cooperlake kernels");
+}
