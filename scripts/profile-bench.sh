@@ -5,6 +5,7 @@
 # the GEMMs by autograd op and phase (forward, backward, optimizer step), then the top symbols.
 #
 #   scripts/profile-bench.sh [--model tiny] [--threads 1] [--seconds 40] [--out DIR] [--qkv BIN]
+#   scripts/profile-bench.sh --report OUT/MODEL-tN.txt   # the tables again from a recorded run
 #
 # cpu-clock samples count only time this process runs, so the shares stay meaningful on a busy
 # machine (hardware counters are not needed; many VMs have none). One thread by default: the
@@ -18,6 +19,7 @@ model=tiny
 threads=1
 seconds=40
 out="runs/profile"
+report=""
 qkv="$here/build/apps/qkv"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -26,11 +28,13 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds="$2"; shift ;;
     --out) out="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --report) report="$2"; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "profile-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+if [[ -z "$report" ]]; then
 [[ -x "$qkv" ]] || { echo "profile-bench: no qkv binary at $qkv (build first, or --qkv BIN)" >&2; exit 2; }
 command -v perf > /dev/null || { echo "profile-bench: perf not found (apt-get install linux-perf)" >&2; exit 2; }
 mkdir -p "$out"
@@ -40,7 +44,10 @@ OMP_WAIT_POLICY=passive perf record -q -e cpu-clock -F 499 --call-graph dwarf,81
   > "$out/$model-t$threads.json"
 perf script -i "$data" 2> /dev/null > "$out/$model-t$threads.txt"
 echo "$model, $threads thread(s): $(cat "$out/$model-t$threads.json"); load $(cut -d' ' -f1 /proc/loadavg)"
-/usr/bin/python3 - "$out/$model-t$threads.txt" <<'EOF'
+report="$out/$model-t$threads.txt"
+fi
+[[ -f "$report" ]] || { echo "profile-bench: no recorded samples at $report" >&2; exit 2; }
+/usr/bin/python3 - "$report" <<'EOF'
 import collections, re, sys
 
 def frames(block):
@@ -75,7 +82,8 @@ for f in steps:
     leaf[f[0]] += 1
     in_gemm = any("sgemm" in x for x in f[:4])
     where = "attention" if "attention" in text else "linear" if "linear" in text else "other"
-    if "sgemm_kernel" in f[0]:
+    # OpenBLAS's compute kernels: the packed one and, for small products, the unpacked ones
+    if "sgemm_kernel" in f[0] or "sgemm_small_kernel" in f[0]:
         part["GEMM: OpenBLAS kernel (%s)" % where] += 1
     elif in_gemm:
         part["GEMM: OpenBLAS packing and driver (%s)" % where] += 1
