@@ -160,12 +160,19 @@ std::vector<std::string> comparison_problems(const RuntimeInfo& r) {
 
 std::vector<std::string> runtime_notes(const RuntimeInfo& qkv, const RuntimeInfo* torch) {
   std::vector<std::string> notes;
-  for (const RuntimeInfo* r : {&qkv, torch}) {
-    if (!r || r->coretype_env.empty() || r->blas != "openblas") continue;
-    notes.push_back("OPENBLAS_CORETYPE=" + r->coretype_env + " makes " + r->framework +
-                    "'s OpenBLAS run its " + r->coretype_env +
+  auto forced = [](const RuntimeInfo* r) {
+    return r && !r->coretype_env.empty() && r->blas == "openblas";
+  };
+  auto note = [&](const std::string& who, const std::string& core) {
+    notes.push_back("OPENBLAS_CORETYPE=" + core + " makes " + who + " run OpenBLAS's " + core +
                     " kernels instead of the ones it picks for this CPU: the sgemm peak and the "
                     "GEMMs are those kernels' (unset it to measure a default setup)");
+  };
+  if (forced(&qkv) && forced(torch) && qkv.coretype_env == torch->coretype_env) {
+    note("both sides", qkv.coretype_env);
+  } else {
+    if (forced(&qkv)) note("qkv", qkv.coretype_env);
+    if (forced(torch)) note("torch", torch->coretype_env);
   }
   if (torch && qkv.blas == "openblas" && torch->blas == "openblas" &&
       qkv.openblas_corename != torch->openblas_corename)
