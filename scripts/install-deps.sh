@@ -15,6 +15,8 @@ packages=(
   libstb-dev                         # PNG figures
   python3-torch python3-numpy        # test-only: the PyTorch reference oracle (/usr/bin/python3)
   libopenmpi-dev openmpi-bin         # data-parallel training: `mpirun -np N qkv train` (QKV_MPI)
+  libblas3                           # test-only: the reference BLAS `qkv bench --compare` refuses
+  linux-perf                         # scripts/profile-bench.sh: where a bench step's time goes
 )
 
 missing=()
