@@ -14,7 +14,8 @@ using namespace qkv::lesson_test;
 
 namespace {
 
-const char* kQuick = " --model tiny --repeats 1 --min-seconds 0";
+// --passive: idle threads sleep, so a busy test machine does not stretch the runs many times
+const char* kQuick = " --model tiny --repeats 1 --min-seconds 0 --passive";
 // Debian's libblas3: the netlib reference BLAS, kept beside OpenBLAS by the alternatives system.
 const char* kReferenceBlasDir = "/usr/lib/x86_64-linux-gnu/blas";
 
