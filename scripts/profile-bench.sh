@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a bench model's training step spends its time: samples `qkv bench --child` with perf
 # (cpu-clock, call graphs through DWARF) and prints the shares of the samples taken inside the
-# timed steps: the OpenBLAS sgemm kernel, OpenBLAS packing and driver, and everything outside
-# the GEMMs by autograd op and phase (forward, backward, optimizer step), then the top symbols.
+# training steps (3 warm-up steps, then the timed ones): OpenBLAS's compute kernels, its
+# packing and driver, and everything outside the GEMMs by autograd op and phase (forward,
+# backward, optimizer step), then the top symbols.
 #
 #   scripts/profile-bench.sh [--model tiny] [--threads 1] [--seconds 40] [--out DIR] [--qkv BIN]
 #   scripts/profile-bench.sh --report OUT/MODEL-tN.txt   # the tables again from a recorded run
@@ -52,7 +53,9 @@ import collections, re, sys
 
 def frames(block):
     lines = [l.strip() for l in block.strip().split("\n")[1:] if l.strip()]
-    return [re.sub(r"^[0-9a-f]+ ", "", l).split("+0x")[0].rsplit(" (", 1)[0] for l in lines]
+    # "ADDR SYMBOL+0xOFF (DSO)" -> SYMBOL
+    return [re.sub(r"(\+0x[0-9a-f]+)? \([^()]*\)$", "", re.sub(r"^[0-9a-f]+ ", "", l))
+            for l in lines]
 
 def op_of(stack):
     # the innermost autograd op (qkv::ag::NAME) or optimizer on the stack
@@ -71,7 +74,8 @@ def op_of(stack):
     return stack[0]
 
 samples = [f for f in map(frames, open(sys.argv[1]).read().split("\n\n")) if f]
-steps = [f for f in samples if any("run_one" in x for x in f)]
+# inside the step function (3 warm-up steps and the timed ones), not model construction
+steps = [f for f in samples if any("run_one" in x and "lambda()" in x for x in f)]
 share = lambda n: "%.1f%%" % (100.0 * n / len(steps))
 part, phase, outside, leaf = (collections.Counter() for _ in range(4))
 for f in steps:
@@ -92,7 +96,7 @@ for f in steps:
     else:
         part["outside GEMMs"] += 1
         outside[(ph, op_of(f))] += 1
-print("%d samples in the timed steps (%d in all)" % (len(steps), len(samples)))
+print("%d samples in the steps (%d in all)" % (len(steps), len(samples)))
 print("| where | share |\n|---|---:|")
 for k, v in sorted(part.items(), key=lambda kv: -kv[1]):
     print("| %s | %s |" % (k, share(v)))
