@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
-#include "apps/heatmap.hpp"
-#include "apps/run.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
 
@@ -25,81 +24,86 @@ std::vector<std::string> tokens_of(const data::Ids& ids, const data::Vocab& v) {
 
 }  // namespace
 
-int cmd_attention(const AttentionArgs& a) {
-  QKV_CHECK(a.kind == "self" || a.kind == "cross" || a.kind == "decoder-self", "attention",
-            "--kind must be self (encoder), decoder-self or cross, got '", a.kind, "'");
-  QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
-  LoadedRun r = load_run(a.run_dir, a.checkpoint);
-  set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+AttendedInput attend(const LoadedRun& r, const data::Ids& src) {
   const nn::Seq2Seq& model = *r.model;
   const data::Framing& f = r.data.framing;
-
+  AttendedInput a;
+  a.src = src;
   // The model's own output (greedy), then one teacher-forced pass over it to get the maps.
-  const data::Ids src = encode_source(r, a.text, a.run_dir, "attention");
   const int64_t max_len = static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
-  data::Ids out = greedy_decode(model, {src}, f, {max_len})[0];
+  a.out = greedy_decode(model, {src}, f, {max_len})[0];
   data::Ids full{f.bos};
-  full.insert(full.end(), out.begin(), out.end());
+  full.insert(full.end(), a.out.begin(), a.out.end());
   if (f.eos >= 0) full.push_back(f.eos);
-  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for '", a.text, "'");
-  const data::Ids tgt_in(full.begin(), full.end() - 1), tgt_out(full.begin() + 1, full.end());
+  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
+  a.tgt_in.assign(full.begin(), full.end() - 1);
+  a.tgt_out.assign(full.begin() + 1, full.end());
+  ag::NoGrad no_grad;
+  const bool was = model.is_training();
+  auto& m = const_cast<nn::Seq2Seq&>(model);
+  m.eval();
+  const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
+  const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
+  model.forward(row_of(src), row_of(a.tgt_in), sv, tv, &a.maps);
+  m.train(was);
+  return a;
+}
 
-  nn::AttentionMaps maps;
-  {
-    ag::NoGrad no_grad;
-    const bool was = model.is_training();
-    auto& m = const_cast<nn::Seq2Seq&>(model);
-    m.eval();
-    const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
-    const Tensor tv = ones({1, static_cast<int64_t>(tgt_in.size())}, DType::b8);
-    model.forward(row_of(src), row_of(tgt_in), sv, tv, &maps);
-    m.train(was);
-  }
-  const std::vector<ag::Var>& list = a.kind == "self"    ? maps.encoder_self
-                                     : a.kind == "cross" ? maps.decoder_cross
-                                                         : maps.decoder_self;
+int64_t attention_heads(const AttendedInput& a) {
+  for (const auto* list : {&a.maps.decoder_cross, &a.maps.encoder_self, &a.maps.decoder_self})
+    if (!list->empty()) return (*list)[0].size(1);
+  return 0;
+}
+
+Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std::string& kind,
+                          int64_t layer_arg, const std::string& head, int cell, const char* op) {
+  QKV_CHECK(kind == "self" || kind == "cross" || kind == "decoder-self", op,
+            "--kind must be self (encoder), decoder-self or cross, got '", kind, "'");
+  const std::vector<ag::Var>& list = kind == "self"    ? a.maps.encoder_self
+                                     : kind == "cross" ? a.maps.decoder_cross
+                                                       : a.maps.decoder_self;
   const int64_t layers = static_cast<int64_t>(list.size());
-  QKV_CHECK(layers > 0, "attention", "the model has no ", a.kind, "-attention layers");
-  const int64_t layer = a.layer == 0 ? layers : a.layer;
-  QKV_CHECK(layer >= 1 && layer <= layers, "attention", "--layer must be in 1..", layers, " (",
-            a.kind, "-attention layers of this model), got ", a.layer);
+  QKV_CHECK(layers > 0, op, "the model has no ", kind, "-attention layers");
+  const int64_t layer = layer_arg == 0 ? layers : layer_arg;
+  QKV_CHECK(layer >= 1 && layer <= layers, op, "--layer must be in 1..", layers, " (", kind,
+            "-attention layers of this model), got ", layer_arg);
   const Tensor w = list[layer - 1].data().to(DType::f64).select(0, 0);  // (h, n, m)
   const int64_t heads = w.size(0);
   Tensor mat;
   std::string head_text;
-  if (a.head == "mean") {
+  if (head == "mean") {
     mat = mean(w, {0});
     head_text = heads == 1 ? "1 head" : "mean of " + std::to_string(heads) + " heads";
   } else {
     int64_t h = 0;
     try {
       size_t used = 0;
-      h = std::stoll(a.head, &used);
-      if (used != a.head.size()) h = 0;
+      h = std::stoll(head, &used);
+      if (used != head.size()) h = 0;
     } catch (const std::exception&) {
       h = 0;
     }
-    QKV_CHECK(h >= 1 && h <= heads, "attention", "--head must be mean or a head in 1..", heads,
-              ", got '", a.head, "'");
+    QKV_CHECK(h >= 1 && h <= heads, op, "--head must be mean or a head in 1..", heads, ", got '",
+              head, "'");
     mat = w.select(0, h - 1);
     head_text = "head " + std::to_string(h) + " of " + std::to_string(heads);
   }
 
-  const std::vector<std::string> src_tok = tokens_of(src, r.data.src_vocab);
-  const std::vector<std::string> out_tok = tokens_of(tgt_out, r.data.tgt_vocab);
+  const std::vector<std::string> src_tok = tokens_of(a.src, r.data.src_vocab);
+  const std::vector<std::string> out_tok = tokens_of(a.tgt_out, r.data.tgt_vocab);
   Heatmap hm;
   hm.rows = mat.size(0);
   hm.cols = mat.size(1);
   hm.values = to_vector<double>(mat.contiguous());
-  hm.cell = a.cell;
+  hm.cell = cell;
   const std::string where =
       "layer " + std::to_string(layer) + "/" + std::to_string(layers) + ", " + head_text;
-  if (a.kind == "self") {
+  if (kind == "self") {
     hm.title = "encoder self-attention, " + where;
     hm.row_labels = hm.col_labels = src_tok;
     hm.x_label = "key (source)";
     hm.y_label = "query (source)";
-  } else if (a.kind == "cross") {
+  } else if (kind == "cross") {
     hm.title = "cross-attention, " + where;
     hm.row_labels = out_tok;
     hm.col_labels = src_tok;
@@ -108,21 +112,34 @@ int cmd_attention(const AttentionArgs& a) {
   } else {
     hm.title = "decoder self-attention, " + where;
     hm.row_labels = out_tok;
-    hm.col_labels = tokens_of(tgt_in, r.data.tgt_vocab);
+    hm.col_labels = tokens_of(a.tgt_in, r.data.tgt_vocab);
     hm.x_label = "key (decoder input)";
     hm.y_label = "output token";
   }
+  return hm;
+}
+
+std::string target_text(const LoadedRun& r, const data::Ids& ids) {
+  const std::vector<std::string> toks = r.data.tgt_vocab.decode(ids);
+  if (!is_symbol_task(r.config.data)) return data::detokenize(toks);
+  std::string shown;
+  for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
+  return shown;
+}
+
+int cmd_attention(const AttentionArgs& a) {
+  QKV_CHECK(a.kind == "self" || a.kind == "cross" || a.kind == "decoder-self", "attention",
+            "--kind must be self (encoder), decoder-self or cross, got '", a.kind, "'");
+  QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
+  LoadedRun r = load_run(a.run_dir, a.checkpoint);
+  set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+  const data::Ids src = encode_source(r, a.text, a.run_dir, "attention");
+  const AttendedInput att = attend(r, src);
+  const Heatmap hm = attention_heatmap(r, att, a.kind, a.layer, a.head, a.cell);
   write_heatmap(a.out, hm);
   const HeatmapLayout l = heatmap_layout(hm);
-  const bool synthetic = is_symbol_task(r.config.data);
-  const std::vector<std::string> toks = r.data.tgt_vocab.decode(out);
-  std::string shown;
-  if (synthetic)
-    for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
-  else
-    shown = data::detokenize(toks);
-  std::printf("output: %s\nwrote %s (%d x %d): %s, %lld x %lld\n", shown.c_str(), a.out.c_str(),
-              l.width, l.height, hm.title.c_str(), static_cast<long long>(hm.rows),
+  std::printf("output: %s\nwrote %s (%d x %d): %s, %lld x %lld\n", target_text(r, att.out).c_str(),
+              a.out.c_str(), l.width, l.height, hm.title.c_str(), static_cast<long long>(hm.rows),
               static_cast<long long>(hm.cols));
   return 0;
 }

@@ -97,4 +97,14 @@ struct AttentionArgs {
 };
 int cmd_attention(const AttentionArgs& a);  // attention.cpp
 
+// qkv report RUN [RUN ...] --out report.html: one self-contained HTML page (report.hpp)
+struct ReportArgs {
+  std::vector<std::string> runs;  // run folders, or `qkv saturation --out` folders
+  std::string out = "report.html";
+  int64_t examples = 3;  // validation examples with attention maps, per run
+  bool heads = false;    // every head's map too, not only their mean
+  int threads = 0;       // 0: each run's own
+};
+int cmd_report(const ReportArgs& a);  // report.cpp
+
 }  // namespace qkv::app

@@ -157,6 +157,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(4, 256));
   att->add_option("--threads", at.threads, "threads (default: the run's)");
 
+  ReportArgs rp;
+  auto* rep = app.add_subcommand(
+      "report", "one self-contained HTML page of runs (overlaid) or qkv saturation results");
+  rep->add_option("runs", rp.runs, "run folders, or qkv saturation --out folders")->required();
+  rep->add_option("--out", rp.out, "the HTML file")->capture_default_str();
+  rep->add_option("--examples", rp.examples, "validation examples with attention maps, per run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100}));
+  rep->add_flag("--heads", rp.heads, "every head's attention map too, not only their mean");
+  rep->add_option("--threads", rp.threads, "threads (default: each run's)");
+
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
     app.parse(args);
@@ -200,6 +211,7 @@ int main(int argc, char** argv) {
     if (sat->parsed()) return cmd_saturation(sa);
     if (att->parsed()) return cmd_attention(at);
     if (b->parsed()) return cmd_bench(bn);
+    if (rep->parsed()) return cmd_report(rp);
   } catch (const qkv::Error& err) {
     return fail(err.what());
   } catch (const std::exception& err) {

@@ -1,0 +1,319 @@
+// qkv report RUN [RUN ...] --out report.html: what goes on the page for training runs or for
+// qkv saturation folders, and the atomic write (see report.hpp for the parts).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "apps/attention_maps.hpp"
+#include "apps/commands.hpp"
+#include "apps/report.hpp"
+#include "core/parallel.hpp"
+#include "data/tokenizer.hpp"
+#include "nn/safetensors.hpp"
+
+namespace qkv::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace report;
+
+namespace {
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+std::string missing_list(const std::vector<std::string>& m) {
+  std::string o;
+  for (const std::string& s : m) o += "<div class=\"missing\">" + html_escape(s) + "</div>";
+  return o.empty() ? "" : o;
+}
+
+// The model's parameter count, from the config and the saved vocabularies (-1: unknown).
+int64_t parameter_count(const RunData& r) {
+  try {
+    TomlDoc doc;
+    doc.root = r.config;
+    doc.path = (fs::path(r.dir) / "config.toml").string();
+    const RunConfig c = config_from_toml(doc);
+    nn::ModelConfig m = c.model;
+    m.src_vocab = data::Vocab::load((fs::path(r.dir) / "src_vocab.txt").string()).size();
+    m.tgt_vocab = data::Vocab::load((fs::path(r.dir) / "tgt_vocab.txt").string()).size();
+    Generator g(c.seed);
+    return nn::Seq2Seq(m, g).parameter_count();
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
+std::string summary_html(const std::vector<RunData>& runs) {
+  std::vector<std::vector<std::string>> rows;
+  for (const RunData& r : runs) {
+    const ojson& d = r.config.contains("data") ? r.config["data"] : ojson::object();
+    const int64_t params = parameter_count(r);
+    rows.push_back(
+        {html_escape(r.name), "<code>" + html_escape(r.dir) + "</code>",
+         html_escape(d.value("task", std::string("?"))),
+         std::to_string(last_step(r)) +
+             (r.skipped_steps ? " (" + std::to_string(r.skipped_steps) + " skipped)" : ""),
+         params < 0 ? "unknown (no vocabulary files)" : std::to_string(params),
+         r.checkpoint.empty() ? "none" : html_escape(fs::path(r.checkpoint).filename().string()),
+         missing_list(r.missing)});
+  }
+  return html_table(
+      {"run", "folder", "task", "steps", "parameters", "newest checkpoint", "missing"}, rows);
+}
+
+std::string final_metrics_html(const std::vector<RunData>& runs) {
+  std::vector<std::string> keys;  // every numeric key of any run's test record, in order
+  for (const RunData& r : runs) {
+    const ojson t = final_test(r);
+    if (t.is_object())
+      for (auto it = t.begin(); it != t.end(); ++it)
+        if (it.value().is_number() && it.key() != "step" &&
+            std::find(keys.begin(), keys.end(), it.key()) == keys.end())
+          keys.push_back(it.key());
+  }
+  keys = metric_order(keys);
+  if (auto e = std::find(keys.begin(), keys.end(), "examples"); e != keys.end())
+    std::rotate(e, e + 1, keys.end());  // the count last
+  std::vector<std::string> header{"run", "step"};
+  for (const std::string& k : keys) header.push_back(html_escape(k));
+  std::vector<std::vector<std::string>> rows;
+  for (const RunData& r : runs) {
+    const ojson t = final_test(r);
+    if (!t.is_object()) {
+      std::vector<std::string> row{html_escape(r.name),
+                                   "<span class=\"missing\">no test metrics: the run has not "
+                                   "finished (qkv train evaluates the test split last)</span>"};
+      row.resize(header.size());
+      rows.push_back(row);
+      continue;
+    }
+    std::vector<std::string> row{html_escape(r.name), std::to_string(t.value("step", int64_t{0}))};
+    for (const std::string& k : keys)
+      row.push_back(t.contains(k) && t[k].is_number() ? num(t[k].get<double>()) : "");
+    rows.push_back(row);
+  }
+  return "<p>The test split, evaluated once with the best checkpoint at the end of training.</p>" +
+         html_table(header, rows, "num");
+}
+
+std::string config_html(const std::vector<RunData>& runs) {
+  if (runs.size() == 1)
+    return "<p>The effective config (<code>config.toml</code> of the run: every key, defaults "
+           "included).</p><pre>" +
+           html_escape(runs[0].config_text) + "</pre>";
+  const std::vector<std::string> keys = differing_keys(runs);
+  std::vector<std::string> header{"key"};
+  for (const RunData& r : runs) header.push_back(html_escape(r.name));
+  std::vector<std::map<std::string, std::string>> maps;
+  for (const RunData& r : runs) {
+    maps.emplace_back();
+    for (auto& [k, v] : flatten_config(r.config)) maps.back()[k] = v;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& k : keys) {
+    std::vector<std::string> row{"<code>" + html_escape(k) + "</code>"};
+    for (const auto& m : maps) row.push_back(m.count(k) ? html_escape(m.at(k)) : "(absent)");
+    rows.push_back(row);
+  }
+  std::string o = keys.empty() ? "<p>The configs are identical.</p>"
+                               : "<p>The keys whose values differ between the runs; every other "
+                                 "key is the same.</p>" +
+                                     html_table(header, rows);
+  for (const RunData& r : runs)
+    o += "<details><summary>full config of " + html_escape(r.name) + "</summary><pre>" +
+         html_escape(r.config_text) + "</pre></details>\n";
+  return o;
+}
+
+// The run's inputs as text: the generated tasks' symbols, or the source sentence.
+std::string source_text(const LoadedRun& r, int64_t i) {
+  const data::Dataset& v = r.data.valid;
+  if (static_cast<size_t>(i) < v.text.size()) return v.text[i].src;
+  std::vector<std::string> toks;
+  for (int64_t id : v.examples[i].src) toks.push_back(r.data.src_vocab.token(id));
+  if (!is_symbol_task(r.config.data)) return data::detokenize(toks);
+  std::string s;
+  for (size_t k = 0; k < toks.size(); ++k) s += (k ? " " : "") + toks[k];
+  return s;
+}
+
+// The map as a PNG; its title inside the image is the kind alone ("cross-attention"), the
+// layer and head go in the caption, where a long title has room.
+std::string heatmap_figure(Heatmap h) {
+  const std::string full = h.title;
+  h.title = full.substr(0, full.find(','));
+  HeatmapLayout l;
+  const std::vector<uint8_t> rgb = render_heatmap_rgb(h, &l);
+  return image_figure(encode_png(rgb, l.width, l.height), l.width, l.height, full, full);
+}
+
+// Outputs beside references for the first validation examples of the newest checkpoint, and
+// their attention maps (the last layer of each kind; every head too with --heads).
+std::string attention_html(const RunData& run, const ReportArgs& a) {
+  if (run.checkpoint.empty())
+    return "<p class=\"missing\">No checkpoint yet: nothing to decode.</p>";
+  std::string o;
+  try {
+    const LoadedRun r = load_run(run.dir, "latest");
+    set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+    const int64_t n = std::min<int64_t>(a.examples, r.data.valid.size());
+    o += "<p>Checkpoint <code>" + html_escape(fs::path(r.checkpoint).filename().string()) +
+         "</code>, greedy decoding of the first " + std::to_string(n) +
+         " validation examples; maps of the last layer of each kind, rows the queries.</p>";
+    std::vector<std::vector<std::string>> rows;
+    std::string maps;
+    for (int64_t i = 0; i < n; ++i) {
+      const data::Example& ex = r.data.valid.examples[i];
+      const AttendedInput att = attend(r, ex.src);
+      const bool same = att.out == ex.tgt;
+      rows.push_back({std::to_string(i + 1), html_escape(source_text(r, i)),
+                      html_escape(target_text(r, ex.tgt)), html_escape(target_text(r, att.out)),
+                      same ? "<span class=\"ok\">yes</span>" : "<span class=\"bad\">no</span>"});
+      maps += "<h4>" + html_escape(run.name) + ", example " + std::to_string(i + 1) +
+              "</h4>\n<div class=\"maps\">\n";
+      const int64_t longest = static_cast<int64_t>(std::max(ex.src.size(), att.tgt_out.size()));
+      const int cell =
+          static_cast<int>(std::clamp<int64_t>(300 / std::max<int64_t>(1, longest), 12, 28));
+      for (const char* kind : {"self", "decoder-self", "cross"}) {
+        const auto& list = std::string(kind) == "self"    ? att.maps.encoder_self
+                           : std::string(kind) == "cross" ? att.maps.decoder_cross
+                                                          : att.maps.decoder_self;
+        if (list.empty()) continue;
+        maps += heatmap_figure(attention_heatmap(r, att, kind, 0, "mean", cell, "report"));
+        if (a.heads && attention_heads(att) > 1)
+          for (int64_t h = 1; h <= attention_heads(att); ++h)
+            maps += heatmap_figure(
+                attention_heatmap(r, att, kind, 0, std::to_string(h), cell, "report"));
+      }
+      maps += "</div>\n";
+    }
+    o += html_table({"example", "source", "reference", "output", "exact"}, rows) + maps;
+  } catch (const Error& e) {
+    o += "<p class=\"missing\">No attention maps: " + html_escape(e.what()) + "</p>";
+  }
+  return o;
+}
+
+// Line charts of every logged metric, runs overlaid.
+std::string curves_html(const std::vector<RunData>& runs, int64_t& charts) {
+  const std::vector<MetricChart> mc = metric_charts(runs);
+  if (mc.empty())
+    return "<p class=\"missing\">No curves: no run has logged metrics yet "
+           "(metrics.jsonl is missing or empty).</p>";
+  std::string o = "<div class=\"charts\">\n";
+  for (const MetricChart& m : mc)
+    o += chart_figure("chart-" + std::to_string(++charts),
+                      render_svg(m.chart, kChartWidth, kChartHeight), "line");
+  return o + "</div>\n";
+}
+
+std::string runs_page(const std::vector<RunData>& runs, const ReportArgs& a, int64_t& charts) {
+  std::vector<Section> s;
+  s.push_back({"runs", "Runs", summary_html(runs)});
+  s.push_back({"test", "Final test metrics", final_metrics_html(runs)});
+  s.push_back({"config", runs.size() > 1 ? "Config differences" : "Config", config_html(runs)});
+  s.push_back({"curves", "Curves", curves_html(runs, charts)});
+  std::string att;
+  for (const RunData& r : runs)
+    att += (runs.size() > 1 ? "<h3>" + html_escape(r.name) + "</h3>\n" : "") + attention_html(r, a);
+  s.push_back({"attention", "Outputs and attention maps", att});
+  std::string title = "qkv report: " + runs[0].name;
+  for (size_t i = 1; i < runs.size(); ++i)
+    title += (i + 1 == runs.size() ? " vs " : ", ") + runs[i].name;
+  const ojson& d = runs[0].config.contains("data") ? runs[0].config["data"] : ojson::object();
+  return render_page(title,
+                     html_escape(std::to_string(runs.size()) + " run(s) of the " +
+                                 d.value("task", std::string("?")) + " task"),
+                     s, charts);
+}
+
+std::string saturation_page(const std::vector<SaturationData>& sat, int64_t& charts) {
+  std::vector<std::vector<std::string>> rows;
+  for (const SaturationData& f : sat) {
+    const json& st = f.j["settings"];
+    std::string dks;
+    for (const json& d : st.value("d_k", json::array()))
+      dks += (dks.empty() ? "" : ", ") + d.dump();
+    std::string training = "none";
+    for (const json& t : f.j.value("training", json::array()))
+      training = "copy task, d_model " + t.value("d_model", json(0)).dump() + ", " +
+                 t.value("heads", json(0)).dump() + " head(s), " +
+                 t.value("steps", json(0)).dump() + " steps per scale";
+    rows.push_back({html_escape(f.name), "<code>" + html_escape(f.dir) + "</code>",
+                    html_escape(dks), st.value("keys", json(0)).dump(),
+                    st.value("rows", json(0)).dump(), st.value("seed", json(0)).dump(),
+                    html_escape(training)});
+  }
+  std::string figs = "<div class=\"charts\">\n";
+  for (const LineChart& c : saturation_charts(sat))
+    figs += chart_figure("chart-" + std::to_string(++charts),
+                         render_svg(c, kChartWidth, kChartHeight), "line");
+  for (const BarChart& b : saturation_bars(sat))
+    figs += chart_figure("chart-" + std::to_string(++charts),
+                         render_svg(b, kChartWidth, kChartHeight), "bars");
+  figs += "</div>\n";
+  std::vector<Section> s;
+  s.push_back(
+      {"settings", "Settings",
+       "<p>Results of <code>qkv saturation</code>: attention logits q.k of random unit-"
+       "variance vectors, softmax rows and gradients at scale 1/sqrt(d_k) and at scale 1."
+       "</p>" +
+           html_table({"folder", "path", "d_k", "keys (m)", "rows per d_k", "seed", "training"},
+                      rows)});
+  s.push_back({"charts", "Charts", figs});
+  std::string title = "qkv report: saturation";
+  for (const SaturationData& f : sat) title += " " + f.name;
+  return render_page(title, "why attention scales q.k by 1/sqrt(d_k)", s, charts);
+}
+
+}  // namespace
+
+int cmd_report(const ReportArgs& a) {
+  QKV_CHECK(!a.runs.empty(), "report", "give at least one run folder (or qkv saturation folder)");
+  QKV_CHECK(a.examples >= 0, "report", "--examples must be >= 0, got ", a.examples);
+  const fs::path out(a.out);
+  QKV_CHECK(!a.out.empty() && !fs::is_directory(out), "report", "--out must name a file, got '",
+            a.out, "'");
+  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  QKV_CHECK(fs::is_directory(parent), "report", "--out ", a.out, ": folder ", parent.string(),
+            " does not exist");
+  std::vector<RunData> runs;
+  std::vector<SaturationData> sat;
+  for (const std::string& dir : a.runs) {
+    if (is_saturation_folder(dir))
+      sat.push_back(read_saturation(dir));
+    else
+      runs.push_back(read_run(dir));
+  }
+  QKV_CHECK(runs.empty() || sat.empty(), "report",
+            "training runs and qkv saturation folders cannot share a page (", runs[0].dir,
+            " is a "
+            "run, ",
+            sat.empty() ? "" : sat[0].dir, " a saturation folder); report them apart");
+  // Labels must tell runs apart: "a/run" and "b/run" become "a/run" and "b/run".
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t k = 0; k < runs.size(); ++k)
+      if (i != k && runs[i].name == runs[k].name) {
+        runs[i].name = fs::path(runs[i].dir).lexically_normal().string();
+        break;
+      }
+  check_same_task(runs);
+
+  int64_t charts = 0;
+  const std::string html = sat.empty() ? runs_page(runs, a, charts) : saturation_page(sat, charts);
+  nn::atomic_write_file(a.out, html);
+  for (const RunData& r : runs)
+    for (const std::string& m : r.missing)
+      std::fprintf(stderr, "qkv report: %s: %s\n", r.dir.c_str(), m.c_str());
+  std::printf("wrote %s: %lld chart(s), %.0f KB\n", a.out.c_str(), static_cast<long long>(charts),
+              static_cast<double>(html.size()) / 1024);
+  return 0;
+}
+
+}  // namespace qkv::app

@@ -1,0 +1,310 @@
+// qkv report, the data side: run folders and metrics.jsonl in, charts out (see report.hpp).
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "apps/report.hpp"
+#include "apps/run.hpp"
+#include "core/error.hpp"
+
+namespace qkv::app::report {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Ten distinguishable colours (the "tab10" set): a run keeps its colour across charts.
+const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+// Names and units of the metrics qkv train logs; any other key is drawn under its own name.
+struct Known {
+  const char* key;
+  const char* name;
+  const char* unit;
+  bool log_ok = true;  // log scale when the values span decades (not for rates and fractions)
+};
+const Known kKnown[] = {
+    {"loss", "loss", "cross-entropy (nats / token)"},
+    {"lr", "learning rate", "learning rate (per step)", false},
+    {"grad_norm", "gradient norm", "L2 norm of all gradients, before clipping"},
+    {"token_accuracy", "token accuracy", "fraction of target tokens (teacher-forced)", false},
+    {"exact_match", "exact match", "fraction of examples (greedy decoding)", false},
+    {"bleu", "BLEU", "BLEU score"},
+    {"chrf", "chrF", "chrF score"},
+    {"attention_entropy.encoder_self", "attention entropy, encoder self-attention",
+     "entropy (nats), mean over rows and heads"},
+    {"attention_entropy.decoder_self", "attention entropy, decoder self-attention",
+     "entropy (nats), mean over rows and heads"},
+    {"attention_entropy.decoder_cross", "attention entropy, cross-attention",
+     "entropy (nats), mean over rows and heads"},
+};
+
+const Known* known(const std::string& key) {
+  for (const Known& k : kKnown)
+    if (key == k.key) return &k;
+  return nullptr;
+}
+
+// The known metrics in the table's order, then the others (metrics.jsonl's keys are sorted).
+size_t known_order(const std::string& key) {
+  const Known* k = known(key);
+  return k ? static_cast<size_t>(k - kKnown) : std::size(kKnown);
+}
+
+std::string split_word(const std::string& split) {
+  if (split == "train") return "Training";
+  if (split == "valid") return "Validation";
+  return split;  // another split name, as logged
+}
+
+// Where a chart goes: losses first, then the optimizer, validation metrics, attention, rest.
+int rank_of(const std::string& split, const std::string& key) {
+  if (key == "loss") return split == "train" ? 0 : 1;
+  if (split == "train" && key == "lr") return 2;
+  if (split == "train" && key == "grad_norm") return 3;
+  if (split == "valid") return 4;
+  if (key.rfind("attention_entropy", 0) == 0) return 5;
+  return 6;
+}
+
+// Series of one chart, by (run, sub-label) in the order they appear.
+struct Pending {
+  std::string split, key;
+  std::vector<std::pair<std::pair<size_t, std::string>, Series>> series;
+  Series& at(size_t run, const std::string& sub) {
+    for (auto& [id, s] : series)
+      if (id.first == run && id.second == sub) return s;
+    series.push_back({{run, sub}, Series{}});
+    return series.back().second;
+  }
+};
+
+}  // namespace
+
+RunData read_run(const std::string& dir) {
+  const fs::path p(dir);
+  if (!fs::is_directory(p)) throw Error("report: " + dir + ": no such folder");
+  if (!fs::exists(p / "config.toml"))
+    throw Error("report: " + dir +
+                ": not a run folder (no config.toml) nor a qkv saturation folder (no "
+                "saturation.json)");
+  RunData r;
+  r.dir = dir;
+  fs::path named = p;
+  if (named.filename().empty()) named = named.parent_path();  // "runs/a/"
+  r.name = named.filename().string();
+  if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
+  r.config_text = read_all(p / "config.toml");
+  r.config = parse_toml(r.config_text, (p / "config.toml").string()).root;
+  const fs::path mpath = p / "metrics.jsonl";
+  if (!fs::exists(mpath)) {
+    r.missing.push_back(
+        "no metrics yet: metrics.jsonl does not exist (the run has not logged a "
+        "step)");
+  } else {
+    std::ifstream in(mpath);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      try {
+        json j = json::parse(line);
+        if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) throw 0;
+        if (j.value("skipped", false)) ++r.skipped_steps;
+        r.records.push_back(std::move(j));
+      } catch (...) {
+        ++r.bad_lines;
+      }
+    }
+    if (r.records.empty())
+      r.missing.push_back("no metrics yet: metrics.jsonl is empty (the run has not logged a step)");
+  }
+  if (r.bad_lines > 0)
+    r.missing.push_back(std::to_string(r.bad_lines) +
+                        " line(s) of metrics.jsonl are not JSON records and were skipped");
+  r.checkpoint = find_checkpoint(dir, "latest");
+  if (r.checkpoint.empty())
+    r.missing.push_back("no checkpoint yet: no attention maps or example outputs");
+  return r;
+}
+
+std::vector<std::pair<std::string, std::string>> flatten_config(const ojson& root) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = root.begin(); it != root.end(); ++it)
+    if (!it.value().is_object()) out.push_back({it.key(), it.value().dump()});
+  for (auto it = root.begin(); it != root.end(); ++it)
+    if (it.value().is_object())
+      for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
+        out.push_back({it.key() + "." + kv.key(), kv.value().dump()});
+  return out;
+}
+
+std::vector<std::string> differing_keys(const std::vector<RunData>& runs) {
+  std::vector<std::string> order;
+  std::vector<std::map<std::string, std::string>> maps;
+  for (const RunData& r : runs) {
+    maps.emplace_back();
+    for (auto& [k, v] : flatten_config(r.config)) {
+      if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+      maps.back()[k] = v;
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& k : order) {
+    std::set<std::string> values;
+    for (const auto& m : maps) values.insert(m.count(k) ? m.at(k) : "(absent)");
+    if (values.size() > 1) out.push_back(k);
+  }
+  return out;
+}
+
+void check_same_task(const std::vector<RunData>& runs) {
+  auto task = [](const RunData& r) {
+    const ojson d = r.config.contains("data") ? r.config["data"] : ojson::object();
+    std::string t = d.value("task", std::string("?"));
+    if (t == "tsv" || d.contains("path")) {
+      const std::string path = d.value("path", std::string());
+      if (!path.empty()) t += " (" + path + ")";
+    }
+    return t;
+  };
+  for (size_t i = 1; i < runs.size(); ++i)
+    QKV_CHECK(task(runs[i]) == task(runs[0]), "report", "runs of different tasks: ", runs[0].dir,
+              " learns ", task(runs[0]), ", ", runs[i].dir, " learns ", task(runs[i]),
+              "; compare runs of one task");
+}
+
+json final_test(const RunData& r) {
+  for (auto it = r.records.rbegin(); it != r.records.rend(); ++it)
+    if (it->value("split", std::string()) == "test") return *it;
+  return nullptr;
+}
+
+std::vector<std::string> metric_order(std::vector<std::string> keys) {
+  std::stable_sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
+    return known_order(a) < known_order(b);
+  });
+  return keys;
+}
+
+int64_t last_step(const RunData& r) {
+  int64_t s = 0;
+  for (const json& j : r.records)
+    if (!j.contains("split")) s = std::max(s, j["step"].get<int64_t>());
+  return s;
+}
+
+std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
+  std::vector<Pending> charts;
+  auto chart = [&](const std::string& split, const std::string& key) -> Pending& {
+    for (Pending& p : charts)
+      if (p.split == split && p.key == key) return p;
+    charts.push_back({split, key, {}});
+    return charts.back();
+  };
+  auto add = [&](size_t run, const std::string& split, const std::string& key,
+                 const std::string& sub, double step, const json& v) {
+    if (!v.is_number()) return;
+    Series& s = chart(split, key).at(run, sub);
+    s.x.push_back(step);
+    s.y.push_back(v.get<double>());
+  };
+  static const std::set<std::string> kNotMetrics = {"step", "epoch", "split", "examples",
+                                                    "skipped"};
+  for (size_t r = 0; r < runs.size(); ++r)
+    for (const json& rec : runs[r].records) {
+      const std::string split = rec.value("split", std::string("train"));
+      if (split == "test" || rec.value("skipped", false)) continue;
+      const double step = rec["step"].get<double>();
+      for (auto it = rec.begin(); it != rec.end(); ++it) {
+        if (kNotMetrics.count(it.key())) continue;
+        const json& v = it.value();
+        // a number; a per-layer array; an object of numbers or per-layer arrays
+        auto one = [&](const std::string& key, const json& x) {
+          if (x.is_number()) add(r, split, key, "", step, x);
+          if (x.is_array())
+            for (size_t i = 0; i < x.size(); ++i)
+              add(r, split, key, "layer " + std::to_string(i + 1), step, x[i]);
+        };
+        if (v.is_object())
+          for (auto kv = v.begin(); kv != v.end(); ++kv) one(it.key() + "." + kv.key(), kv.value());
+        else
+          one(it.key(), v);
+      }
+    }
+  std::stable_sort(charts.begin(), charts.end(), [](const Pending& a, const Pending& b) {
+    return std::pair(rank_of(a.split, a.key), known_order(a.key)) <
+           std::pair(rank_of(b.split, b.key), known_order(b.key));
+  });
+
+  std::vector<MetricChart> out;
+  for (Pending& p : charts) {
+    const Known* k = known(p.key);
+    std::string name = k ? k->name : p.key;
+    MetricChart m;
+    m.key = p.split + "/" + p.key;
+    // "Training loss", "Validation exact match", "Learning rate"
+    m.chart.title = p.split == "train" && p.key != "loss" ? name : split_word(p.split) + " " + name;
+    m.chart.title[0] =
+        static_cast<char>(std::toupper(static_cast<unsigned char>(m.chart.title[0])));
+    m.chart.x_label = "step (optimizer updates)";
+    m.chart.y_label = k ? k->unit : p.key;
+    std::map<size_t, size_t> per_run;  // series per run
+    for (const auto& [id, s] : p.series) ++per_run[id.first];
+    bool one_each = true;
+    for (const auto& [run, n] : per_run) one_each = one_each && n == 1;
+    for (size_t i = 0; i < p.series.size(); ++i) {
+      const auto& [run, sub] = p.series[i].first;
+      Series s = std::move(p.series[i].second);
+      if (runs.size() == 1)
+        s.label = sub.empty() ? split_word(p.split) + " " + name : sub;
+      else
+        s.label = sub.empty() ? runs[run].name : runs[run].name + ", " + sub;
+      // a run keeps its colour across charts when it has one series; else one per series
+      s.color = kColors[(one_each ? run : i) % 10];
+      m.chart.series.push_back(std::move(s));
+    }
+    m.chart.log_y = (!k || k->log_ok) && spans_decades(m.chart.series);
+    if (m.chart.log_y) m.chart.y_label += ", log scale";
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ qkv saturation folders
+
+bool is_saturation_folder(const std::string& dir) {
+  return fs::is_directory(dir) && fs::exists(fs::path(dir) / "saturation.json") &&
+         !fs::exists(fs::path(dir) / "config.toml");
+}
+
+SaturationData read_saturation(const std::string& dir) {
+  SaturationData s;
+  s.dir = dir;
+  fs::path named(dir);
+  if (named.filename().empty()) named = named.parent_path();
+  s.name = named.filename().string();
+  const std::string file = (fs::path(dir) / "saturation.json").string();
+  try {
+    s.j = nlohmann::json::parse(read_all(file));
+    if (!s.j.at("records").is_array() || !s.j.at("settings").is_object()) throw 0;
+  } catch (...) {
+    throw Error("report: " + file + ": not a qkv saturation result (corrupt or unfinished)");
+  }
+  return s;
+}
+
+}  // namespace qkv::app::report
