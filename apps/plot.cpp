@@ -30,6 +30,16 @@ std::vector<double> ticks(double lo, double hi, bool log) {
     const double first = std::floor(lo), last = std::ceil(hi);
     const double every = std::max(1.0, std::ceil((last - first + 1) / 8));
     for (double e = std::ceil(first / every) * every; e <= last + 1e-9; e += every) t.push_back(e);
+    // Less than a decade or two in view: 1, 2, 5 (else 1..9) times the powers of ten too.
+    for (const std::vector<double>& mantissas :
+         {std::vector<double>{1, 2, 5}, std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+      int inside = 0;
+      for (double v : t) inside += v >= lo - 1e-9 && v <= hi + 1e-9;
+      if (inside >= 3) break;
+      t.clear();
+      for (double e = first; e <= last; e += 1)
+        for (double m : mantissas) t.push_back(e + std::log10(m));
+    }
     return t;
   }
   const double span = hi - lo, raw = span / 5;

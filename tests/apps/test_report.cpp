@@ -1,0 +1,278 @@
+// qkv report without a browser: chart decimation and ticks, metric discovery from
+// metrics.jsonl, config differences, the page's basics (one <title>, internal links resolve,
+// nothing external), and bad input through the real binary on synthetic run folders.
+// The browser side (Chromium loads the page of real runs) is tests/apps/report_browser_test.py.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "apps/config.hpp"
+#include "apps/report.hpp"
+#include "lesson_test_util.hpp"
+
+using namespace qkv;
+using namespace qkv::app;
+using namespace qkv::app::report;
+using namespace qkv::lesson_test;
+
+namespace {
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+// A run folder with an effective config and the given metrics lines (no vocabularies, no
+// checkpoint: what a run looks like before its first validation, metrics aside).
+std::string fake_run(const TempDir& t, const std::string& name, const std::string& task,
+                     const std::string& metrics, double attention_scale = 0.0) {
+  const std::string dir = t.file(name);
+  std::filesystem::create_directories(dir);
+  RunConfig c;
+  c.data.task = task;
+  c.model.attention_scale = attention_scale;
+  write(dir + "/config.toml", effective_toml(c));
+  if (!metrics.empty()) write(dir + "/metrics.jsonl", metrics);
+  return dir;
+}
+
+// Train records every step (with per-layer attention entropy), a validation every 100 steps
+// with a metric no code knows about, a test record at the end.
+std::string long_metrics(int steps) {
+  std::string m;
+  char buf[400];
+  for (int s = 1; s <= steps; ++s) {
+    std::snprintf(
+        buf, sizeof buf,
+        "{\"attention_entropy\":{\"decoder_cross\":[1.0,0.9],\"decoder_self\":[0.5,0.4],"
+        "\"encoder_self\":[1.2,%g]},\"epoch\":0,\"grad_norm\":%g,\"loss\":%g,\"lr\":0.001,"
+        "\"step\":%d}\n",
+        1.0 + 0.1 * (s % 7), s == steps / 2 ? 50.0 : 1.0, 3.0 / s, s);
+    m += buf;
+    if (s % 100 == 0) {
+      std::snprintf(buf, sizeof buf,
+                    "{\"epoch\":0,\"examples\":20,\"exact_match\":0.5,\"loss\":%g,\"split\":"
+                    "\"valid\",\"step\":%d,\"token_accuracy\":0.7,\"zz_new_metric\":%d}\n",
+                    2.0 / s, s, s);
+      m += buf;
+    }
+  }
+  m += "{\"exact_match\":0.5,\"examples\":20,\"loss\":0.01,\"split\":\"test\",\"step\":" +
+       std::to_string(steps) + ",\"token_accuracy\":0.9,\"bleu\":31.5}\n";
+  return m;
+}
+
+// The basics a browser needs and the issue asks for: exactly one <title> outside inline SVG,
+// every href="#x" has an id="x", ids unique, no script, nothing fetched from elsewhere.
+void check_page_basics(const std::string& html) {
+  std::string outside_svg;
+  for (size_t at = 0;;) {
+    const size_t svg = html.find("<svg", at);
+    outside_svg += html.substr(at, svg == std::string::npos ? std::string::npos : svg - at);
+    if (svg == std::string::npos) break;
+    at = html.find("</svg>", svg);
+    REQUIRE(at != std::string::npos);
+    at += 6;
+  }
+  size_t titles = 0;
+  for (size_t p = outside_svg.find("<title>"); p != std::string::npos;
+       p = outside_svg.find("<title>", p + 1))
+    ++titles;
+  CHECK(titles == 1);
+  std::multiset<std::string> ids;
+  const std::regex id_re(R"( id="([^"]*)\")"), href_re(R"((href|src)="([^"]*)\")");
+  for (std::sregex_iterator it(html.begin(), html.end(), id_re), end; it != end; ++it)
+    ids.insert((*it)[1]);
+  for (const std::string& id : ids) CHECK(ids.count(id) == 1);
+  for (std::sregex_iterator it(html.begin(), html.end(), href_re), end; it != end; ++it) {
+    const std::string ref = (*it)[2];
+    INFO(ref.substr(0, 60));
+    if (ref.rfind("#", 0) == 0)
+      CHECK(ids.count(ref.substr(1)) == 1);
+    else
+      CHECK(ref.rfind("data:image/png;base64,", 0) == 0);
+  }
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("<link") == std::string::npos);
+  CHECK(html.find("url(") == std::string::npos);
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("report: min-max decimation keeps spikes, ends and at most two points per bucket") {
+  Series s{"x", {}, {}, ""};
+  for (int i = 0; i < 20000; ++i)
+    s.x.push_back(i), s.y.push_back(i == 12345 ? 99.0 : 1.0 / (1 + i));
+  const Series d = downsample(s, 500);
+  CHECK(d.x.size() <= 1000);
+  CHECK(d.x.size() >= 500);
+  CHECK(d.x.front() == 0);
+  CHECK(d.y.front() == 1.0);
+  CHECK(d.x.back() == 19999);
+  bool spike = false;
+  for (size_t i = 0; i < d.x.size(); ++i) spike = spike || (d.x[i] == 12345 && d.y[i] == 99.0);
+  CHECK(spike);
+  for (size_t i = 1; i < d.x.size(); ++i) CHECK(d.x[i] > d.x[i - 1]);
+  Series small{"x", {1, 2, 3}, {3, 1, 2}, ""};
+  CHECK(downsample(small, 500).y == small.y);
+}
+
+TEST_CASE("report: a chart of 20000 points draws at most two per pixel column") {
+  Series s{"loss", {}, {}, ""};
+  for (int i = 1; i <= 20000; ++i) s.x.push_back(i), s.y.push_back(3.0 / i);
+  const std::string svg = render_svg(LineChart{"t", "step", "loss", false, true, {s}}, 600, 340);
+  const size_t start = svg.find("points='"), stop = svg.find('\'', start + 8);
+  REQUIRE(start != std::string::npos);
+  const size_t points = count(svg.substr(start, stop - start), ",");
+  CHECK(points <= 2 * 600);
+  CHECK(points >= 100);
+}
+
+TEST_CASE("report: ticks are exact multiples, log axes get ticks within a decade") {
+  Series s{"a", {0, 1, 2}, {-1.0, 0.3, 1.0}, ""};
+  const std::string lin = render_svg(LineChart{"t", "x", "y", false, false, {s}}, 600, 340);
+  CHECK(lin.find("'end'>0</text>") != std::string::npos);  // 0, not 5e-17
+  CHECK(lin.find("e-17") == std::string::npos);
+  Series narrow{"b", {1, 2, 3}, {0.3, 0.5, 0.9}, ""};
+  const std::string log = render_svg(LineChart{"t", "x", "y", false, true, {narrow}}, 600, 340);
+  CHECK(log.find("'end'>0.5</text>") != std::string::npos);
+}
+
+TEST_CASE("report: every metric in metrics.jsonl becomes a chart, runs overlaid") {
+  const TempDir t("report_metrics");
+  std::vector<RunData> runs = {read_run(fake_run(t, "a", "copy", long_metrics(300))),
+                               read_run(fake_run(t, "b", "copy", long_metrics(200), 1.0))};
+  const std::vector<MetricChart> charts = metric_charts(runs);
+  std::vector<std::string> keys;
+  for (const MetricChart& c : charts) keys.push_back(c.key);
+  // losses first, then the optimizer, validation metrics (known first), attention, the rest
+  const std::vector<std::string> want = {"train/loss",
+                                         "valid/loss",
+                                         "train/lr",
+                                         "train/grad_norm",
+                                         "valid/token_accuracy",
+                                         "valid/exact_match",
+                                         "valid/zz_new_metric",
+                                         "train/attention_entropy.encoder_self",
+                                         "train/attention_entropy.decoder_self",
+                                         "train/attention_entropy.decoder_cross"};
+  CHECK(keys == want);
+  const LineChart& loss = charts[0].chart;
+  CHECK(loss.title == "Training loss");
+  CHECK(loss.log_y);  // 3 down to 0.01: decades
+  REQUIRE(loss.series.size() == 2);
+  CHECK(loss.series[0].label == "a");
+  CHECK(loss.series[1].label == "b");
+  CHECK(loss.series[0].x.size() == 300);
+  CHECK(loss.series[0].color != loss.series[1].color);
+  const LineChart& enc = charts[7].chart;
+  REQUIRE(enc.series.size() == 4);  // two layers of two runs
+  CHECK(enc.series[1].label == "a, layer 2");
+  CHECK(enc.y_label.find("nats") != std::string::npos);
+  CHECK(charts[6].chart.title == "Validation zz_new_metric");
+  CHECK(final_test(runs[0])["bleu"] == 31.5);
+  CHECK(last_step(runs[0]) == 300);
+  CHECK(differing_keys(runs) == std::vector<std::string>{"model.attention_scale"});
+  std::vector<RunData> one = {runs[0]};
+  CHECK(metric_charts(one)[0].chart.series[0].label == "Training loss");
+}
+
+TEST_CASE("report: runs of different tasks are refused, naming both") {
+  const TempDir t("report_tasks");
+  std::vector<RunData> runs = {read_run(fake_run(t, "a", "copy", "")),
+                               read_run(fake_run(t, "b", "reverse", ""))};
+  try {
+    check_same_task(runs);
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("different tasks") != std::string::npos);
+    CHECK(m.find("copy") != std::string::npos);
+    CHECK(m.find("reverse") != std::string::npos);
+  }
+}
+
+TEST_CASE("report: page helpers escape, encode and link") {
+  CHECK(html_escape("<a href=\"x\">'&'</a>") ==
+        "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  CHECK(base64("") == "");
+  CHECK(base64("f") == "Zg==");
+  CHECK(base64("fo") == "Zm8=");
+  CHECK(base64("foo") == "Zm9v");
+  CHECK(base64("foobar") == "Zm9vYmFy");
+  const std::string page = render_page("t <1>", "sub", {{"a", "A", "<p>x</p>"}, {"b", "B", ""}}, 0);
+  check_page_basics(page);
+  CHECK(page.find("<title>t &lt;1&gt;</title>") != std::string::npos);
+}
+
+TEST_CASE("report: the page of a 20000-step run and of two runs, through the binary") {
+  const TempDir t("report_page");
+  const std::string a = fake_run(t, "a", "copy", long_metrics(20000));
+  const std::string b = fake_run(t, "b", "copy", long_metrics(2000), 1.0);
+  const RunResult r = run_qkv("report '" + a + "' '" + b + "' --out '" + t.file("r.html") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("wrote ") != std::string::npos);
+  const std::string html = read_file(t.file("r.html"));
+  check_page_basics(html);
+  CHECK(count(html, "<figure class=\"chart\"") == 10);
+  CHECK(html.find("data-charts=\"10\"") != std::string::npos);
+  CHECK(html.find("model.attention_scale") != std::string::npos);  // the config difference
+  CHECK(html.find("no checkpoint yet") != std::string::npos);      // said, not an error
+  // decimated: no polyline has more than two points per pixel column of a 600 px chart
+  const std::regex poly("points='([^']*)'");
+  for (std::sregex_iterator it(html.begin(), html.end(), poly), end; it != end; ++it)
+    CHECK(count((*it)[1], ",") <= 2 * 600);
+  CHECK(html.size() < 1500 * 1024);
+}
+
+TEST_CASE("report: bad input gets one line and no output file") {
+  const TempDir t("report_bad");
+  const std::string out = t.file("r.html");
+  auto one_line = [](const RunResult& r) {
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(count(r.output, "\n") == 1);
+    CHECK(r.output.rfind("qkv: report: ", 0) == 0);
+  };
+  std::filesystem::create_directories(t.file("empty"));
+  RunResult r = run_qkv("report '" + t.file("empty") + "' --out '" + out + "'");
+  one_line(r);
+  CHECK(r.output.find("not a run folder (no config.toml)") != std::string::npos);
+  r = run_qkv("report '" + t.file("nowhere") + "' --out '" + out + "'");
+  one_line(r);
+  CHECK(r.output.find("no such folder") != std::string::npos);
+  const std::string a = fake_run(t, "a", "copy", ""), b = fake_run(t, "b", "sort", "");
+  r = run_qkv("report '" + a + "' '" + b + "' --out '" + out + "'");
+  one_line(r);
+  CHECK(r.output.find("runs of different tasks") != std::string::npos);
+  r = run_qkv("report '" + a + "' --out '" + t.file("no/such/dir/r.html") + "'");
+  one_line(r);
+  CHECK(r.output.find("does not exist") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out));
+  // Metrics not yet written: a page that says so, and a warning line.
+  r = run_qkv("report '" + a + "' --out '" + out + "'");
+  CHECK(r.status == 0);
+  CHECK(r.output.find("no metrics yet") != std::string::npos);
+  const std::string html = read_file(out);
+  check_page_basics(html);
+  CHECK(html.find("No curves: no run has logged metrics yet") != std::string::npos);
+  CHECK(html.find("no test metrics") != std::string::npos);
+  // A half-written last line (a crash mid-write) is skipped and said.
+  write(a + "/metrics.jsonl",
+        "{\"step\":1,\"loss\":2.0,\"lr\":0.1,\"grad_norm\":1}\n{\"step\":2,\"lo");
+  r = run_qkv("report '" + a + "' --out '" + out + "'");
+  CHECK(r.status == 0);
+  CHECK(read_file(out).find("1 line(s) of metrics.jsonl are not JSON records") !=
+        std::string::npos);
+  for (const auto& e : std::filesystem::directory_iterator(t.path))
+    CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+}
