@@ -17,6 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin         # data-parallel training: `mpirun -np N qkv train` (QKV_MPI)
   libblas3                           # test-only: the reference BLAS `qkv bench --compare` refuses
   linux-perf                         # scripts/profile-bench.sh: where a bench step's time goes
+  chromium                           # test-only: `qkv report` pages loaded in headless Chromium
 )
 
 missing=()
