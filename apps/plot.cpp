@@ -198,8 +198,14 @@ std::string render_svg(const LineChart& c, int W, int H) {
     << H - mt - mb << "' fill='none' stroke='black'/>\n";
   o << "<text x='" << (ml + W - mr) / 2 << "' y='" << H - mb + 40 << "' text-anchor='middle'>"
     << xml_escape(c.x_label) << "</text>\n";
-  o << "<text transform='translate(16," << (mt + H - mb) / 2
-    << ") rotate(-90)' text-anchor='middle'>" << xml_escape(c.y_label) << "</text>\n";
+  // The y label along the plot's height: smaller type when long, cut when still too long.
+  const double room = H - mt - mb;
+  const double ysize = std::clamp(room / std::max(1.0, text_width(c.y_label, 1)), 9.0, 12.0);
+  std::string ylab = c.y_label;
+  if (text_width(ylab, ysize) > room)
+    ylab = ylab.substr(0, static_cast<size_t>(std::max(4.0, room / (0.6 * ysize) - 3))) + "...";
+  o << "<text transform='translate(16," << (mt + H - mb) / 2 << ") rotate(-90)' font-size='"
+    << ysize << "' text-anchor='middle'>" << xml_escape(ylab) << "</text>\n";
   // series: at most two points per pixel column (min and max), so a long run draws fast
   const size_t columns = static_cast<size_t>(std::max(1.0, W - ml - mr));
   for (size_t k = 0; k < c.series.size(); ++k) {

@@ -63,8 +63,14 @@ std::string summary_html(const std::vector<RunData>& runs) {
          r.checkpoint.empty() ? "none" : html_escape(fs::path(r.checkpoint).filename().string()),
          missing_list(r.missing)});
   }
-  return html_table(
-      {"run", "folder", "task", "steps", "parameters", "newest checkpoint", "missing"}, rows);
+  bool any_missing = false;
+  for (const RunData& r : runs) any_missing = any_missing || !r.missing.empty();
+  if (!any_missing)
+    for (auto& row : rows) row.pop_back();
+  std::vector<std::string> header{"run",   "folder",     "task",
+                                  "steps", "parameters", "newest checkpoint"};
+  if (any_missing) header.push_back("missing");
+  return html_table(header, rows);
 }
 
 std::string final_metrics_html(const std::vector<RunData>& runs) {

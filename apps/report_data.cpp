@@ -1,5 +1,6 @@
 // qkv report, the data side: run folders and metrics.jsonl in, charts out (see report.hpp).
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -38,19 +39,19 @@ struct Known {
   bool log_ok = true;  // log scale when the values span decades (not for rates and fractions)
 };
 const Known kKnown[] = {
-    {"loss", "loss", "cross-entropy (nats / token)"},
+    {"loss", "loss", "cross-entropy (nats/token)"},
     {"lr", "learning rate", "learning rate (per step)", false},
-    {"grad_norm", "gradient norm", "L2 norm of all gradients, before clipping"},
-    {"token_accuracy", "token accuracy", "fraction of target tokens (teacher-forced)", false},
-    {"exact_match", "exact match", "fraction of examples (greedy decoding)", false},
+    {"grad_norm", "gradient norm", "L2 norm (before clipping)"},
+    {"token_accuracy", "token accuracy", "fraction of target tokens", false},
+    {"exact_match", "exact match", "fraction of examples", false},
     {"bleu", "BLEU", "BLEU score"},
     {"chrf", "chrF", "chrF score"},
     {"attention_entropy.encoder_self", "attention entropy, encoder self-attention",
-     "entropy (nats), mean over rows and heads"},
+     "entropy (nats)", false},
     {"attention_entropy.decoder_self", "attention entropy, decoder self-attention",
-     "entropy (nats), mean over rows and heads"},
+     "entropy (nats)", false},
     {"attention_entropy.decoder_cross", "attention entropy, cross-attention",
-     "entropy (nats), mean over rows and heads"},
+     "entropy (nats)", false},
 };
 
 const Known* known(const std::string& key) {
@@ -92,6 +93,27 @@ struct Pending {
     return series.back().second;
   }
 };
+
+// Colour hex ("#1f77b4") mixed with white: the k-th of n shades, the first the colour itself.
+std::string shade(const std::string& hex, size_t k, size_t n) {
+  if (n <= 1 || k == 0) return hex;
+  const double f = 0.55 * static_cast<double>(k) / static_cast<double>(n - 1);
+  std::string o = "#";
+  for (int c = 0; c < 3; ++c) {
+    const int v = std::stoi(hex.substr(1 + 2 * c, 2), nullptr, 16);
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", static_cast<int>(v + (255 - v) * f + 0.5));
+    o += b;
+  }
+  return o;
+}
+
+// Which of its run's series the i-th series of p is (0, 1, ...).
+size_t nth_of_run(const Pending& p, size_t i) {
+  size_t k = 0;
+  for (size_t j = 0; j < i; ++j) k += p.series[j].first.first == p.series[i].first.first;
+  return k;
+}
 
 }  // namespace
 
@@ -273,12 +295,16 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
         s.label = sub.empty() ? split_word(p.split) + " " + name : sub;
       else
         s.label = sub.empty() ? runs[run].name : runs[run].name + ", " + sub;
-      // a run keeps its colour across charts when it has one series; else one per series
-      s.color = kColors[(one_each ? run : i) % 10];
+      // A run keeps its colour across charts; its layers are lighter shades of it. One run
+      // with several series: a colour each.
+      if (one_each || runs.size() > 1)
+        s.color = shade(kColors[run % 10], nth_of_run(p, i), per_run[run]);
+      else
+        s.color = kColors[i % 10];
       m.chart.series.push_back(std::move(s));
     }
     m.chart.log_y = (!k || k->log_ok) && spans_decades(m.chart.series);
-    if (m.chart.log_y) m.chart.y_label += ", log scale";
+    if (m.chart.log_y) m.chart.y_label += ", log";
     out.push_back(std::move(m));
   }
   return out;

@@ -77,6 +77,7 @@ CHECKER = r"""<script>
       var id = a.getAttribute('href').slice(1);
       if (!document.getElementById(id)) v.broken_links.push(id);
     });
+    v.checked_ms = performance.now();  // after the checks forced layout
     var pre = document.createElement('pre');
     pre.id = 'qkv-verdict';
     pre.textContent = JSON.stringify(v);
@@ -213,7 +214,8 @@ def check_page(chromium, page_path, work, want_titles):
         problems.append(f"screenshot {shot} missing or blank ({size})")
     if verdict:
         print(f"  {os.path.basename(page_path)}: {len(verdict['charts'])} charts, "
-              f"{len(page) // 1024} KB, load event at {verdict['load_ms']:.0f} ms, screenshot {size}")
+              f"{len(page) // 1024} KB, load event at {verdict['load_ms']:.0f} ms, laid out and "
+              f"checked at {verdict['checked_ms']:.0f} ms, screenshot {size}")
     return problems
 
 
