@@ -268,7 +268,7 @@ def main():
              "--rows", "200", "--batch", "2", "--train-steps", "20", "--train-d-model", "32",
              "--threads", "1"])
         pages = {
-            "one.html": [os.path.join(work, "scaled")],
+            "one.html": [os.path.join(work, "scaled"), "--heads"],
             "compare.html": [os.path.join(work, "scaled"), os.path.join(work, "unscaled")],
             "saturation.html": [sat],
         }

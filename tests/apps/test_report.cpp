@@ -276,3 +276,29 @@ TEST_CASE("report: bad input gets one line and no output file") {
   for (const auto& e : std::filesystem::directory_iterator(t.path))
     CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
 }
+
+TEST_CASE("report: qkv saturation folders on one page, overlaid, never mixed with runs") {
+  const TempDir t("report_saturation");
+  for (const char* name : {"s1", "s2"}) {
+    const RunResult r = run_qkv(std::string("saturation --out '") + t.file(name) +
+                                "' --d-k 4,8 --samples 100 --rows 10 --batch 1 --keys 4"
+                                " --example-d-k 8 --train-steps 0 --threads 1");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+  }
+  const RunResult r = run_qkv("report '" + t.file("s1") + "' '" + t.file("s2") + "' --out '" +
+                              t.file("s.html") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string html = read_file(t.file("s.html"));
+  check_page_basics(html);
+  CHECK(count(html, "<figure class=\"chart\"") == 9);  // 7 against d_k, 2 bar charts
+  CHECK(html.find(">s2: scale 1 (unscaled)</text>") != std::string::npos);
+  CHECK(html.find("Copy task") == std::string::npos);  // no training, no training charts
+  const std::string run = fake_run(t, "a", "copy", "");
+  const RunResult mixed =
+      run_qkv("report '" + run + "' '" + t.file("s1") + "' --out '" + t.file("m.html") + "'");
+  CHECK(mixed.status == 1);
+  CHECK(mixed.output.find("cannot share a page") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.file("m.html")));
+}
