@@ -1,7 +1,7 @@
 // qkv report, the data side: run folders and metrics.jsonl in, charts out (see report.hpp).
 #include <algorithm>
-#include <cstdio>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -50,8 +50,8 @@ const Known kKnown[] = {
      "entropy (nats)", false},
     {"attention_entropy.decoder_self", "attention entropy, decoder self-attention",
      "entropy (nats)", false},
-    {"attention_entropy.decoder_cross", "attention entropy, cross-attention",
-     "entropy (nats)", false},
+    {"attention_entropy.decoder_cross", "attention entropy, cross-attention", "entropy (nats)",
+     false},
 };
 
 const Known* known(const std::string& key) {
