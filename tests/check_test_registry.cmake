@@ -148,8 +148,8 @@ if(problems)
   endforeach()
   message(FATAL_ERROR
     "${n} problem(s) between the test binaries and ctest's registry:\n${text}"
-    "A TEST_CASE name must survive ctest discovery: no ';', balanced '[' and ']', no leading "
-    "'#', '*' or '~' (docs/testing.md).")
+    "A TEST_CASE name must survive ctest discovery: no ';' and no '\\', balanced '[' and ']', "
+    "no leading '#' or '~', no '*' at either end, unique ignoring case (docs/testing.md).")
 endif()
 message(STATUS "test registry: ${total} test cases in ${count} ctest tests, each run by exactly "
                "one, and nothing else")
