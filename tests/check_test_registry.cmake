@@ -151,5 +151,6 @@ if(problems)
     "A TEST_CASE name must survive ctest discovery: no ';' and no '\\', balanced '[' and ']', "
     "no leading '#' or '~', no '*' at either end, unique ignoring case (docs/testing.md).")
 endif()
-message(STATUS "test registry: ${total} test cases in ${count} ctest tests, each run by exactly "
-               "one, and nothing else")
+list(LENGTH binaries n_binaries)
+message(STATUS "test registry: the ${total} test cases of ${n_binaries} binaries are each exactly "
+               "one ctest test, whose filter selects that test case and nothing else")
