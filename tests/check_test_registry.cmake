@@ -66,7 +66,12 @@ function(list_cases out_names out_where binary filter)
   set(${out_where} "${where}" PARENT_SCOPE)
 endfunction()
 
-execute_process(COMMAND "${CTEST}" --show-only=json-v1 WORKING_DIRECTORY "${BUILD_DIR}"
+# ctest asked from the build folder would rewrite its Testing/Temporary/LastTest.log, the log of
+# the very run this check is part of: ask from a folder of its own that includes the build's.
+set(ask_dir "${BUILD_DIR}/tests/test_registry_query")
+file(MAKE_DIRECTORY "${ask_dir}")
+file(WRITE "${ask_dir}/CTestTestfile.cmake" "subdirs(\"${BUILD_DIR}\")\n")
+execute_process(COMMAND "${CTEST}" --show-only=json-v1 WORKING_DIRECTORY "${ask_dir}"
                 OUTPUT_VARIABLE json RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "ctest --show-only=json-v1 failed (${rc}): ${err}")
