@@ -1,4 +1,4 @@
-// Helpers every test area shares: temporary folders and scoped thread counts.
+// Helpers every test area shares: skipping, temporary folders and scoped thread counts.
 #pragma once
 #include <unistd.h>
 #include <filesystem>
@@ -7,6 +7,23 @@
 #include "core/parallel.hpp"
 
 namespace qkv::test {
+
+// The exit status of a test process whose every test case was skipped (tests/test_main.cpp);
+// qkv_test() gives it to ctest as SKIP_RETURN_CODE, so ctest reports "Skipped", not "Passed".
+inline constexpr int kSkipExitCode = 77;
+
+// Prints "SKIPPED: <test case>: <reason>" and marks the running test case as skipped
+// (defined in test_main.cpp). Use QKV_SKIP, which also ends the test case.
+void mark_skipped(const std::string& reason);
+
+// Ends the running test case as skipped, with the reason. Only in a TEST_CASE's own body (it
+// returns from the enclosing function), and only for what cannot run here (a missing program,
+// a sanitizer build), never for a result that is inconvenient.
+#define QKV_SKIP(reason)               \
+  do {                                 \
+    ::qkv::test::mark_skipped(reason); \
+    return;                            \
+  } while (0)
 
 // A fresh folder under the system temp dir, qkv_<tag>_<pid>, removed when the object dies.
 // The pid keeps test processes that ctest runs in parallel apart.

@@ -60,10 +60,8 @@ TEST_CASE("bench --compare: both sides' BLAS and threads in the JSON") {
 }
 
 TEST_CASE("bench --compare: PyTorch on the reference BLAS is refused, or flagged") {
-  if (!std::filesystem::exists(std::string(kReferenceBlasDir) + "/libblas.so.3")) {
-    WARN("skipped: Debian's reference BLAS (libblas3) is not installed");
-    return;
-  }
+  if (!std::filesystem::exists(std::string(kReferenceBlasDir) + "/libblas.so.3"))
+    QKV_SKIP("Debian's reference BLAS (libblas3) is not installed");
   // libtorch_cpu needs libblas.so.3: this directory's copy wins over the alternatives link.
   // qkv links libopenblas.so.0, which is not there, so only the PyTorch side changes.
   const std::string env = std::string("env LD_LIBRARY_PATH=") + kReferenceBlasDir + " '" +

@@ -144,10 +144,7 @@ std::set<std::string> files_under(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("distributed: 2 ranks train the same model as 1 process, rank 0 alone writes", "[e2e]") {
-  if (const std::string why = skip_reason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (const std::string why = skip_reason(); !why.empty()) QKV_SKIP(why);
   TempDir t("dp_equiv");
   const fs::path one = t.path / "one", two_dir = t.path / "two";
   fs::create_directories(two_dir);
@@ -198,10 +195,7 @@ TEST_CASE("distributed: 2 ranks train the same model as 1 process, rank 0 alone 
 }
 
 TEST_CASE("distributed: a resumed 2-rank run ends exactly as an uninterrupted one", "[e2e]") {
-  if (const std::string why = skip_reason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (const std::string why = skip_reason(); !why.empty()) QKV_SKIP(why);
   TempDir t("dp_resume");
   const std::string a = quoted(t.file("a")), b = quoted(t.file("b"));
   const std::string args = kTiny + " --checkpoint.every 10";
@@ -222,10 +216,7 @@ TEST_CASE("distributed: a resumed 2-rank run ends exactly as an uninterrupted on
 }
 
 TEST_CASE("distributed: a failing rank stops every rank with its message, no hang", "[e2e]") {
-  if (const std::string why = skip_reason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (const std::string why = skip_reason(); !why.empty()) QKV_SKIP(why);
   TempDir t("dp_fail");
   // Rank 1 throws at step 5 while rank 0 waits for it in the gradient allreduce.
   const Timed r = mpirun2("train " + copy_config() + " --run-dir " + quoted(t.file("run")) + kTiny,

@@ -62,7 +62,7 @@ TEST_CASE("eval --max-len: the synthetic split regenerated at other lengths", "[
   CHECK(alone.output.find("--max-len") != std::string::npos);
 }
 
-TEST_CASE("eval --max-len: learned positions end at model.max_len; text data cannot be regenerated",
+TEST_CASE("eval --max-len: learned positions end at model.max_len, text data cannot be regenerated",
           "[e2e]") {
   TempDir t("lengen_learned");
   const std::string run = quoted(t.file("learned"));

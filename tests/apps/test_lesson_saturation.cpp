@@ -38,6 +38,7 @@ const json& fast_run() {
     a.train_steps = 12;
     a.train_d_model = 32;
     a.train_batch = 8;
+    a.seed = 1;  // fixed: the trends are asserted at this seed
     REQUIRE(cmd_saturation(a) == 0);
     return json::parse(read_file(dir.file("saturation.json")));
   }();
@@ -64,10 +65,16 @@ TEST_CASE("saturation: the variance lemma within 5% for d_k up to 256") {
   }
 }
 
-TEST_CASE("saturation: scaled entropy stays near its maximum, unscaled falls with d_k") {
+TEST_CASE(
+    "saturation: unscaled rows saturate as d_k grows, entropy falls and saturated rows rise, "
+    "scaled rows stay flat") {
+  // The lesson's prediction, at the fixed seed of fast_run: without 1/sqrt(d_k) the scores'
+  // spread grows as sqrt(d_k), so each width's rows are peakier than the last (lower entropy,
+  // a larger top weight, more rows above the saturation threshold); with it, every width
+  // looks the same.
   const double log_m = std::log(10.0);
-  double prev_unscaled = 1e9, prev_sat = -1;
-  double lo = 1e9, hi = 0;
+  double prev_entropy = 1e9, prev_sat = 0, prev_top = 0;  // d_k 4 unscaled: some rows saturate
+  double lo = 1e9, hi = 0, top_lo = 1, top_hi = 0, sat_hi = 0;
   for (int64_t d : {4, 16, 64, 256}) {
     INFO("d_k " << d);
     const json& s = record(d, "1/sqrt(d_k)");
@@ -77,12 +84,21 @@ TEST_CASE("saturation: scaled entropy stays near its maximum, unscaled falls wit
     CHECK(hs <= log_m);
     CHECK(hs > 0.7 * log_m);
     lo = std::min(lo, hs), hi = std::max(hi, hs);
-    CHECK(hu < prev_unscaled);  // strictly falling
-    prev_unscaled = hu;
-    CHECK(u.at("saturated_fraction").get<double>() >= prev_sat);
-    prev_sat = u.at("saturated_fraction");
-    CHECK(u.at("mean_max_weight").get<double>() >= s.at("mean_max_weight").get<double>() - 0.02);
+    const double top_s = s.at("mean_max_weight");
+    top_lo = std::min(top_lo, top_s), top_hi = std::max(top_hi, top_s);
+    sat_hi = std::max(sat_hi, s.at("saturated_fraction").get<double>());
+    // unscaled: strictly falling entropy, strictly rising top weight and saturated rows
+    CHECK(hu < prev_entropy);
+    prev_entropy = hu;
+    const double sat = u.at("saturated_fraction"), top = u.at("mean_max_weight");
+    CHECK(sat > prev_sat);
+    CHECK(top > prev_top);
+    prev_sat = sat, prev_top = top;
+    CHECK(top >= top_s - 0.02);
   }
+  // scaled: flat at every width
+  CHECK(top_hi - top_lo < 0.05);
+  CHECK(sat_hi < 0.01);
   CHECK(hi - lo < 0.05 * log_m);  // the scaled rows look the same at every width
   CHECK(record(256, "1").at("mean_entropy").get<double>() < 0.25 * log_m);
   CHECK(record(256, "1").at("saturated_fraction").get<double>() > 0.3);
@@ -112,8 +128,6 @@ TEST_CASE("saturation: the JSON schema, the CSV twins and the figures") {
       if (std::string(k) != "scale") CHECK(r[k].is_number());
     }
     CHECK((r["scale"] == "1" || r["scale"] == "1/sqrt(d_k)"));
-    CHECK(r["mean_max_weight"].get<double>() >= 0.1);  // at least 1/m
-    CHECK(r["mean_max_weight"].get<double>() <= 1.0);
   }
   REQUIRE(j.at("training").size() == 2);
   for (const json& t : j["training"]) {

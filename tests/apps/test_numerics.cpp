@@ -1,9 +1,13 @@
 // Numerical robustness at the extremes training can reach: unscaled attention at d_k = 1024
 // (scores with a standard deviation of ~32 times the inputs' scale) and logits of 1e4 give
-// finite values and gradients, never NaN; and through the real binary, a non-finite loss stops
+// finite values and gradients, never NaN, equal to the float64 result within float32's
+// rounding; and through the real binary, a non-finite loss stops
 // training naming the step and keeping the last checkpoint, or with train.skip_nonfinite is
 // skipped.
 #include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops.hpp"
@@ -14,7 +18,32 @@ using namespace qkv;
 using namespace qkv::lesson_test;
 namespace fs = std::filesystem;
 
-TEST_CASE("numerics: unscaled attention at d_k 1024 stays finite, forward and backward", "[unit]") {
+namespace {
+
+// max|a - b| / max|b|, b the float64 reference.
+double rel_to(const Tensor& a, const Tensor& b) {
+  const double den = max(abs(b)).item();
+  return max_abs_diff(a.to(DType::f64), b) / (den > 0 ? den : 1.0);
+}
+
+// The largest Euclidean norm of a row (last dim) of x.
+double max_row_norm(const Tensor& x) {
+  const Tensor x64 = x.to(DType::f64);
+  return std::sqrt(max(sum(mul(x64, x64), {-1})).item());
+}
+
+// Dense attention in float64, written out from its definition (scale 1): the reference the
+// float32 fused kernel is compared with.
+ag::Var dense_attention_f64(const ag::Var& q, const ag::Var& k, const ag::Var& v,
+                            const Tensor& mask) {
+  const ag::Var scores = ag::matmul(q, ag::transpose(k, -2, -1));
+  return ag::matmul(ag::softmax(ag::masked_fill(scores, logical_not(mask), -INFINITY), -1), v);
+}
+
+}  // namespace
+
+TEST_CASE("numerics: unscaled attention at d_k 1024 matches float64, forward and backward",
+          "[unit]") {
   Generator g(7);
   for (const double amp : {1.0, 10.0}) {  // scores ~ N(0, (32 amp^2)^2): up to ~1e4 at amp 10
     ag::Var q(mul(randn({2, 2, 8, 1024}, g), amp), true),
@@ -23,29 +52,59 @@ TEST_CASE("numerics: unscaled attention at d_k 1024 stays finite, forward and ba
     mask.data<uint8_t>()[0] = 0;                            // one masked key in the first row
     const ag::Var out = ag::attention(q, k, v, mask, 1.0);  // scale 1: no 1/sqrt(d_k)
     INFO("amp " << amp);
-    CHECK(all_finite(out.data()));
-    ag::sum(ag::mul(out, out)).backward();
-    CHECK(all_finite(q.grad()));
-    CHECK(all_finite(k.grad()));
-    CHECK(all_finite(v.grad()));
+    REQUIRE(all_finite(out.data()));
+    const Tensor R = randn(out.shape(), g);
+    const std::vector<Tensor> grads = ag::grad({out}, {R}, {q, k, v});
+    for (const Tensor& gr : grads) REQUIRE(all_finite(gr));
+    // The same inputs, rounded to float32 once, through the definition in float64.
+    ag::Var q64(q.data().to(DType::f64), true), k64(k.data().to(DType::f64), true),
+        v64(v.data().to(DType::f64), true);
+    const ag::Var ref = dense_attention_f64(q64, k64, v64, mask);
+    const std::vector<Tensor> ref_grads = ag::grad({ref}, {R.to(DType::f64)}, {q64, k64, v64});
+    CHECK(rel_to(out.data(), ref.data()) < 1e-5);
+    CHECK(rel_to(grads[2], ref_grads[2]) < 1e-4);  // dv = P^T dO
+    // dq = dS k and dk = dS^T q with dS = P * (dP - rowsum(dO * O)). Where a row is saturated
+    // (P one-hot: every row at amp 10), dP and the row sum agree in exact arithmetic and dS,
+    // hence dq and dk, vanish (float64: ~1e-24). In float32 their difference is rounding of
+    // terms of size |dO| |v|: that noise, times |k| (or |q|), is the absolute error allowed
+    // on top of the relative 1e-4.
+    const double eps = std::numeric_limits<float>::epsilon();
+    const double cancel = eps * max_row_norm(R) * max_row_norm(v.data());
+    const double noise[] = {cancel * max_row_norm(k.data()), cancel * max_row_norm(q.data())};
+    const char* names[] = {"dq", "dk"};
+    for (int i = 0; i < 2; ++i) {
+      const double diff = max_abs_diff(grads[i].to(DType::f64), ref_grads[i]);
+      const double ref_max = max(abs(ref_grads[i])).item();
+      INFO(names[i] << ": max|ours - float64| " << diff << ", max|float64| " << ref_max
+                    << ", rounding noise bound " << noise[i]);
+      CHECK(diff <= 1e-4 * ref_max + noise[i]);
+    }
   }
 }
 
-TEST_CASE("numerics: logits of 1e4 give a finite softmax, cross-entropy and gradient", "[unit]") {
+TEST_CASE("numerics: logits of 1e4 give the float64 softmax, cross-entropy and gradient",
+          "[unit]") {
   Generator g(3);
   ag::Var logits(mul(randn({16, 50}, g), 1e4), true);
   const Tensor targets =
       from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {16});
+  ag::Var logits64(logits.data().to(DType::f64), true);
   for (const double smoothing : {0.0, 0.1}) {
     logits.zero_grad();
+    logits64.zero_grad();
     const ag::Var loss = ag::cross_entropy(logits, targets, -100, smoothing);
-    INFO("smoothing " << smoothing);
-    CHECK(std::isfinite(loss.item()));
+    const ag::Var loss64 = ag::cross_entropy(logits64, targets, -100, smoothing);
+    INFO("smoothing " << smoothing << ": loss " << loss.item() << ", float64 " << loss64.item());
+    REQUIRE(std::isfinite(loss.item()));
+    CHECK(std::abs(loss.item() - loss64.item()) <= 1e-5 * std::abs(loss64.item()));
     loss.backward();
-    CHECK(all_finite(logits.grad()));
+    loss64.backward();
+    REQUIRE(all_finite(logits.grad()));
+    CHECK(rel_to(logits.grad(), logits64.grad()) < 1e-5);
   }
-  CHECK(all_finite(softmax(logits.data(), -1)));
-  CHECK(all_finite(log_softmax(logits.data(), -1)));
+  const Tensor l64 = logits64.data();
+  CHECK(rel_to(softmax(logits.data(), -1), softmax(l64, -1)) < 1e-6);
+  CHECK(rel_to(log_softmax(logits.data(), -1), log_softmax(l64, -1)) < 1e-6);
   // +-1e4 in one row: the small entry underflows to probability 0, not NaN.
   const Tensor row = from_vector(std::vector<float>{1e4f, -1e4f, 0.f}, {1, 3});
   CHECK(all_finite(softmax(row, -1)));

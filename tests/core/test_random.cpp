@@ -9,7 +9,7 @@
 using namespace qkv;
 using namespace qkv::test;
 
-TEST_CASE("same seed, same numbers; different seed or position, different numbers") {
+TEST_CASE("same seed gives the same numbers, another seed or position other numbers") {
   for (DType dt : {DType::f32, DType::f64}) {
     Generator g1(123), g2(123), g3(124);
     const Tensor a = randn({1000}, g1, dt), b = randn({1000}, g2, dt), c = randn({1000}, g3, dt);
@@ -55,7 +55,7 @@ TEST_CASE("random streams are bitwise independent of the thread count") {
   }
 }
 
-TEST_CASE("randn has mean 0 and variance 1; rand is uniform on [0, 1)") {
+TEST_CASE("randn has mean 0 and variance 1, rand is uniform on 0 <= x < 1") {
   Generator g(77);
   const int64_t n = 200000;
   for (DType dt : {DType::f32, DType::f64}) {

@@ -152,7 +152,7 @@ TEST_CASE("argmax along each dim, ties go to the first, every layout") {
   CHECK(argmax(big.view({1, 300000}), 1).item() == 123457);
 }
 
-TEST_CASE("max and min propagate NaN; sums of large tensors use a float64 accumulator") {
+TEST_CASE("max and min propagate NaN, and sums of large tensors use a float64 accumulator") {
   const Tensor x = tensor({1, std::nan(""), 3}, {3});
   CHECK(std::isnan(max(x).item()));
   CHECK(std::isnan(min(x).item()));

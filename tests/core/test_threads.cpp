@@ -70,7 +70,7 @@ TEST_CASE("reductions are bitwise identical with 1 and 2 threads on > 1e6 elemen
   }
 }
 
-TEST_CASE("set_num_threads sets OpenMP and OpenBLAS; OpenBLAS is the OpenMP build") {
+TEST_CASE("set_num_threads sets OpenMP and OpenBLAS, and OpenBLAS is the OpenMP build") {
   ThreadGuard guard;
   // 2 = OpenMP (0 = sequential, 1 = pthreads): the build that shares qkv's thread pool.
   CHECK(openblas_get_parallel() == 2);

@@ -109,7 +109,7 @@ TEST_CASE("transpose and permute swap shapes and strides") {
   CHECK(scalar(2).transpose(0, -1).item() == 2);
 }
 
-TEST_CASE("slice with step, negative bounds and clamping; narrow; select") {
+TEST_CASE("slice with step, negative bounds and clamping, then narrow and select") {
   const Tensor x = iota({10});
   const Tensor s = x.slice(0, 1, 8, 3);  // 1, 4, 7
   CHECK(s.shape() == Shape{3});
@@ -189,7 +189,7 @@ TEST_CASE("is_contiguous and contiguous()") {
   CHECK(to_vector<double>(cl) == to_vector<double>(x));
 }
 
-TEST_CASE("copy_ broadcasts and converts dtype; to() converts") {
+TEST_CASE("copy_ broadcasts and converts dtype, and to() converts") {
   Tensor dst = zeros({2, 3}, DType::f32);
   dst.t().copy_(tensor({1, 2, 3}, {3, 1}, DType::f64));
   CHECK(to_vector<float>(dst) == std::vector<float>{1, 2, 3, 1, 2, 3});

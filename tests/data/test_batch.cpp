@@ -135,7 +135,7 @@ TEST_CASE("plan: max_tokens caps rows * max(S, T)") {
     if (ds.examples[b[0]].src.size() > 20) CHECK(b.size() == 1);
 }
 
-TEST_CASE("plan: no shuffle keeps the dataset order; options are checked") {
+TEST_CASE("plan: no shuffle keeps the dataset order, options are checked") {
   const Dataset ds = skewed(100, 3);
   BatchOptions o;
   o.batch_size = 10;

@@ -56,7 +56,7 @@ TEST_CASE("tsv: malformed lines are errors naming file and line, or skipped and 
   CHECK_THROWS_WITH(read_tsv(testing::scratch("nope.tsv")), Catch::Contains("cannot open"));
 }
 
-TEST_CASE("tsv: write then read round-trips; tabs inside a side are refused") {
+TEST_CASE("tsv: write then read round-trips, tabs inside a side are refused") {
   const std::vector<TextPair> pairs = {{"3rd of March 2021", "2021-03-03"}, {"日本", "Japan"}};
   const std::string path = testing::scratch("rt.tsv");
   write_tsv(path, pairs);

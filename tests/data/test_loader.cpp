@@ -56,7 +56,7 @@ TEST_CASE("loader: each epoch visits every example once, in a new order") {
   CHECK(epoch_orders[1] != epoch_orders[2]);
 }
 
-TEST_CASE("loader: same seed -> same batches in the same order; another seed -> others") {
+TEST_CASE("loader: same seed -> same batches in the same order, another seed -> others") {
   const auto ds = copy_data();
   Loader a(ds, Framing{}, opts(0), 7), b(ds, Framing{}, opts(0), 7), c(ds, Framing{}, opts(0), 8);
   const auto ba = take(a, 60), bb = take(b, 60), bc = take(c, 60);  // three epochs' worth

@@ -4,10 +4,19 @@ Usage: /usr/bin/python3 reference_nn.py DIR
 
 For every DIR/<case>.in.safetensors (written by qkv) this script reads the case's config from
 the file's __metadata__ ("config", a JSON string), the qkv parameters ("param.<qkv name>"), the
-inputs ("input.<name>"), the masks in qkv's convention ("mask.<name>", bool, True = may attend)
-and the upstream gradient "R". It builds the matching torch module, copies the weights in,
-runs forward, backpropagates L = sum(out * R), and writes DIR/<case>.out.safetensors with
-"out", "grad.input.<name>" and "grad.param.<qkv name>" (gradients mapped back to qkv names).
+inputs ("input.<name>") and the upstream gradient "R". It builds the matching torch module,
+copies the weights in, runs forward, backpropagates L = sum(out * R), and writes
+DIR/<case>.out.safetensors with "out", "grad.input.<name>" and "grad.param.<qkv name>"
+(gradients mapped back to qkv names).
+
+Masks are built here by torch, never taken from qkv: from the sequence lengths in the config
+("key_lengths", "src_lengths", "tgt_lengths") as key_padding_mask (True = padding), and, when
+"causal" is set, nn.Transformer.generate_square_subsequent_mask. Config options: "activation"
+(relu | gelu), "layer_norm_eps", "bias" (false: attention projections without biases, as qkv's
+model.bias; torch 1.13's layers have no bias option, so their attention modules are replaced by
+nn.MultiheadAttention(bias=False)), and for "transformer" also "share_embeddings" and
+"tie_output" (one nn.Embedding for both sides; an nn.Linear without bias whose weight is the
+target embedding's).
 
 Only numpy and torch are needed: safetensors files are read and written by the small functions
 below, which are also the reader documented in docs/nn.md.
@@ -86,8 +95,10 @@ def torch_name(qkv_name):
     return prefix + "in_proj_" + m.group(3), "qkv".index(m.group(2))
 
 
-def load_into(module, params, prefix=""):
-    """Copies qkv parameters into a torch module; torch's strict load checks completeness."""
+def load_into(module, params, prefix="", aliases=None):
+    """Copies qkv parameters into a torch module; torch's strict load checks completeness.
+    aliases: {torch name: torch name it shares its tensor with} (tied weights appear under
+    every name in torch's state_dict, once in qkv's)."""
     state = {}
     packed = {}
     for qname, a in params.items():
@@ -100,6 +111,9 @@ def load_into(module, params, prefix=""):
     for tname, parts in packed.items():
         assert all(p is not None for p in parts), "incomplete projections for " + tname
         state[tname] = torch.from_numpy(np.concatenate(parts, 0))
+    for alias, target in (aliases or {}).items():
+        assert alias not in state, alias + " is not shared in qkv"
+        state[alias] = state[target]
     module.load_state_dict(state, strict=True)
 
 
@@ -119,11 +133,38 @@ def grads_back(module, params, prefix=""):
     return out
 
 
-# ---------------------------------------------------------------- masks
+# ---------------------------------------------------------------- masks, built by torch
 
-def blocked(mask):
-    """qkv mask (True = may attend) -> torch bool mask (True = may NOT attend)."""
-    return torch.from_numpy(~mask)
+def padding(lengths, m):
+    """(B, m) key_padding_mask, True on the padding after each sequence's length."""
+    return torch.arange(m)[None, :] >= torch.tensor(lengths)[:, None]
+
+
+def causal(n):
+    """(n, n) float mask, -inf above the diagonal: torch's own causal mask."""
+    return tnn.Transformer.generate_square_subsequent_mask(n)
+
+
+def attention(c):
+    """An nn.MultiheadAttention as the case configures it (projection biases or not)."""
+    return tnn.MultiheadAttention(c["d_model"], c["heads"], dropout=0.0,
+                                  bias=c.get("bias", True), batch_first=True)
+
+
+def without_attention_bias(layer, c):
+    """qkv's bias = false drops the attention projections' biases only (the FFN and LayerNorm
+    keep theirs); torch 1.13's layers have no such option, so swap their attention modules."""
+    if not c.get("bias", True):
+        for name in ("self_attn", "multihead_attn"):
+            if hasattr(layer, name):
+                setattr(layer, name, attention(c))
+    return layer
+
+
+def layer_options(c):
+    return dict(dim_feedforward=c["d_ff"], dropout=0.0, activation=c.get("activation", "relu"),
+                layer_norm_eps=c.get("layer_norm_eps", 1e-5), batch_first=True,
+                norm_first=c["norm_first"])
 
 
 def sinusoidal(n, d, dtype):
@@ -146,24 +187,42 @@ class Wrapped(tnn.Module):
         d = c["d_model"]
         self.d = d
         self.src_embed = tnn.Embedding(c["src_vocab"], d)
-        self.tgt_embed = tnn.Embedding(c["tgt_vocab"], d)
+        # share_embeddings: one table; tie_output: the output Linear's weight is the target
+        # table (torch then sums the gradients of every use into the one tensor).
+        self.tgt_embed = (self.src_embed if c.get("share_embeddings")
+                          else tnn.Embedding(c["tgt_vocab"], d))
         self.transformer = tnn.Transformer(
             d_model=d, nhead=c["heads"], num_encoder_layers=c["encoder_layers"],
-            num_decoder_layers=c["decoder_layers"], dim_feedforward=c["d_ff"], dropout=0.0,
-            activation="relu", batch_first=True, norm_first=c["norm_first"])
-        self.output = tnn.Linear(d, c["tgt_vocab"])
+            num_decoder_layers=c["decoder_layers"], **layer_options(c))
+        for stack in (self.transformer.encoder, self.transformer.decoder):
+            for layer in stack.layers:
+                without_attention_bias(layer, c)
+        if c.get("tie_output"):
+            self.output = tnn.Linear(d, c["tgt_vocab"], bias=False)
+            self.output.weight = self.tgt_embed.weight
+        else:
+            self.output = tnn.Linear(d, c["tgt_vocab"])
         self.np_dtype = dtype
 
-    def forward(self, src, tgt, src_valid, tgt_valid):
+    def aliases(self):
+        """torch state_dict names that hold another name's tensor (see load_into)."""
+        out = {}
+        if self.tgt_embed is self.src_embed:
+            out["tgt_embed.weight"] = "src_embed.weight"
+        if self.output.weight is self.tgt_embed.weight:
+            out["output.weight"] = ("src_embed.weight" if self.tgt_embed is self.src_embed
+                                    else "tgt_embed.weight")
+        return out
+
+    def forward(self, src, tgt, src_lengths, tgt_lengths):
         S, T = src.shape[1], tgt.shape[1]
         pe = sinusoidal(max(S, T), self.d, self.np_dtype)
         x = self.src_embed(src) * math.sqrt(self.d) + pe[:S]
         y = self.tgt_embed(tgt) * math.sqrt(self.d) + pe[:T]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = blocked
-        h = self.transformer(x, y, tgt_mask=causal,
-                             src_key_padding_mask=blocked(src_valid),
-                             tgt_key_padding_mask=blocked(tgt_valid),
-                             memory_key_padding_mask=blocked(src_valid))
+        h = self.transformer(x, y, tgt_mask=causal(T),
+                             src_key_padding_mask=padding(src_lengths, S),
+                             tgt_key_padding_mask=padding(tgt_lengths, T),
+                             memory_key_padding_mask=padding(src_lengths, S))
         return self.output(h)
 
 
@@ -187,7 +246,6 @@ def run_case(path):
     torch.set_default_dtype(tdt)
     params = {k[len("param."):]: v for k, v in t.items() if k.startswith("param.")}
     inputs = {k[len("input."):]: torch.from_numpy(v) for k, v in t.items() if k.startswith("input.")}
-    masks = {k[len("mask."):]: v for k, v in t.items() if k.startswith("mask.")}
     for v in inputs.values():
         if v.is_floating_point():
             v.requires_grad_(True)
@@ -198,36 +256,33 @@ def run_case(path):
     prefix_params = params
 
     if kind == "mha":
-        module = tnn.MultiheadAttention(c["d_model"], c["heads"], dropout=0.0, bias=True,
-                                        batch_first=True)
+        module = attention(c)
         load_into(module, params)
         q = inputs["query"]
         kv = inputs.get("memory", q)
-        kw = {"need_weights": False}
-        if "attn" in masks:  # (n, m), shared by the batch
-            kw["attn_mask"] = blocked(masks["attn"])
-        if "key_valid" in masks:  # (B, m)
-            kw["key_padding_mask"] = blocked(masks["key_valid"])
+        kw = {"need_weights": False, "key_padding_mask": padding(c["key_lengths"], kv.shape[1])}
+        if c.get("causal"):  # self-attention only: n == m
+            kw["attn_mask"] = causal(q.shape[1])
         out, _ = module(q, kv, kv, **kw)
     elif kind == "encoder_layer":
-        module = tnn.TransformerEncoderLayer(c["d_model"], c["heads"], c["d_ff"], dropout=0.0,
-                                             activation="relu", batch_first=True,
-                                             norm_first=c["norm_first"])
+        module = without_attention_bias(
+            tnn.TransformerEncoderLayer(c["d_model"], c["heads"], **layer_options(c)), c)
         load_into(module, params)
-        out = module(inputs["x"], src_key_padding_mask=blocked(masks["key_valid"]))
+        x = inputs["x"]
+        out = module(x, src_key_padding_mask=padding(c["src_lengths"], x.shape[1]))
     elif kind == "decoder_layer":
-        module = tnn.TransformerDecoderLayer(c["d_model"], c["heads"], c["d_ff"], dropout=0.0,
-                                             activation="relu", batch_first=True,
-                                             norm_first=c["norm_first"])
+        module = without_attention_bias(
+            tnn.TransformerDecoderLayer(c["d_model"], c["heads"], **layer_options(c)), c)
         load_into(module, params)
-        out = module(inputs["x"], inputs["memory"], tgt_mask=blocked(masks["causal"]),
-                     tgt_key_padding_mask=blocked(masks["tgt_valid"]),
-                     memory_key_padding_mask=blocked(masks["src_valid"]))
+        x, mem = inputs["x"], inputs["memory"]
+        out = module(x, mem, tgt_mask=causal(x.shape[1]),
+                     tgt_key_padding_mask=padding(c["tgt_lengths"], x.shape[1]),
+                     memory_key_padding_mask=padding(c["src_lengths"], mem.shape[1]))
     elif kind == "transformer":
         module = Wrapped(c, np_dt)
         prefix_params = qkv_to_wrapped(params)
-        load_into(module, prefix_params)
-        out = module(inputs["src"], inputs["tgt"], masks["src_valid"], masks["tgt_valid"])
+        load_into(module, prefix_params, aliases=module.aliases())
+        out = module(inputs["src"], inputs["tgt"], c["src_lengths"], c["tgt_lengths"])
     elif kind == "cross_entropy":
         out = F.cross_entropy(inputs["logits"], inputs["targets"], ignore_index=c["ignore_index"],
                               label_smoothing=c["label_smoothing"])

@@ -5,8 +5,11 @@ Usage: /usr/bin/python3 reference_positions.py DIR
 For every DIR/<case>.in.safetensors: inputs q, k, v (B, h, n, d) float64, the mask (bool, True =
 may attend), the relative bias table (h, 2K + 1) when the case is "relative", and the upstream
 gradient R. Computes attention with the position scheme written out directly from its
-definition (Shaw et al. / T5 scalar bias; RoPE of Su et al.), backpropagates sum(out * R) and
-writes DIR/<case>.out.safetensors with "out" and "grad.<input>".
+definition, backpropagates sum(out * R) and writes DIR/<case>.out.safetensors with "out" and
+"grad.<input>". The schemes: "relative", a learned scalar per head for each relative offset
+j - i clipped to [-K, K] (the clipped offsets of Shaw et al. 2018, with a scalar per offset
+where Shaw et al. learn vectors; not T5's bias, which buckets offsets logarithmically), and
+"rope", the rotary embedding of Su et al. 2021.
 """
 import json
 import math
@@ -47,7 +50,7 @@ def run_case(path):
         K = c["clip"]
         i = torch.arange(n)[:, None] + off
         j = torch.arange(m)[None, :]
-        bias = x["table"][:, (j - i).clamp(-K, K) + K]  # (h, n, m)
+        bias = x["table"][:, (j - i).clamp(-K, K) + K]  # (h, n, m): clipped offsets, no buckets
     scores = q @ k.transpose(-2, -1) / math.sqrt(d) + bias
     scores = scores.masked_fill(~torch.tensor(t["mask"]), float("-inf"))
     out = torch.softmax(scores, -1) @ v

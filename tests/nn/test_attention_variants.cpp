@@ -105,7 +105,7 @@ TEST_CASE("sliding-window kernel equals dense attention with the banded mask") {
   }
 }
 
-TEST_CASE("sliding-window attention: rows with no key are zero; misuse throws") {
+TEST_CASE("sliding-window attention: rows with no key are zero, misuse throws") {
   Generator g(4);
   const Tensor q = randn({1, 1, 6, 4}, g, DType::f64), k = randn({1, 1, 6, 4}, g, DType::f64);
   const Tensor v = randn({1, 1, 6, 4}, g, DType::f64);
@@ -224,7 +224,8 @@ TEST_CASE("linear attention: the quadratic form's weights are phi(q).phi(k) norm
   }
 }
 
-TEST_CASE("linear attention: gradcheck in float64; masks other than padding [AND causal] throw") {
+TEST_CASE(
+    "linear attention: gradcheck in float64 with padding and causal masks, other masks throw") {
   Generator g(9);
   Tensor valid = ones({2, 6}, DType::b8);
   valid.select(0, 0).narrow(0, 4, 2).zero_();

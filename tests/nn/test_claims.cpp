@@ -79,7 +79,7 @@ TEST_CASE("claim: attention handles n != m, d_v != d_k and batch/head dims") {
                     Catch::Contains("(4, 5)"));
 }
 
-TEST_CASE("claim: self-attention is permutation equivariant; positional encoding breaks it") {
+TEST_CASE("claim: self-attention is permutation equivariant, positional encoding breaks it") {
   Generator g(2);
   MultiHeadAttention mha(16, 4, g);
   mha.to(DType::f64);
@@ -336,7 +336,7 @@ TEST_CASE("claim: a fully masked row gives zero output and finite, zero gradient
   CHECK(max(abs(g2[0].select(0, 1))).item() == 0);  // nothing flows to the padded sequence
 }
 
-TEST_CASE("claim: learned positions stop at max_len; sinusoidal ones do not") {
+TEST_CASE("claim: learned positions stop at max_len, sinusoidal ones do not") {
   Generator g(8);
   PositionalEncoding learned(PositionKind::learned, 4, 5, g, 0.0, nullptr);
   CHECK(learned.table.shape() == Shape{5, 4});

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "gradcheck_test_util.hpp"
 #include "nn_test_util.hpp"
@@ -172,4 +174,63 @@ TEST_CASE("gradcheck: cross-entropy with label smoothing and ignore_index") {
   head.to(DType::f64);
   check_gradients([&](Ins in) { return ag::cross_entropy(head.forward(in[0]), t, 3, 0.2); },
                   with_params({leaf({6, 5}, g)}, head));
+}
+
+TEST_CASE("gradcheck: share_embeddings and tie_output, a shared tensor gets the sum of its uses") {
+  const Tensor src = from_vector<int64_t>({1, 2, 3, 4, 5, 0, 0, 0}, {2, 4});
+  const Tensor tgt_in = from_vector<int64_t>({0, 1, 2, 0, 3, 4}, {2, 3});
+  const Tensor sv = valid_mask({4, 2}, 4), tv = valid_mask({3, 2}, 3);
+  for (const auto& [share, tie] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    INFO("share_embeddings " << share << ", tie_output " << tie);
+    Generator g(8);
+    ModelConfig c = tiny_config(false);
+    c.src_vocab = c.tgt_vocab = 6, c.d_model = 4, c.d_ff = 6, c.decoder_layers = 1;
+    c.share_embeddings = share, c.tie_output = tie;
+    Seq2Seq m(c, g);
+    m.to(DType::f64);
+    check_gradients([&](Ins) { return m.forward(src, tgt_in, sv, tv); }, with_params({}, m));
+
+    // The same function with one copy of the shared table per use: the shared table's gradient
+    // must be the sum of the copies' gradients, every other gradient the same.
+    ModelConfig u = c;
+    u.share_embeddings = false, u.tie_output = false;
+    Seq2Seq twin(u, g);
+    twin.to(DType::f64);
+    const std::string table = share ? "src_embed.weight" : "tgt_embed.weight";
+    std::map<std::string, Tensor> ours;
+    for (const auto& [n, t] : m.state_dict()) ours[n] = t;
+    std::map<std::string, std::string> source;  // twin name -> the name in m it copies
+    for (const auto& [n, v] : twin.named_parameters()) {
+      source[n] = n;
+      if (share && n == "tgt_embed.weight") source[n] = "src_embed.weight";
+      if (tie && n == "output.weight") source[n] = table;
+      Var p = v;
+      if (tie && n == "output.bias")
+        p.data().fill_(0);  // the tied projection has no bias
+      else
+        p.data().copy_(ours.at(source[n]));
+    }
+    const Var out = m.forward(src, tgt_in, sv, tv), out_twin = twin.forward(src, tgt_in, sv, tv);
+    REQUIRE(max_abs_diff(out.data(), out_twin.data()) < 1e-12);
+    const Tensor R = randn(out.shape(), g, DType::f64);
+    const auto named = m.named_parameters(), twin_named = twin.named_parameters();
+    std::vector<Var> ps, twin_ps;
+    for (const auto& [n, v] : named) ps.push_back(v);
+    for (const auto& [n, v] : twin_named) twin_ps.push_back(v);
+    const std::vector<Tensor> grads = ag::grad({out}, {R}, ps);
+    const std::vector<Tensor> twin_grads = ag::grad({out_twin}, {R}, twin_ps);
+    std::map<std::string, Tensor> summed;  // name in m -> sum of its copies' gradients
+    int uses = 0;
+    for (size_t i = 0; i < twin_named.size(); ++i) {
+      if (tie && twin_named[i].first == "output.bias") continue;
+      const std::string& to = source[twin_named[i].first];
+      uses += to == table;
+      summed[to] = summed.count(to) ? add(summed[to], twin_grads[i]) : twin_grads[i];
+    }
+    CHECK(uses == 1 + int(share) + int(tie));  // the table really is used that many times
+    for (size_t i = 0; i < named.size(); ++i) {
+      INFO(named[i].first);
+      CHECK(rel_err(grads[i], summed.at(named[i].first)) < 1e-12);
+    }
+  }
 }

@@ -154,7 +154,7 @@ TEST_CASE("module: layer initialisation as documented") {
   CHECK(max_abs_diff(es.forward(ids).data(), mul(raw, 4.0)) == 0);
 }
 
-TEST_CASE("module: train() and eval() reach every child; dropout only while training") {
+TEST_CASE("module: train() and eval() reach every child, dropout only while training") {
   Generator g(4);
   Seq2Seq m(small_config(), g);
   CHECK(m.is_training());

@@ -142,7 +142,7 @@ TEST_CASE("AMSGrad keeps the running maximum of v", "[optim]") {
   CHECK(s.tensors[2].second.item() == Approx(50.0).epsilon(1e-15));
 }
 
-TEST_CASE("parameters without a gradient are skipped; zero_grad drops gradients", "[optim]") {
+TEST_CASE("parameters without a gradient are skipped, and zero_grad drops gradients", "[optim]") {
   NamedParams ps = fresh_params();
   Adam opt(ps, AdamOptions{});
   const Tensor b0 = ps[1].second.data().clone();
