@@ -5,6 +5,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/heatmap.hpp"
+#include "apps/limits.hpp"
 #include "apps/run.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
@@ -30,7 +31,8 @@ int cmd_attention(const AttentionArgs& a) {
             "--kind must be self (encoder), decoder-self or cross, got '", a.kind, "'");
   QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
-  set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
+                a.threads > 0 ? "--threads" : "threads");
   const nn::Seq2Seq& model = *r.model;
   const data::Framing& f = r.data.framing;
 

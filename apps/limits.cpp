@@ -1,0 +1,162 @@
+#include "apps/limits.hpp"
+
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+
+namespace qkv::app {
+
+namespace {
+
+// "Key:   12345 kB" from a /proc file, in bytes (-1 if absent).
+double proc_kib(const char* file, const char* key) {
+  std::ifstream in(file);
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(in, line))
+    if (line.rfind(k, 0) == 0) return std::atof(line.c_str() + k.size()) * 1024.0;
+  return -1;
+}
+
+double file_number(const char* path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!(in >> s) || s == "max") return -1;
+  return std::atof(s.c_str());
+}
+
+}  // namespace
+
+MemoryInfo available_memory() {
+  MemoryInfo m{proc_kib("/proc/meminfo", "MemAvailable"), "MemAvailable"};
+  if (m.available < 0) m = {proc_kib("/proc/meminfo", "MemFree"), "MemFree"};
+  auto consider = [&](double limit, double used, const char* source) {
+    if (limit <= 0 || limit >= 1e18 || used < 0) return;  // no limit
+    const double left = std::max(0.0, limit - used);
+    if (m.available < 0 || left < m.available) m = {left, source};
+  };
+  consider(file_number("/sys/fs/cgroup/memory.max"), file_number("/sys/fs/cgroup/memory.current"),
+           "cgroup memory limit");
+  consider(file_number("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+           file_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"), "cgroup memory limit");
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    consider(static_cast<double>(as.rlim_cur), proc_kib("/proc/self/status", "VmSize"),
+             "ulimit -v");
+  if (m.available < 0) m = {1e18, "unknown"};
+  return m;
+}
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  while (b >= 1000 && u < 6) b /= 1000, ++u;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, unit[u]);
+  return buf;
+}
+
+void require_memory(const std::string& key, double bytes, const std::string& what) {
+  const MemoryInfo m = available_memory();
+  if (bytes <= m.available) return;
+  throw Error(key + ": " + what + " needs about " + human_bytes(bytes) + ", more than the " +
+              human_bytes(m.available) + " of memory available (" + m.source + ")");
+}
+
+void check_data_memory(const RunConfig& c) {
+  const data::DataConfig& d = c.data;
+  const double examples = static_cast<double>(d.train_size) + static_cast<double>(d.valid_size) +
+                          static_cast<double>(d.test_size);
+  const double len = d.task == "tsv" ? 32.0 : (static_cast<double>(d.min_len) + d.max_len) / 2 + 2;
+  // two id vectors per example (8 bytes an id) and their headers, plus the batch plan
+  const double example_bytes = examples * (96 + 2 * 8 * len);
+  const bool symbols =
+      d.task == "copy" || d.task == "reverse" || d.task == "sort" || d.task == "annotated_copy";
+  // a symbol's string, its hash-map node and its slot in the id table
+  const double vocab_bytes = symbols ? static_cast<double>(d.vocab_size) * 128 : 0.0;
+  if (vocab_bytes > example_bytes)
+    require_memory("data.vocab_size", vocab_bytes + example_bytes,
+                   "a vocabulary of " + std::to_string(d.vocab_size) + " symbols");
+  else
+    require_memory(d.train_size >= d.valid_size + d.test_size ? "data.train_size"
+                   : d.valid_size >= d.test_size              ? "data.valid_size"
+                                                              : "data.test_size",
+                   vocab_bytes + example_bytes,
+                   "generating " + std::to_string(static_cast<int64_t>(examples)) + " examples");
+}
+
+void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
+  const nn::ModelConfig& m = c.model;
+  const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
+  const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
+  const double enc = static_cast<double>(m.encoder_layers),
+               dec = static_cast<double>(m.decoder_layers);
+  // Parameters: embeddings (and the output layer unless tied), attention and feed-forward blocks.
+  double vocab_params = (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (d + 1));
+  if (m.position == "learned") vocab_params += 2 * static_cast<double>(m.max_len) * d;
+  const double block_params = enc * (4 * d * d + 2 * d * ff) + dec * (8 * d * d + 2 * d * ff);
+  const double params = vocab_params + block_params;
+  // Each parameter: its value, its gradient and the optimizer's state (Adam: two moments).
+  const std::string& opt = c.optim.optim.name;
+  const double states =
+      opt == "sgd" ? (c.optim.optim.momentum > 0 ? 1 : 0) : (c.optim.optim.amsgrad ? 3 : 2);
+  const double param_bytes = 4 * params * (2 + states);
+  // One batch: activations saved for backward in every layer, and the logits over the target
+  // vocabulary (values, softmax and gradient).
+  const double len =
+      c.data.task == "tsv" && c.data.max_seq_len == 0
+          ? 64.0
+          : static_cast<double>(c.data.task == "tsv" ? c.data.max_seq_len : c.data.max_len) + 2;
+  double tokens = static_cast<double>(c.data.batch_size) * len;
+  if (c.data.max_tokens > 0) tokens = std::min(tokens, static_cast<double>(c.data.max_tokens));
+  const double heads = static_cast<double>(m.heads);
+  const double act_bytes =
+      4 * tokens * ((enc + dec) * (16 * d + 3 * ff + 2 * heads * len) + 3 * tv);
+  const double total = param_bytes + act_bytes;
+  std::string key = "model.d_model";
+  if (act_bytes > param_bytes)
+    key = tv * 3 > (enc + dec) * (16 * d + 3 * ff) ? "data.vocab_size" : "data.batch_size";
+  else if (vocab_params > block_params)
+    key = "data.vocab_size";
+  else if (ff > 4 * d)
+    key = "model.d_ff";
+  char what[160];
+  std::snprintf(what, sizeof what,
+                "training this model (%.3g parameters with gradients and %s state, and one "
+                "batch's activations)",
+                params, opt.c_str());
+  require_memory(key, total, what);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+int apply_threads(int64_t requested, const std::string& key) {
+  QKV_CHECK(requested >= 0, key, "must be >= 0 (0: all cores), got ", requested);
+  const int cores = usable_cores();
+  const int64_t cap = 4 * static_cast<int64_t>(cores);
+  int64_t n = requested;
+  if (n > cap) {
+    spdlog::warn(
+        "{}: {} threads on {} core{}: using {} (more only slows BLAS down and costs memory)", key,
+        n, cores, cores == 1 ? "" : "s", cap);
+    n = cap;
+  }
+  set_num_threads(static_cast<int>(n));
+  return get_num_threads();
+}
+
+}  // namespace qkv::app
