@@ -155,6 +155,19 @@ int apply_threads(int64_t requested, const std::string& key) {
         n, cores, cores == 1 ? "" : "s", cap);
     n = cap;
   }
+  // Each thread costs memory: its stack, its malloc arena (64 MB of address space in glibc)
+  // and OpenBLAS's buffer. Under an address-space limit OpenBLAS waits forever for a buffer it
+  // cannot map, so the count must fit what is there.
+  const MemoryInfo m = available_memory();
+  const double per_thread = m.source == "ulimit -v" ? 160e6 : 32e6;
+  const int64_t fit = std::max<int64_t>(1, static_cast<int64_t>(m.available / per_thread));
+  const int64_t want = n > 0 ? n : cores;
+  if (want > fit) {
+    spdlog::warn("{}: {} threads need about {} of memory, more than the {} available ({}): using {}",
+                 key, want, human_bytes(static_cast<double>(want) * per_thread),
+                 human_bytes(m.available), m.source, fit);
+    n = fit;
+  }
   set_num_threads(static_cast<int>(n));
   return get_num_threads();
 }

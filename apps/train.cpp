@@ -44,9 +44,14 @@ namespace {
 // 128 + the signal, as a shell reports a process killed by it.
 std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_signal{0};
+// A second signal ends the process at once (the first may be waiting on a stuck step).
 void on_stop_signal(int sig) {
   int none = 0;
-  g_signal.compare_exchange_strong(none, sig);
+  if (!g_signal.compare_exchange_strong(none, sig)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
   g_interrupted = true;
 }
 
@@ -314,14 +319,12 @@ int cmd_train(const TrainArgs& a) {
     // data-parallel: a cheap guard that the replicas still agree (a no-op for one process)
     dist::check_same_on_all_ranks(param_checksum(params), "the sum of the parameters");
     if (!root) return std::string();
-    // A checkpoint is only ever written from finite weights ("last good" stays true).
+    // A checkpoint is only ever written from finite weights, so "last good" stays true. (The
+    // next step's loss is then non-finite too: it stops the run, or is skipped.)
     if (const std::string bad = first_nonfinite(model.state_dict()); !bad.empty()) {
-      const std::string last = last_good_checkpoint(run_dir.string());
-      progress.finish();
-      throw Error(
-          fmt::format("train: step {}: the parameters are no longer finite ({}); stopping "
-                      "(last good checkpoint: {})",
-                      st.step, bad, last.empty() ? "none" : last));
+      spdlog::warn("step {}: the parameters are no longer finite ({}); no checkpoint written",
+                   st.step, bad);
+      return std::string();
     }
     st.metrics_bytes = metrics->bytes();
     const std::string name =
@@ -506,11 +509,13 @@ int cmd_train(const TrainArgs& a) {
       const int sig = g_signal.load() != 0 ? g_signal.load() : SIGINT;
       if (root)
         spdlog::warn(
-            "interrupted ({}) at step {}: wrote checkpoint {}; continue with qkv train --resume {}",
+            "interrupted ({}) at step {}: {}; continue with qkv train --resume {}",
             sig == SIGTERM  ? "SIGTERM"
             : sig == SIGHUP ? "SIGHUP"
                             : "SIGINT",
-            st.step, name, run_dir.string());
+            st.step,
+            name.empty() ? "no checkpoint written (see above)" : "wrote checkpoint " + name,
+            run_dir.string());
       return 128 + sig;
     }
   }

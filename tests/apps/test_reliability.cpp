@@ -437,3 +437,27 @@ TEST_CASE("reliability: every flag means one thing", "[e2e]") {
   CHECK(fe.output.find(t.file("file") + "/run: cannot create directories: Not a directory") !=
         std::string::npos);
 }
+
+TEST_CASE("reliability: under an address-space limit, threads are capped instead of hanging",
+          "[e2e]") {
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("skipped: ASan reserves terabytes of address space, so ulimit -v cannot be used");
+  return;
+#endif
+  TempDir t("rel_ulimit");
+  // OpenBLAS waits forever for a buffer it cannot map; qkv must fit its threads to the limit.
+  const std::string cmd = "ulimit -v 1000000; exec timeout -k 5 120 " + quoted(qkv_binary()) +
+                          " " + joined(train_args(t.file("run"), {"--train.max_steps", "3"})) +
+                          " --threads 64 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = ::pclose(p);
+  INFO(out);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  CHECK(out.find("threads need about") != std::string::npos);
+  CHECK(out.find("(ulimit -v)") != std::string::npos);
+}
