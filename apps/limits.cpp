@@ -76,22 +76,31 @@ void check_data_memory(const RunConfig& c) {
   const data::DataConfig& d = c.data;
   const double examples = static_cast<double>(d.train_size) + static_cast<double>(d.valid_size) +
                           static_cast<double>(d.test_size);
-  const double len = d.task == "tsv" ? 32.0 : (static_cast<double>(d.min_len) + d.max_len) / 2 + 2;
+  const double len =
+      d.task == "tsv" ? 32.0
+                      : (static_cast<double>(d.min_len) + static_cast<double>(d.max_len)) / 2 + 2;
   // two id vectors per example (8 bytes an id) and their headers, plus the batch plan
   const double example_bytes = examples * (96 + 2 * 8 * len);
   const bool symbols =
       d.task == "copy" || d.task == "reverse" || d.task == "sort" || d.task == "annotated_copy";
   // a symbol's string, its hash-map node and its slot in the id table
   const double vocab_bytes = symbols ? static_cast<double>(d.vocab_size) * 128 : 0.0;
+  const std::string n = std::to_string(static_cast<int64_t>(examples));
   if (vocab_bytes > example_bytes)
     require_memory("data.vocab_size", vocab_bytes + example_bytes,
                    "a vocabulary of " + std::to_string(d.vocab_size) + " symbols");
+  else if (len > 96)  // long examples rather than many
+    require_memory(
+        "data.max_len", vocab_bytes + example_bytes,
+        "generating " + n + " examples of up to " + std::to_string(d.max_len) + " symbols");
   else
     require_memory(d.train_size >= d.valid_size + d.test_size ? "data.train_size"
                    : d.valid_size >= d.test_size              ? "data.valid_size"
                                                               : "data.test_size",
-                   vocab_bytes + example_bytes,
-                   "generating " + std::to_string(static_cast<int64_t>(examples)) + " examples");
+                   vocab_bytes + example_bytes, "generating " + n + " examples");
+  // A symbol task's vocabulary is known now (its symbols and 4 specials): the model is checked
+  // before the data is generated.
+  if (symbols) check_model_memory(c, d.vocab_size + 4, d.vocab_size + 4);
 }
 
 void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
@@ -99,41 +108,57 @@ void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab
   const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
   const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
   const double enc = static_cast<double>(m.encoder_layers),
-               dec = static_cast<double>(m.decoder_layers);
-  // Parameters: embeddings (and the output layer unless tied), attention and feed-forward blocks.
-  double vocab_params = (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (d + 1));
-  if (m.position == "learned") vocab_params += 2 * static_cast<double>(m.max_len) * d;
-  const double block_params = enc * (4 * d * d + 2 * d * ff) + dec * (8 * d * d + 2 * d * ff);
-  const double params = vocab_params + block_params;
-  // Each parameter: its value, its gradient and the optimizer's state (Adam: two moments).
-  const std::string& opt = c.optim.optim.name;
-  const double states =
-      opt == "sgd" ? (c.optim.optim.momentum > 0 ? 1 : 0) : (c.optim.optim.amsgrad ? 3 : 2);
-  const double param_bytes = 4 * params * (2 + states);
-  // One batch: activations saved for backward in every layer, and the logits over the target
-  // vocabulary (values, softmax and gradient).
+               dec = static_cast<double>(m.decoder_layers), layers = enc + dec;
   const double len =
       c.data.task == "tsv" && c.data.max_seq_len == 0
           ? 64.0
           : static_cast<double>(c.data.task == "tsv" ? c.data.max_seq_len : c.data.max_len) + 2;
   double tokens = static_cast<double>(c.data.batch_size) * len;
   if (c.data.max_tokens > 0) tokens = std::min(tokens, static_cast<double>(c.data.max_tokens));
-  const double heads = static_cast<double>(m.heads);
-  const double act_bytes =
-      4 * tokens * ((enc + dec) * (16 * d + 3 * ff + 2 * heads * len) + 3 * tv);
-  const double total = param_bytes + act_bytes;
+  // Each parameter: its value, its gradient and the optimizer's state (Adam: two moments).
+  const std::string& opt = c.optim.optim.name;
+  const double states =
+      opt == "sgd" ? (c.optim.optim.momentum > 0 ? 1 : 0) : (c.optim.optim.amsgrad ? 3 : 2);
+  const double per_param = 4 * (2 + states);
+  // The terms, each with the key that drives it: parameters (embeddings and output layer,
+  // learned positions, attention and feed-forward blocks) and one batch's activations saved
+  // for backward (per layer and token, and the logits over the target vocabulary).
+  const double vocab_params =
+      (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (d + 1));
+  const double pos_params = m.position == "learned" ? 2 * static_cast<double>(m.max_len) * d : 0;
+  const double block_params = enc * (4 * d * d + 2 * d * ff) + dec * (8 * d * d + 2 * d * ff);
+  const double params = vocab_params + pos_params + block_params;
+  const double t_vocab = per_param * vocab_params + 4 * tokens * 3 * tv;
+  const double t_pos = per_param * pos_params;
+  const double t_d = per_param * (enc * 4 + dec * 8) * d * d + 4 * tokens * layers * 16 * d;
+  const double t_ff = per_param * layers * 2 * d * ff + 4 * tokens * layers * 3 * ff;
+  // (batch, heads, n, n) weights exist only where the fused kernel is not used
+  const bool weights = m.attention_dropout > 0 || m.attention != "dot" ||
+                       c.train.log_attention_entropy || m.position == "relative";
+  const double t_attn =
+      weights ? 4 * tokens * layers * 2 * static_cast<double>(m.heads) * len : 0.0;
+  const double total = t_vocab + t_pos + t_d + t_ff + t_attn;
+  const double act = t_attn + 4 * tokens * (layers * (16 * d + 3 * ff) + 3 * tv);
   std::string key = "model.d_model";
-  if (act_bytes > param_bytes)
-    key = tv * 3 > (enc + dec) * (16 * d + 3 * ff) ? "data.vocab_size" : "data.batch_size";
-  else if (vocab_params > block_params)
-    key = "data.vocab_size";
-  else if (ff > 4 * d)
-    key = "model.d_ff";
-  char what[160];
+  double top = t_d;
+  for (const auto& [k, v] :
+       {std::pair{"data.vocab_size", t_vocab}, std::pair{"model.max_len", t_pos},
+        std::pair{"model.d_ff", t_ff}, std::pair{"data.max_len", t_attn}})
+    if (v > top) key = k, top = v;
+  if (act > total / 2 && tokens > 65536)  // a huge batch: of many sequences, or of long ones
+    key = static_cast<double>(c.data.batch_size) >= len ? "data.batch_size"
+          : c.data.task == "tsv"                        ? "data.max_seq_len"
+                                                        : "data.max_len";
+  else if (layers > 48 && key != "data.vocab_size" && key != "model.max_len")
+    key = enc > dec ? "model.encoder_layers" : "model.decoder_layers";
+  char what[320];
   std::snprintf(what, sizeof what,
-                "training this model (%.3g parameters with gradients and %s state, and one "
+                "training this model (d_model %lld, d_ff %lld, %lld+%lld layers, vocabulary %lld, "
+                "batch of %.0f tokens: %.3g parameters with gradients and %s state, and the "
                 "batch's activations)",
-                params, opt.c_str());
+                static_cast<long long>(m.d_model), static_cast<long long>(m.d_ff),
+                static_cast<long long>(m.encoder_layers), static_cast<long long>(m.decoder_layers),
+                static_cast<long long>(tgt_vocab), tokens, params, opt.c_str());
   require_memory(key, total, what);
 }
 
@@ -163,9 +188,10 @@ int apply_threads(int64_t requested, const std::string& key) {
   const int64_t fit = std::max<int64_t>(1, static_cast<int64_t>(m.available / per_thread));
   const int64_t want = n > 0 ? n : cores;
   if (want > fit) {
-    spdlog::warn("{}: {} threads need about {} of memory, more than the {} available ({}): using {}",
-                 key, want, human_bytes(static_cast<double>(want) * per_thread),
-                 human_bytes(m.available), m.source, fit);
+    spdlog::warn(
+        "{}: {} threads need about {} of memory, more than the {} available ({}): using {}", key,
+        want, human_bytes(static_cast<double>(want) * per_thread), human_bytes(m.available),
+        m.source, fit);
     n = fit;
   }
   set_num_threads(static_cast<int>(n));
