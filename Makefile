@@ -38,7 +38,7 @@ test-asan: install
 # libFuzzer (clang): each target runs FUZZ_SECONDS from the committed seeds in tests/fuzz/corpus;
 # new inputs go to build-fuzz/corpus, crashes to build-fuzz/artifacts (then: a regression test).
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= config tsv vocab safetensors
+FUZZ_TARGETS ?= config overrides tsv vocab safetensors
 fuzz: install
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DQKV_FUZZ=ON \
 	  -DQKV_NATIVE=OFF -DBUILD_TESTING=OFF

@@ -5,6 +5,7 @@
 
 #include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
+#include "apps/limits.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
 
@@ -132,7 +133,8 @@ int cmd_attention(const AttentionArgs& a) {
             "--kind must be self (encoder), decoder-self or cross, got '", a.kind, "'");
   QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
-  set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
+                a.threads > 0 ? "--threads" : "threads");
   const data::Ids src = encode_source(r, a.text, a.run_dir, "attention");
   const AttendedInput att = attend(r, src);
   const Heatmap hm = attention_heatmap(r, att, a.kind, a.layer, a.head, a.cell);

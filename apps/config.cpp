@@ -1,6 +1,10 @@
 #include "apps/config.hpp"
 
+#include <cctype>
+#include <climits>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 namespace qkv::app {
@@ -38,6 +42,8 @@ struct Reader {
   void operator()(const char* k, int& out) {
     int64_t x = out;
     (*this)(k, x);
+    if (x < INT32_MIN || x > INT32_MAX)
+      throw Error(key(k) + ": " + std::to_string(x) + " is out of range for this key");
     out = static_cast<int>(x);
   }
   void operator()(const char* k, double& out) {
@@ -153,9 +159,11 @@ void checkpoint_fields(V& v, C& c) {
   v("keep", c.keep);
 }
 
-// Prefixes an error from a section parser with where the key was set.
+// Prefixes an error from a section parser with where the key was set. An error about a key of
+// the file that a command-line value made wrong ("heads: d_model 100 is not divisible by heads
+// 3" after --model.d_model 100) is blamed on the flag, with the file's line beside it.
 [[noreturn]] void rethrow_located(const Error& e, const TomlDoc& doc,
-                                  const std::set<std::string>& from_cli) {
+                                  const std::map<std::string, std::string>& from_cli) {
   std::string msg = e.what();
   const std::string key = msg.substr(0, msg.find(':'));
   // "[section]: ..." messages name a section
@@ -163,8 +171,63 @@ void checkpoint_fields(V& v, C& c) {
   if (!lookup.empty() && lookup.front() == '[') lookup = lookup.substr(1, lookup.size() - 2);
   if (from_cli.count(lookup)) throw Error("command line: --" + lookup + msg.substr(key.size()));
   auto it = doc.lines.find(lookup);
-  if (it != doc.lines.end()) throw Error(doc.path + ":" + std::to_string(it->second) + ": " + msg);
-  throw Error(doc.path + ": " + msg);
+  const std::string where =
+      it != doc.lines.end() ? doc.path + ":" + std::to_string(it->second) : doc.path;
+  const std::string text = msg.substr(std::min(msg.size(), key.size() + 1));
+  for (const auto& [flag, value] : from_cli) {
+    const size_t dot = flag.find('.');
+    if (dot == std::string::npos || flag.compare(0, dot, lookup, 0, lookup.find('.')) != 0)
+      continue;  // only a key of the same section
+    const std::string shortname = flag.substr(dot + 1);
+    const size_t at = text.find(shortname);
+    const auto word = [&](size_t i) {
+      return i < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_');
+    };
+    if (at != std::string::npos && !word(at + shortname.size()) && (at == 0 || !word(at - 1)))
+      throw Error("command line: --" + flag + " " + value + ": " + msg + " (" + lookup +
+                  (it != doc.lines.end() ? " set at " + where : " from the defaults") + ")");
+  }
+  if (doc.path.empty()) throw Error(msg);
+  throw Error(where + ": " + msg);
+}
+
+// NaN and Inf are valid TOML, but no key of a run takes them: refused before any default or
+// validation could treat them as "unset" (JSON, which the [optim] reader takes, has no NaN).
+void check_finite(const ojson& j, const std::string& key) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      check_finite(it.value(), key.empty() ? it.key() : key + "." + it.key());
+  } else if (j.is_array()) {
+    for (const ojson& e : j) check_finite(e, key);
+  } else if (j.is_number_float() && !std::isfinite(j.get<double>())) {
+    const double v = j.get<double>();
+    throw Error(key + ": must be a finite number, got " +
+                (std::isnan(v) ? "nan"
+                 : v > 0       ? "inf"
+                               : "-inf"));
+  }
+}
+
+// An ordered_json value as plain json, exactly (no round trip through text, where NaN would
+// become null).
+nlohmann::json plain_json(const ojson& j) {
+  if (j.is_object()) {
+    nlohmann::json o = nlohmann::json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) o[it.key()] = plain_json(it.value());
+    return o;
+  }
+  if (j.is_array()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const ojson& e : j) a.push_back(plain_json(e));
+    return a;
+  }
+  if (j.is_number_float()) return j.get<double>();
+  if (j.is_number_unsigned()) return j.get<uint64_t>();
+  if (j.is_number_integer()) return j.get<int64_t>();
+  if (j.is_boolean()) return j.get<bool>();
+  if (j.is_string()) return j.get<std::string>();
+  return nullptr;
 }
 
 }  // namespace
@@ -179,6 +242,7 @@ void RunConfig::validate() const {
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) throw Error(msg);
   };
+  need(train.epochs >= 0, "train.epochs: must be >= 0 (0: as many as train.max_steps takes)");
   need(train.epochs >= 1 || train.max_steps >= 1,
        "train.epochs: must be >= 1 (or set train.max_steps)");
   need(train.max_steps >= 0, "train.max_steps: must be >= 0");
@@ -227,7 +291,7 @@ std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std:
 RunConfig config_from_toml(const TomlDoc& doc_in,
                            const std::vector<std::pair<std::string, std::string>>& overrides) {
   TomlDoc doc = doc_in;
-  std::set<std::string> from_cli;
+  std::map<std::string, std::string> from_cli;
   for (const auto& [key, text] : overrides) {
     const size_t dot = key.find('.');
     const ojson v = parse_toml_value_or_string(text);
@@ -240,11 +304,12 @@ RunConfig config_from_toml(const TomlDoc& doc_in,
         throw Error("command line: --" + key + ": " + sec + " is not a section");
       doc.root[sec][k] = v;
     }
-    from_cli.insert(key);
+    from_cli[key] = text;
   }
   RunConfig c;
   if (!doc.path.empty()) c.name = std::filesystem::path(doc.path).stem().string();
   try {
+    check_finite(doc.root, "");
     Reader top{doc.root, "", {}};
     top("seed", c.seed);
     top("threads", c.threads);
@@ -269,7 +334,7 @@ RunConfig config_from_toml(const TomlDoc& doc_in,
     checkpoint_fields(k, c.checkpoint);
     k.finish();
     // [optim] is parsed by optim/ itself (same rules: unknown keys and wrong types are errors).
-    nlohmann::json oj = nlohmann::json::parse(section("optim").dump());
+    const nlohmann::json oj = plain_json(section("optim"));
     c.optim = optim::parse_optim_section(oj);
     top.finish();
     if (c.data.seed == 0) c.data.seed = c.seed;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
+#include "apps/limits.hpp"
 #include "apps/run.hpp"
 #include "core/parallel.hpp"
 
@@ -50,7 +51,8 @@ void check_learned(const LoadedRun& r, const data::Dataset& ds) {
 
 int cmd_eval(const EvalArgs& a) {
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
-  set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
+                a.threads > 0 ? "--threads" : "threads");
   if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
   const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
   if (a.max_len > 0) regenerate(r, lo, a.max_len);

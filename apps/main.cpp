@@ -1,6 +1,7 @@
 // qkv: train, evaluate and decode attention models; check gradients; study saturation.
 // Every error is one line on stderr and a non-zero exit: 1 for bad input or a failed run,
-// 2 for command-line misuse, 130 when interrupted (after writing a checkpoint).
+// 2 for command-line misuse, 128 + the signal when SIGINT, SIGTERM or SIGHUP interrupts a
+// training (after writing a checkpoint): 130, 143, 129.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
 #include "apps/config.hpp"
 #include "apps/distributed.hpp"
@@ -44,9 +46,11 @@ int main(int argc, char** argv) {
   auto* e = app.add_subcommand("eval", "loss, token accuracy and exact match of a trained run");
   e->add_option("run_dir", ev.run_dir, "run folder")->required();
   e->add_option("--split", ev.split, "valid, test or train")->capture_default_str();
-  e->add_option("--checkpoint", ev.checkpoint, "best or latest")->capture_default_str();
+  e->add_option("--checkpoint", ev.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
   e->add_flag("--json", ev.json, "print one JSON object");
-  e->add_option("--threads", ev.threads, "threads (default: the run's)");
+  e->add_option("--threads", ev.threads, "threads (default: the run's)")->check(thread_count());
   e->add_option(
        "--max-len", ev.max_len,
        "length generalisation: regenerate the split (copy, reverse, sort) with lengths up to N")
@@ -63,12 +67,16 @@ int main(int argc, char** argv) {
   x->add_option("--beam", tr.beam, "beam size (1: greedy)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  x->add_option("--alpha", tr.alpha, "length normalisation exponent for beam search")
-      ->capture_default_str();
+  x->add_option("--alpha", tr.alpha, "length normalisation exponent for beam search (0 to 10)")
+      ->capture_default_str()
+      ->check(finite_range(0.0, 10.0));
   x->add_option("--max-len", tr.max_len,
-                "longest output (default: input length + train.max_decode_extra)");
-  x->add_option("--checkpoint", tr.checkpoint, "best or latest")->capture_default_str();
-  x->add_option("--threads", tr.threads, "threads (default: the run's)");
+                "longest output (default: input length + train.max_decode_extra)")
+      ->check(CLI::Range(1, 100000));
+  x->add_option("--checkpoint", tr.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  x->add_option("--threads", tr.threads, "threads (default: the run's)")->check(thread_count());
 
   BenchArgs bn;
   auto* b = app.add_subcommand("bench",
@@ -139,7 +147,9 @@ int main(int argc, char** argv) {
   sat->add_option("--train-heads", sa.train_heads, "copy-task heads")->capture_default_str();
   sat->add_option("--train-batch", sa.train_batch, "copy-task batch size")->capture_default_str();
   sat->add_option("--seed", sa.seed, "random draws and training")->capture_default_str();
-  sat->add_option("--threads", sa.threads, "threads (0: all cores)")->capture_default_str();
+  sat->add_option("--threads", sa.threads, "threads (0: all cores)")
+      ->capture_default_str()
+      ->check(thread_count());
 
   AttentionArgs at;
   auto* att =
@@ -149,13 +159,16 @@ int main(int argc, char** argv) {
   att->add_option("--out", at.out, "map.png or map.svg")->required();
   att->add_option("--kind", at.kind, "self (encoder), decoder-self or cross")
       ->capture_default_str();
-  att->add_option("--layer", at.layer, "layer, from 1 (default: the last)");
+  att->add_option("--layer", at.layer, "layer, from 1 (default: the last)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   att->add_option("--head", at.head, "head, from 1, or mean")->capture_default_str();
-  att->add_option("--checkpoint", at.checkpoint, "best or latest")->capture_default_str();
+  att->add_option("--checkpoint", at.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
   att->add_option("--cell", at.cell, "pixels per cell")
       ->capture_default_str()
       ->check(CLI::Range(4, 256));
-  att->add_option("--threads", at.threads, "threads (default: the run's)");
+  att->add_option("--threads", at.threads, "threads (default: the run's)")->check(thread_count());
 
   ReportArgs rp;
   auto* rep = app.add_subcommand(
@@ -214,8 +227,14 @@ int main(int argc, char** argv) {
     if (rep->parsed()) return cmd_report(rp);
   } catch (const qkv::Error& err) {
     return fail(err.what());
+  } catch (const std::bad_alloc&) {
+    // Estimates refuse what cannot fit before allocating (apps/limits.hpp); this is the last
+    // resort, still one line and exit 1 rather than an abort.
+    return fail(
+        "out of memory: an allocation failed (std::bad_alloc); use a smaller model, "
+        "batch or data set, or fewer threads");
   } catch (const std::exception& err) {
-    return fail(err.what());
+    return fail(plain_message(err).c_str());
   }
   return 0;
 }

@@ -1,5 +1,8 @@
 #include "apps/run.hpp"
 
+#include "apps/integrity.hpp"
+#include "apps/limits.hpp"
+
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -307,6 +310,19 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
                        {"count", st.log_count}};
   j["optimizer"] = {{"name", os.optimizer}, {"scalars", os.scalars}};
   nn::atomic_write_file((tmp / "state.json").string(), j.dump(2) + "\n");
+  // The log as the checkpoint knows it (metrics_bytes long), on disk with the checkpoint, and a
+  // copy inside it, from which --resume repairs a log that lost lines.
+  const fs::path log = fs::path(run_dir) / "metrics.jsonl";
+  if (fs::exists(log)) {
+    fsync_file(log.string());
+    std::ifstream in(log, std::ios::binary);
+    std::string text(st.metrics_bytes, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    QKV_CHECK(static_cast<uint64_t>(in.gcount()) == st.metrics_bytes, "checkpoint", log.string(),
+              " is shorter than the ", st.metrics_bytes, " bytes just logged");
+    nn::atomic_write_file((tmp / "metrics.jsonl").string(), text);
+  }
+  write_manifest(tmp.string());  // last: the sizes and checksums of every file above
   fsync_dir(tmp);
 
   const fs::path final_dir = dir / name;
@@ -348,19 +364,20 @@ std::string find_checkpoint(const std::string& run_dir, const std::string& which
 }
 
 TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, optim::Optimizer* opt) {
-  const fs::path dir(ckpt_dir);
-  const nn::SafetensorsFile mf = nn::load_safetensors((dir / "model.safetensors").string());
+  // Every file read once and checked against the manifest; then parsed from those bytes.
+  const CheckpointFiles files = read_checkpoint_files(ckpt_dir);
+  const std::string model_path = files.path("model.safetensors");
+  const nn::SafetensorsFile mf = nn::parse_safetensors(files.get("model.safetensors"), model_path);
+  if (const std::string bad = first_nonfinite(mf.tensors); !bad.empty())
+    throw Error(model_path + ": " + bad + "; this checkpoint cannot be used");
   try {
     model.load_state_dict(mf.tensors);
   } catch (const Error& e) {
-    throw Error(mf.path + ": does not fit this model's config: " + e.what());
+    throw Error(model_path + ": does not fit this model's config: " + e.what());
   }
-  json j;
-  const std::string state_path = (dir / "state.json").string();
+  const std::string state_path = files.path("state.json");
   try {
-    std::ifstream f(state_path);
-    if (!f) throw Error(state_path + ": cannot read");
-    j = json::parse(f);
+    const json j = json::parse(files.get("state.json"));
     TrainState st;
     st.step = j.at("step").get<int64_t>();
     st.epoch = j.at("epoch").get<int64_t>();
@@ -383,13 +400,32 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, opti
       optim::OptimState os;
       os.optimizer = j.at("optimizer").at("name").get<std::string>();
       os.scalars = j.at("optimizer").at("scalars").get<std::map<std::string, double>>();
-      os.tensors = nn::load_safetensors((dir / "optim.safetensors").string()).tensors;
+      const std::string optim_path = files.path("optim.safetensors");
+      os.tensors = nn::parse_safetensors(files.get("optim.safetensors"), optim_path).tensors;
+      if (const std::string bad = first_nonfinite(os.tensors); !bad.empty())
+        throw Error(optim_path + ": " + bad + "; this checkpoint cannot be used");
       opt->load_state(os);
     }
     return st;
   } catch (const json::exception& e) {
-    throw Error(state_path + ": corrupt checkpoint state: " + e.what());
+    throw Error(state_path + ": corrupt checkpoint state: " + json_message(e.what()));
   }
+}
+
+std::string resolve_checkpoint(const std::string& run_dir, const std::string& which) {
+  const bool named = which.rfind("step-", 0) == 0;
+  QKV_CHECK(which == "best" || which == "latest" || named, "--checkpoint",
+            "must be best, latest or a checkpoint's name (step-00000100), got '", which, "'");
+  if (named) {
+    const fs::path p = fs::path(run_dir) / "checkpoints" / which;
+    QKV_CHECK(which.find('/') == std::string::npos && complete(p), "--checkpoint", run_dir,
+              " has no checkpoint ", which);
+    return p.string();
+  }
+  std::string c = find_checkpoint(run_dir, which);
+  if (c.empty()) c = find_checkpoint(run_dir, "latest");
+  if (c.empty()) throw Error(run_dir + ": no checkpoint in this run folder");
+  return c;
 }
 
 LoadedRun load_run(const std::string& run_dir, const std::string& which) {
@@ -399,18 +435,28 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
     throw Error(run_dir + ": not a run folder (no config.toml)");
   LoadedRun r;
   r.config = load_config((dir / "config.toml").string());
+  check_data_memory(r.config);
   r.data = data::load_data(r.config.data);
   // The vocabularies saved with the run are the ones the model was trained with.
   if (fs::exists(dir / "src_vocab.txt"))
     r.data.src_vocab = data::Vocab::load((dir / "src_vocab.txt").string());
   if (fs::exists(dir / "tgt_vocab.txt"))
     r.data.tgt_vocab = data::Vocab::load((dir / "tgt_vocab.txt").string());
+  check_model_memory(r.config, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   Generator gen(r.config.seed);
   r.model = std::make_unique<nn::Seq2Seq>(model_config(r.config, r.data), gen);
-  r.checkpoint = find_checkpoint(run_dir, which);
-  if (r.checkpoint.empty()) r.checkpoint = find_checkpoint(run_dir, "latest");
-  if (r.checkpoint.empty()) throw Error(run_dir + ": no checkpoint in this run folder");
-  load_checkpoint(r.checkpoint, *r.model, nullptr);
+  // A training may be writing this run meanwhile: a checkpoint resolved here can lose its name
+  // (checkpoint.keep) before its files are opened. Then resolve again; once open, the files
+  // are read whole, and a named checkpoint never changes.
+  for (int attempt = 1;; ++attempt) {
+    r.checkpoint = resolve_checkpoint(run_dir, which);
+    try {
+      load_checkpoint(r.checkpoint, *r.model, nullptr);
+      break;
+    } catch (const Error&) {
+      if (attempt >= 5 || fs::exists(r.checkpoint)) throw;
+    }
+  }
   r.model->eval();
   return r;
 }
@@ -429,10 +475,17 @@ data::Ids encode_source(const LoadedRun& r, const std::string& input, const std:
       QKV_CHECK(r.data.src_vocab.contains(w), op, "symbol '", w,
                 "' is not in the task's vocabulary (", r.data.src_vocab.size(), " tokens, see ",
                 run_dir, "/src_vocab.txt)");
+      // <pad>, <bos>, <eos>, <unk> frame sequences; typed as input they mean nothing
+      QKV_CHECK(!r.data.src_vocab.is_special(r.data.src_vocab.id(w)), op, "'", w,
+                "' is a special token of the vocabulary, not an input symbol");
       src.push_back(r.data.src_vocab.id(w));
     }
   } else {
     src = data::encode(text, r.data.tokenizer, r.data.src_vocab);
+    const data::Vocab& v = r.data.src_vocab;
+    for (int64_t id : src)  // <unk> stands for unknown words; the others only frame sequences
+      QKV_CHECK(id != v.pad() && id != v.bos() && id != v.eos(), op, "'", v.token(id),
+                "' is a special token of the vocabulary, not input text");
   }
   QKV_CHECK(!src.empty(), op, "empty input");
   return src;

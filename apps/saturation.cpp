@@ -11,6 +11,7 @@
 
 #include "apps/attention_stats.hpp"
 #include "apps/commands.hpp"
+#include "apps/limits.hpp"
 #include "apps/plot.hpp"
 #include "apps/toml.hpp"
 #include "apps/trainer_lite.hpp"
@@ -119,6 +120,32 @@ std::string num(double v) {
   return b;
 }
 
+// The experiment's peak memory, refused before it starts (float64 throughout): the gradient
+// norms hold a batch of (keys x keys) attention weights several times over (forward, backward,
+// the softmax's own backward) and the layer's weights; the softmax rows a chunk of keys.
+void check_saturation_memory(const SaturationArgs& a, const std::vector<int64_t>& dks) {
+  const double m = static_cast<double>(a.keys), b = static_cast<double>(a.batch);
+  double worst = 0;
+  int64_t worst_d = 0;
+  for (int64_t dk : dks) {
+    const double d = static_cast<double>(dk);
+    const double grads = 8 * (5 * b * m * m + 12 * b * m * d + 12 * d * d);
+    const double rows = 8 * 3 * std::max(double(1 << 21), (m + 1) * d);
+    const double bytes = std::max(grads, rows);
+    if (bytes > worst) worst = bytes, worst_d = dk;
+  }
+  const double d = static_cast<double>(worst_d);
+  const double weights = 8 * 5 * b * m * m, widths = 8 * (12 * b * m * d + 12 * d * d);
+  const std::string key = weights >= widths ? "--keys" : "--d-k";
+  require_memory("saturation " + key, worst,
+                 std::to_string(a.keys) + " keys x batch " + std::to_string(a.batch) + " at d_k " +
+                     std::to_string(worst_d) + " (float64 attention weights and gradients)");
+  if (a.train_steps > 0) {
+    RunConfig c = copy_config(a, true);
+    check_model_memory(c, 14, 14);
+  }
+}
+
 double tail_mean(const std::vector<double>& v, size_t n) {
   n = std::min(n, v.size());
   double s = 0;
@@ -140,7 +167,8 @@ int cmd_saturation(const SaturationArgs& a) {
                 a.train_d_model % a.train_heads == 0,
             "saturation",
             "--train-steps must be >= 0 and --train-heads must divide --train-d-model");
-  set_num_threads(a.threads);
+  check_saturation_memory(a, dks);
+  apply_threads(a.threads, "--threads");
   fs::create_directories(a.out);
   const double log_m = std::log(static_cast<double>(a.keys));
   const char* kScale[2] = {"1/sqrt(d_k)", "1"};

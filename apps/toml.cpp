@@ -1,5 +1,7 @@
 #include "apps/toml.hpp"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -162,11 +164,13 @@ void expect_line_end(Cursor& c) {
 
 }  // namespace
 
-TomlDoc parse_toml(const std::string& text, const std::string& path) {
+TomlDoc parse_toml(const std::string& text_in, const std::string& path) {
   TomlDoc doc;
   doc.path = path;
   std::string section;
-  std::istringstream in(text);
+  // A UTF-8 byte order mark (editors on Windows write one) is not part of the first key.
+  const bool bom = text_in.rfind("\xEF\xBB\xBF", 0) == 0;
+  std::istringstream in(bom ? text_in.substr(3) : text_in);
   std::string line;
   int lineno = 0;
   while (std::getline(in, line)) {
@@ -208,6 +212,21 @@ TomlDoc parse_toml(const std::string& text, const std::string& path) {
 }
 
 TomlDoc read_toml_file(const std::string& path) {
+  // A directory, FIFO or device is not a config (reading a FIFO would wait forever, a device
+  // like /dev/zero never ends): refused before opening it.
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) != 0)
+    throw Error(path + ": cannot read the config file (" + std::strerror(errno) + ")");
+  if (!S_ISREG(sb.st_mode))
+    throw Error(path + ": not a config file (it is " +
+                (S_ISDIR(sb.st_mode)                          ? "a directory"
+                 : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                 : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                              : "not a regular file") +
+                ")");
+  if (sb.st_size > (int64_t{16} << 20))
+    throw Error(path + ": " + std::to_string(sb.st_size) +
+                " bytes is too large for a config file (at most 16 MB)");
   std::ifstream f(path);
   if (!f) throw Error(path + ": cannot read the config file (" + std::strerror(errno) + ")");
   std::stringstream ss;

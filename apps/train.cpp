@@ -19,9 +19,12 @@
 #include "apps/attention_stats.hpp"
 #include "apps/commands.hpp"
 #include "apps/distributed.hpp"
+#include "apps/integrity.hpp"
+#include "apps/limits.hpp"
 #include "apps/plot.hpp"
 #include "apps/progress.hpp"
 #include "apps/run.hpp"
+#include "apps/run_lock.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "data/loader.hpp"
@@ -36,8 +39,21 @@ using nlohmann::json;
 
 namespace {
 
+// SIGINT (Ctrl-C), SIGTERM (docker stop, systemd, job schedulers) and SIGHUP (a closed
+// terminal) all end the run at the next step boundary with a checkpoint; the exit code is
+// 128 + the signal, as a shell reports a process killed by it.
 std::atomic<bool> g_interrupted{false};
-void on_sigint(int) { g_interrupted = true; }
+std::atomic<int> g_signal{0};
+// A second signal ends the process at once (the first may be waiting on a stuck step).
+void on_stop_signal(int sig) {
+  int none = 0;
+  if (!g_signal.compare_exchange_strong(none, sig)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_interrupted = true;
+}
 
 // metrics.jsonl, appended one record per line and flushed, so a crash loses at most a line.
 class MetricsLog {
@@ -148,6 +164,7 @@ std::vector<double> global_entropy(const std::vector<ag::Var>& maps, size_t laye
 }  // namespace
 
 int cmd_train(const TrainArgs& a) {
+  std::optional<RunLock> lock;  // held while this process writes the run folder
   RunConfig cfg;
   fs::path run_dir;
   std::string resume_from;
@@ -160,6 +177,8 @@ int cmd_train(const TrainArgs& a) {
         fs::exists(run_dir / "config.toml"), "train", run_dir.string(),
         ": not a run folder (no config.toml; a run killed before writing it has nothing to resume:"
         " delete the folder and start again)");
+    // One writer: taken before reading anything, so the checkpoint found below stays the newest.
+    if (dist::rank() == 0) lock.emplace(run_dir.string());
     cfg = load_config((run_dir / "config.toml").string());
     resume_from = find_checkpoint(run_dir.string());
     // Killed before its first checkpoint: config.toml fixes everything, so the run restarts
@@ -173,14 +192,16 @@ int cmd_train(const TrainArgs& a) {
               " already exists; resume it with --resume ", run_dir.string(),
               ", or choose another with --run-dir");
   }
-  set_num_threads(static_cast<int>(cfg.threads));
+  apply_threads(cfg.threads, "threads");
   // data-parallel: rank 0 of 1 unless started by mpirun
   const int rank = dist::rank(), ranks = dist::size();
   const bool root = rank == 0;
   if (!root) spdlog::set_level(spdlog::level::err);  // rank 0 says it once
 
+  check_data_memory(cfg);  // before generating or reading anything
   data::DataSplits data = data::load_data(cfg.data);
   check_positions(cfg, data);
+  check_model_memory(cfg, data.src_vocab.size(), data.tgt_vocab.size());
   if (!resume_from.empty()) {
     // The run's own vocabularies: the model's ids mean these tokens.
     const data::Vocab sv = data::Vocab::load((run_dir / "src_vocab.txt").string());
@@ -205,7 +226,9 @@ int cmd_train(const TrainArgs& a) {
   const int64_t per_epoch = static_cast<int64_t>(
       data::plan_batches(*train_set, data.framing, lopt.batch, plan_gen).size());
   QKV_CHECK(per_epoch > 0, "train", "the training split of ", data.train.name, " is empty");
-  const int64_t total = cfg.train.max_steps > 0
+  // epochs = 0 with max_steps: as many epochs as max_steps takes
+  const int64_t total = cfg.train.epochs == 0 ? cfg.train.max_steps
+                        : cfg.train.max_steps > 0
                             ? std::min(cfg.train.max_steps, cfg.train.epochs * per_epoch)
                             : cfg.train.epochs * per_epoch;
   const int64_t eval_every = cfg.train.eval_every > 0 ? cfg.train.eval_every : per_epoch;
@@ -225,8 +248,11 @@ int cmd_train(const TrainArgs& a) {
   // data-parallel: every rank has checked and read the run folder before rank 0 changes it.
   dist::barrier();
   if (root && !resume_from.empty()) {
-    // Forget what was logged after the checkpoint: the resumed run logs it again.
-    fs::resize_file(run_dir / "metrics.jsonl", st.metrics_bytes);
+    // Forget what was logged after the checkpoint (the resumed run logs it again); a log that
+    // lost lines is restored from the checkpoint's copy.
+    if (const std::string note = repair_metrics(run_dir.string(), resume_from, st.metrics_bytes);
+        !note.empty())
+      spdlog::warn("{}", note);
     if (st.ranks != ranks)
       spdlog::warn(
           "{} was trained with {} process(es) and resumes with {}: the result matches an "
@@ -234,6 +260,15 @@ int cmd_train(const TrainArgs& a) {
           run_dir.string(), st.ranks, ranks);
   } else if (root) {
     fs::create_directories(run_dir);
+    if (!lock) {
+      // A new run: two trainings started at once may both have seen no folder; the lock lets
+      // one in, and the other then finds the folder in use (or already holding a run).
+      lock.emplace(run_dir.string());
+      for (const auto& e : fs::directory_iterator(run_dir))
+        QKV_CHECK(e.path().filename() == ".lock", "train", "run folder ", run_dir.string(),
+                  " already exists; resume it with --resume ", run_dir.string(),
+                  ", or choose another with --run-dir");
+    }
     if (!restart) nn::atomic_write_file((run_dir / "config.toml").string(), effective_toml(cfg));
     // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
     for (const auto& [file, vocab] : {std::pair{"src_vocab.txt", &data.src_vocab},
@@ -284,6 +319,13 @@ int cmd_train(const TrainArgs& a) {
     // data-parallel: a cheap guard that the replicas still agree (a no-op for one process)
     dist::check_same_on_all_ranks(param_checksum(params), "the sum of the parameters");
     if (!root) return std::string();
+    // A checkpoint is only ever written from finite weights, so "last good" stays true. (The
+    // next step's loss is then non-finite too: it stops the run, or is skipped.)
+    if (const std::string bad = first_nonfinite(model.state_dict()); !bad.empty()) {
+      spdlog::warn("step {}: the parameters are no longer finite ({}); no checkpoint written",
+                   st.step, bad);
+      return std::string();
+    }
     st.metrics_bytes = metrics->bytes();
     const std::string name =
         save_checkpoint(run_dir.string(), model, *opt, st, cfg.checkpoint.keep, is_best);
@@ -328,7 +370,7 @@ int cmd_train(const TrainArgs& a) {
     return cfg.train.early_stopping > 0 && st.evals_since_best >= cfg.train.early_stopping;
   };
 
-  std::signal(SIGINT, on_sigint);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
   model.train();
   auto t0 = std::chrono::steady_clock::now();
   bool stopped_early = false;
@@ -351,7 +393,7 @@ int cmd_train(const TrainArgs& a) {
         opt->zero_grad();  // anomaly mode may stop backward half-way
         return true;
       }
-      const std::string last = find_checkpoint(run_dir.string());
+      const std::string last = last_good_checkpoint(run_dir.string());
       progress.finish();
       throw Error(
           fmt::format("train: step {}: {}; stopping (last good checkpoint: {}; "
@@ -453,18 +495,28 @@ int cmd_train(const TrainArgs& a) {
         break;
       }
     }
-    if (cfg.checkpoint.every > 0 && st.step % cfg.checkpoint.every == 0) checkpoint(false);
+    // (not twice: validation may just have written this step's checkpoint as the best)
+    if (cfg.checkpoint.every > 0 && st.step % cfg.checkpoint.every == 0 && saved_step != st.step)
+      checkpoint(false);
     if (ranks == 1) interrupted = g_interrupted;  // one process: the latest news
     if (interrupted) {
       progress.finish();
-      const std::string name = checkpoint(false);
+      const std::string name = saved_step == st.step
+                                   ? fs::path(find_checkpoint(run_dir.string())).filename().string()
+                                   : checkpoint(false);
       // data-parallel: mpirun ends the job at the first non-zero exit; rank 0 must be done.
       dist::barrier();
+      const int sig = g_signal.load() != 0 ? g_signal.load() : SIGINT;
       if (root)
         spdlog::warn(
-            "interrupted at step {}: wrote checkpoint {}; continue with qkv train --resume {}",
-            st.step, name, run_dir.string());
-      return 130;
+            "interrupted ({}) at step {}: {}; continue with qkv train --resume {}",
+            sig == SIGTERM  ? "SIGTERM"
+            : sig == SIGHUP ? "SIGHUP"
+                            : "SIGINT",
+            st.step,
+            name.empty() ? "no checkpoint written (see above)" : "wrote checkpoint " + name,
+            run_dir.string());
+      return 128 + sig;
     }
   }
   if (!evaluated_last && !stopped_early) validate();

@@ -1,8 +1,10 @@
 // qkv translate DIR [TEXT ...] [--beam N]: one output line per input (arguments or stdin lines).
+#include <cmath>
 #include <iostream>
 #include <string>
 
 #include "apps/commands.hpp"
+#include "apps/limits.hpp"
 #include "apps/run.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
@@ -11,7 +13,10 @@ namespace qkv::app {
 
 int cmd_translate(const TranslateArgs& a) {
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
-  set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
+                a.threads > 0 ? "--threads" : "threads");
+  QKV_CHECK(std::isfinite(a.alpha) && a.alpha >= 0, "translate",
+            "--alpha must be a finite number >= 0, got ", a.alpha);
   const bool symbols = is_symbol_task(r.config.data);
   auto one = [&](const std::string& text) {
     const data::Ids src = encode_source(r, text, a.run_dir, "translate");
@@ -34,8 +39,15 @@ int cmd_translate(const TranslateArgs& a) {
     for (const std::string& t : a.texts) one(t);
   } else {
     std::string line;
-    while (std::getline(std::cin, line))
-      if (!line.empty()) one(line);
+    // One output line per input line, so outputs line up with inputs: a blank (or all-space)
+    // input gives a blank output.
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") == std::string::npos)
+        std::cout << std::endl;
+      else
+        one(line);
+    }
   }
   return 0;
 }

@@ -99,6 +99,7 @@ void forward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Tens
           const T mx = scale_mask_row(s, kb, sc, mrow, p.msm);
           const double mnew = std::max<double>(mrun[i], mx);
           if (mnew == -INFINITY) {  // nothing to attend to so far: weights all 0
+            if (kernel::any_nan(s, kb)) mrun[i] = lrun[i] = NAN;  // unless NaN: it propagates
             std::fill(s, s + kb, T(0));
             continue;
           }

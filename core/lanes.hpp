@@ -62,7 +62,9 @@ double sum_sq_dev_lanes(const T* x, double c, int64_t n) {
 }
 
 // exp for softmax rows (x <= 88). float: a Cephes-style polynomial, within 1 ulp of std::exp on
-// [-87, 1] (tests/core/test_lanes.cpp), exactly 0 below -87 and for -inf (a masked score). The
+// [-87, 1] (tests/core/test_lanes.cpp), exactly 0 below -87 and for -inf (a masked score), NaN
+// for NaN (a damaged score must not turn into a weight; the clamp maps NaN to a finite value so
+// the integer conversion stays defined, and x - x, 0 otherwise, brings the NaN back). The
 // range reduction rounds x / ln 2 to an integer by adding and subtracting 1.5 * 2^23 rather
 // than by std::floor, which would stop the loop from vectorizing. double (the gradcheck
 // dtype): std::exp.
@@ -72,7 +74,7 @@ inline T fast_exp(T x) {
     return std::exp(x);
   } else {
     constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: float addition rounds to an integer
-    const float xc = std::min(std::max(x, -87.5f), 88.0f);
+    const float xc = std::min(88.0f, std::max(-87.5f, x));          // NaN -> -87.5
     const float n = (xc * 1.44269504088896341f + kRound) - kRound;  // nearest integer
     const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // x - n ln 2, |r| <= ln2/2
     float p = 1.9875691500e-4f;
@@ -84,8 +86,17 @@ inline T fast_exp(T x) {
     const float y = p * r * r + r + 1.0f;
     const int32_t e = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 127]
     const float y2 = y * std::bit_cast<float>(e);
-    return x < -87.0f ? 0.0f : y2;  // -inf (masked) and underflow give exactly 0
+    return x < -87.0f ? 0.0f : y2 + (x - x);  // -inf (masked) and underflow give exactly 0
   }
+}
+
+// Whether x[0..n) holds a NaN. Only for rows that look fully masked (their max is -inf): there
+// a NaN score, which max() skips, must not pass for a mask.
+template <class T>
+bool any_nan(const T* x, int64_t n) {
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j) nan |= x[j] != x[j];
+  return nan;
 }
 
 }  // namespace qkv::kernel

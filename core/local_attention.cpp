@@ -97,9 +97,12 @@ void forward_impl(const Band& b, const Tensor& q, const Tensor& k, const Tensor&
         T* s = S + i * kb;
         const T mx = band_row<T>(b, mbase, bi, q0 + i, lo, s, kb, sc);
         if (mx == -std::numeric_limits<T>::infinity()) {  // nothing to attend to
+          // (a NaN score is skipped by max: it propagates as NaN instead of passing for a mask)
+          const bool nan = kernel::any_nan(s, kb);
           std::fill(s, s + kb, T(0));
-          inv[i] = 0;
-          L[bi * b.n + q0 + i] = -std::numeric_limits<T>::infinity();
+          inv[i] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
+          L[bi * b.n + q0 + i] =
+              nan ? std::numeric_limits<T>::quiet_NaN() : -std::numeric_limits<T>::infinity();
           continue;
         }
         for (int64_t j = 0; j < kb; ++j) s[j] = kernel::fast_exp<T>(s[j] - mx);

@@ -23,34 +23,37 @@ Tensor softmax_impl(const Tensor& x, int64_t d, const char* op) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    detail::for_each_lane<2>(x.shape(), d, {&out.strides(), &x.strides()},
-                             [&](auto base, int64_t n, auto st) {
-                               const T* in = px + base[1];
-                               T* o = po + base[0];
-                               T m = -std::numeric_limits<T>::infinity();
-                               for (int64_t j = 0; j < n; ++j) m = std::max(m, in[j * st[1]]);
-                               if (m == -std::numeric_limits<T>::infinity()) {
-                                 const T fill = kLog ? m : T(0);
-                                 for (int64_t j = 0; j < n; ++j) o[j * st[0]] = fill;
-                                 return;
-                               }
-                               double z = 0;
-                               for (int64_t j = 0; j < n; ++j) {
-                                 const T e = std::exp(in[j * st[1]] - m);
-                                 if (!kLog) o[j * st[0]] = e;
-                                 z += e;
-                               }
-                               if (kLog) {
-                                 // (x - m) - log z, not x - (m + log z): with m = 1e4 in
-                                 // float32 the sum m + log z would round away log z.
-                                 const T lz = static_cast<T>(std::log(z));
-                                 for (int64_t j = 0; j < n; ++j)
-                                   o[j * st[0]] = (in[j * st[1]] - m) - lz;
-                               } else {
-                                 const T inv = static_cast<T>(1.0 / z);
-                                 for (int64_t j = 0; j < n; ++j) o[j * st[0]] *= inv;
-                               }
-                             });
+    detail::for_each_lane<2>(
+        x.shape(), d, {&out.strides(), &x.strides()}, [&](auto base, int64_t n, auto st) {
+          const T* in = px + base[1];
+          T* o = po + base[0];
+          T m = -std::numeric_limits<T>::infinity();
+          for (int64_t j = 0; j < n; ++j) m = std::max(m, in[j * st[1]]);
+          if (m == -std::numeric_limits<T>::infinity()) {
+            // fully masked: zeros; unless a NaN (which max skips) is
+            // there: then NaN, as everywhere else
+            bool nan = false;
+            for (int64_t j = 0; j < n; ++j) nan |= in[j * st[1]] != in[j * st[1]];
+            const T fill = nan ? std::numeric_limits<T>::quiet_NaN() : kLog ? m : T(0);
+            for (int64_t j = 0; j < n; ++j) o[j * st[0]] = fill;
+            return;
+          }
+          double z = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            const T e = std::exp(in[j * st[1]] - m);
+            if (!kLog) o[j * st[0]] = e;
+            z += e;
+          }
+          if (kLog) {
+            // (x - m) - log z, not x - (m + log z): with m = 1e4 in
+            // float32 the sum m + log z would round away log z.
+            const T lz = static_cast<T>(std::log(z));
+            for (int64_t j = 0; j < n; ++j) o[j * st[0]] = (in[j * st[1]] - m) - lz;
+          } else {
+            const T inv = static_cast<T>(1.0 / z);
+            for (int64_t j = 0; j < n; ++j) o[j * st[0]] *= inv;
+          }
+        });
   });
   return out;
 }

@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev                      # log lines
   nlohmann-json3-dev                 # safetensors headers, metrics.jsonl
   libstb-dev                         # PNG figures
+  libxxhash-dev                      # checkpoint checksums (XXH3)
   python3-torch python3-numpy        # test-only: the PyTorch reference oracle (/usr/bin/python3)
   libopenmpi-dev openmpi-bin         # data-parallel training: `mpirun -np N qkv train` (QKV_MPI)
   libblas3                           # test-only: the reference BLAS `qkv bench --compare` refuses

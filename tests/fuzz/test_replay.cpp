@@ -11,6 +11,7 @@
 
 namespace qkv::fuzz {
 int config(const uint8_t* data, size_t size);
+int overrides(const uint8_t* data, size_t size);
 int tsv(const uint8_t* data, size_t size);
 int vocab(const uint8_t* data, size_t size);
 int safetensors(const uint8_t* data, size_t size);
@@ -46,6 +47,9 @@ int replay(const std::string& name, Target target) {
 
 TEST_CASE("fuzz replay: config reader seeds and regressions", "[unit]") {
   CHECK(replay("config", qkv::fuzz::config) >= 5);
+}
+TEST_CASE("fuzz replay: command-line override seeds and regressions", "[unit]") {
+  CHECK(replay("overrides", qkv::fuzz::overrides) >= 8);
 }
 TEST_CASE("fuzz replay: TSV reader seeds and regressions", "[unit]") {
   CHECK(replay("tsv", qkv::fuzz::tsv) >= 3);

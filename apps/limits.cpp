@@ -1,0 +1,201 @@
+#include "apps/limits.hpp"
+
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+
+namespace qkv::app {
+
+namespace {
+
+// "Key:   12345 kB" from a /proc file, in bytes (-1 if absent).
+double proc_kib(const char* file, const char* key) {
+  std::ifstream in(file);
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(in, line))
+    if (line.rfind(k, 0) == 0) return std::atof(line.c_str() + k.size()) * 1024.0;
+  return -1;
+}
+
+double file_number(const char* path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!(in >> s) || s == "max") return -1;
+  return std::atof(s.c_str());
+}
+
+}  // namespace
+
+MemoryInfo available_memory() {
+  MemoryInfo m{proc_kib("/proc/meminfo", "MemAvailable"), "MemAvailable"};
+  if (m.available < 0) m = {proc_kib("/proc/meminfo", "MemFree"), "MemFree"};
+  auto consider = [&](double limit, double used, const char* source) {
+    if (limit <= 0 || limit >= 1e18 || used < 0) return;  // no limit
+    const double left = std::max(0.0, limit - used);
+    if (m.available < 0 || left < m.available) m = {left, source};
+  };
+  consider(file_number("/sys/fs/cgroup/memory.max"), file_number("/sys/fs/cgroup/memory.current"),
+           "cgroup memory limit");
+  consider(file_number("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+           file_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"), "cgroup memory limit");
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    consider(static_cast<double>(as.rlim_cur), proc_kib("/proc/self/status", "VmSize"),
+             "ulimit -v");
+  if (m.available < 0) m = {1e18, "unknown"};
+  return m;
+}
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  while (b >= 1000 && u < 6) b /= 1000, ++u;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, unit[u]);
+  return buf;
+}
+
+void require_memory(const std::string& key, double bytes, const std::string& what) {
+  const MemoryInfo m = available_memory();
+  if (bytes <= m.available) return;
+  throw Error(key + ": " + what + " needs about " + human_bytes(bytes) + ", more than the " +
+              human_bytes(m.available) + " of memory available (" + m.source + ")");
+}
+
+void check_data_memory(const RunConfig& c) {
+  const data::DataConfig& d = c.data;
+  const double examples = static_cast<double>(d.train_size) + static_cast<double>(d.valid_size) +
+                          static_cast<double>(d.test_size);
+  const double len =
+      d.task == "tsv" ? 32.0
+                      : (static_cast<double>(d.min_len) + static_cast<double>(d.max_len)) / 2 + 2;
+  // two id vectors per example (8 bytes an id) and their headers, plus the batch plan
+  const double example_bytes = examples * (96 + 2 * 8 * len);
+  const bool symbols =
+      d.task == "copy" || d.task == "reverse" || d.task == "sort" || d.task == "annotated_copy";
+  // a symbol's string, its hash-map node and its slot in the id table
+  const double vocab_bytes = symbols ? static_cast<double>(d.vocab_size) * 128 : 0.0;
+  const std::string n = std::to_string(static_cast<int64_t>(examples));
+  if (vocab_bytes > example_bytes)
+    require_memory("data.vocab_size", vocab_bytes + example_bytes,
+                   "a vocabulary of " + std::to_string(d.vocab_size) + " symbols");
+  else if (len > 96)  // long examples rather than many
+    require_memory(
+        "data.max_len", vocab_bytes + example_bytes,
+        "generating " + n + " examples of up to " + std::to_string(d.max_len) + " symbols");
+  else
+    require_memory(d.train_size >= d.valid_size + d.test_size ? "data.train_size"
+                   : d.valid_size >= d.test_size              ? "data.valid_size"
+                                                              : "data.test_size",
+                   vocab_bytes + example_bytes, "generating " + n + " examples");
+  // A symbol task's vocabulary is known now (its symbols and 4 specials): the model is checked
+  // before the data is generated.
+  if (symbols) check_model_memory(c, d.vocab_size + 4, d.vocab_size + 4);
+}
+
+void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
+  const nn::ModelConfig& m = c.model;
+  const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
+  const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
+  const double enc = static_cast<double>(m.encoder_layers),
+               dec = static_cast<double>(m.decoder_layers), layers = enc + dec;
+  const double len =
+      c.data.task == "tsv" && c.data.max_seq_len == 0
+          ? 64.0
+          : static_cast<double>(c.data.task == "tsv" ? c.data.max_seq_len : c.data.max_len) + 2;
+  double tokens = static_cast<double>(c.data.batch_size) * len;
+  if (c.data.max_tokens > 0) tokens = std::min(tokens, static_cast<double>(c.data.max_tokens));
+  // Each parameter: its value, its gradient and the optimizer's state (Adam: two moments).
+  const std::string& opt = c.optim.optim.name;
+  const double states =
+      opt == "sgd" ? (c.optim.optim.momentum > 0 ? 1 : 0) : (c.optim.optim.amsgrad ? 3 : 2);
+  const double per_param = 4 * (2 + states);
+  // The terms, each with the key that drives it: parameters (embeddings and output layer,
+  // learned positions, attention and feed-forward blocks) and one batch's activations saved
+  // for backward (per layer and token, and the logits over the target vocabulary).
+  const double vocab_params =
+      (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (d + 1));
+  const double pos_params = m.position == "learned" ? 2 * static_cast<double>(m.max_len) * d : 0;
+  const double block_params = enc * (4 * d * d + 2 * d * ff) + dec * (8 * d * d + 2 * d * ff);
+  const double params = vocab_params + pos_params + block_params;
+  const double t_vocab = per_param * vocab_params + 4 * tokens * 3 * tv;
+  const double t_pos = per_param * pos_params;
+  const double t_d = per_param * (enc * 4 + dec * 8) * d * d + 4 * tokens * layers * 16 * d;
+  const double t_ff = per_param * layers * 2 * d * ff + 4 * tokens * layers * 3 * ff;
+  // (batch, heads, n, n) weights exist only where the fused kernel is not used
+  const bool weights = m.attention_dropout > 0 || m.attention != "dot" ||
+                       c.train.log_attention_entropy || m.position == "relative";
+  const double t_attn =
+      weights ? 4 * tokens * layers * 2 * static_cast<double>(m.heads) * len : 0.0;
+  const double total = t_vocab + t_pos + t_d + t_ff + t_attn;
+  const double act = t_attn + 4 * tokens * (layers * (16 * d + 3 * ff) + 3 * tv);
+  std::string key = "model.d_model";
+  double top = t_d;
+  for (const auto& [k, v] :
+       {std::pair{"data.vocab_size", t_vocab}, std::pair{"model.max_len", t_pos},
+        std::pair{"model.d_ff", t_ff}, std::pair{"data.max_len", t_attn}})
+    if (v > top) key = k, top = v;
+  if (act > total / 2 && tokens > 65536)  // a huge batch: of many sequences, or of long ones
+    key = static_cast<double>(c.data.batch_size) >= len ? "data.batch_size"
+          : c.data.task == "tsv"                        ? "data.max_seq_len"
+                                                        : "data.max_len";
+  else if (layers > 48 && key != "data.vocab_size" && key != "model.max_len")
+    key = enc > dec ? "model.encoder_layers" : "model.decoder_layers";
+  char what[320];
+  std::snprintf(what, sizeof what,
+                "training this model (d_model %lld, d_ff %lld, %lld+%lld layers, vocabulary %lld, "
+                "batch of %.0f tokens: %.3g parameters with gradients and %s state, and the "
+                "batch's activations)",
+                static_cast<long long>(m.d_model), static_cast<long long>(m.d_ff),
+                static_cast<long long>(m.encoder_layers), static_cast<long long>(m.decoder_layers),
+                static_cast<long long>(tgt_vocab), tokens, params, opt.c_str());
+  require_memory(key, total, what);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+int apply_threads(int64_t requested, const std::string& key) {
+  QKV_CHECK(requested >= 0, key, "must be >= 0 (0: all cores), got ", requested);
+  const int cores = usable_cores();
+  const int64_t cap = 4 * static_cast<int64_t>(cores);
+  int64_t n = requested;
+  if (n > cap) {
+    spdlog::warn(
+        "{}: {} threads on {} core{}: using {} (more only slows BLAS down and costs memory)", key,
+        n, cores, cores == 1 ? "" : "s", cap);
+    n = cap;
+  }
+  // Each thread costs memory: its stack, its malloc arena (64 MB of address space in glibc)
+  // and OpenBLAS's buffer. Under an address-space limit OpenBLAS waits forever for a buffer it
+  // cannot map, so the count must fit what is there.
+  const MemoryInfo m = available_memory();
+  const double per_thread = m.source == "ulimit -v" ? 160e6 : 32e6;
+  const int64_t fit = std::max<int64_t>(1, static_cast<int64_t>(m.available / per_thread));
+  const int64_t want = n > 0 ? n : cores;
+  if (want > fit) {
+    spdlog::warn(
+        "{}: {} threads need about {} of memory, more than the {} available ({}): using {}", key,
+        want, human_bytes(static_cast<double>(want) * per_thread), human_bytes(m.available),
+        m.source, fit);
+    n = fit;
+  }
+  set_num_threads(static_cast<int>(n));
+  return get_num_threads();
+}
+
+}  // namespace qkv::app

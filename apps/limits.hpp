@@ -1,0 +1,40 @@
+// Resource limits checked before work starts, so that no input ends in std::bad_alloc, the
+// kernel's OOM killer or a hang: memory estimates refused against what the machine has, and
+// thread counts capped at a sane multiple of the cores.
+//
+// Available memory: the least of /proc/meminfo's MemAvailable, the cgroup's memory limit minus
+// its usage (v2 memory.max, v1 memory.limit_in_bytes) and the address-space limit (ulimit -v)
+// minus the process's size. Estimates are deliberately rough (within a factor of about 2 of the
+// peak): they exist to refuse the impossible with a clear message, not to pack memory tight.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "apps/config.hpp"
+
+namespace qkv::app {
+
+struct MemoryInfo {
+  double available = 0;  // bytes
+  std::string source;    // which limit: "MemAvailable", "cgroup memory limit", "ulimit -v"
+};
+MemoryInfo available_memory();
+std::string human_bytes(double bytes);  // "1.5 GB"
+
+// Throws qkv::Error "KEY: WHAT needs about N, more than the M of memory available (SOURCE)"
+// when bytes do not fit.
+void require_memory(const std::string& key, double bytes, const std::string& what);
+
+// A training run of c: its data before loading it (generated examples, symbol vocabulary), and
+// its model, optimizer state and one batch's activations once the vocabularies are known.
+void check_data_memory(const RunConfig& c);
+void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab);
+
+// The CPUs this process may run on (sched_getaffinity).
+int usable_cores();
+// Sets the thread count from `requested` (0: all cores); above 4x the cores it is capped there
+// with a warning naming `key` (oversubscribed threads only slow BLAS down and each costs
+// memory). Negative counts are refused. Returns the count in use.
+int apply_threads(int64_t requested, const std::string& key);
+
+}  // namespace qkv::app
