@@ -1,4 +1,6 @@
-// Seq2Seq: the encoder-decoder Transformer of the lesson.
+// Seq2Seq: the encoder-decoder Transformer of the lesson, and the run's model: with
+// ModelConfig::kind = "decoder" it holds a decoder-only language model instead (nn::DecoderLM,
+// the member lm), which forward() runs on tgt_in alone, so one training loop serves both.
 //
 //   src (B, S) int64 -> embed * sqrt(d) + PE -> Encoder -> memory (B, S, d)
 //   tgt_in (B, T) int64 -> embed * sqrt(d) + PE -> Decoder(memory) -> Linear -> logits (B, T, V)
@@ -9,12 +11,16 @@
 #pragma once
 #include <string>
 
+#include "nn/decoder_lm.hpp"
 #include "nn/positional.hpp"
 #include "nn/transformer.hpp"
 
 namespace qkv::nn {
 
 struct ModelConfig {
+  // encoder_decoder (Seq2Seq) | decoder (DecoderLM: decoder_layers causal self-attention
+  // blocks; encoder_layers, share_embeddings and tie_output do not apply, the head is tied)
+  std::string kind = "encoder_decoder";
   int64_t src_vocab = 0;  // set from the data's vocabulary
   int64_t tgt_vocab = 0;
   int64_t d_model = 128;
@@ -42,6 +48,9 @@ struct ModelConfig {
   int64_t window = 0;             // > 0: sliding-window self-attention (dot only); 0 = full
   // Throws qkv::Error naming the key when a value is out of range or inconsistent.
   void validate() const;
+  // The defaults of kind = "decoder", as GPT: learned positions, pre-LN with a final
+  // LayerNorm, GELU, no embedding scaling, the head tied to the embedding.
+  static ModelConfig decoder_defaults();
   BlockConfig block() const;
 };
 
@@ -54,6 +63,8 @@ class Seq2Seq : public Module {
  public:
   Seq2Seq(const ModelConfig& c, Generator& gen);
 
+  // kind = "decoder": src and src_valid are ignored (may be undefined); logits of tgt_in under
+  // a causal mask, its layers' weights in maps->decoder_self.
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
               const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const;
   // memory: (B, S, d)
@@ -84,6 +95,7 @@ class Seq2Seq : public Module {
   std::shared_ptr<Encoder> encoder;
   std::shared_ptr<Decoder> decoder;
   std::shared_ptr<Linear> output;  // null when tied to tgt_embed
+  std::shared_ptr<DecoderLM> lm;   // kind = "decoder" only (every other member is then null)
 
  private:
   Var project(const Var& h) const;  // (..., d) -> (..., V)

@@ -17,6 +17,16 @@ std::shared_ptr<MultiHeadAttention> make_attention(const BlockConfig& c, Generat
 
 }  // namespace
 
+Var cached_self_attention(const MultiHeadAttention& attn, const Var& h, Var& k_cache,
+                          Var& v_cache) {
+  const int64_t t = k_cache.defined() ? k_cache.size(2) : 0,
+                n = h.size(1);  // t: first new position
+  const Var k = attn.project_key(h, t), v = attn.project_value(h);
+  k_cache = k_cache.defined() ? ag::concat({k_cache, k}, 2) : k;
+  v_cache = v_cache.defined() ? ag::concat({v_cache, v}, 2) : v;
+  return attn.attend(h, k_cache, v_cache, n > 1 ? causal_mask(n, t + n) : Tensor(), nullptr, t);
+}
+
 // ------------------------------------------------------------------ encoder block
 
 TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator& gen,
@@ -41,6 +51,16 @@ Var TransformerEncoderBlock::forward(const Var& x, const Tensor& mask, Var* w) c
   }
   const Var x1 = norm1->forward(ag::add(x, sa(x)));
   return norm2->forward(ag::add(x1, ff(x1)));
+}
+
+Var TransformerEncoderBlock::forward_step(const Var& x, SelfAttentionCache& cache) const {
+  auto sa = [&](const Var& h) { return cached_self_attention(*self_attn, h, cache.k, cache.v); };
+  if (norm_first) {
+    const Var x1 = ag::add(x, sa(norm1->forward(x)));
+    return ag::add(x1, ffn->forward(norm2->forward(x1)));
+  }
+  const Var x1 = norm1->forward(ag::add(x, sa(x)));
+  return norm2->forward(ag::add(x1, ffn->forward(x1)));
 }
 
 // ------------------------------------------------------------------ decoder block
@@ -82,14 +102,8 @@ Var TransformerDecoderBlock::forward(const Var& x, const Var& memory, const Tens
 
 Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
                                           DecoderBlockCache& cache, Var* cw) const {
-  // Self-attention of the new position over every cached position and itself: nothing in the
-  // cache lies in its future, so no causal mask is needed.
   auto sa = [&](const Var& h) {
-    const int64_t t = cache.self_k.defined() ? cache.self_k.size(2) : 0;  // this position
-    const Var k = self_attn->project_key(h, t), v = self_attn->project_value(h);
-    cache.self_k = cache.self_k.defined() ? ag::concat({cache.self_k, k}, 2) : k;
-    cache.self_v = cache.self_v.defined() ? ag::concat({cache.self_v, v}, 2) : v;
-    return self_attn->attend(h, cache.self_k, cache.self_v, Tensor(), nullptr, t);
+    return cached_self_attention(*self_attn, h, cache.self_k, cache.self_v);
   };
   auto ca = [&](const Var& h) {
     if (!cache.cross_k.defined()) {
@@ -128,6 +142,13 @@ Var Encoder::forward(const Var& x, const Tensor& mask, std::vector<Var>* weights
     h = layers[i]->forward(h, mask, weights ? &w : nullptr);
     if (weights) weights->push_back(w);
   }
+  return norm ? norm->forward(h) : h;
+}
+
+Var Encoder::forward_step(const Var& x, std::vector<SelfAttentionCache>& cache) const {
+  if (cache.size() != layers.size()) cache.resize(layers.size());
+  Var h = x;
+  for (size_t i = 0; i < layers.size(); ++i) h = layers[i]->forward_step(h, cache[i]);
   return norm ? norm->forward(h) : h;
 }
 

@@ -30,12 +30,29 @@ struct BlockConfig {
   int64_t relative_clip = 16;
 };
 
-// Self-attention + FFN. x: (B, n, d) -> (B, n, d).
+// Cached keys and values of one self-attention layer, for incremental decoding.
+struct SelfAttentionCache {
+  Var k, v;  // (B, h, t, d_head): projections of every position fed so far (undefined: none)
+  int64_t length() const { return k.defined() ? k.size(2) : 0; }
+};
+
+// Self-attention of n new positions t .. t + n - 1 over every cached position and themselves
+// (t = the cached length): appends their keys and values to k_cache and v_cache (B, h, t, d_head;
+// undefined when empty), then attends under causal_mask(n, t + n) (no mask for n = 1: nothing
+// cached lies in the future). h: (B, n, d). The encoder-decoder's decoder and the decoder-only
+// LM both decode through it.
+Var cached_self_attention(const MultiHeadAttention& attn, const Var& h, Var& k_cache, Var& v_cache);
+
+// Self-attention + FFN. x: (B, n, d) -> (B, n, d). Under a causal mask it is a decoder-only
+// (GPT) block.
 class TransformerEncoderBlock : public Module {
  public:
   TransformerEncoderBlock(const BlockConfig& c, Generator& gen, std::shared_ptr<Generator> dgen);
   // mask: broadcastable to (B, h, n, n), e.g. key_padding_mask(src_valid).
   Var forward(const Var& x, const Tensor& mask, Var* attn_weights = nullptr) const;
+  // Causal incremental form: x (B, n, d) holds the next n positions; the cache holds the
+  // earlier ones and receives these. No autograd (inference), no dropout.
+  Var forward_step(const Var& x, SelfAttentionCache& cache) const;
 
   bool norm_first;
   std::shared_ptr<MultiHeadAttention> self_attn;
@@ -79,6 +96,8 @@ class Encoder : public Module {
           std::shared_ptr<Generator> dgen);
   // weights, when non-null, receives each layer's self-attention weights.
   Var forward(const Var& x, const Tensor& mask, std::vector<Var>* weights = nullptr) const;
+  // Causal incremental form (decoder-only LMs): see TransformerEncoderBlock::forward_step.
+  Var forward_step(const Var& x, std::vector<SelfAttentionCache>& cache) const;
   std::vector<std::shared_ptr<TransformerEncoderBlock>> layers;
   std::shared_ptr<LayerNorm> norm;  // null without final_norm
 };

@@ -226,6 +226,33 @@ class Wrapped(tnn.Module):
         return self.output(h)
 
 
+class GPT(tnn.Module):
+    """A decoder-only LM laid out as qkv's DecoderLM (names match): token embedding + learned
+    positions, nn.TransformerEncoderLayer(norm_first=True, activation="gelu") blocks under the
+    causal mask torch builds, a final LayerNorm and the head tied to the embedding."""
+
+    def __init__(self, c):
+        super().__init__()
+        d = c["d_model"]
+        self.embed = tnn.Embedding(c["vocab"], d)
+        self.pos = tnn.Module()
+        self.pos.weight = tnn.Parameter(torch.zeros(c["max_len"], d))
+        self.blocks = tnn.Module()
+        self.blocks.layers = tnn.ModuleList([
+            without_attention_bias(tnn.TransformerEncoderLayer(
+                d, c["heads"], c["d_ff"], dropout=0.0, activation="gelu", batch_first=True,
+                norm_first=True), c)
+            for _ in range(c["layers"])])
+        self.blocks.norm = tnn.LayerNorm(d)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        h = self.embed(ids) + self.pos.weight[:T]
+        for layer in self.blocks.layers:
+            h = layer(h, src_mask=causal(T))  # torch's own mask: -inf above the diagonal
+        return F.linear(self.blocks.norm(h), self.embed.weight)
+
+
 def qkv_to_wrapped(params):
     """Seq2Seq names -> Wrapped names: the stacks live under transformer."""
     out = {}
@@ -283,6 +310,10 @@ def run_case(path):
         prefix_params = qkv_to_wrapped(params)
         load_into(module, prefix_params, aliases=module.aliases())
         out = module(inputs["src"], inputs["tgt"], c["src_lengths"], c["tgt_lengths"])
+    elif kind == "gpt":
+        module = GPT(c)
+        load_into(module, params)
+        out = module(inputs["ids"])
     elif kind == "cross_entropy":
         out = F.cross_entropy(inputs["logits"], inputs["targets"], ignore_index=c["ignore_index"],
                               label_smoothing=c["label_smoothing"])

@@ -222,6 +222,27 @@ Prepared transformer_case(DType dt, const Dims& d, const Lengths& L, const Optio
   return p;
 }
 
+// A decoder-only LM (GPT layout): against token embedding + position table +
+// nn.TransformerEncoderLayer(norm_first, gelu) stack under torch's causal mask + LayerNorm +
+// the tied head. t = 300 crosses the fused attention kernel's query tiles (64) and its
+// forward (256) and backward (128) key tiles (core/attention.cpp).
+Prepared gpt_case(DType dt, const Dims& d, int64_t b, int64_t t, bool bias) {
+  Generator g(71);
+  ModelConfig c = ModelConfig::decoder_defaults();
+  c.src_vocab = c.tgt_vocab = 11, c.d_model = d.d, c.heads = d.heads, c.d_ff = d.d_ff;
+  c.decoder_layers = 2, c.dropout = 0, c.max_len = t + 3, c.bias = bias;
+  DecoderLM m(c, g, nullptr);
+  m.to(dt);
+  perturb(m, g);
+  Prepared p;
+  p.config = {{"kind", "gpt"},        {"d_model", d.d},       {"heads", d.heads},
+              {"d_ff", d.d_ff},       {"vocab", c.tgt_vocab}, {"layers", c.decoder_layers},
+              {"max_len", c.max_len}, {"bias", bias}};
+  const Tensor ids = randint({b, t}, 0, c.tgt_vocab, g);
+  finish(p, m.forward(ids), {{"ids", Var(ids)}}, &m, g);
+  return p;
+}
+
 Prepared cross_entropy_case(DType dt, int64_t ignore_index, double smoothing) {
   Generator g(61);
   Prepared p;
@@ -382,6 +403,12 @@ TEST_CASE(
   std::vector<std::pair<std::string, Make>> cases = small_cases();
   for (auto& c : large_cases()) cases.push_back(std::move(c));
   std::map<std::string, std::pair<Prepared, DType>> prepared;
+  // decoder-only LMs (the GPT layout); 300 positions cross the attention tiles
+  cases.push_back({"gpt_decoder_only", [](DType dt) { return gpt_case(dt, kSmall, 2, 7, true); }});
+  cases.push_back(
+      {"gpt_decoder_only_no_bias", [](DType dt) { return gpt_case(dt, kSmall, 2, 5, false); }});
+  cases.push_back({"L_gpt_decoder_only_300_positions",
+                   [](DType dt) { return gpt_case(dt, kLarge, 1, 300, true); }});
   for (const auto& [name, make] : cases)
     for (DType dt : {DType::f32, DType::f64}) {
       const std::string id = name + (dt == DType::f32 ? ".f32" : ".f64");

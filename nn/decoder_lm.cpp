@@ -1,0 +1,69 @@
+#include "nn/decoder_lm.hpp"
+
+#include <cmath>
+
+#include "nn/seq2seq.hpp"
+
+namespace qkv::nn {
+
+namespace {
+
+void normal_init(Var& w, double std, Generator& gen) {
+  w.data().copy_(mul(randn(w.shape(), gen, w.dtype()), std));
+}
+
+}  // namespace
+
+DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dgen) {
+  QKV_CHECK(c.tgt_vocab > 0 && c.decoder_layers > 0, "DecoderLM", "needs a vocabulary (got ",
+            c.tgt_vocab, ") and at least one layer (got ", c.decoder_layers, ")");
+  embed = register_module(
+      "embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, gen, c.scale_embedding));
+  pos = register_module(
+      "pos", std::make_shared<PositionalEncoding>(parse_position(c.position), c.d_model, c.max_len,
+                                                  gen, c.dropout, dgen));
+  blocks =
+      register_module("blocks", std::make_shared<Encoder>(c.decoder_layers, c.block(),
+                                                          c.final_norm || c.norm_first, gen, dgen));
+  // GPT-2's initialisation, drawn after construction (which drew the default one).
+  const double std = 0.02, residual = std / std::sqrt(2.0 * static_cast<double>(c.decoder_layers));
+  normal_init(embed->weight, std, gen);
+  if (pos->table.defined()) normal_init(pos->table, std, gen);
+  for (const auto& layer : blocks->layers) {
+    const MultiHeadAttention& a = *layer->self_attn;
+    for (const auto& lin : {a.w_q, a.w_k, a.w_v}) normal_init(lin->weight, std, gen);
+    normal_init(a.w_o->weight, residual, gen);
+    normal_init(layer->ffn->linear1->weight, std, gen);
+    normal_init(layer->ffn->linear2->weight, residual, gen);
+  }
+}
+
+Var DecoderLM::forward(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const {
+  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64, "DecoderLM",
+            "ids must be (B, T) int64, got ", dtype_name(ids.dtype()), " ", ids.shape());
+  QKV_CHECK(!valid.defined() || valid.shape() == ids.shape(), "DecoderLM", "valid ", valid.shape(),
+            " must match ids ", ids.shape());
+  const int64_t t = ids.size(1);
+  QKV_CHECK(t <= max_positions(), "DecoderLM", "a sequence of ", t,
+            " tokens is longer than the learned positions' max_len ", max_positions());
+  const Var x = pos->forward(embed->forward(ids));
+  Tensor mask = causal_mask(t);
+  if (valid.defined()) mask = combine_masks(mask, key_padding_mask(valid));
+  return ag::linear(blocks->forward(x, mask, weights), embed->weight);  // tied head: h E^T
+}
+
+Var DecoderLM::step(Cache& cache, const Tensor& tokens) const {
+  QKV_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i64 && tokens.size(1) > 0,
+            "DecoderLM::step", "tokens must be (B, n) int64 with n >= 1, got ",
+            dtype_name(tokens.dtype()), " ", tokens.shape());
+  QKV_CHECK(cache.length + tokens.size(1) <= max_positions(), "DecoderLM::step", "position ",
+            cache.length + tokens.size(1), " is beyond the learned positions' max_len ",
+            max_positions());
+  ag::NoGrad no_grad;
+  const Var x = pos->forward(embed->forward(tokens), cache.length);
+  const Var h = blocks->forward_step(x, cache.layers);
+  cache.length += tokens.size(1);
+  return ag::linear(h, embed->weight);
+}
+
+}  // namespace qkv::nn

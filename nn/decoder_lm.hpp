@@ -1,0 +1,59 @@
+// DecoderLM: a decoder-only Transformer language model, GPT's layout ([model] kind = "decoder").
+//
+//   ids (B, T) int64 -> token embedding + positions -> N blocks -> final LayerNorm
+//                    -> logits (B, T, V) = h E^T (the head is tied to the embedding E)
+//
+// A block is a TransformerEncoderBlock under a causal mask: self-attention over the past and
+// the position itself, then the FFN (pre-LN by default). That is exactly
+// torch.nn.TransformerEncoderLayer with a causal src_mask (tests/nn/test_torch_parity.cpp).
+// Positions: any kind qkv has (ModelConfig::position); learned, as GPT, by default.
+//
+// Initialisation (GPT-2): every Linear weight, the embedding and the learned position table
+// ~ N(0, 0.02); the residual branches' output projections (attention w_o, FFN linear2)
+// ~ N(0, 0.02 / sqrt(2 * layers)); biases 0, LayerNorm gains 1.
+//
+// Incremental decoding: step() feeds new tokens with every layer's keys and values cached,
+// so a token costs one position's work instead of a pass over the whole prefix.
+#pragma once
+#include <limits>
+#include <vector>
+
+#include "nn/positional.hpp"
+#include "nn/transformer.hpp"
+
+namespace qkv::nn {
+
+struct ModelConfig;
+
+class DecoderLM : public Module {
+ public:
+  // c.tgt_vocab tokens, c.decoder_layers blocks of c.block(); dropout masks from dropout_gen.
+  DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
+
+  // ids: (B, T) int64 -> logits (B, T, V). valid, when defined: (B, T) bool, true on real
+  // tokens (padding is masked as keys). weights, when non-null, receives each layer's
+  // attention weights (B, h, T, T).
+  Var forward(const Tensor& ids, const Tensor& valid = Tensor(),
+              std::vector<Var>* weights = nullptr) const;
+
+  // The keys and values of every layer for the tokens fed so far.
+  struct Cache {
+    std::vector<SelfAttentionCache> layers;
+    int64_t length = 0;  // positions cached
+  };
+  // tokens: (B, n) int64, the next n tokens of each sequence (n > 1 fills the cache with a
+  // prompt in one pass) -> logits (B, n, V). No autograd; call in eval mode.
+  Var step(Cache& cache, const Tensor& tokens) const;
+
+  // Longest sequence the positions allow: max_len for learned positions, else unbounded.
+  int64_t max_positions() const {
+    return pos->kind == PositionKind::learned ? pos->n_max : std::numeric_limits<int64_t>::max();
+  }
+  int64_t vocab() const { return embed->vocab(); }
+
+  std::shared_ptr<Embedding> embed;
+  std::shared_ptr<PositionalEncoding> pos;
+  std::shared_ptr<Encoder> blocks;  // with the final LayerNorm when pre-LN (or final_norm)
+};
+
+}  // namespace qkv::nn
