@@ -88,6 +88,7 @@ struct Writer {
 // The field lists: one place names each key, for reading and for writing.
 template <class V, class M>
 void model_fields(V& v, M& m) {
+  v("kind", m.kind);
   v("d_model", m.d_model);
   v("heads", m.heads);
   v("d_ff", m.d_ff);
@@ -137,6 +138,7 @@ void data_fields(V& v, D& d) {
   v("bucket_pool", d.bucket_pool);
   v("shuffle", d.shuffle);
   v("prefetch", d.prefetch);
+  v("block_size", d.block_size);
 }
 
 template <class V, class T>
@@ -151,6 +153,7 @@ void train_fields(V& v, T& t) {
   v("early_stopping", t.early_stopping);
   v("log_attention_entropy", t.log_attention_entropy);
   v("skip_nonfinite", t.skip_nonfinite);
+  v("eval_iters", t.eval_iters);
 }
 
 template <class V, class C>
@@ -253,6 +256,14 @@ void RunConfig::validate() const {
   need(train.eval_examples >= 0, "train.eval_examples: must be >= 0");
   need(train.max_decode_extra >= 0, "train.max_decode_extra: must be >= 0");
   need(train.early_stopping >= 0, "train.early_stopping: must be >= 0");
+  need(train.eval_iters >= 1, "train.eval_iters: must be >= 1");
+  need((data.task == "lm") == (model.kind == "decoder"),
+       data.task == "lm" ? "model.kind: data.task = \"lm\" needs model.kind = \"decoder\""
+                         : "model.kind: a decoder-only model needs data.task = \"lm\", got \"" +
+                               data.task + "\"");
+  need(data.task != "lm" || model.position != "learned" || data.block_size <= model.max_len,
+       "model.max_len: learned positions cover " + std::to_string(model.max_len) +
+           " tokens, less than data.block_size = " + std::to_string(data.block_size));
   need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");
   need(checkpoint.keep >= 1, "checkpoint.keep: must be >= 1");
   optim.optim.validate();
@@ -322,6 +333,8 @@ RunConfig config_from_toml(const TomlDoc& doc_in,
       return s;
     };
     Reader m{section("model"), "model", {}};
+    m("kind", c.model.kind);  // a decoder-only model starts from GPT's defaults
+    if (c.model.kind == "decoder") c.model = nn::ModelConfig::decoder_defaults();
     model_fields(m, c.model);
     m.finish();
     Reader d{section("data"), "data", {}};

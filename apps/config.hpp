@@ -32,6 +32,7 @@ struct TrainOptions {
   int64_t early_stopping = 0;     // stop after this many validations without improvement (0: off)
   bool log_attention_entropy = false;  // log mean attention entropy per layer
   bool skip_nonfinite = false;         // skip a step whose loss is NaN/Inf instead of stopping
+  int64_t eval_iters = 200;            // data.task = "lm": batches per split of each loss estimate
 };
 
 struct CheckpointOptions {

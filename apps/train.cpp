@@ -21,12 +21,14 @@
 #include "apps/distributed.hpp"
 #include "apps/integrity.hpp"
 #include "apps/limits.hpp"
+#include "apps/lm.hpp"
 #include "apps/plot.hpp"
 #include "apps/progress.hpp"
 #include "apps/run.hpp"
 #include "apps/run_lock.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "data/lm.hpp"
 #include "data/loader.hpp"
 #include "nn/safetensors.hpp"
 #include "optim/clip.hpp"
@@ -97,7 +99,8 @@ void plot_losses(const fs::path& run_dir) {
 // Learned positions end at model.max_len: refuse data that needs more before the run folder
 // exists, rather than failing at the first long batch (or at validation) mid-run.
 void check_positions(const RunConfig& cfg, const data::DataSplits& d) {
-  if (cfg.model.position != "learned") return;
+  // lm: block_size <= max_len, checked with the config
+  if (cfg.model.position != "learned" || cfg.data.task == "lm") return;
   int64_t need = 0;
   std::string where;
   auto consider = [&](const data::Dataset& ds, bool decoded) {
@@ -218,16 +221,30 @@ int cmd_train(const TrainArgs& a) {
   data::LoaderOptions lopt = data::loader_options(cfg.data);
   lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
   lopt.shard_count = ranks;
-  data::Loader loader(train_set, data.framing, lopt, cfg.seed);
+  // A language model (data.task = "lm") trains on windows at random offsets of one token
+  // stream; an "epoch" is then as many tokens as the training text.
+  const bool lm = cfg.data.task == "lm";
+  std::unique_ptr<data::BatchSource> loader;
+  if (lm)
+    loader = std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(data.lm_train),
+                                              cfg.data.block_size, cfg.data.batch_size, cfg.seed,
+                                              rank, ranks);
+  else
+    loader = std::make_unique<data::Loader>(train_set, data.framing, lopt, cfg.seed);
   dist::GradReducer reducer(params);
 
   // Steps per epoch, from the first epoch's plan (a copy of the loader's generator).
   Generator plan_gen(cfg.seed);
-  const int64_t per_epoch = static_cast<int64_t>(
-      data::plan_batches(*train_set, data.framing, lopt.batch, plan_gen).size());
+  const int64_t per_epoch =
+      lm ? std::max<int64_t>(1, static_cast<int64_t>(data.lm_train.size()) /
+                                    (cfg.data.batch_size * cfg.data.block_size))
+         : static_cast<int64_t>(
+               data::plan_batches(*train_set, data.framing, lopt.batch, plan_gen).size());
   QKV_CHECK(per_epoch > 0, "train", "the training split of ", data.train.name, " is empty");
-  // epochs = 0 with max_steps: as many epochs as max_steps takes
-  const int64_t total = cfg.train.epochs == 0 ? cfg.train.max_steps
+  // epochs = 0 with max_steps: as many epochs as max_steps takes; lm: max_steps alone, when
+  // set, is the run's length (nanoGPT's max_iters)
+  const int64_t total = cfg.train.epochs == 0 || (lm && cfg.train.max_steps > 0)
+                            ? cfg.train.max_steps
                         : cfg.train.max_steps > 0
                             ? std::min(cfg.train.max_steps, cfg.train.epochs * per_epoch)
                             : cfg.train.epochs * per_epoch;
@@ -243,7 +260,7 @@ int cmd_train(const TrainArgs& a) {
   TrainState st;
   if (!resume_from.empty()) {
     st = load_checkpoint(resume_from, model, opt.get());
-    loader.restore(st.loader);
+    loader->restore(st.loader);
   }
   // data-parallel: every rank has checked and read the run folder before rank 0 changes it.
   dist::barrier();
@@ -296,13 +313,13 @@ int cmd_train(const TrainArgs& a) {
   if (root) metrics.emplace(run_dir / "metrics.jsonl");
   Progress progress(total, st.step, cfg.train.log_every, a.quiet || !root, a.verbose && root);
   progress.message(fmt::format(
-      "{} {}: {} parameters, {} train / {} valid examples, {} steps ({} per epoch), {} threads{}",
+      "{} {}: {} parameters, {} train / {} valid {}, {} steps ({} per epoch), {} threads{}",
       restart               ? "restarting (no checkpoint yet)"
       : resume_from.empty() ? "training"
                             : "resuming",
-      run_dir.string(), model.parameter_count(), data.train.size(), data.valid.size(), total,
-      per_epoch, get_num_threads(),
-      ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : ""));
+      run_dir.string(), model.parameter_count(), lm ? data.lm_train.size() : data.train.size(),
+      lm ? data.lm_valid.size() : data.valid.size(), lm ? "tokens" : "examples", total, per_epoch,
+      get_num_threads(), ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : ""));
 
   double loss_sum = st.log_loss_sum, norm_sum = st.log_norm_sum;
   int64_t loss_n = st.log_count, tokens = 0;
@@ -312,7 +329,7 @@ int cmd_train(const TrainArgs& a) {
     st.log_norm_sum = norm_sum;
     st.log_count = loss_n;
     saved_step = st.step;
-    st.loader = loader.state();
+    st.loader = loader->state();
     st.dropout_seed = model.dropout_generator().seed();
     st.dropout_position = model.dropout_generator().position();
     st.ranks = ranks;
@@ -332,9 +349,34 @@ int cmd_train(const TrainArgs& a) {
     if (is_best) st.best = name;
     return name;
   };
+  // nanoGPT's estimate_loss: eval_iters random batches of each split, drawn from a generator
+  // of (seed, step), so a resumed run estimates exactly as an uninterrupted one.
+  auto validate_lm = [&]() {
+    Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
+    const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
+    const double train_loss = lm_loss_estimate(model, data.lm_train, bs, b, it, g);
+    const double loss = lm_loss_estimate(model, data.lm_valid, bs, b, it, g);
+    metrics->write({{"step", st.step},
+                    {"split", "valid"},
+                    {"loss", loss},
+                    {"train_loss", train_loss},
+                    {"batches", it}});
+    const bool better = loss < st.best_loss;
+    if (better) {
+      st.best_loss = loss;
+      st.evals_since_best = 0;
+    } else {
+      ++st.evals_since_best;
+    }
+    progress.message(fmt::format("step {}: train loss {:.4f}, val loss {:.4f}{}", st.step,
+                                 train_loss, loss, better ? "  (best)" : ""));
+    return better;
+  };
   auto validate = [&]() -> bool {  // returns whether to stop early
     bool better = false;
-    if (root) {  // data-parallel: rank 0 validates alone (the numbers of one process)
+    if (root && lm) {
+      better = validate_lm();
+    } else if (root) {  // data-parallel: rank 0 validates alone (the numbers of one process)
       const Metrics m = evaluate(model, data.valid, data.framing, cfg.data.batch_size,
                                  cfg.train.max_decode_extra, cfg.train.eval_examples);
       json j = {{"step", st.step},
@@ -378,7 +420,7 @@ int cmd_train(const TrainArgs& a) {
   bool evaluated_last = st.step > 0 && (st.step % eval_every == 0 || st.step == total);
   if (!resume_from.empty()) saved_step = st.step;
   while (st.step < total) {
-    const data::Batch b = loader.next();
+    const data::Batch b = loader->next();
     ++st.step;
     evaluated_last = false;
     dist::maybe_inject_fault(st.step);
@@ -416,8 +458,9 @@ int cmd_train(const TrainArgs& a) {
       if (b.size() > 0) {  // data-parallel: a rank's shard of a small last batch may be empty
         const ag::Var logits = model.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
                                              cfg.train.log_attention_entropy ? &maps : nullptr);
-        loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), 0,
-                                 cfg.train.label_smoothing);
+        // Label 0 is <pad> (ignored), except in a language model's vocabulary (no specials).
+        loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(),
+                                 lm ? -1 : 0, cfg.train.label_smoothing);
         // data-parallel: (sum of this shard's token losses) / (global tokens), so the ranks'
         // losses and gradients sum to those of the global batch.
         if (ranks > 1)
@@ -451,7 +494,7 @@ int cmd_train(const TrainArgs& a) {
     const double lr = optim::apply_schedule(*opt, schedule);
     opt->step();
     opt->zero_grad();
-    st.loader = loader.state();
+    st.loader = loader->state();
     st.epoch = st.loader.epoch;
 
     loss_sum += lv;
@@ -527,6 +570,13 @@ int cmd_train(const TrainArgs& a) {
         "data-parallel: {} processes; summing gradients ({} buckets) took {:.2f} s on rank 0",
         ranks, reducer.buckets(), reducer.seconds());
   if (!root) return 0;  // data-parallel: the test split is rank 0's alone
+  if (lm) {             // no test split: the best validation estimate is the result
+    plot_losses(run_dir);
+    if (!a.quiet)
+      spdlog::info("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
+                   st.best_loss, cfg.train.eval_iters, cfg.data.batch_size, cfg.data.block_size);
+    return 0;
+  }
 
   // The held-out test split, with the best checkpoint.
   const std::string best = find_checkpoint(run_dir.string(), "best");

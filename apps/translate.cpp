@@ -13,6 +13,8 @@ namespace qkv::app {
 
 int cmd_translate(const TranslateArgs& a) {
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
+  QKV_CHECK(!r.model->lm, "translate", a.run_dir,
+            " is a language model (model.kind = \"decoder\"): sample from it with qkv generate");
   apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                 a.threads > 0 ? "--threads" : "threads");
   QKV_CHECK(std::isfinite(a.alpha) && a.alpha >= 0, "translate",

@@ -2,6 +2,7 @@
 
 #include "data/corpus.hpp"
 #include "data/dates.hpp"
+#include "data/lm.hpp"
 #include "data/tasks.hpp"
 #include "data/utf8.hpp"
 
@@ -14,9 +15,10 @@ namespace qkv::data {
 
 void validate(const DataConfig& c) {
   const bool synthetic = c.task == "copy" || c.task == "reverse" || c.task == "sort";
-  QKV_KEY_CHECK(synthetic || c.task == "annotated_copy" || c.task == "dates" || c.task == "tsv",
+  QKV_KEY_CHECK(synthetic || c.task == "annotated_copy" || c.task == "dates" || c.task == "tsv" ||
+                    c.task == "lm",
                 "task", "unknown task '", c.task,
-                "' (expected copy, reverse, sort, annotated_copy, dates or tsv)");
+                "' (expected copy, reverse, sort, annotated_copy, dates, tsv or lm)");
   QKV_KEY_CHECK(c.vocab_size >= 1, "vocab_size", "must be >= 1, got ", c.vocab_size);
   QKV_KEY_CHECK(c.min_len >= 1, "min_len", "must be >= 1, got ", c.min_len);
   QKV_KEY_CHECK(c.max_len >= c.min_len, "max_len", "must be >= min_len = ", c.min_len, ", got ",
@@ -26,7 +28,13 @@ void validate(const DataConfig& c) {
   QKV_KEY_CHECK(c.valid_size >= 0, "valid_size", "must be >= 0, got ", c.valid_size);
   QKV_KEY_CHECK(c.test_size >= 0, "test_size", "must be >= 0, got ", c.test_size);
   QKV_KEY_CHECK(c.task != "tsv" || !c.path.empty(), "path", "is required for task tsv");
-  (void)parse_tokenizer(c.tokenizer);
+  QKV_KEY_CHECK(c.task != "lm" || !c.path.empty(), "path", "is required for task lm");
+  QKV_KEY_CHECK(c.block_size >= 1, "block_size", "must be >= 1, got ", c.block_size);
+  QKV_KEY_CHECK(c.task != "lm" || c.tokenizer == "char", "tokenizer",
+                "task lm supports \"char\" only so far (SentencePiece language models are not"
+                " implemented yet), got \"",
+                c.tokenizer, "\"");
+  if (c.task != "lm") (void)parse_tokenizer(c.tokenizer);
   QKV_KEY_CHECK(c.min_freq >= 1, "min_freq", "must be >= 1, got ", c.min_freq);
   QKV_KEY_CHECK(c.max_vocab == 0 || c.max_vocab > 4, "max_vocab",
                 "must be 0 (no cap) or more than the 4 specials, got ", c.max_vocab);
@@ -138,6 +146,16 @@ DataSplits load_data(const DataConfig& c) {
     const DateSplits d = generate_dates(o);
     text_splits(c, "dates", date_text(d.train, c.lowercase), date_text(d.valid, c.lowercase),
                 date_text(d.test, c.lowercase), out);
+  } else if (c.task == "lm") {
+    LmCorpus corpus = load_lm_corpus(c.path, c.tokenizer);
+    QKV_KEY_CHECK(static_cast<int64_t>(corpus.valid.size()) > c.block_size, "block_size",
+                  c.block_size, " does not fit in the validation text (", corpus.valid.size(),
+                  " tokens, the last 10% of ", c.path, ")");
+    out.lm_train = std::move(corpus.train);
+    out.lm_valid = std::move(corpus.valid);
+    out.src_vocab = out.tgt_vocab = corpus.vocab;
+    name_splits(out, c.path);
+    out.framing = Framing{-1, -1};  // no <bos> / <eos>: windows of running text
   } else {
     TsvOptions o;
     o.lowercase = c.lowercase;

@@ -14,7 +14,7 @@
 namespace qkv::data {
 
 struct DataConfig {
-  // copy | reverse | sort | annotated_copy | dates | tsv
+  // copy | reverse | sort | annotated_copy | dates | tsv | lm (language modelling, data/lm.hpp)
   std::string task = "copy";
   uint64_t seed = 0;  // generation and splitting; the loader has its own seed
 
@@ -29,7 +29,7 @@ struct DataConfig {
   int64_t test_size = 500;
 
   // text tasks (dates / tsv)
-  std::string path;  // tsv: the corpus file
+  std::string path;  // tsv: the corpus file; lm: the text (plain or gzip)
   bool lowercase = false;
   bool skip_malformed = false;
   std::string tokenizer = "char";  // char | word
@@ -48,6 +48,8 @@ struct DataConfig {
   int64_t bucket_pool = 50;
   bool shuffle = true;
   int64_t prefetch = 2;
+
+  int64_t block_size = 64;  // lm: tokens per training window (the context length)
 };
 
 // Errors name the key: "data.batch_size: must be >= 1, got 0".
@@ -60,6 +62,9 @@ struct DataSplits {
   TokenizerKind tokenizer = TokenizerKind::chars;  // text tasks: how to encode new input
   int64_t skipped = 0;                             // tsv: malformed lines skipped
   int64_t dropped = 0;                             // tsv: pairs dropped by max_seq_len
+  // lm: the token streams (first 90% / last 10% of the text); the Datasets stay empty and
+  // src_vocab == tgt_vocab is the character vocabulary.
+  Ids lm_train, lm_valid;
 };
 
 // Builds the splits of c.task. Vocabularies of text tasks are built from the train split

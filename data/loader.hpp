@@ -50,18 +50,29 @@ struct LoaderOptions {
 // of lengths (and similar work). Empty when the batch has <= rank rows.
 std::vector<int64_t> shard_indices(const std::vector<int64_t>& batch, int64_t rank, int64_t count);
 
-class Loader {
+// What the trainer draws batches from: Loader (examples) or LmLoader (data/lm.hpp, windows
+// of a token stream). state() is the position of the next batch; restore() returns to one.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual Batch next() = 0;
+  virtual LoaderState state() const = 0;
+  virtual void restore(const LoaderState& s) = 0;
+};
+
+class Loader : public BatchSource {
  public:
   // The dataset is shared, not copied, and must not change while the loader lives.
   Loader(std::shared_ptr<const Dataset> data, Framing framing, LoaderOptions options,
          uint64_t seed);
-  ~Loader();
+  ~Loader() override;
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  Batch next();
-  LoaderState state() const { return consumed_; }
-  void restore(const LoaderState& s);  // checked against the dataset: index must be in the epoch
+  Batch next() override;
+  LoaderState state() const override { return consumed_; }
+  void restore(
+      const LoaderState& s) override;  // checked against the dataset: index must be in the epoch
 
   const Dataset& dataset() const { return *data_; }
   const Framing& framing() const { return framing_; }

@@ -19,6 +19,7 @@ packages=(
   libblas3                           # test-only: the reference BLAS `qkv bench --compare` refuses
   linux-perf                         # scripts/profile-bench.sh: where a bench step's time goes
   chromium                           # test-only: `qkv report` pages loaded in headless Chromium
+  zlib1g-dev                         # gzip-compressed text corpora (data/text_file.hpp)
 )
 
 missing=()

@@ -1,0 +1,124 @@
+#include "apps/lm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "data/lm.hpp"
+
+namespace qkv::app {
+
+namespace {
+
+// Eval mode for a scope; the previous mode after.
+struct EvalScope {
+  nn::Module& m;
+  bool was;
+  explicit EvalScope(const nn::Module& mod)
+      : m(const_cast<nn::Module&>(mod)), was(mod.is_training()) {
+    m.eval();
+  }
+  ~EvalScope() { m.train(was); }
+};
+
+}  // namespace
+
+double lm_loss_estimate(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block,
+                        int64_t batch, int64_t iters, Generator& gen) {
+  EvalScope eval(model);
+  ag::NoGrad no_grad;
+  double sum = 0;
+  for (int64_t i = 0; i < iters; ++i) {
+    const data::Batch b = data::lm_batch(
+        tokens, data::lm_offsets(static_cast<int64_t>(tokens.size()), block, batch, gen), block);
+    const ag::Var logits = model.forward(Tensor(), b.tgt_in, Tensor(), Tensor());
+    sum += ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), -1)
+               .item();
+  }
+  return sum / static_cast<double>(iters);
+}
+
+void validate(const SampleOptions& o) {
+  QKV_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, "generate",
+            "--temperature must be >= 0 (0: greedy), got ", o.temperature);
+  QKV_CHECK(o.top_k >= 0, "generate", "--top-k must be >= 0 (0: all tokens), got ", o.top_k);
+  QKV_CHECK(o.top_p > 0 && o.top_p <= 1, "generate", "--top-p must be in (0, 1], got ", o.top_p);
+}
+
+int64_t sample_token(const Tensor& logits_in, const SampleOptions& o, Generator& gen) {
+  const std::vector<double> logits = to_vector<double>(logits_in.to(DType::f64).contiguous());
+  const int64_t v = static_cast<int64_t>(logits.size());
+  QKV_CHECK(v > 0, "sample_token", "empty logits");
+  if (o.temperature == 0)
+    return std::max_element(logits.begin(), logits.end()) - logits.begin();  // first maximum
+  // Tokens by decreasing logit (ties by id, so the order is deterministic).
+  std::vector<int64_t> order(static_cast<size_t>(v));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  size_t keep =
+      o.top_k > 0 ? std::min<size_t>(static_cast<size_t>(o.top_k), order.size()) : order.size();
+  std::vector<double> p(keep);
+  const double top = logits[order[0]] / o.temperature;
+  double z = 0;
+  for (size_t i = 0; i < keep; ++i) z += p[i] = std::exp(logits[order[i]] / o.temperature - top);
+  if (o.top_p < 1) {  // the smallest prefix whose mass reaches top_p (at least one token)
+    double mass = 0;
+    size_t n = 0;
+    while (n < keep && mass < o.top_p * z) mass += p[n++];
+    keep = std::max<size_t>(n, 1);
+    z = 0;
+    for (size_t i = 0; i < keep; ++i) z += p[i];
+  }
+  double u = gen.next_uniform() * z;
+  for (size_t i = 0; i < keep; ++i) {
+    if (u < p[i]) return order[i];
+    u -= p[i];
+  }
+  return order[keep - 1];  // rounding left u just past the last kept token
+}
+
+void generate(const nn::Seq2Seq& model, const data::Ids& prompt, int64_t n, int64_t context,
+              const SampleOptions& o, Generator& gen, bool cached,
+              const std::function<void(int64_t)>& on_token) {
+  QKV_CHECK(model.lm, "generate", "the run's model is not a decoder-only language model");
+  QKV_CHECK(!prompt.empty(), "generate", "empty prompt");
+  QKV_CHECK(context >= 2 && static_cast<int64_t>(prompt.size()) <= context, "generate",
+            "a prompt of ", prompt.size(), " tokens does not fit the context of ", context);
+  validate(o);
+  EvalScope eval(model);
+  ag::NoGrad no_grad;
+  const nn::DecoderLM& lm = *model.lm;
+  data::Ids seq = prompt;
+  size_t start = 0;  // the context is seq[start:]
+  nn::DecoderLM::Cache cache;
+  auto row = [](const data::Ids& ids, size_t from) {
+    const data::Ids part(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.end());
+    return from_vector<int64_t>(part, {1, static_cast<int64_t>(part.size())});
+  };
+  Tensor logits;  // (V): the next token's
+  for (int64_t i = 0; i < n; ++i) {
+    // Room for the next token: drop the oldest half of a full context.
+    bool reread = i == 0;
+    if (static_cast<int64_t>(seq.size() - start) >= context) {
+      start = seq.size() - static_cast<size_t>(context / 2);
+      reread = true;
+    }
+    if (!cached) {
+      const ag::Var out = lm.forward(row(seq, start));  // (1, t, V)
+      logits = out.data().select(0, 0).select(0, out.size(1) - 1);
+    } else if (reread) {
+      cache = nn::DecoderLM::Cache();
+      const ag::Var out = lm.step(cache, row(seq, start));
+      logits = out.data().select(0, 0).select(0, out.size(1) - 1);
+    } else {
+      const ag::Var out = lm.step(cache, row(seq, seq.size() - 1));  // the newest token alone
+      logits = out.data().select(0, 0).select(0, 0);
+    }
+    const int64_t next = sample_token(logits, o, gen);
+    seq.push_back(next);
+    on_token(next);
+  }
+}
+
+}  // namespace qkv::app
