@@ -35,6 +35,20 @@ struct TranslateArgs {
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
+struct GenerateArgs {
+  std::string run_dir, checkpoint = "best";
+  std::string prompt = "\n";  // nanoGPT's default start
+  int64_t tokens = 500;
+  double temperature = 0.8;  // nanoGPT sample.py's defaults
+  int64_t top_k = 200;
+  double top_p = 1.0;
+  uint64_t seed = 1;
+  bool no_cache = false;  // re-read the whole context for every token (the reference)
+  bool quiet = false;     // no summary line on stderr
+  int threads = 0;
+};
+int cmd_generate(const GenerateArgs& a);  // generate.cpp
+
 struct BenchArgs {
   std::vector<std::string> models;  // empty: all (tiny, small, annotated, attention-4096)
   int threads = 2;

@@ -78,6 +78,25 @@ int main(int argc, char** argv) {
       ->check(checkpoint_name());
   x->add_option("--threads", tr.threads, "threads (default: the run's)")->check(thread_count());
 
+  GenerateArgs gn;
+  auto* gen = app.add_subcommand(
+      "generate", "sample text from a trained language model (model.kind = \"decoder\")");
+  gen->add_option("run_dir", gn.run_dir, "run folder")->required();
+  gen->add_option("--prompt", gn.prompt, "text to continue (default: a newline)");
+  gen->add_option("--tokens", gn.tokens, "tokens to generate")->capture_default_str();
+  gen->add_option("--temperature", gn.temperature, "softmax temperature (0: greedy)")
+      ->capture_default_str();
+  gen->add_option("--top-k", gn.top_k, "sample among the k most likely tokens (0: all)")
+      ->capture_default_str();
+  gen->add_option("--top-p", gn.top_p, "nucleus sampling: the smallest set with this mass")
+      ->capture_default_str();
+  gen->add_option("--seed", gn.seed, "sampling seed")->capture_default_str();
+  gen->add_flag("--no-cache", gn.no_cache,
+                "re-read the whole context for every token (no key/value cache)");
+  gen->add_option("--checkpoint", gn.checkpoint, "best or latest")->capture_default_str();
+  gen->add_option("--threads", gn.threads, "threads (default: the run's)");
+  gen->add_flag("--quiet", gn.quiet, "no tokens/s line on stderr");
+
   BenchArgs bn;
   auto* b = app.add_subcommand("bench",
                                "time training steps of fixed models (--compare: next to PyTorch)");
@@ -220,6 +239,7 @@ int main(int argc, char** argv) {
     if (t->parsed()) return cmd_train(train);
     if (e->parsed()) return cmd_eval(ev);
     if (x->parsed()) return cmd_translate(tr);
+    if (gen->parsed()) return cmd_generate(gn);
     if (gcc->parsed()) return cmd_gradcheck(gc);
     if (sat->parsed()) return cmd_saturation(sa);
     if (att->parsed()) return cmd_attention(at);
