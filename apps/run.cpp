@@ -435,8 +435,11 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
     throw Error(run_dir + ": not a run folder (no config.toml)");
   LoadedRun r;
   r.config = load_config((dir / "config.toml").string());
-  check_data_memory(r.config);
-  r.data = data::load_data(r.config.data);
+  // A language model samples with its saved vocabulary alone: no need to read its text.
+  if (r.config.data.task != "lm" || !fs::exists(dir / "tgt_vocab.txt")) {
+    check_data_memory(r.config);
+    r.data = data::load_data(r.config.data);
+  }
   // The vocabularies saved with the run are the ones the model was trained with.
   if (fs::exists(dir / "src_vocab.txt"))
     r.data.src_vocab = data::Vocab::load((dir / "src_vocab.txt").string());

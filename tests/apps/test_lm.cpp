@@ -1,0 +1,122 @@
+// Language models through the real binary: a short character-level GPT run on tiny
+// Shakespeare (configs/shakespeare-char.toml, shrunk), then qkv generate: the key/value cache
+// gives the same tokens as re-reading the context, a seed gives the same text, and bad input
+// gets one clear line and exit 1.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "lesson_test_util.hpp"
+
+using namespace qkv::lesson_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The shipped CPU recipe, shrunk to about a second of work: d 32, 2 layers, context 16.
+std::string small_run(const std::string& dir) {
+  std::string cfg(1, '\'');
+  cfg += source_dir();
+  cfg += "/configs/shakespeare-char.toml'";
+  return "train " + cfg + " --run-dir '" + dir +
+         "' --threads 1 --quiet --model.d_model 32 --model.d_ff 64 --model.decoder_layers 2"
+         " --data.block_size 16 --model.max_len 16 --data.batch_size 32 --train.max_steps 100"
+         " --train.log_every 10 --train.eval_every 50 --train.eval_iters 4 --optim.warmup 10"
+         " --optim.lr 1e-2";
+}
+
+std::vector<nlohmann::json> metrics(const std::string& run) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(run + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The generated text alone (stdout, without the [generate] line on stderr).
+RunResult generate(const std::string& args) { return run_qkv("generate " + args + " --quiet"); }
+
+}  // namespace
+
+TEST_CASE(
+    "lm: a short GPT run on tiny Shakespeare learns, then generates with and without the cache",
+    "[e2e]") {
+  TempDir t("lm");
+  const std::string run = t.file("run");
+  const RunResult r = run_qkv(small_run(run));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  for (const char* f : {"config.toml", "tgt_vocab.txt", "metrics.jsonl", "loss.svg"})
+    CHECK(fs::exists(fs::path(run) / f));
+  const auto m = metrics(run);
+  std::vector<double> valid;
+  double first_train = 0;
+  for (const auto& j : m) {
+    if (j.value("split", "") == "valid") {
+      CHECK(j.contains("train_loss"));
+      valid.push_back(j["loss"].get<double>());
+    } else if (first_train == 0) {
+      first_train = j["loss"].get<double>();
+    }
+  }
+  REQUIRE(valid.size() == 2);  // steps 50 and 100
+  CHECK(first_train > 3.7);    // steps 1-10, from ln 65 = 4.17
+  CHECK(valid.back() < 3.4);   // it learned at least the characters' frequencies
+  CHECK(valid.back() < first_train - 0.5);
+
+  // the cache changes the speed, not the tokens: sampled and greedy
+  for (const std::string opts :
+       {"--temperature 1 --top-k 0", "--temperature 0.8 --top-p 0.9", "--temperature 0"}) {
+    INFO(opts);
+    const std::string args =
+        "'" + run + "' --prompt 'KING:' --tokens 40 --seed 5 --threads 1 " + opts;
+    const RunResult cached = generate(args), uncached = generate(args + " --no-cache");
+    REQUIRE(cached.status == 0);
+    CHECK(cached.output.rfind("KING:", 0) == 0);
+    CHECK(cached.output.size() >= 5 + 40);  // the prompt, then 40 single-byte characters
+    CHECK(cached.output == uncached.output);
+    CHECK(generate(args).output == cached.output);  // deterministic for a seed
+  }
+  CHECK(generate("'" + run + "' --tokens 40 --seed 5 --threads 1").output !=
+        generate("'" + run + "' --tokens 40 --seed 6 --threads 1").output);
+
+  // bad input: one line each, exit 1
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--prompt 'a#b~'", "characters '#', '~' are not in the model's vocabulary"},
+      {"--prompt 'abcdefghijklmnopq'", "more than the model's context of 16"},
+      {"--tokens 0", "--tokens must be >= 1"},
+      {"--top-p 0", "--top-p must be in (0, 1]"},
+      {"--top-p 1.5", "--top-p must be in (0, 1]"},
+      {"--temperature -0.5", "--temperature must be >= 0"}};
+  for (const auto& [args, says] : bad) {
+    INFO(args);
+    const RunResult e = generate("'" + run + "' " + args);
+    CHECK(e.status == 1);
+    CHECK(e.output.find(says) != std::string::npos);
+    CHECK(std::count(e.output.begin(), e.output.end(), '\n') == 1);
+  }
+  const RunResult tr = run_qkv("translate '" + run + "' hello");
+  CHECK(tr.status == 1);
+  CHECK(tr.output.find("qkv generate") != std::string::npos);
+}
+
+TEST_CASE("lm: config errors name the key", "[e2e]") {
+  TempDir t("lm_config");
+  std::string cfg(1, '\'');
+  cfg += source_dir();
+  cfg += "/configs/shakespeare-char.toml'";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--model.kind encoder_decoder", "model.kind: data.task = \"lm\" needs model.kind"},
+      {"--model.kind gpt", "model.kind: must be encoder_decoder or decoder"},
+      {"--data.tokenizer sentencepiece", "data.tokenizer"},
+      {"--data.block_size 65", "model.max_len: learned positions cover 64 tokens"},
+      {"--train.eval_iters 0", "train.eval_iters: must be >= 1"},
+      {"--data.path nowhere.txt", "nowhere.txt"}};
+  for (const auto& [args, says] : bad) {
+    INFO(args);
+    const RunResult e = run_qkv("train " + cfg + " --run-dir '" + t.file("run") + "' " + args);
+    CHECK(e.status == 1);
+    CHECK(e.output.find(says) != std::string::npos);
+    CHECK(std::count(e.output.begin(), e.output.end(), '\n') == 1);
+    CHECK(!fs::exists(t.path / "run"));
+  }
+}
