@@ -34,6 +34,7 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/seq2seq.hpp"
+#include "optim/clip.hpp"
 #include "optim/optimizers.hpp"
 
 #ifndef QKV_SOURCE_DIR
@@ -51,6 +52,9 @@ struct BenchModel {
   std::string name;
   bool seq2seq;  // false: one MultiHeadAttention layer
   int64_t d_model, heads, d_ff, enc_layers, dec_layers, vocab, length, batch;
+  // A decoder-only GPT (dec_layers blocks) trained as configs/shakespeare-char.toml does:
+  // no Linear biases, AdamW with weight decay on 2-D weights, gradient clipping at 1.0.
+  bool gpt = false;
 };
 
 const std::vector<BenchModel>& models() {
@@ -59,6 +63,8 @@ const std::vector<BenchModel>& models() {
       {"small", true, 128, 4, 512, 2, 2, 16, 32, 64},
       {"annotated", true, 512, 8, 2048, 2, 2, 11, 10, 80},
       {"attention-4096", false, 512, 8, 0, 0, 0, 0, 4096, 1},
+      // nanoGPT's shakespeare_char CPU recipe: 4 layers, d 128, 65 characters, block 64, batch 12
+      {"gpt-char", false, 128, 4, 512, 0, 4, 65, 64, 12, true},
   };
   return m;
 }
@@ -75,6 +81,7 @@ const BenchModel& find_model(const std::string& name) {
 double train_flops(const BenchModel& m) {
   const double B = m.batch, L = m.length, d = m.d_model, f = m.d_ff, V = m.vocab;
   const double attn_self = 4 * 2 * B * L * d * d + 2 * 2 * B * L * L * d;
+  if (m.gpt) return 3 * (m.dec_layers * (attn_self + 2 * 2 * B * L * d * f) + 2 * B * L * d * V);
   if (!m.seq2seq) return 3 * attn_self;
   const double ffn = 2 * 2 * B * L * d * f;
   const double fwd =
@@ -83,7 +90,7 @@ double train_flops(const BenchModel& m) {
 }
 
 double tokens_per_step(const BenchModel& m) {
-  return m.seq2seq ? 2.0 * m.batch * m.length : double(m.batch) * m.length;
+  return m.seq2seq && !m.gpt ? 2.0 * m.batch * m.length : double(m.batch) * m.length;
 }
 
 // The child: one model, in this process, timed; one JSON object on stdout. data_parallel:
@@ -106,7 +113,26 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   optim::OptimConfig oc;
   oc.name = "adam";
   oc.lr = 1e-4;
-  if (m.seq2seq) {
+  if (m.gpt) {
+    nn::ModelConfig c = nn::ModelConfig::decoder_defaults();
+    c.src_vocab = c.tgt_vocab = m.vocab;
+    c.d_model = m.d_model, c.heads = m.heads, c.d_ff = m.d_ff, c.decoder_layers = m.dec_layers;
+    c.dropout = 0, c.max_len = m.length, c.bias = false;
+    auto lm = std::make_shared<nn::Seq2Seq>(c, gen);
+    model = lm;
+    tgt_in = randint({m.batch, m.length}, 0, m.vocab, gen);
+    tgt_out = randint({m.batch * m.length}, 0, m.vocab, gen);
+    optim::OptimConfig gc;
+    gc.name = "adamw", gc.lr = 1e-3, gc.beta2 = 0.99, gc.weight_decay = 0.1;
+    opt = optim::make_optimizer(gc, model->named_parameters());
+    step = [&, lm] {
+      opt->zero_grad();
+      const ag::Var logits = lm->forward(Tensor(), tgt_in, Tensor(), Tensor());
+      ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), tgt_out).backward();
+      optim::clip_grad_norm(model->parameters(), 1.0);
+      opt->step();
+    };
+  } else if (m.seq2seq) {
     nn::ModelConfig c;
     c.src_vocab = c.tgt_vocab = m.vocab;
     c.d_model = m.d_model;

@@ -20,7 +20,9 @@ has a switch, to measure it again.
 Models (as apps/bench.cpp): nn.Transformer with the sizes of `tiny`, `small` and `annotated`
 (post-LN, ReLU, dropout 0, batch_first, embeddings * sqrt(d) + sinusoidal positions, a linear
 output projection, cross-entropy, Adam); `attention-4096` is one nn.MultiheadAttention,
-forward + backward.
+forward + backward; `gpt-char` is nanoGPT's shakespeare_char CPU model written as nanoGPT
+writes it for torch 1.x (class GPT below: pre-LN blocks, manual causal attention, GELU MLP,
+no Linear biases, tied head), trained with AdamW (weight decay on 2-D weights), clip 1.0.
 
 usage: bench_reference.py --model NAME [--model NAME ...] [--threads N] [--min-seconds S]
                           [--adam-foreach on|off] [--mkldnn on|off] [--flush-denormal on|off]
@@ -44,6 +46,7 @@ MODELS = {
     "small": (True, 128, 4, 512, 2, 2, 16, 32, 64),
     "annotated": (True, 512, 8, 2048, 2, 2, 11, 10, 80),
     "attention-4096": (False, 512, 8, 0, 0, 0, 0, 4096, 1),
+    "gpt-char": (False, 128, 4, 512, 0, 4, 65, 64, 12),  # run by run_gpt
 }
 
 
@@ -157,6 +160,72 @@ class Seq2Seq(nn.Module):
         return self.output(self.transformer(s, t, tgt_mask=self.causal))
 
 
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads, length):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d, bias=False)
+        self.c_proj = nn.Linear(d, d, bias=False)
+        self.register_buffer("mask", torch.tril(torch.ones(length, length, dtype=torch.bool)))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = F.softmax(att.masked_fill(~self.mask[:T, :T], float("-inf")), dim=-1)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, d_ff, length):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads, length)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, d_ff, bias=False), nn.GELU(),
+                                 nn.Linear(d_ff, d, bias=False))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, d, heads, d_ff, layers, vocab, length):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(length, d)
+        self.blocks = nn.ModuleList([Block(d, heads, d_ff, length) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for b in self.blocks:
+            x = b(x)
+        return F.linear(self.ln_f(x), self.wte.weight)  # the head tied to the embedding
+
+
+def gpt_step(name):
+    _, d, heads, d_ff, _, layers, vocab, length, batch = MODELS[name]
+    model = GPT(d, heads, d_ff, layers, vocab, length)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=1e-3,
+                            betas=(0.9, 0.99))
+    x = torch.randint(0, vocab, (batch, length))
+    y = torch.randint(0, vocab, (batch * length,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x).reshape(-1, vocab), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    return step
+
+
 def time_steps(step, min_steps, min_seconds):
     ms = []
     start = time.perf_counter()
@@ -171,7 +240,9 @@ def run_one(name, min_seconds, foreach):
     seq2seq, d, heads, d_ff, enc, dec, vocab, length, batch = MODELS[name]
     base = status_mb("VmRSS")
     torch.manual_seed(1)
-    if seq2seq:
+    if name == "gpt-char":
+        step = gpt_step(name)
+    elif seq2seq:
         model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=foreach)
         src = torch.randint(0, vocab, (batch, length))

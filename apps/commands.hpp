@@ -50,7 +50,7 @@ struct GenerateArgs {
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
 struct BenchArgs {
-  std::vector<std::string> models;  // empty: all (tiny, small, annotated, attention-4096)
+  std::vector<std::string> models;  // empty: all (tiny, small, annotated, attention-4096, gpt-char)
   int threads = 2;
   bool json = false;
   bool compare = false;      // also run the PyTorch reference, side by side
