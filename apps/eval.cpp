@@ -1,10 +1,12 @@
 // qkv eval DIR [--split valid|test|train] [--json] [--max-len N [--min-len N]]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
+#include "apps/lm.hpp"
 #include "apps/run.hpp"
 #include "core/parallel.hpp"
 
@@ -47,12 +49,44 @@ void check_learned(const LoadedRun& r, const data::Dataset& ds) {
                 " (with <eos> and train.max_decode_extra): learned positions cannot go further");
 }
 
+// A language model: the exact loss over the whole split (apps/lm.hpp, lm_loss_full).
+int eval_lm(const EvalArgs& a, const LoadedRun& r) {
+  QKV_CHECK(a.max_len == 0 && a.min_len == 0, "eval",
+            "--max-len / --min-len regenerate synthetic"
+            " tasks; a language model has none");
+  QKV_CHECK(a.split == "valid" || a.split == "train", "eval",
+            "--split must be valid or train for"
+            " a language model (the first 90% trains, the last 10% validates), got '",
+            a.split, "'");
+  const data::DataSplits d = data::load_data(r.config.data);
+  QKV_CHECK(d.tgt_vocab == r.data.tgt_vocab, "eval", a.run_dir,
+            ": the text's vocabulary differs from the run's; the data changed since training");
+  const int64_t block = r.config.data.block_size;
+  const LmLoss m = lm_loss_full(*r.model, a.split == "valid" ? d.lm_valid : d.lm_train, block,
+                                r.config.data.batch_size);
+  if (a.json) {
+    std::printf(
+        "%s\n",
+        nlohmann::json(
+            {{"loss", m.loss}, {"tokens", m.tokens}, {"windows", m.windows}, {"block_size", block}})
+            .dump()
+            .c_str());
+  } else {
+    std::printf("%s (%s, %s split: %lld tokens in %lld windows of %lld)\n", a.run_dir.c_str(),
+                r.checkpoint.c_str(), a.split.c_str(), static_cast<long long>(m.tokens),
+                static_cast<long long>(m.windows), static_cast<long long>(block));
+    std::printf("  loss            %.4f\n  bits per char   %.4f\n", m.loss, m.loss / std::log(2.0));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_eval(const EvalArgs& a) {
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
   apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                 a.threads > 0 ? "--threads" : "threads");
+  if (r.model->lm) return eval_lm(a, r);
   if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
   const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
   if (a.max_len > 0) regenerate(r, lo, a.max_len);

@@ -38,6 +38,32 @@ double lm_loss_estimate(const nn::Seq2Seq& model, const data::Ids& tokens, int64
   return sum / static_cast<double>(iters);
 }
 
+LmLoss lm_loss_full(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block,
+                    int64_t batch) {
+  EvalScope eval(model);
+  ag::NoGrad no_grad;
+  std::vector<int64_t> offsets;
+  for (int64_t o = 0; o + block < static_cast<int64_t>(tokens.size()); o += block)
+    offsets.push_back(o);
+  LmLoss r;
+  double sum = 0;
+  for (size_t at = 0; at < offsets.size(); at += static_cast<size_t>(batch)) {
+    const std::vector<int64_t> part(
+        offsets.begin() + static_cast<std::ptrdiff_t>(at),
+        offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), at + batch)));
+    const data::Batch b = data::lm_batch(tokens, part, block);
+    const ag::Var logits = model.forward(Tensor(), b.tgt_in, Tensor(), Tensor());
+    const double mean =
+        ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), -1)
+            .item();
+    sum += mean * static_cast<double>(b.tgt_tokens);
+    r.tokens += b.tgt_tokens;
+  }
+  r.windows = static_cast<int64_t>(offsets.size());
+  r.loss = r.tokens ? sum / static_cast<double>(r.tokens) : 0.0;
+  return r;
+}
+
 void validate(const SampleOptions& o) {
   QKV_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, "generate",
             "--temperature must be >= 0 (0: greedy), got ", o.temperature);

@@ -15,6 +15,16 @@ namespace qkv::app {
 double lm_loss_estimate(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block_size,
                         int64_t batch_size, int64_t iters, Generator& gen);
 
+// The mean cross-entropy over a whole token stream, cut into consecutive windows of
+// block_size (each token is predicted once, with 0 .. block_size - 1 tokens of context, as in
+// training), batch_size windows at a time: exact and deterministic, unlike the estimate.
+struct LmLoss {
+  double loss = 0;
+  int64_t tokens = 0, windows = 0;
+};
+LmLoss lm_loss_full(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block_size,
+                    int64_t batch_size);
+
 struct SampleOptions {
   double temperature = 1.0;  // 0: greedy (argmax)
   int64_t top_k = 0;         // > 0: keep the k most likely tokens
