@@ -46,7 +46,7 @@ MODELS = {
     "small": (True, 128, 4, 512, 2, 2, 16, 32, 64),
     "annotated": (True, 512, 8, 2048, 2, 2, 11, 10, 80),
     "attention-4096": (False, 512, 8, 0, 0, 0, 0, 4096, 1),
-    "gpt-char": (False, 128, 4, 512, 0, 4, 65, 64, 12),  # run by run_gpt
+    "gpt-char": (False, 128, 4, 512, 0, 4, 65, 64, 12),  # run by gpt_step
 }
 
 
@@ -206,14 +206,14 @@ class GPT(nn.Module):
         return F.linear(self.ln_f(x), self.wte.weight)  # the head tied to the embedding
 
 
-def gpt_step(name):
+def gpt_step(name, foreach):
     _, d, heads, d_ff, _, layers, vocab, length, batch = MODELS[name]
     model = GPT(d, heads, d_ff, layers, vocab, length)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}], lr=1e-3,
-                            betas=(0.9, 0.99))
+                            betas=(0.9, 0.99), foreach=foreach)
     x = torch.randint(0, vocab, (batch, length))
     y = torch.randint(0, vocab, (batch * length,))
 
@@ -241,7 +241,7 @@ def run_one(name, min_seconds, foreach):
     base = status_mb("VmRSS")
     torch.manual_seed(1)
     if name == "gpt-char":
-        step = gpt_step(name)
+        step = gpt_step(name, foreach)
     elif seq2seq:
         model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=foreach)
