@@ -20,7 +20,12 @@ std::string utf8_of(char32_t c) {
 
 // How a character is shown in messages: printable as itself, else as U+XXXX.
 std::string shown(char32_t c) {
-  if (c >= 0x20 && c != 0x7f) return "'" + utf8_of(c) + "'";
+  if (c >= 0x20 && c != 0x7f) {  // built with += : gcc 12 warns falsely about "'" + std::string
+    std::string s(1, '\'');
+    s += utf8_of(c);
+    s += '\'';
+    return s;
+  }
   char buf[16];
   std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(c));
   return buf;
