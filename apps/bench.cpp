@@ -53,7 +53,7 @@ struct BenchModel {
   bool seq2seq;  // false: one MultiHeadAttention layer
   int64_t d_model, heads, d_ff, enc_layers, dec_layers, vocab, length, batch;
   // A decoder-only GPT (dec_layers blocks) trained as configs/shakespeare-char.toml does:
-  // no Linear biases, AdamW with weight decay on 2-D weights, gradient clipping at 1.0.
+  // no attention projection biases, AdamW with weight decay on 2-D weights, clipping at 1.0.
   bool gpt = false;
 };
 
