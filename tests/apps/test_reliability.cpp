@@ -276,7 +276,7 @@ TEST_CASE("reliability: NaN, Inf and out-of-range values are refused where they 
   CHECK(logged_steps(t.file("steps")).back() == 3);
 }
 
-TEST_CASE("reliability: a directory, FIFO or device is not a config; a BOM is fine", "[e2e]") {
+TEST_CASE("reliability: a directory, FIFO or device is not a config, a BOM is fine", "[e2e]") {
   TempDir t("rel_files");
   const std::string run = " --run-dir " + t.file("run") + " --quiet";
   expect_error("train /etc" + run, 1, {"/etc: not a config file (it is a directory)"});
