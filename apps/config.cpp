@@ -122,9 +122,16 @@ void data_fields(V& v, D& d) {
   v("valid_size", d.valid_size);
   v("test_size", d.test_size);
   v("path", d.path);
+  v("src_lang", d.src_lang);
+  v("tgt_lang", d.tgt_lang);
+  v("train_split", d.train_split);
+  v("valid_split", d.valid_split);
+  v("test_split", d.test_split);
   v("lowercase", d.lowercase);
   v("skip_malformed", d.skip_malformed);
   v("tokenizer", d.tokenizer);
+  v("spm_vocab_size", d.spm_vocab_size);
+  v("spm_type", d.spm_type);
   v("min_freq", d.min_freq);
   v("max_vocab", d.max_vocab);
   v("shared_vocab", d.shared_vocab);
@@ -151,6 +158,7 @@ void train_fields(V& v, T& t) {
   v("early_stopping", t.early_stopping);
   v("log_attention_entropy", t.log_attention_entropy);
   v("skip_nonfinite", t.skip_nonfinite);
+  v("best_metric", t.best_metric);
 }
 
 template <class V, class C>
@@ -253,6 +261,12 @@ void RunConfig::validate() const {
   need(train.eval_examples >= 0, "train.eval_examples: must be >= 0");
   need(train.max_decode_extra >= 0, "train.max_decode_extra: must be >= 0");
   need(train.early_stopping >= 0, "train.early_stopping: must be >= 0");
+  need(train.best_metric == "exact_match" || train.best_metric == "bleu" ||
+           train.best_metric == "loss",
+       "train.best_metric: must be exact_match, bleu or loss, got '" + train.best_metric + "'");
+  need(train.best_metric != "bleu" ||
+           (data.task == "tsv" || data.task == "dates" || data.task == "parallel"),
+       "train.best_metric: bleu needs a text task (tsv, dates or parallel), not " + data.task);
   need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");
   need(checkpoint.keep >= 1, "checkpoint.keep: must be >= 1");
   optim.optim.validate();

@@ -32,6 +32,9 @@ struct TrainOptions {
   int64_t early_stopping = 0;     // stop after this many validations without improvement (0: off)
   bool log_attention_entropy = false;  // log mean attention entropy per layer
   bool skip_nonfinite = false;         // skip a step whose loss is NaN/Inf instead of stopping
+  // what makes a validation the best (and its checkpoint "best"): exact_match (ties: lower
+  // loss), bleu (greedy, text tasks; ties: lower loss) or loss
+  std::string best_metric = "exact_match";
 };
 
 struct CheckpointOptions {
