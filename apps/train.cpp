@@ -243,11 +243,10 @@ int cmd_train(const TrainArgs& a) {
   QKV_CHECK(per_epoch > 0, "train", "the training split of ", data.train.name, " is empty");
   // epochs = 0 with max_steps: as many epochs as max_steps takes; lm: max_steps alone, when
   // set, is the run's length (nanoGPT's max_iters)
-  const int64_t total = cfg.train.epochs == 0 || (lm && cfg.train.max_steps > 0)
-                            ? cfg.train.max_steps
-                        : cfg.train.max_steps > 0
-                            ? std::min(cfg.train.max_steps, cfg.train.epochs * per_epoch)
-                            : cfg.train.epochs * per_epoch;
+  const int64_t total =
+      cfg.train.epochs == 0 || (lm && cfg.train.max_steps > 0) ? cfg.train.max_steps
+      : cfg.train.max_steps > 0 ? std::min(cfg.train.max_steps, cfg.train.epochs * per_epoch)
+                                : cfg.train.epochs * per_epoch;
   const int64_t eval_every = cfg.train.eval_every > 0 ? cfg.train.eval_every : per_epoch;
   // A cosine schedule without its length decays over the whole run (the saved config keeps 0).
   optim::ScheduleConfig schedule = cfg.optim.schedule;

@@ -1,8 +1,9 @@
 // Relative position bias: Shaw et al. 2018's clipped offsets clip(j - i, -K, K), each with a
 // learned scalar per head (Shaw et al. learn vectors; T5 learns scalars too but buckets offsets
-// logarithmically, which this does not), added to the attention scores before the softmax. The table is (h, 2K + 1); column o + K holds offset o. Offsets beyond +-K share the
-// edge columns, so any length works, and scores depend on positions only through j - i.
-// A causal decoder never sees offsets > 0 (its mask hides them): those columns stay unused.
+// logarithmically, which this does not), added to the attention scores before the softmax. The
+// table is (h, 2K + 1); column o + K holds offset o. Offsets beyond +-K share the edge columns, so
+// any length works, and scores depend on positions only through j - i. A causal decoder never sees
+// offsets > 0 (its mask hides them): those columns stay unused.
 #pragma once
 #include "autograd/ops.hpp"
 

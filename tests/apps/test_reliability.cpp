@@ -446,8 +446,8 @@ TEST_CASE("reliability: under an address-space limit, threads are capped instead
 #endif
   TempDir t("rel_ulimit");
   // OpenBLAS waits forever for a buffer it cannot map; qkv must fit its threads to the limit.
-  const std::string cmd = "ulimit -v 1000000; exec timeout -k 5 120 " + quoted(qkv_binary()) +
-                          " " + joined(train_args(t.file("run"), {"--train.max_steps", "3"})) +
+  const std::string cmd = "ulimit -v 1000000; exec timeout -k 5 120 " + quoted(qkv_binary()) + " " +
+                          joined(train_args(t.file("run"), {"--train.max_steps", "3"})) +
                           " --threads 64 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p);
