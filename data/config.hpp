@@ -3,18 +3,23 @@
 // docs/data.md lists the keys.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "data/batch.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
+#include "data/sentencepiece.hpp"
 #include "data/tokenizer.hpp"
 #include "data/vocab.hpp"
 
 namespace qkv::data {
 
 struct DataConfig {
-  // copy | reverse | sort | annotated_copy | dates | tsv | lm (language modelling, data/lm.hpp)
+  // copy | reverse | sort | annotated_copy | dates | tsv | parallel | lm (data/lm.hpp)
   std::string task = "copy";
   uint64_t seed = 0;  // generation and splitting; the loader has its own seed
 
@@ -23,17 +28,28 @@ struct DataConfig {
   int64_t min_len = 1;
   int64_t max_len = 10;
 
-  // split sizes; for tsv, train_size = 0 takes every line not in valid or test
+  // split sizes; for tsv, train_size = 0 takes every line not in valid or test; for parallel,
+  // each caps its split at its first N pairs (0 = the whole file)
   int64_t train_size = 10000;
   int64_t valid_size = 500;
   int64_t test_size = 500;
 
   // text tasks (dates / tsv)
-  std::string path;  // tsv: the corpus file; lm: the text (plain or gzip)
+  std::string path;  // tsv: the corpus file; lm: the text (plain or gzip); parallel: the folder of SPLIT.LANG[.gz] files
+  // parallel: line-aligned files PATH/SPLIT.LANG or PATH/SPLIT.LANG.gz, one pair per split
+  std::string src_lang;
+  std::string tgt_lang;
+  std::string train_split = "train";
+  std::string valid_split = "valid";
+  std::string test_split = "test";
   bool lowercase = false;
   bool skip_malformed = false;
-  std::string tokenizer = "char";  // char | word
-  int64_t min_freq = 1;            // vocabulary: keep tokens seen this often in train
+  std::string tokenizer = "char";  // char | word | sentencepiece
+  // sentencepiece: trained on the training split at the start of a run (one model for both
+  // sides when shared_vocab, else one per side)
+  int64_t spm_vocab_size = 8000;
+  std::string spm_type = "unigram";  // unigram | bpe
+  int64_t min_freq = 1;              // vocabulary: keep tokens seen this often in train
   int64_t max_vocab = 0;  // vocabulary: at most this many entries, specials included (0 = no cap)
   bool shared_vocab = true;  // one vocabulary for both sides
   int64_t max_seq_len =
@@ -50,6 +66,10 @@ struct DataConfig {
   int64_t prefetch = 2;
 
   int64_t block_size = 64;  // lm: tokens per training window (the context length)
+
+  // Not a config key: the folder of a run's SentencePiece models. load_data loads them from
+  // there when present, else trains them (train.cpp then saves them there).
+  std::string spm_dir;
 };
 
 // Errors name the key: "data.batch_size: must be >= 1, got 0".
@@ -65,10 +85,26 @@ struct DataSplits {
   // lm: the token streams (first 90% / last 10% of the text); the Datasets stay empty and
   // src_vocab == tgt_vocab is the character vocabulary.
   Ids lm_train, lm_valid;
+  // sentencepiece: the models (one shared object when shared_vocab)
+  std::shared_ptr<const SentencePiece> src_spm, tgt_spm;
 };
 
-// Builds the splits of c.task. Vocabularies of text tasks are built from the train split
-// only, so valid / test tokens unseen in training become <unk>.
+// The SentencePiece model files of a run: spm.model (shared) or spm.src.model and
+// spm.tgt.model, as (file name, bytes); empty for other tokenizers.
+std::vector<std::pair<std::string, std::string>> sentencepiece_files(const DataSplits& d);
+
+// Source text -> model input ids, tokenized as the data was (no lowercasing: the caller's).
+Ids encode_source_text(const DataSplits& d, std::string_view text);
+// Model output ids -> target text: detokenized, stops at <eos>, drops <pad> and <bos>.
+std::string decode_target(const DataSplits& d, const Ids& ids);
+
+// parallel: another split of the corpus folder (e.g. "test_2017_flickr"), read, lowercased
+// and encoded as the run's splits were, with d's vocabularies. Never filtered by length.
+Dataset load_parallel_split(const DataConfig& c, const DataSplits& d, const std::string& split);
+
+// Builds the splits of c.task. Vocabularies (and SentencePiece models) of text tasks are built
+// from the train split only, so valid / test tokens unseen in training become <unk>. For
+// parallel, max_seq_len drops training pairs only: valid and test are always whole.
 DataSplits load_data(const DataConfig& c);
 
 // The loader options of c (batching and prefetch).

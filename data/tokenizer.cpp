@@ -8,14 +8,20 @@ namespace qkv::data {
 TokenizerKind parse_tokenizer(const std::string& name) {
   if (name == "char" || name == "chars") return TokenizerKind::chars;
   if (name == "word" || name == "words") return TokenizerKind::words;
-  throw Error(cat("parse_tokenizer: unknown tokenizer '", name, "' (expected char or word)"));
+  if (name == "sentencepiece") return TokenizerKind::sentencepiece;
+  throw Error(cat("parse_tokenizer: unknown tokenizer '", name,
+                  "' (expected char, word or sentencepiece)"));
 }
 
-const char* tokenizer_name(TokenizerKind k) { return k == TokenizerKind::chars ? "char" : "word"; }
+const char* tokenizer_name(TokenizerKind k) {
+  return k == TokenizerKind::chars ? "char" : k == TokenizerKind::words ? "word" : "sentencepiece";
+}
 
 std::vector<std::string> tokenize(std::string_view text, TokenizerKind kind) {
   size_t bad;
   QKV_CHECK(valid_utf8(text, &bad), "tokenize", "invalid UTF-8 at byte ", bad);
+  QKV_CHECK(kind != TokenizerKind::sentencepiece, "tokenize",
+            "sentencepiece needs its trained model (SentencePiece::encode)");
   if (kind == TokenizerKind::chars) return split_chars(text);
   std::vector<std::string> out;
   std::string word;

@@ -18,9 +18,11 @@
 
 namespace qkv::data {
 
-enum class TokenizerKind { chars, words };
+// sentencepiece: subwords from a trained model (data/sentencepiece.hpp); tokenize() and
+// encode() below handle chars and words only, the model does the rest.
+enum class TokenizerKind { chars, words, sentencepiece };
 
-TokenizerKind parse_tokenizer(const std::string& name);  // "char" or "word"
+TokenizerKind parse_tokenizer(const std::string& name);  // "char", "word" or "sentencepiece"
 const char* tokenizer_name(TokenizerKind k);
 
 std::vector<std::string> tokenize(std::string_view text, TokenizerKind kind);

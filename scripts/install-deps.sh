@@ -19,7 +19,9 @@ packages=(
   libblas3                           # test-only: the reference BLAS `qkv bench --compare` refuses
   linux-perf                         # scripts/profile-bench.sh: where a bench step's time goes
   chromium                           # test-only: `qkv report` pages loaded in headless Chromium
-  zlib1g-dev                         # gzip-compressed text corpora (data/text_file.hpp)
+  zlib1g-dev                         # gzip-compressed corpora (data/text_file.hpp)
+  libsentencepiece-dev               # subword tokenization: data.tokenizer = "sentencepiece"
+  python3-nltk                       # test-only: cross-checks qkv's BLEU against NLTK's corpus_bleu
 )
 
 missing=()

@@ -1,0 +1,56 @@
+// Subword tokenization with SentencePiece (the tokenizer of Marian, fairseq and T5), trained
+// through the library's C++ trainer on the training split of a run.
+//
+// A model's piece ids ARE qkv's token ids: the trainer puts <pad> = 0, <bos> = 1, <eos> = 2,
+// <unk> = 3 first, so vocab() is a standard qkv Vocab (see vocab.hpp) and nothing is remapped.
+// encode() gives pieces ("▁Ein", "▁Mann", ...), decode() joins pieces back into plain text
+// (detokenized: "▁" becomes a space, the leading one is dropped). Text is NFKC-normalized on
+// the way in (SentencePiece's nmt_nfkc rule), so decode(encode(s)) == s for normalized s.
+//
+// Training is deterministic: one thread, a fixed seed, and the sentences in corpus order, so
+// the same sentences and options give a byte-identical model.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/vocab.hpp"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace qkv::data {
+
+struct SentencePieceOptions {
+  int64_t vocab_size = 8000;     // pieces, the 4 specials included
+  std::string type = "unigram";  // unigram | bpe
+  double character_coverage = 1.0;
+  uint64_t seed = 1;
+};
+
+class SentencePiece {
+ public:
+  // Trains a model on sentences (qkv::Error, naming the option, when SentencePiece refuses,
+  // e.g. a vocabulary larger than the corpus supports).
+  static SentencePiece train(const std::vector<std::string>& sentences,
+                             const SentencePieceOptions& o);
+  static SentencePiece load(const std::string& path);  // a .model file
+  static SentencePiece from_serialized(std::string bytes, const std::string& name);
+
+  std::vector<std::string> encode(std::string_view text) const;
+  std::string decode(const std::vector<std::string>& pieces) const;
+  Vocab vocab() const;  // every piece in id order
+  // The model file's bytes (a serialized ModelProto), what save() writes.
+  const std::string& serialized() const { return bytes_; }
+
+ private:
+  std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_;
+  std::string bytes_;
+};
+
+bool parse_sentencepiece_type(const std::string& name);  // true for unigram / bpe
+
+}  // namespace qkv::data
