@@ -122,7 +122,7 @@ Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std:
 
 std::string target_text(const LoadedRun& r, const data::Ids& ids) {
   const std::vector<std::string> toks = r.data.tgt_vocab.decode(ids);
-  if (!is_symbol_task(r.config.data)) return data::detokenize(toks);
+  if (!is_symbol_task(r.config.data)) return data::decode_target(r.data, ids);
   std::string shown;
   for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
   return shown;

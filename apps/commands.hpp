@@ -22,6 +22,12 @@ struct EvalArgs {
   // > 0: regenerate the synthetic split (copy / reverse / sort) with lengths in
   // [min_len, max_len] (min_len 0: the run's data.min_len), same seeds otherwise.
   int64_t max_len = 0, min_len = 0;
+  // Text tasks: BLEU and chrF of these decodes (beam 1: greedy), optionally lowercased, and
+  // the detokenized hypotheses written one per line to hyp_out.
+  int beam = 1;
+  double alpha = 1.0;
+  bool lowercase = false;
+  std::string hyp_out;
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 
@@ -48,6 +54,14 @@ struct GenerateArgs {
   int threads = 0;
 };
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
+
+// qkv score REF HYP: corpus BLEU and chrF of two line-aligned text files, as `sacrebleu REF <
+// HYP -m bleu chrf` computes them by default.
+struct ScoreArgs {
+  std::string ref, hyp;
+  bool lowercase = false, json = false;
+};
+int cmd_score(const ScoreArgs& a);  // score.cpp
 
 struct BenchArgs {
   std::vector<std::string> models;  // empty: all (tiny, small, annotated, attention-4096, gpt-char)

@@ -123,9 +123,16 @@ void data_fields(V& v, D& d) {
   v("valid_size", d.valid_size);
   v("test_size", d.test_size);
   v("path", d.path);
+  v("src_lang", d.src_lang);
+  v("tgt_lang", d.tgt_lang);
+  v("train_split", d.train_split);
+  v("valid_split", d.valid_split);
+  v("test_split", d.test_split);
   v("lowercase", d.lowercase);
   v("skip_malformed", d.skip_malformed);
   v("tokenizer", d.tokenizer);
+  v("spm_vocab_size", d.spm_vocab_size);
+  v("spm_type", d.spm_type);
   v("min_freq", d.min_freq);
   v("max_vocab", d.max_vocab);
   v("shared_vocab", d.shared_vocab);
@@ -154,6 +161,7 @@ void train_fields(V& v, T& t) {
   v("log_attention_entropy", t.log_attention_entropy);
   v("skip_nonfinite", t.skip_nonfinite);
   v("eval_iters", t.eval_iters);
+  v("best_metric", t.best_metric);
 }
 
 template <class V, class C>
@@ -264,6 +272,12 @@ void RunConfig::validate() const {
   need(data.task != "lm" || model.position != "learned" || data.block_size <= model.max_len,
        "model.max_len: learned positions cover " + std::to_string(model.max_len) +
            " tokens, less than data.block_size = " + std::to_string(data.block_size));
+  need(train.best_metric == "exact_match" || train.best_metric == "bleu" ||
+           train.best_metric == "loss",
+       "train.best_metric: must be exact_match, bleu or loss, got '" + train.best_metric + "'");
+  need(train.best_metric != "bleu" ||
+           (data.task == "tsv" || data.task == "dates" || data.task == "parallel"),
+       "train.best_metric: bleu needs a text task (tsv, dates or parallel), not " + data.task);
   need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");
   need(checkpoint.keep >= 1, "checkpoint.keep: must be >= 1");
   optim.optim.validate();

@@ -33,6 +33,9 @@ struct TrainOptions {
   bool log_attention_entropy = false;  // log mean attention entropy per layer
   bool skip_nonfinite = false;         // skip a step whose loss is NaN/Inf instead of stopping
   int64_t eval_iters = 200;            // data.task = "lm": batches per split of each loss estimate
+  // what makes a validation the best (and its checkpoint "best"): exact_match (ties: lower
+  // loss), bleu (greedy, text tasks; ties: lower loss) or loss
+  std::string best_metric = "exact_match";
 };
 
 struct CheckpointOptions {

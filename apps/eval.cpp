@@ -1,8 +1,13 @@
-// qkv eval DIR [--split valid|test|train] [--json] [--max-len N [--min-len N]]
+// qkv eval DIR [--split valid|test|train|NAME] [--json] [--max-len N [--min-len N]]
+//               [--beam K] [--hyp-out FILE] [--lowercase]
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+
+#include "data/metrics.hpp"
+#include "nn/safetensors.hpp"
 
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
@@ -80,6 +85,35 @@ int eval_lm(const EvalArgs& a, const LoadedRun& r) {
   return 0;
 }
 
+// Text tasks: every source of ds decoded (beam 1: greedy, in batches), detokenized; the
+// decoding alone is timed. Outputs stop at source length + train.max_decode_extra.
+struct Decoded {
+  std::vector<std::string> hyps;
+  double seconds = 0;
+};
+Decoded decode_all(const LoadedRun& r, const data::Dataset& ds, int beam, double alpha) {
+  const int64_t extra = r.config.train.max_decode_extra;
+  Decoded d;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<data::Ids> outs;
+  const int64_t bs = std::max<int64_t>(1, r.config.data.batch_size);
+  for (int64_t at = 0; at < ds.size(); at += bs) {
+    std::vector<data::Ids> srcs;
+    std::vector<int64_t> lens;
+    for (int64_t i = at; i < std::min(ds.size(), at + bs); ++i) {
+      srcs.push_back(ds.examples[static_cast<size_t>(i)].src);
+      lens.push_back(static_cast<int64_t>(srcs.back().size()) + extra);
+    }
+    std::vector<data::Ids> o =
+        beam > 1 ? beam_decode_batch(*r.model, srcs, r.data.framing, beam, lens, alpha)
+                 : greedy_decode(*r.model, srcs, r.data.framing, lens);
+    for (auto& x : o) outs.push_back(std::move(x));
+  }
+  d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const data::Ids& o : outs) d.hyps.push_back(data::decode_target(r.data, o));
+  return d;
+}
+
 }  // namespace
 
 int cmd_eval(const EvalArgs& a) {
@@ -94,10 +128,45 @@ int cmd_eval(const EvalArgs& a) {
                             : a.split == "test"  ? &r.data.test
                             : a.split == "train" ? &r.data.train
                                                  : nullptr;
-  QKV_CHECK(ds, "eval", "--split must be valid, test or train, got '", a.split, "'");
+  // Parallel corpora: any split of the corpus folder by name (its configured split names too).
+  data::Dataset named;
+  const data::DataConfig& dc = r.config.data;
+  if (dc.task == "parallel" && (!ds || a.split == dc.valid_split || a.split == dc.test_split)) {
+    if (a.split == dc.valid_split)
+      ds = &r.data.valid;
+    else if (a.split == dc.test_split)
+      ds = &r.data.test;
+    else {
+      named = data::load_parallel_split(dc, r.data, a.split);
+      ds = &named;
+    }
+  }
+  QKV_CHECK(ds, "eval", "--split must be valid, test or train",
+            dc.task == "parallel" ? " or a split of the corpus folder" : "", ", got '", a.split,
+            "'");
   check_learned(r, *ds);
+  const bool text = !is_symbol_task(dc);
+  QKV_CHECK(
+      text || (a.beam == 1 && a.hyp_out.empty() && !a.lowercase), "eval",
+      "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ", dc.task);
   const Metrics m = evaluate(*r.model, *ds, r.data.framing, r.config.data.batch_size,
                              r.config.train.max_decode_extra);
+  Decoded dec;
+  data::BleuScore bleu;
+  data::ChrfScore chrf;
+  if (text) {
+    dec = decode_all(r, *ds, a.beam, a.alpha);
+    std::vector<std::string> refs;
+    for (const auto& p : ds->text) refs.push_back(p.tgt);
+    bleu = data::corpus_bleu(dec.hyps, refs, a.lowercase);
+    chrf = data::corpus_chrf(dec.hyps, refs, a.lowercase);
+    if (!a.hyp_out.empty()) {
+      std::string all;
+      for (const auto& h : dec.hyps) all += h + "\n";
+      nn::atomic_write_file(a.hyp_out, all);
+    }
+  }
+  const double sps = dec.seconds > 0 ? static_cast<double>(ds->size()) / dec.seconds : 0.0;
   if (a.json) {
     nlohmann::json j = {{"loss", m.loss},
                         {"token_accuracy", m.token_accuracy},
@@ -107,6 +176,20 @@ int cmd_eval(const EvalArgs& a) {
       j["min_len"] = lo;
       j["max_len"] = a.max_len;
       j["tokens"] = m.tokens;
+    }
+    if (text) {
+      j["split"] = a.split;
+      j["bleu"] = bleu.score;
+      j["bleu_signature"] = bleu.signature;
+      j["bleu_detail"] = bleu.format();
+      j["chrf"] = chrf.score;
+      j["chrf_signature"] = chrf.signature;
+      j["metrics_implementation"] = data::kMetricsImplementation;
+      j["decode"] = {{"beam", a.beam},
+                     {"alpha", a.alpha},
+                     {"seconds", dec.seconds},
+                     {"sentences_per_second", sps},
+                     {"threads", get_num_threads()}};
     }
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -118,6 +201,14 @@ int cmd_eval(const EvalArgs& a) {
     std::printf(")\n");
     std::printf("  loss            %.4f\n  token accuracy  %.4f\n  exact match     %.4f\n", m.loss,
                 m.token_accuracy, m.exact_match);
+    if (text) {
+      std::printf("  %s\n    %s\n  %s\n    %s\n", bleu.format().c_str(), bleu.signature.c_str(),
+                  chrf.format().c_str(), chrf.signature.c_str());
+      std::printf("  (%s; %s decoding: %.1f s, %.1f sentences/s, %d threads)\n",
+                  data::kMetricsImplementation,
+                  a.beam > 1 ? ("beam " + std::to_string(a.beam)).c_str() : "greedy", dec.seconds,
+                  sps, get_num_threads());
+    }
   }
   return 0;
 }

@@ -58,6 +58,23 @@ int main(int argc, char** argv) {
   e->add_option("--min-len", ev.min_len,
                 "with --max-len: shortest length (default: the run's data.min_len)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  e->add_option("--beam", ev.beam, "text tasks: beam size for BLEU and chrF (1: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  e->add_option("--alpha", ev.alpha, "length normalisation exponent for beam search")
+      ->capture_default_str();
+  e->add_option("--hyp-out", ev.hyp_out, "text tasks: write the detokenized hypotheses here");
+  e->add_flag("--lowercase", ev.lowercase, "text tasks: case-insensitive BLEU and chrF");
+
+  ScoreArgs sc;
+  auto* scr = app.add_subcommand(
+      "score",
+      "BLEU and chrF of a hypothesis file against a reference file (as sacrebleu REF < HYP)");
+  scr->add_option("ref", sc.ref, "reference file, one sentence per line (plain or .gz)")
+      ->required();
+  scr->add_option("hyp", sc.hyp, "hypothesis file, line-aligned with the reference")->required();
+  scr->add_flag("--lowercase", sc.lowercase, "case-insensitive (sacrebleu -lc)");
+  scr->add_flag("--json", sc.json, "print one JSON object");
 
   TranslateArgs tr;
   auto* x = app.add_subcommand("translate",
@@ -241,6 +258,7 @@ int main(int argc, char** argv) {
     if (e->parsed()) return cmd_eval(ev);
     if (x->parsed()) return cmd_translate(tr);
     if (gen->parsed()) return cmd_generate(gn);
+    if (scr->parsed()) return cmd_score(sc);
     if (gcc->parsed()) return cmd_gradcheck(gc);
     if (sat->parsed()) return cmd_saturation(sa);
     if (att->parsed()) return cmd_attention(at);

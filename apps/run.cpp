@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/metrics.hpp"
 #include "data/tokenizer.hpp"
 #include "data/utf8.hpp"
 #include "nn/safetensors.hpp"
@@ -173,7 +174,9 @@ data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data
 }
 
 Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
-                 int64_t batch_size, int64_t max_decode_extra, int64_t limit) {
+                 int64_t batch_size, int64_t max_decode_extra, int64_t limit,
+                 const data::DataSplits* text) {
+  const bool score_text = text != nullptr && !ds.text.empty();
   EvalMode eval(model);
   ag::NoGrad no_grad;
   Metrics m;
@@ -199,6 +202,10 @@ Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::
     for (int64_t i : idx) {
       srcs.push_back(ds.examples[i].src);
       const int64_t tl = static_cast<int64_t>(ds.examples[i].tgt.size());
+      if (score_text) {
+        lens.push_back(static_cast<int64_t>(ds.examples[i].src.size()) + max_decode_extra);
+        continue;
+      }
       lens.push_back(f.eos >= 0
                          ? std::max<int64_t>(tl, static_cast<int64_t>(ds.examples[i].src.size())) +
                                max_decode_extra
@@ -206,6 +213,14 @@ Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::
     }
     const std::vector<data::Ids> outs = greedy_decode(model, srcs, f, lens);
     for (size_t i = 0; i < idx.size(); ++i) exact += outs[i] == ds.examples[idx[i]].tgt;
+    if (score_text)
+      for (const data::Ids& o : outs) m.hypotheses.push_back(data::decode_target(*text, o));
+  }
+  if (score_text) {
+    std::vector<std::string> refs;
+    for (int64_t i = 0; i < n; ++i) refs.push_back(ds.text[static_cast<size_t>(i)].tgt);
+    m.bleu = data::corpus_bleu(m.hypotheses, refs).score;
+    m.chrf = data::corpus_chrf(m.hypotheses, refs).score;
   }
   m.examples = n;
   m.loss = m.tokens ? loss_sum / static_cast<double>(m.tokens) : 0.0;
@@ -438,6 +453,7 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   // A language model samples with its saved vocabulary alone: no need to read its text.
   if (r.config.data.task != "lm" || !fs::exists(dir / "tgt_vocab.txt")) {
     check_data_memory(r.config);
+    r.config.data.spm_dir = run_dir;  // the run's own SentencePiece models
     r.data = data::load_data(r.config.data);
   }
   // The vocabularies saved with the run are the ones the model was trained with.
@@ -464,7 +480,9 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   return r;
 }
 
-bool is_symbol_task(const data::DataConfig& dc) { return dc.task != "dates" && dc.task != "tsv"; }
+bool is_symbol_task(const data::DataConfig& dc) {
+  return dc.task != "dates" && dc.task != "tsv" && dc.task != "parallel";
+}
 
 data::Ids encode_source(const LoadedRun& r, const std::string& input, const std::string& run_dir,
                         const char* op) {
@@ -484,7 +502,7 @@ data::Ids encode_source(const LoadedRun& r, const std::string& input, const std:
       src.push_back(r.data.src_vocab.id(w));
     }
   } else {
-    src = data::encode(text, r.data.tokenizer, r.data.src_vocab);
+    src = data::encode_source_text(r.data, text);
     const data::Vocab& v = r.data.src_vocab;
     for (int64_t id : src)  // <unk> stands for unknown words; the others only frame sequences
       QKV_CHECK(id != v.pad() && id != v.bos() && id != v.eos(), op, "'", v.token(id),

@@ -31,15 +31,23 @@ struct Metrics {
   double exact_match = 0;     // greedy decodes equal to the target, over examples
   int64_t examples = 0;
   int64_t tokens = 0;
+  // Text tasks (evaluate with a DataSplits): corpus BLEU and chrF of the greedy decodes,
+  // detokenized, against the split's target text (data/metrics.hpp); -1 when not computed.
+  double bleu = -1, chrf = -1;
+  std::vector<std::string> hypotheses;  // the detokenized greedy decodes, in split order
 };
 
 // Model config with the vocabulary sizes of the data filled in.
 nn::ModelConfig model_config(const RunConfig& c, const data::DataSplits& d);
 
 // Teacher-forced loss and accuracy plus greedy exact match over (at most limit, 0 = all)
-// examples of ds, in order, in eval mode and without recording.
+// examples of ds, in order, in eval mode and without recording. With text (a text task's
+// DataSplits, whose vocabularies and tokenizer ds was encoded with) it also scores BLEU and
+// chrF; the greedy decodes then stop at source length + max_decode_extra, never looking at
+// the reference.
 Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
-                 int64_t batch_size, int64_t max_decode_extra, int64_t limit = 0);
+                 int64_t batch_size, int64_t max_decode_extra, int64_t limit = 0,
+                 const data::DataSplits* text = nullptr);
 
 // Greedy decoding of a batch of sources; returns each output's ids up to (not including) the
 // first <eos> (or exactly max_len ids when the framing has no <eos>).
@@ -49,6 +57,14 @@ std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector
 // log P / length^alpha.
 data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data::Framing& f,
                       int64_t beam, int64_t max_len, double alpha = 1.0);
+// The same beam search for many sources at once (beam_search.cpp): B sources x `beam`
+// hypotheses are one batch of B * beam decoder rows, so each step is one decoder call with
+// GEMMs B times taller. The rules are beam_decode's; results agree with it up to the float
+// rounding of differently shaped GEMMs.
+std::vector<data::Ids> beam_decode_batch(const nn::Seq2Seq& model,
+                                         const std::vector<data::Ids>& srcs, const data::Framing& f,
+                                         int64_t beam, const std::vector<int64_t>& max_lens,
+                                         double alpha = 1.0);
 
 // --- checkpoints ---
 struct TrainState {

@@ -202,9 +202,11 @@ int cmd_train(const TrainArgs& a) {
   if (!root) spdlog::set_level(spdlog::level::err);  // rank 0 says it once
 
   check_data_memory(cfg);  // before generating or reading anything
+  cfg.data.spm_dir = run_dir.string();  // SentencePiece: a resumed run loads its own models
   data::DataSplits data = data::load_data(cfg.data);
   check_positions(cfg, data);
   check_model_memory(cfg, data.src_vocab.size(), data.tgt_vocab.size());
+  const bool text_task = !is_symbol_task(cfg.data);
   if (!resume_from.empty()) {
     // The run's own vocabularies: the model's ids mean these tokens.
     const data::Vocab sv = data::Vocab::load((run_dir / "src_vocab.txt").string());
@@ -293,6 +295,8 @@ int cmd_train(const TrainArgs& a) {
       vocab->write(text);
       nn::atomic_write_file((run_dir / file).string(), text.str());
     }
+    for (const auto& [file, bytes] : data::sentencepiece_files(data))
+      nn::atomic_write_file((run_dir / file).string(), bytes);
     if (restart && fs::exists(run_dir / "metrics.jsonl"))
       fs::resize_file(run_dir / "metrics.jsonl", 0);
   }
@@ -376,8 +380,9 @@ int cmd_train(const TrainArgs& a) {
     if (root && lm) {
       better = validate_lm();
     } else if (root) {  // data-parallel: rank 0 validates alone (the numbers of one process)
-      const Metrics m = evaluate(model, data.valid, data.framing, cfg.data.batch_size,
-                                 cfg.train.max_decode_extra, cfg.train.eval_examples);
+      const Metrics m =
+          evaluate(model, data.valid, data.framing, cfg.data.batch_size, cfg.train.max_decode_extra,
+                   cfg.train.eval_examples, text_task ? &data : nullptr);
       json j = {{"step", st.step},
                 {"epoch", st.epoch},
                 {"split", "valid"},
@@ -385,19 +390,26 @@ int cmd_train(const TrainArgs& a) {
                 {"token_accuracy", m.token_accuracy},
                 {"exact_match", m.exact_match},
                 {"examples", m.examples}};
+      if (m.bleu >= 0) j["bleu"] = m.bleu, j["chrf"] = m.chrf;
       metrics->write(j);
-      better = m.exact_match > st.best_score ||
-               (m.exact_match == st.best_score && m.loss < st.best_loss);
+      // train.best_metric: the score to beat (higher is better); ties go to the lower loss
+      const double score = cfg.train.best_metric == "bleu"   ? m.bleu
+                           : cfg.train.best_metric == "loss" ? -m.loss
+                                                             : m.exact_match;
+      better = score > st.best_score || (score == st.best_score && m.loss < st.best_loss);
+      if (st.best.empty()) better = true;  // the first validation (-loss may be below -1)
       if (better) {
-        st.best_score = m.exact_match;
+        st.best_score = score;
         st.best_loss = m.loss;
         st.evals_since_best = 0;
       } else {
         ++st.evals_since_best;
       }
-      progress.message(
-          fmt::format("step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}", st.step,
-                      m.loss, m.token_accuracy, m.exact_match, better ? "  (best)" : ""));
+      progress.message(fmt::format(
+          "step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}{}", st.step, m.loss,
+          m.token_accuracy, m.exact_match,
+          m.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", m.bleu, m.chrf) : "",
+          better ? "  (best)" : ""));
     }
     // data-parallel: rank 0's decisions are everyone's (the others wait here meanwhile)
     better = dist::from_root(better ? 1 : 0) != 0;
@@ -580,20 +592,24 @@ int cmd_train(const TrainArgs& a) {
   // The held-out test split, with the best checkpoint.
   const std::string best = find_checkpoint(run_dir.string(), "best");
   if (!best.empty()) load_checkpoint(best, model, nullptr);
-  const Metrics test =
-      evaluate(model, data.test, data.framing, cfg.data.batch_size, cfg.train.max_decode_extra);
-  metrics->write({{"step", st.step},
-                  {"split", "test"},
-                  {"loss", test.loss},
-                  {"token_accuracy", test.token_accuracy},
-                  {"exact_match", test.exact_match},
-                  {"examples", test.examples}});
+  const Metrics test = evaluate(model, data.test, data.framing, cfg.data.batch_size,
+                                cfg.train.max_decode_extra, 0, text_task ? &data : nullptr);
+  json tj = {{"step", st.step},
+             {"split", "test"},
+             {"loss", test.loss},
+             {"token_accuracy", test.token_accuracy},
+             {"exact_match", test.exact_match},
+             {"examples", test.examples}};
+  if (test.bleu >= 0) tj["bleu"] = test.bleu, tj["chrf"] = test.chrf;
+  metrics->write(tj);
   plot_losses(run_dir);
   if (!a.quiet)
     spdlog::info(
         "done: {} steps; test ({} examples, best checkpoint): loss {:.4f}  token acc {:.4f}  exact "
-        "match {:.4f}",
-        st.step, test.examples, test.loss, test.token_accuracy, test.exact_match);
+        "match {:.4f}{}",
+        st.step, test.examples, test.loss, test.token_accuracy, test.exact_match,
+        test.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", test.bleu, test.chrf)
+                       : "");
   return 0;
 }
 

@@ -33,7 +33,7 @@ int cmd_translate(const TranslateArgs& a) {
     if (symbols) {
       for (size_t i = 0; i < toks.size(); ++i) line += (i ? " " : "") + toks[i];
     } else {
-      line = data::detokenize(toks);
+      line = data::decode_target(r.data, out);  // detokenized (SentencePiece: plain text)
     }
     std::cout << line << std::endl;
   };

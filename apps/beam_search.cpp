@@ -1,0 +1,169 @@
+// Batched beam search: the per-source rules of beam_decode (run.cpp), for B sources at once.
+#include <algorithm>
+#include <cmath>
+
+#include "apps/run.hpp"
+
+namespace qkv::app {
+
+namespace {
+
+struct Hyp {
+  data::Ids ids;
+  double logp;
+};
+
+struct Cand {
+  double score;
+  int64_t from, token;
+};
+
+// One source's search: its live and finished hypotheses.
+struct Search {
+  std::vector<Hyp> live = {{{}, 0.0}};
+  std::vector<Hyp> finished;
+  bool done = false;
+};
+
+// The best `keep` tokens of one row of log-probabilities (never <bos> or <pad>), in beam_decode's
+// order: higher score first, ties to the lower token id.
+void top_tokens(const float* lp, int64_t v, double base, int64_t from, int64_t keep,
+                const data::Framing& f, std::vector<Cand>& out) {
+  std::vector<int64_t> idx;
+  idx.reserve(static_cast<size_t>(v));
+  for (int64_t t = 0; t < v; ++t)
+    if (t != f.bos && t != 0) idx.push_back(t);
+  auto better = [lp](int64_t a, int64_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); };
+  const auto k = std::min<int64_t>(keep, static_cast<int64_t>(idx.size()));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), better);
+  for (int64_t i = 0; i < k; ++i)
+    out.push_back({base + static_cast<double>(lp[idx[i]]), from, idx[i]});
+}
+
+// Advances one source by a step's candidates (beam_decode's rules); returns, for each of its
+// `beam` rows, the row (within the source) whose history it continues.
+std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, int64_t max_len,
+                             const data::Framing& f) {
+  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.from != b.from ? a.from < b.from : a.token < b.token;
+  });
+  std::vector<Hyp> next;
+  std::vector<int64_t> rows;
+  for (const Cand& c : cands) {
+    if (static_cast<int64_t>(next.size()) >= beam) break;
+    Hyp h{s.live[static_cast<size_t>(c.from)].ids, c.score};
+    if (f.eos >= 0 && c.token == f.eos) {
+      s.finished.push_back(h);
+      continue;
+    }
+    h.ids.push_back(c.token);
+    if (f.eos < 0 && static_cast<int64_t>(h.ids.size()) >= max_len) {
+      s.finished.push_back(h);
+      continue;
+    }
+    next.push_back(h);
+    rows.push_back(c.from);
+  }
+  if (static_cast<int64_t>(s.finished.size()) >= beam) {
+    s.done = true;
+    return {};
+  }
+  s.live = std::move(next);
+  if (s.live.empty()) s.done = true;
+  return rows;
+}
+
+data::Ids best_of(Search& s, double alpha, const data::Framing& f) {
+  for (const Hyp& h : s.live) s.finished.push_back(h);  // as beam_decode: the live ones compete
+  if (s.finished.empty()) return {};
+  const int64_t extra = f.eos >= 0 ? 1 : 0;
+  auto norm = [&](const Hyp& h) {
+    const auto len = std::max<int64_t>(1, static_cast<int64_t>(h.ids.size()) + extra);
+    return h.logp / std::pow(static_cast<double>(len), alpha);
+  };
+  const Hyp* best = &s.finished[0];
+  for (const Hyp& h : s.finished)
+    if (norm(h) > norm(*best)) best = &h;
+  return best->ids;
+}
+
+}  // namespace
+
+std::vector<data::Ids> beam_decode_batch(const nn::Seq2Seq& model,
+                                         const std::vector<data::Ids>& srcs, const data::Framing& f,
+                                         int64_t beam, const std::vector<int64_t>& max_lens,
+                                         double alpha) {
+  QKV_CHECK(beam >= 1, "beam_decode_batch", "beam must be >= 1, got ", beam);
+  QKV_CHECK(max_lens.size() == srcs.size(), "beam_decode_batch", srcs.size(), " sources but ",
+            max_lens.size(), " lengths");
+  const int64_t b = static_cast<int64_t>(srcs.size());
+  if (b == 0) return {};
+  const bool was = model.is_training();
+  auto& m = const_cast<nn::Seq2Seq&>(model);
+  m.eval();
+  ag::NoGrad no_grad;
+  int64_t s_len = 1;
+  for (const auto& x : srcs) s_len = std::max<int64_t>(s_len, static_cast<int64_t>(x.size()));
+  Tensor ids = zeros({b, s_len}, DType::i64), valid = zeros({b, s_len}, DType::b8);
+  for (int64_t i = 0; i < b; ++i)
+    for (size_t j = 0; j < srcs[i].size(); ++j) {
+      ids.data<int64_t>()[i * s_len + static_cast<int64_t>(j)] = srcs[i][j];
+      valid.data<uint8_t>()[i * s_len + static_cast<int64_t>(j)] = 1;
+    }
+  // Encode each source once; its `beam` rows share the memory.
+  std::vector<int64_t> rep(static_cast<size_t>(b * beam));
+  for (int64_t r = 0; r < b * beam; ++r) rep[static_cast<size_t>(r)] = r / beam;
+  const Tensor rep_t = from_vector(rep, {b * beam});
+  const ag::Var memory(index_select(model.encode(ids, valid).data(), 0, rep_t));
+  auto state = model.start_decoding(memory, index_select(valid, 0, rep_t));
+
+  std::vector<Search> search(static_cast<size_t>(b));
+  const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
+  std::vector<int64_t> last(static_cast<size_t>(b * beam), f.bos), order(last.size());
+  for (int64_t t = 0; t < longest; ++t) {
+    bool any = false;
+    for (int64_t i = 0; i < b; ++i) {
+      Search& s = search[static_cast<size_t>(i)];
+      if (!s.done && t >= max_lens[static_cast<size_t>(i)]) s.done = true;
+      any = any || !s.done;
+      for (int64_t k = 0; k < beam; ++k) {  // rows beyond live.size() repeat row 0
+        const size_t r = static_cast<size_t>(i * beam + k);
+        const Hyp& h = s.live[std::min<size_t>(static_cast<size_t>(k), s.live.size() - 1)];
+        last[r] = s.done || h.ids.empty() ? f.bos : h.ids.back();
+      }
+    }
+    if (!any) break;
+    const Tensor logp =
+        log_softmax(model.decode_step(state, from_vector(last, {b * beam})).data(), -1)
+            .contiguous();  // (B * beam, V) float
+    const int64_t v = logp.size(1);
+    const float* lp = logp.data<float>();
+    for (int64_t i = 0; i < b; ++i) {
+      Search& s = search[static_cast<size_t>(i)];
+      std::vector<int64_t> rows;
+      if (!s.done) {
+        std::vector<Cand> cands;
+        for (size_t k = 0; k < s.live.size(); ++k)
+          top_tokens(lp + (i * beam + static_cast<int64_t>(k)) * v, v, s.live[k].logp,
+                     static_cast<int64_t>(k), beam + 1, f, cands);
+        rows = advance(s, cands, beam, max_lens[static_cast<size_t>(i)], f);
+      }
+      for (int64_t k = 0; k < beam; ++k)  // a finished source keeps its rows where they are
+        order[static_cast<size_t>(i * beam + k)] =
+            i * beam +
+            (rows.empty() ? k : rows[std::min<size_t>(static_cast<size_t>(k), rows.size() - 1)]);
+    }
+    const Tensor idx = from_vector(order, {b * beam});
+    for (auto& c : state.cache) {
+      c.self_k = ag::Var(index_select(c.self_k.data(), 0, idx));
+      c.self_v = ag::Var(index_select(c.self_v.data(), 0, idx));
+    }
+  }
+  std::vector<data::Ids> out;
+  for (Search& s : search) out.push_back(best_of(s, alpha, f));
+  m.train(was);
+  return out;
+}
+
+}  // namespace qkv::app
