@@ -52,10 +52,13 @@ struct BenchModel {
   std::string name;
   bool seq2seq;  // false: one MultiHeadAttention layer
   int64_t d_model, heads, d_ff, enc_layers, dec_layers, vocab, length, batch;
+  int64_t tgt_length = 0;  // the decoder's length, when it differs from the source's `length`
   // A decoder-only GPT (dec_layers blocks) trained as configs/shakespeare-char.toml does:
   // no attention projection biases, AdamW with weight decay on 2-D weights, clipping at 1.0.
   bool gpt = false;
 };
+
+int64_t target_length(const BenchModel& m) { return m.tgt_length > 0 ? m.tgt_length : m.length; }
 
 const std::vector<BenchModel>& models() {
   static const std::vector<BenchModel> m = {
@@ -64,7 +67,10 @@ const std::vector<BenchModel>& models() {
       {"annotated", true, 512, 8, 2048, 2, 2, 11, 10, 80},
       {"attention-4096", false, 512, 8, 0, 0, 0, 0, 4096, 1},
       // nanoGPT's shakespeare_char CPU recipe: 4 layers, d 128, 65 characters, block 64, batch 12
-      {"gpt-char", false, 128, 4, 512, 0, 4, 65, 64, 12, true},
+      {"gpt-char", false, 128, 4, 512, 0, 4, 65, 64, 12, 0, true},
+      // configs/multi30k.toml's model on a real Multi30k batch: 128 sentences, the mean padded
+      // lengths of its training batches (17 source, 21 target subwords; docs/multi30k.md)
+      {"multi30k", true, 256, 4, 512, 3, 3, 6000, 17, 128, 21},
   };
   return m;
 }
@@ -80,17 +86,21 @@ const BenchModel& find_model(const std::string& name) {
 // Matmul FLOPs of one training step: backward costs twice the forward (dX and dW products).
 double train_flops(const BenchModel& m) {
   const double B = m.batch, L = m.length, d = m.d_model, f = m.d_ff, V = m.vocab;
-  const double attn_self = 4 * 2 * B * L * d * d + 2 * 2 * B * L * L * d;
-  if (m.gpt) return 3 * (m.dec_layers * (attn_self + 2 * 2 * B * L * d * f) + 2 * B * L * d * V);
-  if (!m.seq2seq) return 3 * attn_self;
-  const double ffn = 2 * 2 * B * L * d * f;
-  const double fwd =
-      m.enc_layers * (attn_self + ffn) + m.dec_layers * (2 * attn_self + ffn) + 2 * B * L * d * V;
+  const double T = static_cast<double>(target_length(m));
+  auto attn = [&](double n, double k) {  // n queries, k keys: projections, scores, context
+    return 2 * 2 * B * n * d * d + 2 * 2 * B * k * d * d + 2 * 2 * B * n * k * d;
+  };
+  auto ffn = [&](double n) { return 2 * 2 * B * n * d * f; };
+  if (m.gpt) return 3 * (m.dec_layers * (attn(L, L) + ffn(L)) + 2 * B * L * d * V);
+  if (!m.seq2seq) return 3 * attn(L, L);
+  const double fwd = m.enc_layers * (attn(L, L) + ffn(L)) +
+                     m.dec_layers * (attn(T, T) + attn(T, L) + ffn(T)) + 2 * B * T * d * V;
   return 3 * fwd;
 }
 
 double tokens_per_step(const BenchModel& m) {
-  return m.seq2seq && !m.gpt ? 2.0 * m.batch * m.length : double(m.batch) * m.length;
+  return m.seq2seq ? double(m.batch) * double(m.length + target_length(m))
+                   : double(m.batch) * m.length;
 }
 
 // The child: one model, in this process, timed; one JSON object on stdout. data_parallel:
@@ -109,7 +119,7 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   std::function<void()> step;
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> opt;
-  Tensor src, tgt_in, tgt_out, valid, x_data, g_out;
+  Tensor src, tgt_in, tgt_out, valid, tgt_valid, x_data, g_out;
   optim::OptimConfig oc;
   oc.name = "adam";
   oc.lr = 1e-4;
@@ -145,8 +155,9 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
     auto s2s = std::make_shared<nn::Seq2Seq>(c, gen);
     model = s2s;
     src = randint({m.batch, m.length}, 0, m.vocab, gen);
-    tgt_in = randint({m.batch, m.length}, 0, m.vocab, gen);
-    tgt_out = randint({m.batch, m.length}, 0, m.vocab, gen);
+    const int64_t tl = target_length(m);
+    tgt_in = randint({m.batch, tl}, 0, m.vocab, gen);
+    tgt_out = randint({m.batch, tl}, 0, m.vocab, gen);
     // Data-parallel: every rank drew the same global batch and keeps rows rank, rank + N, ...
     // (as data::shard_indices); its loss is its rows' share of the global mean.
     const int64_t rows = (m.batch - rank + ranks - 1) / ranks;
@@ -158,12 +169,14 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
     }
     tgt_out = tgt_out.flatten();
     valid = ones({rows, m.length}, DType::b8);
+    tgt_valid = ones({rows, tl}, DType::b8);
     opt = optim::make_optimizer(oc, model->named_parameters());
     if (data_parallel) reducer = std::make_unique<dist::GradReducer>(model->parameters());
     step = [&, s2s, rows, share] {
       opt->zero_grad();
-      const ag::Var logits = s2s->forward(src, tgt_in, valid, valid);
-      ag::Var loss = ag::cross_entropy(ag::reshape(logits, {rows * m.length, m.vocab}), tgt_out);
+      const ag::Var logits = s2s->forward(src, tgt_in, valid, tgt_valid);
+      ag::Var loss =
+          ag::cross_entropy(ag::reshape(logits, {rows * target_length(m), m.vocab}), tgt_out);
       if (ranks > 1) loss = loss * share;
       loss.backward();
       if (reducer) reducer->reduce();

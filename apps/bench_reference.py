@@ -47,7 +47,11 @@ MODELS = {
     "annotated": (True, 512, 8, 2048, 2, 2, 11, 10, 80),
     "attention-4096": (False, 512, 8, 0, 0, 0, 0, 4096, 1),
     "gpt-char": (False, 128, 4, 512, 0, 4, 65, 64, 12),  # run by gpt_step
+    # configs/multi30k.toml's model on a real Multi30k batch (17 source, 21 target subwords)
+    "multi30k": (True, 256, 4, 512, 3, 3, 6000, 17, 128),
 }
+# The decoder's length where it differs from the source's (apps/bench.cpp: tgt_length).
+TARGET_LENGTH = {"multi30k": 21}
 
 
 def status_mb(key):
@@ -141,22 +145,23 @@ def sinusoidal(n, d):
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, d, heads, d_ff, enc, dec, vocab, length):
+    def __init__(self, d, heads, d_ff, enc, dec, vocab, length, tgt_length=None):
         super().__init__()
         self.d = d
         self.src_embed = nn.Embedding(vocab, d)
         self.tgt_embed = nn.Embedding(vocab, d)
-        self.register_buffer("pe", sinusoidal(length, d))
+        self.register_buffer("pe", sinusoidal(max(length, tgt_length or length), d))
         self.transformer = nn.Transformer(
             d_model=d, nhead=heads, num_encoder_layers=enc, num_decoder_layers=dec,
             dim_feedforward=d_ff, dropout=0.0, activation="relu", batch_first=True,
             norm_first=False)
         self.output = nn.Linear(d, vocab)
-        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(length))
+        self.register_buffer(
+            "causal", nn.Transformer.generate_square_subsequent_mask(tgt_length or length))
 
     def forward(self, src, tgt):
-        s = self.src_embed(src) * math.sqrt(self.d) + self.pe
-        t = self.tgt_embed(tgt) * math.sqrt(self.d) + self.pe
+        s = self.src_embed(src) * math.sqrt(self.d) + self.pe[: src.size(1)]
+        t = self.tgt_embed(tgt) * math.sqrt(self.d) + self.pe[: tgt.size(1)]
         return self.output(self.transformer(s, t, tgt_mask=self.causal))
 
 
@@ -243,11 +248,12 @@ def run_one(name, min_seconds, foreach):
     if name == "gpt-char":
         step = gpt_step(name, foreach)
     elif seq2seq:
-        model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length)
+        tl = TARGET_LENGTH.get(name, length)
+        model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length, tl)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=foreach)
         src = torch.randint(0, vocab, (batch, length))
-        tgt_in = torch.randint(0, vocab, (batch, length))
-        tgt_out = torch.randint(0, vocab, (batch * length,))
+        tgt_in = torch.randint(0, vocab, (batch, tl))
+        tgt_out = torch.randint(0, vocab, (batch * tl,))
 
         def step():
             opt.zero_grad(set_to_none=True)

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   auto* b = app.add_subcommand("bench",
                                "time training steps of fixed models (--compare: next to PyTorch)");
   b->add_option("--model", bn.models,
-                "tiny, small, annotated, attention-4096, gpt-char (default: all)");
+                "tiny, small, annotated, attention-4096, gpt-char, multi30k (default: all)");
   b->add_option("--threads", bn.threads, "threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
