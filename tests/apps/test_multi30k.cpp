@@ -68,6 +68,21 @@ TEST_CASE("multi30k: a short real-data run learns and reports BLEU", "[e2e]") {
   CHECK(sj["bleu"].get<double>() == j["bleu"].get<double>());
   CHECK(sj["chrf"].get<double>() == j["chrf"].get<double>());
 
+  // Batched beam search (eval) against one-sentence beam search (translate): the same outputs.
+  const auto src =
+      qkv::data::read_lines(source_dir() + "/configs/data/multi30k/test_2016_flickr.de.gz");
+  {
+    std::ofstream f(t.file("src.txt"));
+    for (int i = 0; i < 8; ++i) f << src[static_cast<size_t>(i)] << '\n';
+  }
+  const RunResult one =
+      run_qkv("translate " + run + " --beam 2 --threads 1 < " + t.file("src.txt"));
+  REQUIRE(one.status == 0);
+  const auto batched = qkv::data::read_lines(hyp);
+  std::string first8;
+  for (int i = 0; i < 8; ++i) first8 += batched[static_cast<size_t>(i)] + "\n";
+  CHECK(one.output == first8);
+
   const RunResult x = run_qkv("translate " + run + " 'Ein Mann fährt Fahrrad.' --threads 1");
   CHECK(x.status == 0);
   CHECK(!x.output.empty());
