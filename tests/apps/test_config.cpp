@@ -158,3 +158,27 @@ TEST_CASE("config: every shipped variant config loads") {
   }
   CHECK(n >= 4);
 }
+
+TEST_CASE("config: train.best_metric and the parallel corpus keys") {
+  CHECK(from("").train.best_metric == "exact_match");  // today's behaviour by default
+  CHECK_THROWS_WITH(from("[train]\nbest_metric = \"accuracy\"\n"),
+                    Catch::Contains("test.toml:2") && Catch::Contains("train.best_metric") &&
+                        Catch::Contains("exact_match, bleu or loss"));
+  CHECK_THROWS_WITH(from("[train]\nbest_metric = \"bleu\"\n"),
+                    Catch::Contains("bleu needs a text task") && Catch::Contains("copy"));
+  const RunConfig c = from(
+      "[data]\ntask = \"parallel\"\npath = \"/corpus\"\nsrc_lang = \"de\"\ntgt_lang = \"en\"\n"
+      "tokenizer = \"sentencepiece\"\nspm_vocab_size = 500\nspm_type = \"bpe\"\n"
+      "[train]\nbest_metric = \"bleu\"\n");
+  CHECK(c.data.spm_type == "bpe");
+  CHECK(c.data.valid_split == "valid");
+  // The effective config reads back to the same keys.
+  const RunConfig back = config_from_toml(parse_toml(effective_toml(c), "eff.toml"));
+  CHECK(back.data.spm_vocab_size == 500);
+  CHECK(back.data.src_lang == "de");
+  CHECK(back.train.best_metric == "bleu");
+  CHECK_THROWS_WITH(from("[data]\ntask = \"parallel\"\npath = \"/c\"\nsrc_lang = \"de\"\n"),
+                    Catch::Contains("data.tgt_lang"));
+  CHECK_THROWS_WITH(from("[data]\ntokenizer = \"sentencepiece\"\nspm_type = \"wordpiece\"\n"),
+                    Catch::Contains("data.spm_type"));
+}
