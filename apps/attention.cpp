@@ -17,9 +17,14 @@ Tensor row_of(const data::Ids& ids) {
   return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())});
 }
 
+// Labels: SentencePiece's word-start mark U+2581 is drawn as "_" (the heatmap font is ASCII).
 std::vector<std::string> tokens_of(const data::Ids& ids, const data::Vocab& v) {
   std::vector<std::string> t;
-  for (int64_t id : ids) t.push_back(v.token(id));
+  for (int64_t id : ids) {
+    std::string s = v.token(id);
+    for (size_t at; (at = s.find("\xE2\x96\x81")) != std::string::npos;) s.replace(at, 3, "_");
+    t.push_back(std::move(s));
+  }
   return t;
 }
 
