@@ -21,9 +21,17 @@ Tensor row_of(const data::Ids& ids) {
 std::vector<std::string> tokens_of(const data::Ids& ids, const data::Vocab& v) {
   std::vector<std::string> t;
   for (int64_t id : ids) {
-    std::string s = v.token(id);
-    for (size_t at; (at = s.find("\xE2\x96\x81")) != std::string::npos;) s.replace(at, 3, "_");
-    t.push_back(std::move(s));
+    const std::string& piece = v.token(id);
+    std::string label;
+    for (size_t i = 0; i < piece.size(); ++i) {
+      if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
+        label += '_';
+        i += 2;
+      } else {
+        label += piece[i];
+      }
+    }
+    t.push_back(std::move(label));
   }
   return t;
 }
