@@ -1,5 +1,6 @@
 // qkv attention DIR TEXT --out map.png [--kind self|decoder-self|cross] [--layer L] [--head
 // H|mean]: runs a trained model on one input and draws one attention matrix as a labelled heatmap.
+// A language model (model.kind = "decoder") draws the causal self-attention over TEXT itself.
 #include <algorithm>
 #include <cstdio>
 
@@ -7,6 +8,7 @@
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
 #include "core/parallel.hpp"
+#include "data/lm.hpp"
 #include "data/tokenizer.hpp"
 
 namespace qkv::app {
@@ -23,6 +25,10 @@ std::vector<std::string> tokens_of(const data::Ids& ids, const data::Vocab& v) {
   for (int64_t id : ids) {
     const std::string& piece = v.token(id);
     std::string label;
+    if (piece == " " || piece == "\n") {  // a character model's blank characters, made visible
+      t.push_back(piece == " " ? "_" : "\\n");
+      continue;
+    }
     for (size_t i = 0; i < piece.size(); ++i) {
       if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
         label += '_';
@@ -36,9 +42,31 @@ std::vector<std::string> tokens_of(const data::Ids& ids, const data::Vocab& v) {
   return t;
 }
 
+// A language model: the text itself is the context. One causal pass gives every layer's
+// self-attention (a.maps.decoder_self) and the model's next-token guess at each position.
+AttendedInput attend_lm(const LoadedRun& r, const data::Ids& ids) {
+  const nn::DecoderLM& lm = *r.model->lm;
+  const int64_t context = std::min(r.config.data.block_size, lm.max_positions());
+  QKV_CHECK(!ids.empty(), "attention", "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "attention", "the text has ", ids.size(),
+            " characters, more than the model's context of ", context);
+  AttendedInput a;
+  a.src = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
+  ag::NoGrad no_grad;
+  auto& m = const_cast<nn::Seq2Seq&>(*r.model);
+  const bool was = m.is_training();
+  m.eval();
+  const Tensor logits =
+      lm.forward(row_of(ids), Tensor(), &a.maps.decoder_self).data();  // (1, T, V)
+  m.train(was);
+  a.out = to_vector<int64_t>(argmax(logits.select(0, 0), -1));
+  return a;
+}
+
 }  // namespace
 
 AttendedInput attend(const LoadedRun& r, const data::Ids& src) {
+  if (r.model->lm) return attend_lm(r, src);
   const nn::Seq2Seq& model = *r.model;
   const data::Framing& f = r.data.framing;
   AttendedInput a;
@@ -73,7 +101,12 @@ Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std:
                           int64_t layer_arg, const std::string& head, int cell, const char* op) {
   QKV_CHECK(kind == "self" || kind == "cross" || kind == "decoder-self", op,
             "--kind must be self (encoder), decoder-self or cross, got '", kind, "'");
-  const std::vector<ag::Var>& list = kind == "self"    ? a.maps.encoder_self
+  const bool lm = r.model->lm != nullptr;
+  QKV_CHECK(!lm || kind != "cross", op,
+            "a language model (model.kind = \"decoder\") has only causal self-attention: --kind "
+            "self, not cross");
+  const std::vector<ag::Var>& list = lm                ? a.maps.decoder_self
+                                     : kind == "self"  ? a.maps.encoder_self
                                      : kind == "cross" ? a.maps.decoder_cross
                                                        : a.maps.decoder_self;
   const int64_t layers = static_cast<int64_t>(list.size());
@@ -112,7 +145,12 @@ Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std:
   hm.cell = cell;
   const std::string where =
       "layer " + std::to_string(layer) + "/" + std::to_string(layers) + ", " + head_text;
-  if (kind == "self") {
+  if (lm) {
+    hm.title = "causal self-attention, " + where;
+    hm.row_labels = hm.col_labels = src_tok;
+    hm.x_label = "key (the text so far)";
+    hm.y_label = "query (character)";
+  } else if (kind == "self") {
     hm.title = "encoder self-attention, " + where;
     hm.row_labels = hm.col_labels = src_tok;
     hm.x_label = "key (source)";
@@ -135,6 +173,11 @@ Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std:
 
 std::string target_text(const LoadedRun& r, const data::Ids& ids) {
   const std::vector<std::string> toks = r.data.tgt_vocab.decode(ids);
+  if (r.model->lm) {  // characters, with a newline shown as \n to keep the line whole
+    std::string shown;
+    for (const std::string& c : toks) shown += c == "\n" ? "\\n" : c;
+    return shown;
+  }
   if (!is_symbol_task(r.config.data)) return data::decode_target(r.data, ids);
   std::string shown;
   for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
@@ -142,18 +185,24 @@ std::string target_text(const LoadedRun& r, const data::Ids& ids) {
 }
 
 int cmd_attention(const AttentionArgs& a) {
-  QKV_CHECK(a.kind == "self" || a.kind == "cross" || a.kind == "decoder-self", "attention",
-            "--kind must be self (encoder), decoder-self or cross, got '", a.kind, "'");
+  QKV_CHECK(a.kind.empty() || a.kind == "self" || a.kind == "cross" || a.kind == "decoder-self",
+            "attention", "--kind must be self (encoder), decoder-self or cross, got '", a.kind,
+            "'");
   QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
   apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                 a.threads > 0 ? "--threads" : "threads");
-  const data::Ids src = encode_source(r, a.text, a.run_dir, "attention");
+  const bool lm = r.model->lm != nullptr;
+  // By default the map that shows the most: cross-attention, or a language model's only kind.
+  const std::string kind = !a.kind.empty() ? a.kind : lm ? "self" : "cross";
+  const data::Ids src = lm ? data::encode_chars(a.text, r.data.tgt_vocab, "attention: TEXT")
+                           : encode_source(r, a.text, a.run_dir, "attention");
   const AttendedInput att = attend(r, src);
-  const Heatmap hm = attention_heatmap(r, att, a.kind, a.layer, a.head, a.cell);
+  const Heatmap hm = attention_heatmap(r, att, kind, a.layer, a.head, a.cell);
   write_heatmap(a.out, hm);
   const HeatmapLayout l = heatmap_layout(hm);
-  std::printf("output: %s\nwrote %s (%d x %d): %s, %lld x %lld\n", target_text(r, att.out).c_str(),
+  std::printf("%s%s\nwrote %s (%d x %d): %s, %lld x %lld\n",
+              lm ? "next-character guesses: " : "output: ", target_text(r, att.out).c_str(),
               a.out.c_str(), l.width, l.height, hm.title.c_str(), static_cast<long long>(hm.rows),
               static_cast<long long>(hm.cols));
   return 0;

@@ -116,9 +116,9 @@ int cmd_saturation(const SaturationArgs& a);  // saturation.cpp
 
 struct AttentionArgs {
   std::string run_dir, text, out;
-  std::string kind = "cross";  // self (encoder) | decoder-self | cross
-  int64_t layer = 0;           // 1-based; 0: the last
-  std::string head = "mean";   // mean | 1-based head
+  std::string kind;   // self (encoder) | decoder-self | cross; empty: cross, or self for an LM
+  int64_t layer = 0;  // 1-based; 0: the last
+  std::string head = "mean";  // mean | 1-based head
   std::string checkpoint = "best";
   int cell = 32;
   int threads = 0;

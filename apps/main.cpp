@@ -194,8 +194,9 @@ int main(int argc, char** argv) {
   att->add_option("run_dir", at.run_dir, "run folder")->required();
   att->add_option("text", at.text, "the input")->required();
   att->add_option("--out", at.out, "map.png or map.svg")->required();
-  att->add_option("--kind", at.kind, "self (encoder), decoder-self or cross")
-      ->capture_default_str();
+  att->add_option("--kind", at.kind,
+                  "self (encoder), decoder-self or cross (default: cross; self for a language "
+                  "model)");
   att->add_option("--layer", at.layer, "layer, from 1 (default: the last)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   att->add_option("--head", at.head, "head, from 1, or mean")->capture_default_str();

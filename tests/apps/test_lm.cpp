@@ -97,6 +97,24 @@ TEST_CASE(
   const RunResult tr = run_qkv("translate '" + run + "' hello");
   CHECK(tr.status == 1);
   CHECK(tr.output.find("qkv generate") != std::string::npos);
+
+  // qkv attention: the causal self-attention over the text itself, by default
+  const std::string png = t.file("lm_attention.png");
+  const RunResult at =
+      run_qkv("attention '" + run + "' 'KING RICHARD' --threads 1 --out '" + png + "'");
+  INFO(at.output);
+  REQUIRE(at.status == 0);
+  CHECK(at.output.find("causal self-attention, layer 2/2, mean of") != std::string::npos);
+  CHECK(at.output.find("12 x 12") != std::string::npos);  // one row and column per character
+  CHECK(read_file(png).rfind("\x89PNG", 0) == 0);
+  const RunResult cross =
+      run_qkv("attention '" + run + "' 'KING' --kind cross --out '" + t.file("x.png") + "'");
+  CHECK(cross.status == 1);
+  CHECK(cross.output.find("has only causal self-attention") != std::string::npos);
+  const RunResult longer = run_qkv("attention '" + run + "' 'abcdefghijklmnopq' --out '" +
+                                   t.file("y.png") + "'");
+  CHECK(longer.status == 1);
+  CHECK(longer.output.find("more than the model's context of 16") != std::string::npos);
 }
 
 TEST_CASE("lm: config errors name the key", "[e2e]") {
