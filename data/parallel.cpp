@@ -1,42 +1,15 @@
 #include "data/parallel.hpp"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 
+#include "data/text_file.hpp"
 #include "data/utf8.hpp"
 
 namespace qkv::data {
 
 namespace {
-
-// The whole file, decompressed when it is gzip. gzread reads a plain file as it is, so one
-// code path serves both; a truncated or corrupt stream is an error, not a short read.
-std::string read_all(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  QKV_CHECK(fs::exists(path, ec), "read_lines", path, ": no such file");
-  QKV_CHECK(!fs::is_directory(path, ec), "read_lines", path, ": is a folder, not a file");
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose);
-  QKV_CHECK(f != nullptr, "read_lines", path, ": cannot open");
-  gzbuffer(f.get(), 1 << 17);
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    const int n = gzread(f.get(), buf, sizeof buf);
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-    int code = Z_OK;
-    const char* msg = gzerror(f.get(), &code);
-    if (n < 0 || (code != Z_OK && code != Z_STREAM_END))
-      throw Error(cat("read_lines: ", path, ": ",
-                      code == Z_BUF_ERROR ? "truncated gzip file (unexpected end of file)"
-                                          : cat("corrupt gzip data (", msg, ")")));
-    if (n == 0) break;
-  }
-  return out;
-}
 
 bool blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || (c >= 9 && c <= 13); });
@@ -45,7 +18,7 @@ bool blank(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> read_lines(const std::string& path) {
-  const std::string text = read_all(path);
+  const std::string text = read_text_file(path);
   std::vector<std::string> lines;
   size_t at = 0;
   while (at < text.size()) {

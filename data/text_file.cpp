@@ -2,56 +2,37 @@
 
 #include <zlib.h>
 
-#include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <memory>
-#include <sstream>
 
 #include "core/error.hpp"
 
 namespace qkv::data {
 
-namespace {
-
-bool is_gzip(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  unsigned char magic[2] = {0, 0};
-  f.read(reinterpret_cast<char*>(magic), 2);
-  return f.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-}
-
-std::string read_gzip(const std::string& path) {
+// zlib's gzread reads a plain file as it is and inflates a gzip one, so one code path serves
+// both; a truncated or corrupt stream is an error, never a short read.
+std::string read_text_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  QKV_CHECK(fs::exists(path, ec), "read_text_file", path, ": no such file");
+  QKV_CHECK(!fs::is_directory(path, ec), "read_text_file", path, ": is a folder, not a file");
   std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose);
-  QKV_CHECK(f, "read_text_file", path, ": cannot open");
+  QKV_CHECK(f != nullptr, "read_text_file", path, ": cannot read (no permission?)");
+  gzbuffer(f.get(), 1 << 17);
   std::string out;
   char buf[1 << 16];
   for (;;) {
     const int n = gzread(f.get(), buf, sizeof buf);
-    if (n < 0) {
-      int code = 0;
-      const char* msg = gzerror(f.get(), &code);
-      throw Error(cat(path, ": corrupt gzip data (", msg ? msg : "zlib error", ")"));
-    }
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+    int code = Z_OK;
+    const char* msg = gzerror(f.get(), &code);
+    if (n < 0 || (code != Z_OK && code != Z_STREAM_END))
+      throw Error(cat("read_text_file: ", path, ": ",
+                      code == Z_BUF_ERROR ? "truncated gzip file (unexpected end of file)"
+                                          : cat("corrupt gzip data (", msg, ")")));
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
   }
-  // gzread stops quietly at a truncated stream; zlib reports it only through gzerror.
-  int code = 0;
-  gzerror(f.get(), &code);
-  QKV_CHECK(code == Z_OK || code == Z_STREAM_END, "read_text_file", path,
-            ": truncated or corrupt gzip data");
   return out;
-}
-
-}  // namespace
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream probe(path, std::ios::binary);
-  if (!probe) throw Error(path + ": cannot read (no such file, or no permission)");
-  if (is_gzip(path)) return read_gzip(path);
-  std::ostringstream ss;
-  ss << probe.rdbuf();
-  return ss.str();
 }
 
 }  // namespace qkv::data
