@@ -49,7 +49,8 @@ AttendedInput attend_lm(const LoadedRun& r, const data::Ids& ids) {
   const int64_t context = std::min(r.config.data.block_size, lm.max_positions());
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "attention", "the text has ", ids.size(),
-            " characters, more than the model's context of ", context);
+            r.data.tgt_spm ? " pieces" : " characters", ", more than the model's context of ",
+            context);
   AttendedInput a;
   a.src = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
   ag::NoGrad no_grad;
@@ -173,9 +174,13 @@ Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std:
 
 std::string target_text(const LoadedRun& r, const data::Ids& ids) {
   const std::vector<std::string> toks = r.data.tgt_vocab.decode(ids);
-  if (r.model->lm) {  // characters, with a newline shown as \n to keep the line whole
+  if (r.model->lm) {  // the text, with a line break shown as \n to keep the line whole
+    data::LmDetokenizer text(r.data.tgt_vocab, r.data.tgt_spm != nullptr);
     std::string shown;
-    for (const std::string& c : toks) shown += c == "\n" ? "\\n" : c;
+    for (const int64_t id : ids) {
+      const std::string s = text.next(id);
+      shown += s == "\n" ? "\\n" : s;
+    }
     return shown;
   }
   if (!is_symbol_task(r.config.data)) return data::decode_target(r.data, ids);
@@ -195,16 +200,19 @@ int cmd_attention(const AttentionArgs& a) {
   const bool lm = r.model->lm != nullptr;
   // By default the map that shows the most: cross-attention, or a language model's only kind.
   const std::string kind = !a.kind.empty() ? a.kind : lm ? "self" : "cross";
-  const data::Ids src = lm ? data::encode_chars(a.text, r.data.tgt_vocab, "attention: TEXT")
-                           : encode_source(r, a.text, a.run_dir, "attention");
+  const data::Ids src =
+      lm ? data::encode_lm_text(a.text, r.data.tgt_vocab, r.data.tgt_spm.get(), "attention: TEXT")
+         : encode_source(r, a.text, a.run_dir, "attention");
   const AttendedInput att = attend(r, src);
   const Heatmap hm = attention_heatmap(r, att, kind, a.layer, a.head, a.cell);
   write_heatmap(a.out, hm);
   const HeatmapLayout l = heatmap_layout(hm);
   std::printf("%s%s\nwrote %s (%d x %d): %s, %lld x %lld\n",
-              lm ? "next-character guesses: " : "output: ", target_text(r, att.out).c_str(),
-              a.out.c_str(), l.width, l.height, hm.title.c_str(), static_cast<long long>(hm.rows),
-              static_cast<long long>(hm.cols));
+              !lm              ? "output: "
+              : r.data.tgt_spm ? "next-piece guesses: "
+                               : "next-character guesses: ",
+              target_text(r, att.out).c_str(), a.out.c_str(), l.width, l.height, hm.title.c_str(),
+              static_cast<long long>(hm.rows), static_cast<long long>(hm.cols));
   return 0;
 }
 

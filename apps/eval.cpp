@@ -1,8 +1,8 @@
 // qkv eval DIR [--split valid|test|train|NAME] [--json] [--max-len N [--min-len N]]
 //               [--beam K] [--hyp-out FILE] [--lowercase]
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -80,7 +80,8 @@ int eval_lm(const EvalArgs& a, const LoadedRun& r) {
     std::printf("%s (%s, %s split: %lld tokens in %lld windows of %lld)\n", a.run_dir.c_str(),
                 r.checkpoint.c_str(), a.split.c_str(), static_cast<long long>(m.tokens),
                 static_cast<long long>(m.windows), static_cast<long long>(block));
-    std::printf("  loss            %.4f\n  bits per char   %.4f\n", m.loss, m.loss / std::log(2.0));
+    std::printf("  loss            %.4f\n  bits per %-6s %.4f\n", m.loss,
+                d.tgt_spm ? "piece" : "char", m.loss / std::log(2.0));
   }
   return 0;
 }

@@ -24,12 +24,14 @@ int cmd_generate(const GenerateArgs& a) {
             " is not a language model (model.kind = \"decoder\"); use qkv translate");
   set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
   const data::Vocab& vocab = r.data.tgt_vocab;
-  const data::Ids prompt = data::encode_chars(a.prompt, vocab, "generate: --prompt");
+  const data::SentencePiece* spm = r.data.tgt_spm.get();  // null: characters
+  const data::Ids prompt = data::encode_lm_text(a.prompt, vocab, spm, "generate: --prompt");
   QKV_CHECK(!prompt.empty(), "generate", "--prompt is empty (the default is a newline)");
   const int64_t block = r.config.data.block_size, positions = r.model->lm->max_positions();
   const int64_t context = std::min(block, positions);
   QKV_CHECK(static_cast<int64_t>(prompt.size()) <= context, "generate", "--prompt has ",
-            prompt.size(), " characters, more than the model's context of ", context, " (",
+            prompt.size(), spm ? " pieces" : " characters", ", more than the model's context of ",
+            context, " (",
             positions < block ? "learned positions, model.max_len" : "data.block_size", " = ",
             context, ")");
 
@@ -38,8 +40,9 @@ int cmd_generate(const GenerateArgs& a) {
   Generator gen(a.seed);
   int64_t made = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  data::LmDetokenizer text(vocab, spm != nullptr, a.prompt.empty() || a.prompt.back() == '\n');
   generate(*r.model, prompt, a.tokens, context, o, gen, !a.no_cache, [&](int64_t id) {
-    const std::string& s = vocab.token(id);
+    const std::string s = text.next(id);
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);  // streamed: each token as soon as it is made
     ++made;

@@ -450,8 +450,10 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
     throw Error(run_dir + ": not a run folder (no config.toml)");
   LoadedRun r;
   r.config = load_config((dir / "config.toml").string());
-  // A language model samples with its saved vocabulary alone: no need to read its text.
-  if (r.config.data.task != "lm" || !fs::exists(dir / "tgt_vocab.txt")) {
+  // A character language model samples with its saved vocabulary alone: no need to read its
+  // text. (A SentencePiece one loads its model from the run folder through load_data.)
+  if (r.config.data.task != "lm" || r.config.data.tokenizer != "char" ||
+      !fs::exists(dir / "tgt_vocab.txt")) {
     check_data_memory(r.config);
     r.config.data.spm_dir = run_dir;  // the run's own SentencePiece models
     r.data = data::load_data(r.config.data);

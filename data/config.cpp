@@ -35,10 +35,9 @@ void validate(const DataConfig& c) {
   QKV_KEY_CHECK(c.task != "tsv" || !c.path.empty(), "path", "is required for task tsv");
   QKV_KEY_CHECK(c.task != "lm" || !c.path.empty(), "path", "is required for task lm");
   QKV_KEY_CHECK(c.block_size >= 1, "block_size", "must be >= 1, got ", c.block_size);
-  QKV_KEY_CHECK(c.task != "lm" || c.tokenizer == "char", "tokenizer",
-                "task lm supports \"char\" only so far (SentencePiece language models are not"
-                " implemented yet), got \"",
-                c.tokenizer, "\"");
+  QKV_KEY_CHECK(c.task != "lm" || c.tokenizer == "char" || c.tokenizer == "sentencepiece",
+                "tokenizer", "task lm takes \"char\" or \"sentencepiece\", got \"", c.tokenizer,
+                "\"");
   QKV_KEY_CHECK(!parallel || !c.path.empty(), "path",
                 "is required for task parallel (the folder of SPLIT.LANG[.gz] files)");
   QKV_KEY_CHECK(!parallel || !c.src_lang.empty(), "src_lang",
@@ -219,13 +218,23 @@ DataSplits load_data(const DataConfig& c) {
     text_splits(c, "dates", date_text(d.train, c.lowercase), date_text(d.valid, c.lowercase),
                 date_text(d.test, c.lowercase), out);
   } else if (c.task == "lm") {
-    LmCorpus corpus = load_lm_corpus(c.path, c.tokenizer);
+    LmOptions o;
+    o.tokenizer = c.tokenizer;
+    o.spm.vocab_size = c.spm_vocab_size;
+    o.spm.type = c.spm_type;
+    o.spm.seed = c.seed;
+    if (!c.spm_dir.empty()) o.spm_model = (std::filesystem::path(c.spm_dir) / "spm.model").string();
+    LmCorpus corpus = load_lm_corpus(c.path, o);
     QKV_KEY_CHECK(static_cast<int64_t>(corpus.valid.size()) > c.block_size, "block_size",
                   c.block_size, " does not fit in the validation text (", corpus.valid.size(),
                   " tokens, the last 10% of ", c.path, ")");
     out.lm_train = std::move(corpus.train);
     out.lm_valid = std::move(corpus.valid);
     out.src_vocab = out.tgt_vocab = corpus.vocab;
+    if (corpus.spm) {
+      out.tokenizer = TokenizerKind::sentencepiece;
+      out.src_spm = out.tgt_spm = corpus.spm;
+    }
     name_splits(out, c.path);
     out.framing = Framing{-1, -1};  // no <bos> / <eos>: windows of running text
   } else if (c.task == "tsv") {

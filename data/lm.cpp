@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -31,19 +32,61 @@ std::string shown(char32_t c) {
   return buf;
 }
 
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  size_t at = 0;
+  for (size_t nl; (nl = text.find('\n', at)) != std::string_view::npos; at = nl + 1)
+    lines.emplace_back(text.substr(at, nl - at));
+  lines.emplace_back(text.substr(at));  // after the last break (empty when the text ends in one)
+  return lines;
+}
+
+void append_line(Ids& out, const std::string& line, const Vocab& v, const SentencePiece& spm) {
+  for (const std::string& piece : spm.encode(line)) out.push_back(v.id(piece));
+}
+
+// Pieces line by line, <eos> for every line break; the model trained on the lines before the
+// line break at 90% of the text, unless o.spm_model holds one already.
+LmCorpus load_sentencepiece_corpus(const std::string& path, const std::string& text,
+                                   const LmOptions& o) {
+  const std::vector<std::string> lines = split_lines(text);
+  const size_t cut_at = static_cast<size_t>(0.9 * static_cast<double>(text.size()));
+  size_t train_lines = 0;
+  for (size_t bytes = 0; train_lines < lines.size() && bytes < cut_at; ++train_lines)
+    bytes += lines[train_lines].size() + 1;
+  QKV_CHECK(train_lines < lines.size(), "data.path", path,
+            ": a SentencePiece language model needs line breaks (the split into 90% train and 10%"
+            " validation is made at one)");
+  LmCorpus out;
+  if (!o.spm_model.empty() && std::filesystem::exists(o.spm_model)) {
+    out.spm = std::make_shared<const SentencePiece>(SentencePiece::load(o.spm_model));
+  } else {
+    std::vector<std::string> sentences;
+    for (size_t i = 0; i < train_lines; ++i)
+      if (!lines[i].empty()) sentences.push_back(lines[i]);
+    out.spm = std::make_shared<const SentencePiece>(SentencePiece::train(sentences, o.spm));
+  }
+  out.vocab = out.spm->vocab();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Ids& to = i < train_lines ? out.train : out.valid;
+    append_line(to, lines[i], out.vocab, *out.spm);
+    if (i + 1 < lines.size()) to.push_back(out.vocab.eos());  // the line break
+  }
+  return out;
+}
+
 }  // namespace
 
-LmCorpus load_lm_corpus(const std::string& path, const std::string& tokenizer) {
-  QKV_CHECK(tokenizer == "char", "data.tokenizer",
-            "task lm supports tokenizer = \"char\" only so far (SentencePiece language models are"
-            " not implemented yet), got \"",
-            tokenizer, "\"");
+LmCorpus load_lm_corpus(const std::string& path, const LmOptions& o) {
+  QKV_CHECK(o.tokenizer == "char" || o.tokenizer == "sentencepiece", "data.tokenizer",
+            "task lm takes \"char\" or \"sentencepiece\", got \"", o.tokenizer, "\"");
   const std::string text = read_text_file(path);
   size_t bad = 0;
   QKV_CHECK(valid_utf8(text, &bad), "data.path", path, ": invalid UTF-8 at byte ", bad);
   const std::vector<char32_t> chars = decode_utf8(text);
   QKV_CHECK(chars.size() >= 20, "data.path", path, " holds ", chars.size(),
             " characters; a language model needs a text to learn from");
+  if (o.tokenizer == "sentencepiece") return load_sentencepiece_corpus(path, text, o);
   // nanoGPT: chars = sorted(set(text)) over the whole file, ids in that order.
   const std::set<char32_t> distinct(chars.begin(), chars.end());
   std::vector<std::string> tokens;
@@ -83,6 +126,46 @@ Ids encode_chars(const std::string& text, const Vocab& vocab, const char* op) {
                     vocab.size(), " characters"));
   }
   return ids;
+}
+
+Ids encode_lm_text(const std::string& text, const Vocab& vocab, const SentencePiece* spm,
+                   const char* op) {
+  if (!spm) return encode_chars(text, vocab, op);
+  size_t bad = 0;
+  QKV_CHECK(valid_utf8(text, &bad), op, "invalid UTF-8 at byte ", bad);
+  Ids ids;
+  const std::vector<std::string> lines = split_lines(text);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    append_line(ids, lines[i], vocab, *spm);
+    if (i + 1 < lines.size()) ids.push_back(vocab.eos());
+  }
+  return ids;
+}
+
+LmDetokenizer::LmDetokenizer(const Vocab& vocab, bool sentencepiece, bool line_start)
+    : vocab_(vocab), spm_(sentencepiece), line_start_(line_start) {}
+
+std::string LmDetokenizer::next(int64_t id) {
+  if (!spm_) return vocab_.token(id);
+  if (id == vocab_.eos()) {
+    line_start_ = true;
+    return "\n";
+  }
+  const std::string& piece = vocab_.token(id);
+  if (id == vocab_.unk()) return "\xE2\x81\x87";  // U+2047, as SentencePiece shows <unk>
+  if (piece.rfind("<", 0) == 0 && piece.back() == '>') return "";  // <pad>, <bos>: nothing
+  std::string out;
+  const std::string mark = "\xE2\x96\x81";  // U+2581, SentencePiece's word start
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.compare(i, mark.size(), mark) == 0) {
+      if (!(line_start_ && out.empty())) out += ' ';
+      i += mark.size();
+    } else {
+      out += piece[i++];
+    }
+  }
+  if (!out.empty()) line_start_ = false;
+  return out;
 }
 
 std::vector<int64_t> lm_offsets(int64_t n, int64_t block, int64_t batch, Generator& g) {

@@ -3,6 +3,7 @@
 // gives the same tokens as re-reading the context, a seed gives the same text, and bad input
 // gets one clear line and exit 1.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "lesson_test_util.hpp"
@@ -111,10 +112,39 @@ TEST_CASE(
       run_qkv("attention '" + run + "' 'KING' --kind cross --out '" + t.file("x.png") + "'");
   CHECK(cross.status == 1);
   CHECK(cross.output.find("has only causal self-attention") != std::string::npos);
-  const RunResult longer = run_qkv("attention '" + run + "' 'abcdefghijklmnopq' --out '" +
-                                   t.file("y.png") + "'");
+  const RunResult longer =
+      run_qkv("attention '" + run + "' 'abcdefghijklmnopq' --out '" + t.file("y.png") + "'");
   CHECK(longer.status == 1);
   CHECK(longer.output.find("more than the model's context of 16") != std::string::npos);
+}
+
+TEST_CASE("lm: a SentencePiece GPT keeps its model in the run and generates whole words", "[e2e]") {
+  TempDir t("lm_spm");
+  const std::string run = t.file("run");
+  const RunResult r =
+      run_qkv(small_run(run) + " --data.tokenizer sentencepiece --data.spm_vocab_size 300");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(fs::exists(fs::path(run) / "spm.model"));
+  const auto m = metrics(run);
+  REQUIRE(m.back().value("split", "") == "valid");
+  CHECK(m.back()["loss"].get<double>() < std::log(300.0) - 0.5);  // learned something
+
+  const std::string args =
+      "'" + run + "' --prompt 'KING RICHARD:' --tokens 30 --seed 3 --threads 1";
+  const RunResult cached = generate(args), uncached = generate(args + " --no-cache");
+  REQUIRE(cached.status == 0);
+  CHECK(cached.output == uncached.output);
+  CHECK(cached.output.rfind("KING RICHARD:", 0) == 0);
+  CHECK(cached.output.find("\xE2\x96\x81") == std::string::npos);  // no word-start marks
+  const RunResult ev = run_qkv("eval '" + run + "' --threads 1");
+  CHECK(ev.status == 0);
+  CHECK(ev.output.find("bits per piece") != std::string::npos);
+  const RunResult at =
+      run_qkv("attention '" + run + "' 'KING RICHARD' --threads 1 --out '" + t.file("a.png") + "'");
+  INFO(at.output);
+  CHECK(at.status == 0);
+  CHECK(at.output.find("next-piece guesses") != std::string::npos);
 }
 
 TEST_CASE("lm: config errors name the key", "[e2e]") {
@@ -125,7 +155,7 @@ TEST_CASE("lm: config errors name the key", "[e2e]") {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"--model.kind encoder_decoder", "model.kind: data.task = \"lm\" needs model.kind"},
       {"--model.kind gpt", "model.kind: must be encoder_decoder or decoder"},
-      {"--data.tokenizer sentencepiece", "data.tokenizer"},
+      {"--data.tokenizer word", "data.tokenizer: task lm takes \"char\" or \"sentencepiece\""},
       {"--data.block_size 65", "model.max_len: learned positions cover 64 tokens"},
       {"--train.eval_iters 0", "train.eval_iters: must be >= 1"},
       {"--data.path nowhere.txt", "nowhere.txt"}};

@@ -2,7 +2,10 @@
 // 90/10 split of nanoGPT, plain and gzip files, windows and their shifted labels, the seeded
 // loader and its exact resume, and the errors.
 #include <zlib.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <fstream>
 
 #include "data/config.hpp"
 #include "data/lm.hpp"
@@ -100,8 +103,8 @@ TEST_CASE("lm data errors name the file, the key or the characters") {
   std::filesystem::resize_file(gz, std::filesystem::file_size(gz) - 12);
   CHECK_THROWS_WITH(read_text_file(gz), Catch::Contains("gzip"));
   const std::string path = write_file("lm2.txt", sample_text());
-  CHECK_THROWS_WITH(load_lm_corpus(path, "sentencepiece"),
-                    Catch::Contains("data.tokenizer") && Catch::Contains("char"));
+  CHECK_THROWS_WITH(load_lm_corpus(path, "word"),
+                    Catch::Contains("data.tokenizer") && Catch::Contains("sentencepiece"));
   DataConfig c;
   c.task = "lm";
   CHECK_THROWS_WITH(validate(c), Catch::Contains("data.path: is required for task lm"));
@@ -112,4 +115,61 @@ TEST_CASE("lm data errors name the file, the key or the characters") {
   CHECK(encode_chars("abc", v, "generate").size() == 3);
   CHECK_THROWS_WITH(encode_chars("abzQz", v, "generate"),
                     Catch::Contains("characters 'z', 'Q' are not in the model's vocabulary"));
+}
+
+TEST_CASE("lm corpus with SentencePiece: trained on the training lines, <eos> for line breaks") {
+  // 300 short lines; the 90% cut falls at a line break.
+  std::string text;
+  for (int i = 0; i < 300; ++i)
+    text += (i % 3 == 0   ? "the king is dead"
+             : i % 3 == 1 ? "long live the king"
+                          : "the queen") +
+            std::string("\n");
+  const std::string path = write_file("spm_lm.txt", text);
+  LmOptions o;
+  o.tokenizer = "sentencepiece";
+  o.spm.vocab_size = 20;
+  const LmCorpus c = load_lm_corpus(path, o);
+  REQUIRE(c.spm);
+  CHECK(c.vocab.size() == 20);
+  const auto eos_count = [&](const Ids& ids) {
+    return std::count(ids.begin(), ids.end(), c.vocab.eos());
+  };
+  // every line break is one <eos>: 270 lines train (90% of the bytes), 30 validate
+  CHECK(eos_count(c.train) + eos_count(c.valid) == 300);
+  CHECK(eos_count(c.train) == 270);
+  CHECK(c.train.back() == c.vocab.eos());
+
+  // the same text and options give the same model (deterministic training)
+  const LmCorpus again = load_lm_corpus(path, o);
+  CHECK(again.spm->serialized() == c.spm->serialized());
+  CHECK(again.train == c.train);
+
+  // text <-> ids: encode_lm_text as the corpus was encoded, LmDetokenizer streams it back
+  const std::string sample = "the king is dead\nlong live the queen\n";
+  const Ids ids = encode_lm_text(sample, c.vocab, c.spm.get(), "test");
+  CHECK(std::count(ids.begin(), ids.end(), c.vocab.eos()) == 2);
+  LmDetokenizer detok(c.vocab, true);
+  std::string back;
+  for (const int64_t id : ids) back += detok.next(id);
+  CHECK(back == sample);
+
+  // a saved model is loaded, not trained again
+  const std::string saved = scratch("spm_lm.model");
+  {
+    std::ofstream f(saved, std::ios::binary);
+    f << c.spm->serialized();
+  }
+  LmOptions other = o;
+  other.spm.vocab_size = 16;  // would train a different model
+  other.spm_model = saved;
+  CHECK(load_lm_corpus(path, other).vocab.size() == 20);
+
+  // characters: the detokenizer is the identity
+  const LmCorpus chars = load_lm_corpus(path, "char");
+  LmDetokenizer plain(chars.vocab, false);
+  std::string text_back;
+  for (const int64_t id : encode_lm_text("the king\n", chars.vocab, nullptr, "test"))
+    text_back += plain.next(id);
+  CHECK(text_back == "the king\n");
 }
