@@ -15,11 +15,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "apps/plot.hpp"
+#include "bench/bench_util.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "figures/plot.hpp"
 #include "nn/attention.hpp"
 #include "nn/safetensors.hpp"
 
@@ -28,6 +28,7 @@ namespace {
 
 using namespace bench;
 using nlohmann::json;
+using namespace figures;
 
 constexpr int64_t kHeads = 8, kHeadDim = 64, kWindow = 128;
 const std::vector<std::string> kMethods = {"dense", "tiled", "window", "linear", "linear-causal"};

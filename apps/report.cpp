@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
@@ -16,9 +18,17 @@ namespace qkv::app {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using namespace report;
+using namespace figures;
+using namespace figures::report;
 
 namespace {
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 std::string num(double v) {
   char b[32];
@@ -279,6 +289,28 @@ std::string saturation_page(const std::vector<SaturationData>& sat, int64_t& cha
 }
 
 }  // namespace
+
+RunData read_run(const std::string& dir) {
+  const fs::path p(dir);
+  if (!fs::is_directory(p)) throw Error("report: " + dir + ": no such folder");
+  if (!fs::exists(p / "config.toml"))
+    throw Error("report: " + dir +
+                ": not a run folder (no config.toml) nor a qkv saturation folder (no "
+                "saturation.json)");
+  RunData r;
+  r.dir = dir;
+  fs::path named = p;
+  if (named.filename().empty()) named = named.parent_path();  // "runs/a/"
+  r.name = named.filename().string();
+  if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
+  r.config_text = read_all(p / "config.toml");
+  r.config = parse_toml(r.config_text, (p / "config.toml").string()).root;
+  read_metrics((p / "metrics.jsonl").string(), r);
+  r.checkpoint = find_checkpoint(dir, "latest");
+  if (r.checkpoint.empty())
+    r.missing.push_back("no checkpoint yet: no attention maps or example outputs");
+  return r;
+}
 
 int cmd_report(const ReportArgs& a) {
   QKV_CHECK(!a.runs.empty(), "report", "give at least one run folder (or qkv saturation folder)");

@@ -9,14 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "apps/attention_stats.hpp"
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
-#include "apps/plot.hpp"
 #include "apps/toml.hpp"
 #include "apps/trainer_lite.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "figures/attention_stats.hpp"
+#include "figures/plot.hpp"
 #include "nn/attention.hpp"
 #include "nn/safetensors.hpp"
 
@@ -24,6 +24,7 @@ namespace qkv::app {
 
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
+using namespace figures;
 
 namespace {
 

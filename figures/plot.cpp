@@ -1,4 +1,4 @@
-#include "apps/plot.hpp"
+#include "figures/plot.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "nn/safetensors.hpp"
 
-namespace qkv::app {
+namespace qkv::figures {
 namespace {
 
 const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
@@ -322,4 +322,4 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

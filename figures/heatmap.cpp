@@ -1,12 +1,12 @@
-#include "apps/heatmap.hpp"
+#include "figures/heatmap.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "apps/plot.hpp"
 #include "core/error.hpp"
+#include "figures/plot.hpp"
 #include "nn/safetensors.hpp"
 
 // The one definition of stb_image_write in qkv; its code is not ours to make -Wextra clean.
@@ -20,7 +20,7 @@
 #include <stb_image_write.h>
 #pragma GCC diagnostic pop
 
-namespace qkv::app {
+namespace qkv::figures {
 namespace {
 
 constexpr int kPad = 12, kAdv = 12, kTextH = 14, kMaxLabel = 12;
@@ -413,4 +413,4 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
   }
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::figures
