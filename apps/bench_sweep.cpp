@@ -17,11 +17,11 @@
 
 #include "apps/commands.hpp"
 #include "bench/bench_util.hpp"
+#include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "figures/plot.hpp"
 #include "nn/attention.hpp"
-#include "nn/safetensors.hpp"
 
 namespace qkv::app {
 namespace {
@@ -147,8 +147,7 @@ int cmd_attention_sweep(const BenchArgs& a) {
   }
   if (!a.figure.empty() && !time.series.empty()) {
     const int w = 640, h = 420;
-    nn::atomic_write_file(a.figure,
-                          side_by_side(render_svg(time, w, h), render_svg(mem, w, h), w, h));
+    atomic_write_file(a.figure, side_by_side(render_svg(time, w, h), render_svg(mem, w, h), w, h));
     result["figure"] = a.figure;
   }
   if (a.json) {

@@ -1,13 +1,13 @@
 // qkv eval DIR [--split valid|test|train|NAME] [--json] [--max-len N [--min-len N]]
 //               [--beam K] [--hyp-out FILE] [--lowercase]
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
 #include "data/metrics.hpp"
-#include "nn/safetensors.hpp"
 
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
@@ -163,7 +163,7 @@ int cmd_eval(const EvalArgs& a) {
     if (!a.hyp_out.empty()) {
       std::string all;
       for (const auto& h : dec.hyps) all += h + "\n";
-      nn::atomic_write_file(a.hyp_out, all);
+      atomic_write_file(a.hyp_out, all);
     }
   }
   const double sps = dec.seconds > 0 ? static_cast<double>(ds->size()) / dec.seconds : 0.0;

@@ -10,9 +10,9 @@
 #include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
 #include "apps/report.hpp"
+#include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
-#include "nn/safetensors.hpp"
 
 namespace qkv::app {
 
@@ -345,7 +345,7 @@ int cmd_report(const ReportArgs& a) {
 
   int64_t charts = 0;
   const std::string html = sat.empty() ? runs_page(runs, a, charts) : saturation_page(sat, charts);
-  nn::atomic_write_file(a.out, html);
+  atomic_write_file(a.out, html);
   for (const RunData& r : runs)
     for (const std::string& m : r.missing)
       std::fprintf(stderr, "qkv report: %s: %s\n", r.dir.c_str(), m.c_str());

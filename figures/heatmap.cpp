@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "figures/plot.hpp"
-#include "nn/safetensors.hpp"
 
 // The one definition of stb_image_write in qkv; its code is not ours to make -Wextra clean.
 #pragma GCC diagnostic push
@@ -405,9 +405,9 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
   if (ends(".png")) {
     HeatmapLayout l;
     const std::vector<uint8_t> rgb = render_heatmap_rgb(h, &l);
-    nn::atomic_write_file(path, encode_png(rgb, l.width, l.height));
+    atomic_write_file(path, encode_png(rgb, l.width, l.height));
   } else if (ends(".svg")) {
-    nn::atomic_write_file(path, render_heatmap_svg(h));
+    atomic_write_file(path, render_heatmap_svg(h));
   } else {
     throw Error(cat("heatmap: ", path, ": the file name must end in .png or .svg"));
   }

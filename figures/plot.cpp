@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "nn/safetensors.hpp"
+#include "core/atomic_file.hpp"
 
 namespace qkv::figures {
 namespace {
@@ -243,7 +243,7 @@ std::string render_svg(const LineChart& c, int W, int H) {
 }
 
 void write_svg(const std::string& path, const LineChart& c, int width, int height) {
-  nn::atomic_write_file(path, render_svg(c, width, height));
+  atomic_write_file(path, render_svg(c, width, height));
 }
 
 std::string render_svg(const BarChart& c, int W, int H) {
@@ -300,7 +300,7 @@ std::string render_svg(const BarChart& c, int W, int H) {
 }
 
 void write_svg(const std::string& path, const BarChart& c, int width, int height) {
-  nn::atomic_write_file(path, render_svg(c, width, height));
+  atomic_write_file(path, render_svg(c, width, height));
 }
 
 std::string xml_escape(const std::string& s) {
