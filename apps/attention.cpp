@@ -10,8 +10,11 @@
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
 #include "data/tokenizer.hpp"
+#include "figures/attention_maps.hpp"
 
 namespace qkv::app {
+
+using namespace figures;
 
 namespace {
 
@@ -92,84 +95,15 @@ AttendedInput attend(const LoadedRun& r, const data::Ids& src) {
   return a;
 }
 
-int64_t attention_heads(const AttendedInput& a) {
-  for (const auto* list : {&a.maps.decoder_cross, &a.maps.encoder_self, &a.maps.decoder_self})
-    if (!list->empty()) return (*list)[0].size(1);
-  return 0;
-}
+int64_t attention_heads(const AttendedInput& a) { return figures::attention_heads(a.maps); }
 
-Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std::string& kind,
-                          int64_t layer_arg, const std::string& head, int cell, const char* op) {
-  QKV_CHECK(kind == "self" || kind == "cross" || kind == "decoder-self", op,
-            "--kind must be self (encoder), decoder-self or cross, got '", kind, "'");
-  const bool lm = r.model->lm != nullptr;
-  QKV_CHECK(!lm || kind != "cross", op,
-            "a language model (model.kind = \"decoder\") has only causal self-attention: --kind "
-            "self, not cross");
-  const std::vector<ag::Var>& list = lm                ? a.maps.decoder_self
-                                     : kind == "self"  ? a.maps.encoder_self
-                                     : kind == "cross" ? a.maps.decoder_cross
-                                                       : a.maps.decoder_self;
-  const int64_t layers = static_cast<int64_t>(list.size());
-  QKV_CHECK(layers > 0, op, "the model has no ", kind, "-attention layers");
-  const int64_t layer = layer_arg == 0 ? layers : layer_arg;
-  QKV_CHECK(layer >= 1 && layer <= layers, op, "--layer must be in 1..", layers, " (", kind,
-            "-attention layers of this model), got ", layer_arg);
-  const Tensor w = list[layer - 1].data().to(DType::f64).select(0, 0);  // (h, n, m)
-  const int64_t heads = w.size(0);
-  Tensor mat;
-  std::string head_text;
-  if (head == "mean") {
-    mat = mean(w, {0});
-    head_text = heads == 1 ? "1 head" : "mean of " + std::to_string(heads) + " heads";
-  } else {
-    int64_t h = 0;
-    try {
-      size_t used = 0;
-      h = std::stoll(head, &used);
-      if (used != head.size()) h = 0;
-    } catch (const std::exception&) {
-      h = 0;
-    }
-    QKV_CHECK(h >= 1 && h <= heads, op, "--head must be mean or a head in 1..", heads, ", got '",
-              head, "'");
-    mat = w.select(0, h - 1);
-    head_text = "head " + std::to_string(h) + " of " + std::to_string(heads);
-  }
-
-  const std::vector<std::string> src_tok = tokens_of(a.src, r.data.src_vocab);
-  const std::vector<std::string> out_tok = tokens_of(a.tgt_out, r.data.tgt_vocab);
-  Heatmap hm;
-  hm.rows = mat.size(0);
-  hm.cols = mat.size(1);
-  hm.values = to_vector<double>(mat.contiguous());
-  hm.cell = cell;
-  const std::string where =
-      "layer " + std::to_string(layer) + "/" + std::to_string(layers) + ", " + head_text;
-  if (lm) {
-    hm.title = "causal self-attention, " + where;
-    hm.row_labels = hm.col_labels = src_tok;
-    hm.x_label = "key (the text so far)";
-    hm.y_label = "query (character)";
-  } else if (kind == "self") {
-    hm.title = "encoder self-attention, " + where;
-    hm.row_labels = hm.col_labels = src_tok;
-    hm.x_label = "key (source)";
-    hm.y_label = "query (source)";
-  } else if (kind == "cross") {
-    hm.title = "cross-attention, " + where;
-    hm.row_labels = out_tok;
-    hm.col_labels = src_tok;
-    hm.x_label = "key (source)";
-    hm.y_label = "output token";
-  } else {
-    hm.title = "decoder self-attention, " + where;
-    hm.row_labels = out_tok;
-    hm.col_labels = tokens_of(a.tgt_in, r.data.tgt_vocab);
-    hm.x_label = "key (decoder input)";
-    hm.y_label = "output token";
-  }
-  return hm;
+figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
+                                   const std::string& kind, int64_t layer, const std::string& head,
+                                   int cell, const char* op) {
+  const figures::AttentionLabels labels{
+      tokens_of(a.src, r.data.src_vocab), tokens_of(a.tgt_in, r.data.tgt_vocab),
+      tokens_of(a.tgt_out, r.data.tgt_vocab), r.model->lm != nullptr};
+  return figures::attention_heatmap(a.maps, labels, kind, layer, head, cell, op);
 }
 
 std::string target_text(const LoadedRun& r, const data::Ids& ids) {

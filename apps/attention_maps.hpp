@@ -1,10 +1,10 @@
-// Attention maps of a trained run on one input, drawn as labelled heatmaps: what
+// Attention maps of a trained run on one input (drawn by figures/attention_maps.hpp): what
 // `qkv attention` writes to a file and `qkv report` puts on its page.
 #pragma once
 #include <string>
 
-#include "apps/heatmap.hpp"
 #include "apps/run.hpp"
+#include "figures/heatmap.hpp"
 
 namespace qkv::app {
 
@@ -20,9 +20,9 @@ AttendedInput attend(const LoadedRun& r, const data::Ids& src);
 // One map as a heatmap: kind is self (encoder), decoder-self or cross; layer is 1-based (0:
 // the last); head is "mean" or a 1-based head. Bad values throw qkv::Error naming `op` and the
 // valid range. cell: pixels per cell side.
-Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a, const std::string& kind,
-                          int64_t layer, const std::string& head, int cell = 32,
-                          const char* op = "attention");
+figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
+                                   const std::string& kind, int64_t layer, const std::string& head,
+                                   int cell = 32, const char* op = "attention");
 
 // Heads per layer of the model that produced a (0 when it has no attention layers).
 int64_t attention_heads(const AttendedInput& a);

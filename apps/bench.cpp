@@ -27,10 +27,10 @@
 #include <sstream>
 #include <string>
 
-#include "apps/bench_runtime.hpp"
-#include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
 #include "apps/distributed.hpp"
+#include "bench/bench_runtime.hpp"
+#include "bench/bench_util.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/seq2seq.hpp"

@@ -5,7 +5,7 @@ Run by Debian's /usr/bin/python3 with python3-torch. Prints one JSON object per 
 {"model", "framework": "torch", "threads", "ms_per_step", "steps", "peak_rss_mb", "runtime",
 "options"}. peak_rss_mb is the process's peak resident memory (VmHWM) above its resident memory
 just before the model was built, as qkv's child reports it. runtime is what this process
-computes on (the fields of apps/bench_runtime.hpp, which classifies them): the mapped file
+computes on (the fields of bench/bench_runtime.hpp, which classifies them): the mapped file
 holding the sgemm_ torch calls, read from /proc/self/maps, OpenBLAS's own report through
 ctypes, OPENBLAS_CORETYPE and the thread counts. --describe prints only that and exits.
 
@@ -62,7 +62,7 @@ def status_mb(key):
     return 0.0
 
 
-# ---- what this process computes on (mirrors apps/bench_runtime.cpp's this_process)
+# ---- what this process computes on (mirrors bench/bench_runtime.cpp's this_process)
 
 BLAS_KEYS = ("libblas", "libopenblas", "libmkl", "libblis", "atlas", "liblapack", "libcblas")
 

@@ -15,19 +15,20 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "apps/bench_util.hpp"
 #include "apps/commands.hpp"
-#include "apps/plot.hpp"
+#include "bench/bench_util.hpp"
+#include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "figures/plot.hpp"
 #include "nn/attention.hpp"
-#include "nn/safetensors.hpp"
 
 namespace qkv::app {
 namespace {
 
 using namespace bench;
 using nlohmann::json;
+using namespace figures;
 
 constexpr int64_t kHeads = 8, kHeadDim = 64, kWindow = 128;
 const std::vector<std::string> kMethods = {"dense", "tiled", "window", "linear", "linear-causal"};
@@ -146,8 +147,7 @@ int cmd_attention_sweep(const BenchArgs& a) {
   }
   if (!a.figure.empty() && !time.series.empty()) {
     const int w = 640, h = 420;
-    nn::atomic_write_file(a.figure,
-                          side_by_side(render_svg(time, w, h), render_svg(mem, w, h), w, h));
+    atomic_write_file(a.figure, side_by_side(render_svg(time, w, h), render_svg(mem, w, h), w, h));
     result["figure"] = a.figure;
   }
   if (a.json) {

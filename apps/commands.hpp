@@ -74,7 +74,7 @@ struct BenchArgs {
   bool passive = false;      // OMP_WAIT_POLICY=passive for both sides (busy machines)
   bool child = false;        // internal: run the models in this process, print JSON lines
   // compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside OpenMP
-  // threads or more threads than cores (apps/bench_runtime.hpp); flagged in the table
+  // threads or more threads than cores (bench/bench_runtime.hpp); flagged in the table
   bool allow_unfair = false;
   // --attention-sweep: time and memory of attention variants against n (bench_sweep.cpp)
   bool attention_sweep = false;

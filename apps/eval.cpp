@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
 #include "data/metrics.hpp"
-#include "nn/safetensors.hpp"
 
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
@@ -164,7 +164,7 @@ int cmd_eval(const EvalArgs& a) {
     if (!a.hyp_out.empty()) {
       std::string all;
       for (const auto& h : dec.hyps) all += h + "\n";
-      nn::atomic_write_file(a.hyp_out, all);
+      atomic_write_file(a.hyp_out, all);
     }
   }
   const double sps = dec.seconds > 0 ? static_cast<double>(ds->size()) / dec.seconds : 0.0;

@@ -3,22 +3,32 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
 #include "apps/report.hpp"
+#include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
-#include "nn/safetensors.hpp"
 
 namespace qkv::app {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using namespace report;
+using namespace figures;
+using namespace figures::report;
 
 namespace {
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 std::string num(double v) {
   char b[32];
@@ -280,6 +290,28 @@ std::string saturation_page(const std::vector<SaturationData>& sat, int64_t& cha
 
 }  // namespace
 
+RunData read_run(const std::string& dir) {
+  const fs::path p(dir);
+  if (!fs::is_directory(p)) throw Error("report: " + dir + ": no such folder");
+  if (!fs::exists(p / "config.toml"))
+    throw Error("report: " + dir +
+                ": not a run folder (no config.toml) nor a qkv saturation folder (no "
+                "saturation.json)");
+  RunData r;
+  r.dir = dir;
+  fs::path named = p;
+  if (named.filename().empty()) named = named.parent_path();  // "runs/a/"
+  r.name = named.filename().string();
+  if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
+  r.config_text = read_all(p / "config.toml");
+  r.config = parse_toml(r.config_text, (p / "config.toml").string()).root;
+  read_metrics((p / "metrics.jsonl").string(), r);
+  r.checkpoint = find_checkpoint(dir, "latest");
+  if (r.checkpoint.empty())
+    r.missing.push_back("no checkpoint yet: no attention maps or example outputs");
+  return r;
+}
+
 int cmd_report(const ReportArgs& a) {
   QKV_CHECK(!a.runs.empty(), "report", "give at least one run folder (or qkv saturation folder)");
   QKV_CHECK(a.examples >= 0, "report", "--examples must be >= 0, got ", a.examples);
@@ -313,7 +345,7 @@ int cmd_report(const ReportArgs& a) {
 
   int64_t charts = 0;
   const std::string html = sat.empty() ? runs_page(runs, a, charts) : saturation_page(sat, charts);
-  nn::atomic_write_file(a.out, html);
+  atomic_write_file(a.out, html);
   for (const RunData& r : runs)
     for (const std::string& m : r.missing)
       std::fprintf(stderr, "qkv report: %s: %s\n", r.dir.c_str(), m.c_str());

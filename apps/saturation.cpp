@@ -9,21 +9,22 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "apps/attention_stats.hpp"
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
-#include "apps/plot.hpp"
 #include "apps/toml.hpp"
 #include "apps/trainer_lite.hpp"
+#include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "figures/attention_stats.hpp"
+#include "figures/plot.hpp"
 #include "nn/attention.hpp"
-#include "nn/safetensors.hpp"
 
 namespace qkv::app {
 
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
+using namespace figures;
 
 namespace {
 
@@ -313,14 +314,14 @@ int cmd_saturation(const SaturationArgs& a) {
           kScale[s], c.loss.front(), tail_mean(c.loss, tail), tail, c.entropy.front(),
           tail_mean(c.entropy, tail), c.seconds);
     }
-    nn::atomic_write_file((out / "saturation_training.csv").string(), tcsv.str());
+    atomic_write_file((out / "saturation_training.csv").string(), tcsv.str());
     write_svg((out / "training_loss.svg").string(), loss_chart);
     write_svg((out / "training_entropy.svg").string(), ent_chart);
   }
 
-  nn::atomic_write_file((out / "saturation.json").string(), j.dump(1) + "\n");
-  nn::atomic_write_file((out / "saturation.csv").string(), csv.str());
-  nn::atomic_write_file((out / "saturation_row.csv").string(), row_csv.str());
+  atomic_write_file((out / "saturation.json").string(), j.dump(1) + "\n");
+  atomic_write_file((out / "saturation.csv").string(), csv.str());
+  atomic_write_file((out / "saturation_row.csv").string(), row_csv.str());
   write_svg((out / "row_weights.svg").string(), bars);
   Series maxh{"log m (uniform weights)", {}, {}, "#777777"};
   for (int64_t d : dks) maxh.x.push_back(static_cast<double>(d)), maxh.y.push_back(log_m);

@@ -16,20 +16,20 @@
 #include <optional>
 #include <sstream>
 
-#include "apps/attention_stats.hpp"
 #include "apps/commands.hpp"
 #include "apps/distributed.hpp"
 #include "apps/integrity.hpp"
 #include "apps/limits.hpp"
 #include "apps/lm.hpp"
-#include "apps/plot.hpp"
-#include "apps/progress.hpp"
 #include "apps/run.hpp"
 #include "apps/run_lock.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "data/loader.hpp"
+#include "figures/attention_stats.hpp"
+#include "figures/plot.hpp"
+#include "figures/progress.hpp"
 #include "nn/safetensors.hpp"
 #include "optim/clip.hpp"
 #include "optim/schedule.hpp"
@@ -38,6 +38,7 @@ namespace qkv::app {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace figures;
 
 namespace {
 

@@ -4,13 +4,15 @@
 #include <cmath>
 #include <memory>
 
-#include "apps/attention_stats.hpp"
 #include "apps/run.hpp"
 #include "data/loader.hpp"
+#include "figures/attention_stats.hpp"
 #include "optim/clip.hpp"
 #include "optim/schedule.hpp"
 
 namespace qkv::app {
+
+using figures::attention_entropy;
 
 namespace {
 double mean_of(const std::vector<double>& v) {

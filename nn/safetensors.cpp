@@ -1,8 +1,5 @@
 #include "nn/safetensors.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "core/atomic_file.hpp"
 
 namespace qkv::nn {
 namespace {
@@ -49,30 +48,6 @@ const Tensor& SafetensorsFile::get(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
   throw Error(cat(path, ": no tensor named '", name, "'"));
-}
-
-void atomic_write_file(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  QKV_CHECK(fd >= 0, "write", "cannot create ", tmp, ": ", std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(cat("write: writing ", tmp, " failed: ", std::strerror(e)));
-    }
-    done += static_cast<size_t>(w);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw Error(cat("write: cannot move ", tmp, " to ", path, ": ", std::strerror(e)));
-  }
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/atomic_file.hpp"
 #include "core/tensor.hpp"
 
 namespace qkv::nn {
@@ -36,7 +37,8 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Parses an in-memory file (the fuzz target and the loader share it). name is for messages.
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& name);
 
-// Writes bytes to path atomically (temporary file, fsync, rename). Throws qkv::Error on failure.
-void atomic_write_file(const std::string& path, const std::string& bytes);
+// The old spelling of qkv::atomic_write_file (core/atomic_file.hpp), kept only while
+// apps/train.cpp, run.cpp and integrity.cpp move to their libraries (#18); remove after.
+using qkv::atomic_write_file;
 
 }  // namespace qkv::nn

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <regex>
 
-#include "apps/heatmap.hpp"
+#include "figures/heatmap.hpp"
 #include "lesson_test_util.hpp"
 
 using namespace qkv;
-using namespace qkv::app;
+using namespace qkv::figures;
 using namespace qkv::lesson_test;
 
 namespace {

@@ -1,4 +1,4 @@
-// qkv report without a browser: chart decimation and ticks, metric discovery from
+// qkv report without a browser (chart decimation and ticks: tests/figures): metric discovery from
 // metrics.jsonl, config differences, the page's basics (one <title>, internal links resolve,
 // nothing external), and bad input through the real binary on synthetic run folders.
 // The browser side (Chromium loads the page of real runs) is tests/apps/report_browser_test.py.
@@ -14,7 +14,8 @@
 
 using namespace qkv;
 using namespace qkv::app;
-using namespace qkv::app::report;
+using namespace qkv::figures;
+using namespace qkv::figures::report;
 using namespace qkv::lesson_test;
 
 namespace {
@@ -106,45 +107,6 @@ size_t count(const std::string& s, const std::string& what) {
 }
 
 }  // namespace
-
-TEST_CASE("report: min-max decimation keeps spikes, ends and at most two points per bucket") {
-  Series s{"x", {}, {}, ""};
-  for (int i = 0; i < 20000; ++i)
-    s.x.push_back(i), s.y.push_back(i == 12345 ? 99.0 : 1.0 / (1 + i));
-  const Series d = downsample(s, 500);
-  CHECK(d.x.size() <= 1000);
-  CHECK(d.x.size() >= 500);
-  CHECK(d.x.front() == 0);
-  CHECK(d.y.front() == 1.0);
-  CHECK(d.x.back() == 19999);
-  bool spike = false;
-  for (size_t i = 0; i < d.x.size(); ++i) spike = spike || (d.x[i] == 12345 && d.y[i] == 99.0);
-  CHECK(spike);
-  for (size_t i = 1; i < d.x.size(); ++i) CHECK(d.x[i] > d.x[i - 1]);
-  Series small{"x", {1, 2, 3}, {3, 1, 2}, ""};
-  CHECK(downsample(small, 500).y == small.y);
-}
-
-TEST_CASE("report: a chart of 20000 points draws at most two per pixel column") {
-  Series s{"loss", {}, {}, ""};
-  for (int i = 1; i <= 20000; ++i) s.x.push_back(i), s.y.push_back(3.0 / i);
-  const std::string svg = render_svg(LineChart{"t", "step", "loss", false, true, {s}}, 600, 340);
-  const size_t start = svg.find("points='"), stop = svg.find('\'', start + 8);
-  REQUIRE(start != std::string::npos);
-  const size_t points = count(svg.substr(start, stop - start), ",");
-  CHECK(points <= 2 * 600);
-  CHECK(points >= 100);
-}
-
-TEST_CASE("report: ticks are exact multiples, log axes get ticks within a decade") {
-  Series s{"a", {0, 1, 2}, {-1.0, 0.3, 1.0}, ""};
-  const std::string lin = render_svg(LineChart{"t", "x", "y", false, false, {s}}, 600, 340);
-  CHECK(lin.find("'end'>0</text>") != std::string::npos);  // 0, not 5e-17
-  CHECK(lin.find("e-17") == std::string::npos);
-  Series narrow{"b", {1, 2, 3}, {0.3, 0.5, 0.9}, ""};
-  const std::string log = render_svg(LineChart{"t", "x", "y", false, true, {narrow}}, 600, 340);
-  CHECK(log.find("'end'>0.5</text>") != std::string::npos);
-}
 
 TEST_CASE("report: every metric in metrics.jsonl becomes a chart, runs overlaid") {
   const TempDir t("report_metrics");

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::app {
+namespace qkv::figures {
 
 struct Heatmap {
   std::string title, x_label, y_label;
@@ -57,4 +57,4 @@ std::string encode_png(const std::vector<uint8_t>& rgb, int width, int height);
 // The label as drawn: at most 12 characters, ASCII only (see above).
 std::string heatmap_label(const std::string& token);
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

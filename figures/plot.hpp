@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::app {
+namespace qkv::figures {
 
 struct Series {
   std::string label;
@@ -49,4 +49,4 @@ bool spans_decades(const std::vector<Series>& series, double ratio = 100);
 // s with <, >, &, ' and " replaced by entities: safe as SVG text or a quoted attribute value.
 std::string xml_escape(const std::string& s);
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

@@ -1,11 +1,11 @@
-#include "apps/progress.hpp"
+#include "figures/progress.hpp"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
 
-namespace qkv::app {
+namespace qkv::figures {
 
 std::string format_duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
@@ -66,4 +66,4 @@ void Progress::message(const std::string& line) {
 
 void Progress::finish() { clear_bar(); }
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

@@ -1,4 +1,4 @@
-#include "apps/bench_util.hpp"
+#include "bench/bench_util.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "core/error.hpp"
 
-namespace qkv::app::bench {
+namespace qkv::bench {
 
 // kB from a /proc/self/status line such as "VmHWM:   12345 kB".
 double proc_status_mb(const char* key) {
@@ -82,4 +82,4 @@ double load_average() {
   return l;
 }
 
-}  // namespace qkv::app::bench
+}  // namespace qkv::bench

@@ -3,9 +3,9 @@
 // and the inline style sheet, so a browser says so if anything ever tries.
 #include <sstream>
 
-#include "apps/report.hpp"
+#include "figures/report.hpp"
 
-namespace qkv::app::report {
+namespace qkv::figures::report {
 
 std::string html_escape(const std::string& s) {
   std::string o;
@@ -141,4 +141,4 @@ std::string render_page(const std::string& title, const std::string& subtitle,
   return o.str();
 }
 
-}  // namespace qkv::app::report
+}  // namespace qkv::figures::report

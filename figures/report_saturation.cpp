@@ -3,9 +3,9 @@
 #include <cmath>
 #include <string>
 
-#include "apps/report.hpp"
+#include "figures/report.hpp"
 
-namespace qkv::app::report {
+namespace qkv::figures::report {
 
 using nlohmann::json;
 
@@ -133,4 +133,4 @@ std::vector<BarChart> saturation_bars(const std::vector<SaturationData>& s) {
   return out;
 }
 
-}  // namespace qkv::app::report
+}  // namespace qkv::figures::report

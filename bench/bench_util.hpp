@@ -8,7 +8,7 @@
 
 #include "apps/distributed.hpp"
 
-namespace qkv::app::bench {
+namespace qkv::bench {
 
 using Clock = std::chrono::steady_clock;
 
@@ -29,7 +29,7 @@ std::vector<double> time_steps(F&& step, int warmup, int min_steps, double min_s
     const bool m = static_cast<int>(ms.size()) < min_steps ||
                    (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds &&
                     ms.size() < 200);
-    return dist::size() == 1 ? m : dist::from_root(m ? 1 : 0) != 0;
+    return app::dist::size() == 1 ? m : app::dist::from_root(m ? 1 : 0) != 0;
   };
   while (more()) {
     const auto t0 = Clock::now();
@@ -47,4 +47,4 @@ std::string self_exe();  // this executable's path
 std::string cpu_model();
 double load_average();  // 1-minute load
 
-}  // namespace qkv::app::bench
+}  // namespace qkv::bench

@@ -9,11 +9,11 @@
 #include <set>
 #include <sstream>
 
-#include "apps/report.hpp"
 #include "apps/run.hpp"
 #include "core/error.hpp"
+#include "figures/report.hpp"
 
-namespace qkv::app::report {
+namespace qkv::figures::report {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -117,28 +117,13 @@ size_t nth_of_run(const Pending& p, size_t i) {
 
 }  // namespace
 
-RunData read_run(const std::string& dir) {
-  const fs::path p(dir);
-  if (!fs::is_directory(p)) throw Error("report: " + dir + ": no such folder");
-  if (!fs::exists(p / "config.toml"))
-    throw Error("report: " + dir +
-                ": not a run folder (no config.toml) nor a qkv saturation folder (no "
-                "saturation.json)");
-  RunData r;
-  r.dir = dir;
-  fs::path named = p;
-  if (named.filename().empty()) named = named.parent_path();  // "runs/a/"
-  r.name = named.filename().string();
-  if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
-  r.config_text = read_all(p / "config.toml");
-  r.config = parse_toml(r.config_text, (p / "config.toml").string()).root;
-  const fs::path mpath = p / "metrics.jsonl";
-  if (!fs::exists(mpath)) {
+void read_metrics(const std::string& path, RunData& r) {
+  if (!fs::exists(path)) {
     r.missing.push_back(
         "no metrics yet: metrics.jsonl does not exist (the run has not logged a "
         "step)");
   } else {
-    std::ifstream in(mpath);
+    std::ifstream in(path);
     std::string line;
     while (std::getline(in, line)) {
       if (line.empty()) continue;
@@ -157,10 +142,6 @@ RunData read_run(const std::string& dir) {
   if (r.bad_lines > 0)
     r.missing.push_back(std::to_string(r.bad_lines) +
                         " line(s) of metrics.jsonl are not JSON records and were skipped");
-  r.checkpoint = find_checkpoint(dir, "latest");
-  if (r.checkpoint.empty())
-    r.missing.push_back("no checkpoint yet: no attention maps or example outputs");
-  return r;
 }
 
 std::vector<std::pair<std::string, std::string>> flatten_config(const ojson& root) {
@@ -333,4 +314,4 @@ SaturationData read_saturation(const std::string& dir) {
   return s;
 }
 
-}  // namespace qkv::app::report
+}  // namespace qkv::figures::report

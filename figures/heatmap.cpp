@@ -1,13 +1,13 @@
-#include "apps/heatmap.hpp"
+#include "figures/heatmap.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "apps/plot.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "nn/safetensors.hpp"
+#include "figures/plot.hpp"
 
 // The one definition of stb_image_write in qkv; its code is not ours to make -Wextra clean.
 #pragma GCC diagnostic push
@@ -20,7 +20,7 @@
 #include <stb_image_write.h>
 #pragma GCC diagnostic pop
 
-namespace qkv::app {
+namespace qkv::figures {
 namespace {
 
 constexpr int kPad = 12, kAdv = 12, kTextH = 14, kMaxLabel = 12;
@@ -405,12 +405,12 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
   if (ends(".png")) {
     HeatmapLayout l;
     const std::vector<uint8_t> rgb = render_heatmap_rgb(h, &l);
-    nn::atomic_write_file(path, encode_png(rgb, l.width, l.height));
+    atomic_write_file(path, encode_png(rgb, l.width, l.height));
   } else if (ends(".svg")) {
-    nn::atomic_write_file(path, render_heatmap_svg(h));
+    atomic_write_file(path, render_heatmap_svg(h));
   } else {
     throw Error(cat("heatmap: ", path, ": the file name must end in .png or .svg"));
   }
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

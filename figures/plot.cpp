@@ -1,13 +1,13 @@
-#include "apps/plot.hpp"
+#include "figures/plot.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "nn/safetensors.hpp"
+#include "core/atomic_file.hpp"
 
-namespace qkv::app {
+namespace qkv::figures {
 namespace {
 
 const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
@@ -243,7 +243,7 @@ std::string render_svg(const LineChart& c, int W, int H) {
 }
 
 void write_svg(const std::string& path, const LineChart& c, int width, int height) {
-  nn::atomic_write_file(path, render_svg(c, width, height));
+  atomic_write_file(path, render_svg(c, width, height));
 }
 
 std::string render_svg(const BarChart& c, int W, int H) {
@@ -300,7 +300,7 @@ std::string render_svg(const BarChart& c, int W, int H) {
 }
 
 void write_svg(const std::string& path, const BarChart& c, int width, int height) {
-  nn::atomic_write_file(path, render_svg(c, width, height));
+  atomic_write_file(path, render_svg(c, width, height));
 }
 
 std::string xml_escape(const std::string& s) {
@@ -322,4 +322,4 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::app::bench {
+namespace qkv::bench {
 
 struct RuntimeInfo {
   std::string framework;                // "qkv" or "torch"
@@ -63,4 +63,4 @@ std::string describe(const RuntimeInfo& r);
 nlohmann::json to_json(const RuntimeInfo& r);
 RuntimeInfo runtime_from_json(const nlohmann::json& j);  // fills blas from sgemm_file
 
-}  // namespace qkv::app::bench
+}  // namespace qkv::bench

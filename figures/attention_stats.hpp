@@ -6,7 +6,7 @@
 
 #include "autograd/var.hpp"
 
-namespace qkv::app {
+namespace qkv::figures {
 
 // Mean entropy (nats) of the attention rows of each map (one per layer), averaged over batch,
 // heads and query positions with at least one key: a fully masked query's row is all zeros
@@ -26,4 +26,4 @@ RowStats row_stats(const Tensor& p, double threshold = 0.99);
 // sqrt(sum p^2 - 2 sum p^3 + (sum p^2)^2).
 double softmax_jacobian_norm(const double* p, int64_t m);
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace qkv::app {
+namespace qkv::figures {
 
 class Progress {
  public:
@@ -26,4 +26,4 @@ class Progress {
 
 std::string format_duration(double seconds);  // "1:05:09", "0:42"
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

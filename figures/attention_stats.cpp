@@ -1,9 +1,9 @@
-#include "apps/attention_stats.hpp"
+#include "figures/attention_stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace qkv::app {
+namespace qkv::figures {
 
 std::vector<double> attention_entropy(const std::vector<ag::Var>& maps) {
   std::vector<double> out;
@@ -48,4 +48,4 @@ RowStats row_stats(const Tensor& probs, double threshold) {
   return s;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::figures

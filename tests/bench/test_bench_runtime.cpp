@@ -1,5 +1,5 @@
-// What `qkv bench` reports each side ran on (apps/bench_runtime.hpp): memory maps parsed from
-// fixture files (tests/apps/fixtures/maps-*.txt, trimmed from real /proc/<pid>/maps), the BLAS
+// What `qkv bench` reports each side ran on (bench/bench_runtime.hpp): memory maps parsed from
+// fixture files (tests/bench/fixtures/maps-*.txt, trimmed from real /proc/<pid>/maps), the BLAS
 // classified from resolved paths, and the checks that refuse an unfair comparison.
 #include <catch2/catch.hpp>
 
@@ -7,16 +7,16 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/bench_runtime.hpp"
+#include "bench/bench_runtime.hpp"
 #include "test_util.hpp"
 
-using namespace qkv::app::bench;
+using namespace qkv::bench;
 
 namespace {
 
 std::string fixture(const std::string& name) {
   const char* src = std::getenv("QKV_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/tests/apps/fixtures/" + name;
+  return std::string(src ? src : ".") + "/tests/bench/fixtures/" + name;
 }
 
 // The BLAS a process runs on, as this_process and bench_reference.py determine it: the file

@@ -1,4 +1,4 @@
-#include "apps/bench_runtime.hpp"
+#include "bench/bench_runtime.hpp"
 
 #include <dlfcn.h>
 #include <omp.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace qkv::app::bench {
+namespace qkv::bench {
 namespace {
 
 // One maps line: "start-end perms offset dev inode [path]"; path may hold spaces.
@@ -237,4 +237,4 @@ RuntimeInfo runtime_from_json(const nlohmann::json& j) {
   return r;
 }
 
-}  // namespace qkv::app::bench
+}  // namespace qkv::bench

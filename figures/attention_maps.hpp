@@ -1,0 +1,32 @@
+// Attention weights drawn as labelled heatmaps: the figure half of `qkv attention` and of the
+// attention maps on `qkv report`'s page (apps/attention_maps.hpp runs the model to get them).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "figures/heatmap.hpp"
+#include "nn/seq2seq.hpp"
+
+namespace qkv::figures {
+
+// The tokens on a map's axes: the source, the decoder's input (<bos> + output) and the
+// decoder's labels (output + <eos>), one label per position of the maps.
+struct AttentionLabels {
+  std::vector<std::string> src, tgt_in, tgt_out;
+  // A decoder-only language model: its only maps are the causal self-attention over one text
+  // (maps.decoder_self), labelled by src on both axes.
+  bool language_model = false;
+};
+
+// One map as a heatmap: kind is self (encoder), decoder-self or cross; layer is 1-based (0:
+// the last); head is "mean" or a 1-based head. maps: each layer's weights (1, h, n, m). Bad
+// values throw qkv::Error naming `op` and the valid range. cell: pixels per cell side.
+Heatmap attention_heatmap(const nn::AttentionMaps& maps, const AttentionLabels& labels,
+                          const std::string& kind, int64_t layer, const std::string& head,
+                          int cell = 32, const char* op = "attention");
+
+// Heads per layer of the maps (0 when there are none).
+int64_t attention_heads(const nn::AttentionMaps& maps);
+
+}  // namespace qkv::figures
