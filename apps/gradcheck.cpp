@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
+#include "config/config.hpp"
 #include "apps/gradcheck_layers.hpp"
 
 namespace qkv::app {

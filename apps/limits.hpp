@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "apps/config.hpp"
+#include "config/config.hpp"
 
 namespace qkv::app {
 

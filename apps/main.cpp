@@ -11,7 +11,7 @@
 
 #include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
+#include "config/config.hpp"
 #include "apps/distributed.hpp"
 #include "core/error.hpp"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/config.hpp"
+#include "config/config.hpp"
 #include "data/config.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"

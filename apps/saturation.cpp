@@ -11,7 +11,7 @@
 
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
-#include "apps/toml.hpp"
+#include "config/toml.hpp"
 #include "apps/trainer_lite.hpp"
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"

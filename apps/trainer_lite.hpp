@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "apps/config.hpp"
+#include "config/config.hpp"
 
 namespace qkv::app {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "apps/config.hpp"
+#include "config/config.hpp"
 #include "apps/gradcheck_layers.hpp"
 #include "lesson_test_util.hpp"
 

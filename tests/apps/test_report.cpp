@@ -8,7 +8,7 @@
 #include <regex>
 #include <set>
 
-#include "apps/config.hpp"
+#include "config/config.hpp"
 #include "apps/report.hpp"
 #include "lesson_test_util.hpp"
 

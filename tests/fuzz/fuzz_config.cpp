@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "apps/config.hpp"
-#include "apps/toml.hpp"
+#include "config/config.hpp"
+#include "config/toml.hpp"
 #include "core/error.hpp"
 
 namespace qkv::fuzz {

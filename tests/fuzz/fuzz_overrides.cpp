@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/config.hpp"
-#include "apps/toml.hpp"
+#include "config/config.hpp"
+#include "config/toml.hpp"
 #include "core/error.hpp"
 
 namespace qkv::fuzz {

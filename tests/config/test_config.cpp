@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "apps/config.hpp"
-#include "apps/toml.hpp"
+#include "config/config.hpp"
+#include "config/toml.hpp"
 
 using namespace qkv;
 using namespace qkv::app;

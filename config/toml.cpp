@@ -1,4 +1,4 @@
-#include "apps/toml.hpp"
+#include "config/toml.hpp"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "apps/config.hpp"
+#include "config/config.hpp"
 
 #include <cctype>
 #include <climits>

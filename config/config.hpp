@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/toml.hpp"
+#include "config/toml.hpp"
 #include "data/config.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/config.hpp"

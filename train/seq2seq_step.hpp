@@ -1,0 +1,45 @@
+// The forward of a qkv::nn::Seq2Seq (encoder-decoder or decoder-only) for the Trainer: draws
+// the next batch from a data::BatchSource and returns its token-mean cross-entropy.
+//
+//   logits (B, T, V) = model.forward(src (B, S), tgt_in (B, T), src_mask, tgt_mask)
+//   loss = cross_entropy(logits as (B*T, V), tgt_out as (B*T), ignore_index, label_smoothing)
+// A shard of a data-parallel batch (Batch::global_tgt_tokens > tgt_tokens) scales its loss by
+// tgt_tokens / global_tgt_tokens, so the processes' losses and gradients sum to those of the
+// global batch; a shard with no rows returns an undefined loss.
+//
+// The model and the loader are the caller's and must outlive this object.
+#pragma once
+#include <cstdint>
+
+#include "data/loader.hpp"
+#include "nn/seq2seq.hpp"
+#include "train/trainer.hpp"
+
+namespace qkv::train {
+
+struct Seq2SeqLoss {
+  int64_t ignore_index = 0;     // label 0 is <pad>; -1 for vocabularies without specials (lm)
+  double label_smoothing = 0;
+  bool keep_attention = false;  // keep each step's attention maps (attention_maps())
+};
+
+class Seq2SeqStep {
+ public:
+  Seq2SeqStep(const nn::Seq2Seq& model, data::BatchSource& loader, Seq2SeqLoss options = {});
+  Forward operator()();
+  // For Trainer: a ForwardFn calling this object (which must outlive it).
+  ForwardFn forward_fn() {
+    return [this] { return (*this)(); };
+  }
+  const data::Batch& batch() const { return batch_; }         // the last step's batch
+  const nn::AttentionMaps& attention_maps() const { return maps_; }  // with keep_attention
+
+ private:
+  const nn::Seq2Seq& model_;
+  data::BatchSource& loader_;
+  Seq2SeqLoss options_;
+  data::Batch batch_;
+  nn::AttentionMaps maps_;
+};
+
+}  // namespace qkv::train

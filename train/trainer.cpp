@@ -1,0 +1,157 @@
+#include "train/trainer.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "optim/clip.hpp"
+
+namespace qkv::train {
+
+void EarlyStopping::on_validate(Trainer& t) {
+  if (patience_ > 0 && t.state().evals_since_best >= patience_)
+    t.request_stop(StopReason::early_stopping);
+}
+
+Trainer::Trainer(std::vector<ag::Var> params, optim::Optimizer& optimizer, ForwardFn forward,
+                 TrainerOptions options, Distributed* dist)
+    : params_(std::move(params)),
+      optimizer_(optimizer),
+      forward_(std::move(forward)),
+      options_(std::move(options)),
+      dist_(dist != nullptr ? dist : &single_) {
+  QKV_CHECK(static_cast<bool>(forward_), "Trainer", "no forward function given");
+  QKV_CHECK(options_.total_steps >= 0 && options_.eval_every >= 0 &&
+                options_.checkpoint_every >= 0,
+            "Trainer", "total_steps, eval_every and checkpoint_every must be >= 0, got ",
+            options_.total_steps, ", ", options_.eval_every, ", ", options_.checkpoint_every);
+}
+
+bool Trainer::poll_stop() {
+  bool stop = false;
+  for (Hook* h : hooks_) stop = h->should_stop(*this) || stop;  // every hook is asked
+  return stop;
+}
+
+// Returns true: skip the step; otherwise throws.
+bool Trainer::handle_nonfinite(const std::string& what) {
+  const bool skip = options_.skip_nonfinite;
+  std::string notes;
+  for (Hook* h : hooks_) {
+    const std::string note = h->on_nonfinite(*this, what, skip);
+    if (!note.empty()) notes += (notes.empty() ? "" : "; ") + note;
+  }
+  if (skip) {
+    optimizer_.zero_grad();  // anomaly mode may stop backward half-way
+    return true;
+  }
+  std::ostringstream msg;
+  msg << "train: step " << state_.step << ": " << what << "; stopping";
+  if (!notes.empty()) msg << " (" << notes << ")";
+  throw Error(msg.str());
+}
+
+// Anomaly mode's findings are about the numbers; any other error is a real one (rethrown by
+// the caller). A finding is this process's alone: with several processes it stops them all (a
+// skip on one would leave the others waiting in a collective).
+bool Trainer::handle_error(const Error& e) {
+  const std::string msg = e.what();
+  if (!ag::anomaly_mode() || msg.rfind("anomaly: ", 0) != 0) return false;
+  if (!dist_->decides_alone())
+    throw Error("train: step " + std::to_string(state_.step) + ": " + msg + "; stopping");
+  return handle_nonfinite(msg);
+}
+
+// After backward: the gradient reduction, clipping, the schedule and the update.
+StepStats Trainer::update(double loss, int64_t tokens) {
+  dist_->reduce_gradients();
+  StepStats s;
+  s.step = state_.step;
+  s.loss = loss;
+  s.tokens = tokens;
+  if (options_.clip_norm > 0)
+    s.grad_norm = optim::clip_grad_norm(params_, options_.clip_norm);
+  else if (options_.measure_grad_norm)
+    s.grad_norm = optim::grad_norm(params_);
+  if (options_.clip_value > 0) optim::clip_grad_value(params_, options_.clip_value);
+  s.lr = options_.schedule ? optim::apply_schedule(optimizer_, *options_.schedule)
+                           : optimizer_.lr();
+  optimizer_.step();
+  optimizer_.zero_grad();
+  if (loader_ != nullptr) {
+    state_.loader = loader_->state();
+    state_.epoch = state_.loader.epoch;
+  }
+  return s;
+}
+
+std::optional<StepStats> Trainer::step(bool* stop_out) {
+  ++state_.step;
+  dist_->begin_step(state_.step);
+  for (Hook* h : hooks_) h->on_step_begin(*this);
+  Forward f;
+  double loss = 0;
+  try {
+    f = forward_();
+    if (f.loss.defined()) loss = f.loss.item();
+  } catch (const Error& e) {
+    if (!handle_error(e)) throw;
+    return std::nullopt;
+  }
+  // The global loss and "someone wants to stop", so that every process takes the same branch.
+  bool stop = poll_stop();
+  dist_->agree(loss, stop);
+  if (stop_out != nullptr) *stop_out = stop;
+  if (!std::isfinite(loss)) {
+    std::ostringstream what;
+    what << "loss is " << loss;
+    if (handle_nonfinite(what.str())) return std::nullopt;
+  }
+  try {
+    if (f.loss.defined()) f.loss.backward();
+  } catch (const Error& e) {
+    if (!handle_error(e)) throw;
+    return std::nullopt;
+  }
+  const StepStats s = update(loss, f.tokens);
+  for (Hook* h : hooks_) h->on_step_end(*this, s);
+  return s;
+}
+
+bool Trainer::validation_step(int64_t step) const {
+  return step == options_.total_steps || (options_.eval_every > 0 && step % options_.eval_every == 0);
+}
+
+StopReason Trainer::fit() {
+  requested_.reset();
+  for (Hook* h : hooks_) h->on_train_begin(*this);
+  // A run resumed at a validation step was already validated there.
+  bool validated_last = state_.step > 0 && validation_step(state_.step);
+  StopReason reason = StopReason::completed;
+  while (state_.step < options_.total_steps) {
+    validated_last = false;
+    bool stop = false;
+    if (!step(&stop)) continue;
+    if (validation_step(state_.step)) {
+      validated_last = true;
+      for (Hook* h : hooks_) h->on_validate(*this);
+      if (requested_) {
+        reason = *requested_;
+        break;
+      }
+    }
+    if (options_.checkpoint_every > 0 && state_.step % options_.checkpoint_every == 0)
+      for (Hook* h : hooks_) h->on_checkpoint(*this);
+    if (dist_->decides_alone()) stop = poll_stop();  // one process: the latest news
+    if (stop) {
+      reason = StopReason::requested;
+      break;
+    }
+  }
+  if (reason == StopReason::completed && !validated_last)
+    for (Hook* h : hooks_) h->on_validate(*this);
+  for (Hook* h : hooks_) h->on_train_end(*this, reason);
+  return reason;
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,179 @@
+// The training loop as a library: one implementation of a training step, and hooks for
+// everything around it (logging, validation, checkpoints, early stopping, a progress bar,
+// interrupts), in the style of Keras `fit` callbacks and dlib's dnn_trainer.
+//
+// A step (Trainer::step):
+//   forward   the ForwardFn: draws its batch and returns a scalar loss Var (this process's
+//             share of the batch's mean loss; undefined when this process has no rows)
+//   agree     the loss summed over processes, and "stop?" (Distributed::agree)
+//   backward  loss.backward()
+//   reduce    gradients summed over processes (Distributed::reduce_gradients)
+//   clip      clip_grad_norm (or only measure the norm), then clip_grad_value
+//   schedule  the learning rate of this step (optim::apply_schedule), when one is given
+//   update    optimizer.step(), optimizer.zero_grad()
+// A non-finite loss, or an anomaly-mode finding (ag::anomaly_mode()) in forward or backward,
+// skips the step (options.skip_nonfinite: no update, gradients dropped) or stops the run with
+// qkv::Error "train: step N: WHAT; stopping (NOTES)", the notes coming from the hooks.
+//
+// Hook order in fit():
+//   on_train_begin
+//   per step:   on_step_begin (state().step is already the step being taken)
+//               [forward] should_stop (polled; the answer is agreed over processes)
+//               on_nonfinite (only on a non-finite loss or anomaly; then the step ends here)
+//               [backward ... update] on_step_end(stats)
+//               on_validate, when step % eval_every == 0 or it is the last step; a hook may
+//                 call request_stop(StopReason::early_stopping) here (EarlyStopping does)
+//               on_checkpoint, when checkpoint_every > 0 and step % checkpoint_every == 0
+//               should_stop (polled again when the process decides alone), and the loop ends
+//                 with StopReason::requested when a hook asked
+//   on_validate once more when the run completed and its last step was not validated
+//   on_train_end(reason)
+// Hooks are called in the order they were added.
+//
+// Ownership: the Trainer holds references to the optimizer, the hooks, the loader and the
+// distributed context, and copies of the parameter handles (ag::Var shares storage); the
+// caller keeps all of them alive while the Trainer is used. The model itself is the caller's:
+// the Trainer sees it only through the ForwardFn and the parameter list.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/var.hpp"
+#include "data/loader.hpp"
+#include "optim/optimizers.hpp"
+#include "optim/schedule.hpp"
+#include "train/distributed.hpp"
+#include "train/state.hpp"
+
+namespace qkv::train {
+
+// What one forward gives.
+struct Forward {
+  ag::Var loss;        // scalar; undefined: this process had no rows this step (loss 0)
+  int64_t tokens = 0;  // tokens the step processed over all processes (for throughput)
+};
+using ForwardFn = std::function<Forward()>;
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0;       // the global loss of the step (summed over processes)
+  double grad_norm = 0;  // global gradient norm before clipping (0 if not measured)
+  double lr = 0;         // the learning rate the update used
+  int64_t tokens = 0;
+};
+
+struct TrainerOptions {
+  int64_t total_steps = 0;       // fit() runs until state().step == total_steps
+  int64_t eval_every = 0;        // on_validate every this many steps (0: only at the end)
+  int64_t checkpoint_every = 0;  // on_checkpoint every this many steps (0: never)
+  double clip_norm = 0;          // > 0: clip the global gradient norm to this
+  double clip_value = 0;         // > 0: clip every gradient element to [-v, v]
+  std::optional<optim::ScheduleConfig> schedule;  // none: the optimizer's own lr throughout
+  bool skip_nonfinite = false;    // skip a step with a non-finite loss instead of stopping
+  bool measure_grad_norm = true;  // false: no norm pass when not clipping (stats.grad_norm 0)
+};
+
+enum class StopReason { completed, early_stopping, requested };
+
+class Trainer;
+
+// Override what you need; every default does nothing.
+class Hook {
+ public:
+  virtual ~Hook() = default;
+  virtual void on_train_begin(Trainer&) {}
+  virtual void on_step_begin(Trainer&) {}
+  virtual void on_step_end(Trainer&, const StepStats&) {}
+  // skipping: the step is skipped (else the run stops with an error); the returned text, if
+  // any, is added to the error message (e.g. the last good checkpoint).
+  virtual std::string on_nonfinite(Trainer&, const std::string& /*what*/, bool /*skipping*/) {
+    return {};
+  }
+  virtual void on_validate(Trainer&) {}
+  virtual void on_checkpoint(Trainer&) {}
+  virtual bool should_stop(Trainer&) { return false; }
+  virtual void on_train_end(Trainer&, StopReason) {}
+};
+
+// A hook from lambdas, for short programs: set the members you need.
+struct Callbacks : Hook {
+  std::function<void(Trainer&, const StepStats&)> step_end;
+  std::function<void(Trainer&)> validate;
+  std::function<bool(Trainer&)> stop;
+  std::function<void(Trainer&, StopReason)> train_end;
+  void on_step_end(Trainer& t, const StepStats& s) override {
+    if (step_end) step_end(t, s);
+  }
+  void on_validate(Trainer& t) override {
+    if (validate) validate(t);
+  }
+  bool should_stop(Trainer& t) override { return stop && stop(t); }
+  void on_train_end(Trainer& t, StopReason r) override {
+    if (train_end) train_end(t, r);
+  }
+};
+
+// Stops the run after `patience` validations in a row without improvement, counted in
+// state().evals_since_best (kept by the hook that validates; 0: never).
+class EarlyStopping : public Hook {
+ public:
+  explicit EarlyStopping(int64_t patience) : patience_(patience) {}
+  void on_validate(Trainer& t) override;
+
+ private:
+  int64_t patience_;
+};
+
+class Trainer {
+ public:
+  // params: what the optimizer updates (clipping and the gradient reduction see these).
+  // dist: nullptr for one process.
+  Trainer(std::vector<ag::Var> params, optim::Optimizer& optimizer, ForwardFn forward,
+          TrainerOptions options = {}, Distributed* dist = nullptr);
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  void add_hook(Hook& hook) { hooks_.push_back(&hook); }
+  // state().loader and state().epoch follow this loader after every step.
+  void set_loader(data::BatchSource* loader) { loader_ = loader; }
+
+  // Steps until total_steps, or until a hook stops the run.
+  StopReason fit();
+  // One training step (see the top of this file), without validation or checkpoints: for
+  // benchmarks and custom loops. Returns nullopt when the step was skipped. stop, if given,
+  // receives the agreed answer of the hooks' should_stop.
+  std::optional<StepStats> step(bool* stop = nullptr);
+
+  // Called by hooks (on_validate) to end the run after this step.
+  void request_stop(StopReason reason) { requested_ = reason; }
+
+  TrainState& state() { return state_; }
+  const TrainState& state() const { return state_; }
+  const TrainerOptions& options() const { return options_; }
+  optim::Optimizer& optimizer() { return optimizer_; }
+  const std::vector<ag::Var>& params() const { return params_; }
+  Distributed& dist() { return *dist_; }
+
+ private:
+  bool poll_stop();
+  bool handle_nonfinite(const std::string& what);
+  bool handle_error(const Error& e);
+  StepStats update(double loss, int64_t tokens);
+  bool validation_step(int64_t step) const;
+
+  std::vector<ag::Var> params_;
+  optim::Optimizer& optimizer_;
+  ForwardFn forward_;
+  TrainerOptions options_;
+  SingleProcess single_;
+  Distributed* dist_;
+  data::BatchSource* loader_ = nullptr;
+  std::vector<Hook*> hooks_;
+  TrainState state_;
+  std::optional<StopReason> requested_;
+};
+
+}  // namespace qkv::train
