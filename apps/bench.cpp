@@ -36,6 +36,7 @@
 #include "nn/seq2seq.hpp"
 #include "optim/clip.hpp"
 #include "optim/optimizers.hpp"
+#include "train/trainer.hpp"
 
 #ifndef QKV_SOURCE_DIR
 #define QKV_SOURCE_DIR "."
@@ -113,12 +114,18 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   const int64_t ranks = data_parallel ? dist::size() : 1, rank = data_parallel ? dist::rank() : 0;
   QKV_CHECK(m.batch >= ranks, "bench", m.name, ": a batch of ", m.batch, " rows cannot feed ",
             ranks, " ranks");
-  std::unique_ptr<dist::GradReducer> reducer;
+  std::unique_ptr<dist::Context> ctx;  // data-parallel: mpirun's ranks
   const double base_mb = proc_status_mb("VmRSS");
   Generator gen(1);
   std::function<void()> step;
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> opt;
+  // The Seq2Seq models train through the Trainer's step (train/trainer.hpp), as qkv train does:
+  // forward, backward, gradient reduction, clipping, the optimizer's update.
+  train::ForwardFn forward;
+  train::TrainerOptions topt;
+  topt.measure_grad_norm = false;  // only what a step needs (the norm is computed when clipping)
+  std::unique_ptr<train::Trainer> trainer;
   Tensor src, tgt_in, tgt_out, valid, tgt_valid, x_data, g_out;
   optim::OptimConfig oc;
   oc.name = "adam";
@@ -135,12 +142,10 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
     optim::OptimConfig gc;
     gc.name = "adamw", gc.lr = 1e-3, gc.beta2 = 0.99, gc.weight_decay = 0.1;
     opt = optim::make_optimizer(gc, model->named_parameters());
-    step = [&, lm] {
-      opt->zero_grad();
+    topt.clip_norm = 1.0;
+    forward = [&, lm] {
       const ag::Var logits = lm->forward(Tensor(), tgt_in, Tensor(), Tensor());
-      ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), tgt_out).backward();
-      optim::clip_grad_norm(model->parameters(), 1.0);
-      opt->step();
+      return train::Forward{ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), tgt_out), 0};
     };
   } else if (m.seq2seq) {
     nn::ModelConfig c;
@@ -171,18 +176,15 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
     valid = ones({rows, m.length}, DType::b8);
     tgt_valid = ones({rows, tl}, DType::b8);
     opt = optim::make_optimizer(oc, model->named_parameters());
-    if (data_parallel) reducer = std::make_unique<dist::GradReducer>(model->parameters());
-    step = [&, s2s, rows, share] {
-      opt->zero_grad();
+    if (data_parallel) ctx = std::make_unique<dist::Context>(model->parameters());
+    forward = [&, s2s, rows, share] {
       const ag::Var logits = s2s->forward(src, tgt_in, valid, tgt_valid);
       ag::Var loss =
           ag::cross_entropy(ag::reshape(logits, {rows * target_length(m), m.vocab}), tgt_out);
       if (ranks > 1) loss = loss * share;
-      loss.backward();
-      if (reducer) reducer->reduce();
-      opt->step();
+      return train::Forward{loss, 0};
     };
-  } else {
+  } else {  // one layer's forward and backward, no optimizer: not a training step
     auto mha = std::make_shared<nn::MultiHeadAttention>(m.d_model, m.heads, gen);
     model = mha;
     x_data = randn({m.batch, m.length, m.d_model}, gen);
@@ -194,6 +196,11 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
       y.backward(g_out);
     };
   }
+  if (forward) {
+    trainer = std::make_unique<train::Trainer>(model->parameters(), *opt, forward, topt, ctx.get());
+    step = [&] { trainer->step(); };
+  }
+  dist::GradReducer* reducer = ctx ? &ctx->reducer() : nullptr;
   for (int i = 0; i < 3; ++i) step();  // warm-up: fills the allocator's cache
   const AllocatorStats a0 = allocator_stats();
   const double reduce0 = reducer ? reducer->seconds() : 0;

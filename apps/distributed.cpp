@@ -199,4 +199,12 @@ void maybe_inject_fault(int64_t step) {
         cat("train: rank ", rank(), ": injected fault at step ", step, " (QKV_FAULT=", s, ")"));
 }
 
+void Context::agree(double& loss, bool& stop) {
+  if (dist::size() == 1) return;
+  double r[2] = {loss, stop ? 1.0 : 0.0};
+  dist::allreduce_sum(r, 2);
+  loss = r[0];
+  stop = r[1] > 0;
+}
+
 }  // namespace qkv::app::dist

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "autograd/var.hpp"
+#include "train/distributed.hpp"
 
 namespace qkv::app::dist {
 
@@ -76,5 +77,30 @@ void check_same_on_all_ranks(double value, const std::string& what);
 // Fault injection for tests and drills, read here only: QKV_FAULT="RANK:STEP" makes rank RANK
 // throw qkv::Error("... injected fault ...") when train reaches step STEP. Unset: nothing.
 void maybe_inject_fault(int64_t step);
+
+// The Trainer's distributed context under mpirun (train/distributed.hpp): the loss and "stop?"
+// in one allreduce, the gradients through a GradReducer over params, QKV_FAULT at each step.
+// Run without a launcher it is rank 0 of 1 and behaves as train::SingleProcess (no MPI call).
+class Context final : public train::Distributed {
+ public:
+  explicit Context(std::vector<ag::Var> params, int64_t bucket_bytes = 4 << 20)
+      : reducer_(std::move(params), bucket_bytes) {}
+  int rank() const override { return dist::rank(); }
+  int size() const override { return dist::size(); }
+  void begin_step(int64_t step) override { maybe_inject_fault(step); }
+  void agree(double& loss, bool& stop) override;
+  bool decides_alone() const override { return dist::size() == 1; }
+  void reduce_gradients() override { reducer_.reduce(); }
+  void allreduce_sum(double* data, int64_t n) override { dist::allreduce_sum(data, n); }
+  double from_root(double value) override { return dist::from_root(value); }
+  void barrier() override { dist::barrier(); }
+  void check_same(double value, const std::string& what) override {
+    check_same_on_all_ranks(value, what);
+  }
+  GradReducer& reducer() { return reducer_; }
+
+ private:
+  GradReducer reducer_;
+};
 
 }  // namespace qkv::app::dist

@@ -22,6 +22,7 @@
 #include "data/config.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
+#include "train/state.hpp"
 
 namespace qkv::app {
 
@@ -67,22 +68,8 @@ std::vector<data::Ids> beam_decode_batch(const nn::Seq2Seq& model,
                                          double alpha = 1.0);
 
 // --- checkpoints ---
-struct TrainState {
-  int64_t step = 0;
-  int64_t epoch = 0;
-  data::LoaderState loader;
-  uint64_t dropout_seed = 0, dropout_position = 0;
-  double best_score = -1;    // exact match of the best validation so far
-  double best_loss = 1e300;  // its loss (breaks ties)
-  int64_t evals_since_best = 0;
-  uint64_t metrics_bytes = 0;  // metrics.jsonl length when the checkpoint was written
-  int64_t ranks = 1;           // data-parallel processes (mpirun -np) that wrote it
-  std::string best;            // name of the best checkpoint
-  // The open log interval (steps since the last metrics record), so a resumed run logs the
-  // same averages as an uninterrupted one.
-  double log_loss_sum = 0, log_norm_sum = 0;
-  int64_t log_count = 0;
-};
+// The training state a checkpoint saves (train/state.hpp).
+using TrainState = train::TrainState;
 
 // Writes checkpoints/step-N atomically, points "latest" at it, removes old ones beyond keep
 // (never the best), and points "best" at it when is_best.

@@ -2,6 +2,7 @@
 // and for scale = 1/sqrt(d_k) and scale = 1. See docs/lesson.md for what each number is.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,14 +12,16 @@
 
 #include "apps/commands.hpp"
 #include "apps/limits.hpp"
+#include "apps/run.hpp"
 #include "config/toml.hpp"
-#include "apps/trainer_lite.hpp"
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "figures/attention_stats.hpp"
 #include "figures/plot.hpp"
 #include "nn/attention.hpp"
+#include "train/seq2seq_step.hpp"
+#include "train/trainer.hpp"
 
 namespace qkv::app {
 
@@ -152,6 +155,77 @@ double tail_mean(const std::vector<double>& v, size_t n) {
   double s = 0;
   for (size_t i = v.size() - n; i < v.size(); ++i) s += v[i];
   return n ? s / static_cast<double>(n) : 0.0;
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+// The loss curve and attention entropy of every step of a short training in memory (no run
+// folder): the model, loader, optimizer, schedule and clipping of `qkv train`, through the same
+// Trainer step, so the same config trains the same way.
+struct Curve {
+  std::vector<int64_t> step;    // 1, 2, ..., steps
+  std::vector<double> loss;     // training cross-entropy of each step's batch (nats / token)
+  std::vector<double> entropy;  // mean attention entropy of that step over all layers and kinds
+  std::vector<double> cross_entropy_attention;  // the decoder cross-attention's alone
+  double seconds = 0;
+};
+
+// Records the curve from each step's attention maps.
+class CurveHook : public train::Hook {
+ public:
+  CurveHook(const train::Seq2SeqStep& fwd, Curve& c) : fwd_(fwd), c_(c) {}
+  void on_step_end(train::Trainer&, const train::StepStats& s) override {
+    const nn::AttentionMaps& maps = fwd_.attention_maps();
+    std::vector<double> all = attention_entropy(maps.encoder_self);
+    for (double h : attention_entropy(maps.decoder_self)) all.push_back(h);
+    const std::vector<double> cross = attention_entropy(maps.decoder_cross);
+    all.insert(all.end(), cross.begin(), cross.end());
+    c_.step.push_back(s.step);
+    c_.loss.push_back(s.loss);
+    c_.entropy.push_back(mean_of(all));
+    c_.cross_entropy_attention.push_back(mean_of(cross));
+  }
+
+ private:
+  const train::Seq2SeqStep& fwd_;
+  Curve& c_;
+};
+
+// Trains for `steps` optimizer steps (the cosine schedule, when chosen without a length,
+// decays over them). Deterministic for a given config and thread count.
+Curve train_curve(const RunConfig& cfg_in, int64_t steps) {
+  QKV_CHECK(steps > 0, "saturation", "training steps must be > 0, got ", steps);
+  RunConfig cfg = cfg_in;
+  cfg.validate();
+  if (cfg.optim.schedule.name == "cosine" && cfg.optim.schedule.total_steps == 0)
+    cfg.optim.schedule.total_steps = steps;
+  const auto t0 = std::chrono::steady_clock::now();
+  data::DataSplits data = data::load_data(cfg.data);
+  Generator init(cfg.seed);
+  nn::Seq2Seq model(model_config(cfg, data), init);
+  auto opt = optim::make_optimizer(cfg.optim.optim, model.named_parameters());
+  data::LoaderOptions lopt = data::loader_options(cfg.data);
+  lopt.prefetch = 0;
+  data::Loader loader(std::make_shared<const data::Dataset>(data.train), data.framing, lopt,
+                      cfg.seed);
+  train::Seq2SeqStep fwd(model, loader, {0, cfg.train.label_smoothing, true});
+  train::TrainerOptions o;
+  o.total_steps = steps;
+  o.clip_norm = cfg.optim.clip_norm;
+  o.clip_value = cfg.optim.clip_value;
+  o.schedule = cfg.optim.schedule;
+  train::Trainer trainer(model.parameters(), *opt, fwd.forward_fn(), o);
+  Curve c;
+  CurveHook record(fwd, c);
+  trainer.add_hook(record);
+  model.train();
+  trainer.fit();
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return c;
 }
 
 }  // namespace
@@ -288,7 +362,7 @@ int cmd_saturation(const SaturationArgs& a) {
                 static_cast<long long>(a.train_d_model / a.train_heads),
                 static_cast<long long>(a.train_steps));
     for (int s = 0; s < 2; ++s) {
-      const LiteCurve c = train_lite(copy_config(a, s == 0), a.train_steps);
+      const Curve c = train_curve(copy_config(a, s == 0), a.train_steps);
       const std::string label = s == 0 ? "scale 1/sqrt(d_k)" : "scale 1 (unscaled)";
       Series ls{label, {}, c.loss, ""}, es{label, {}, c.entropy, ""};
       for (int64_t st : c.step)

@@ -20,7 +20,8 @@ Forward Seq2SeqStep::operator()() {
                              options_.ignore_index, options_.label_smoothing);
   // data-parallel: (sum of this shard's token losses) / (global tokens)
   if (b.tgt_tokens != b.global_tgt_tokens)
-    f.loss = f.loss * (static_cast<double>(b.tgt_tokens) / static_cast<double>(b.global_tgt_tokens));
+    f.loss =
+        f.loss * (static_cast<double>(b.tgt_tokens) / static_cast<double>(b.global_tgt_tokens));
   return f;
 }
 

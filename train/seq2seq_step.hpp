@@ -18,7 +18,7 @@
 namespace qkv::train {
 
 struct Seq2SeqLoss {
-  int64_t ignore_index = 0;     // label 0 is <pad>; -1 for vocabularies without specials (lm)
+  int64_t ignore_index = 0;  // label 0 is <pad>; -1 for vocabularies without specials (lm)
   double label_smoothing = 0;
   bool keep_attention = false;  // keep each step's attention maps (attention_maps())
 };
@@ -31,7 +31,7 @@ class Seq2SeqStep {
   ForwardFn forward_fn() {
     return [this] { return (*this)(); };
   }
-  const data::Batch& batch() const { return batch_; }         // the last step's batch
+  const data::Batch& batch() const { return batch_; }                // the last step's batch
   const nn::AttentionMaps& attention_maps() const { return maps_; }  // with keep_attention
 
  private:

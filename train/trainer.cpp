@@ -21,8 +21,7 @@ Trainer::Trainer(std::vector<ag::Var> params, optim::Optimizer& optimizer, Forwa
       options_(std::move(options)),
       dist_(dist != nullptr ? dist : &single_) {
   QKV_CHECK(static_cast<bool>(forward_), "Trainer", "no forward function given");
-  QKV_CHECK(options_.total_steps >= 0 && options_.eval_every >= 0 &&
-                options_.checkpoint_every >= 0,
+  QKV_CHECK(options_.total_steps >= 0 && options_.eval_every >= 0 && options_.checkpoint_every >= 0,
             "Trainer", "total_steps, eval_every and checkpoint_every must be >= 0, got ",
             options_.total_steps, ", ", options_.eval_every, ", ", options_.checkpoint_every);
 }
@@ -74,8 +73,8 @@ StepStats Trainer::update(double loss, int64_t tokens) {
   else if (options_.measure_grad_norm)
     s.grad_norm = optim::grad_norm(params_);
   if (options_.clip_value > 0) optim::clip_grad_value(params_, options_.clip_value);
-  s.lr = options_.schedule ? optim::apply_schedule(optimizer_, *options_.schedule)
-                           : optimizer_.lr();
+  s.lr =
+      options_.schedule ? optim::apply_schedule(optimizer_, *options_.schedule) : optimizer_.lr();
   optimizer_.step();
   optimizer_.zero_grad();
   if (loader_ != nullptr) {
@@ -119,7 +118,8 @@ std::optional<StepStats> Trainer::step(bool* stop_out) {
 }
 
 bool Trainer::validation_step(int64_t step) const {
-  return step == options_.total_steps || (options_.eval_every > 0 && step % options_.eval_every == 0);
+  return step == options_.total_steps ||
+         (options_.eval_every > 0 && step % options_.eval_every == 0);
 }
 
 StopReason Trainer::fit() {
