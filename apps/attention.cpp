@@ -6,7 +6,7 @@
 
 #include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
-#include "apps/limits.hpp"
+#include "run/limits.hpp"
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
 #include "data/tokenizer.hpp"

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "apps/run.hpp"
+#include "run/run.hpp"
 #include "figures/heatmap.hpp"
 
 namespace qkv::app {

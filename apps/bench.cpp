@@ -9,7 +9,7 @@
 //
 // Data parallelism: `mpirun -np N qkv bench --data-parallel --model small` times steps in
 // which each rank runs its shard of the global batch and the gradients are summed over the
-// ranks (apps/distributed.hpp); `qkv bench --scaling` runs N=1 with T threads and N=2 with
+// ranks (run/distributed.hpp); `qkv bench --scaling` runs N=1 with T threads and N=2 with
 // T/2 threads each (the same cores, the same global batch) and prints the efficiency
 // (step time N=1) / (step time N=2).
 #include <omp.h>
@@ -28,7 +28,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "apps/distributed.hpp"
+#include "run/distributed.hpp"
 #include "bench/bench_runtime.hpp"
 #include "bench/bench_util.hpp"
 #include "core/parallel.hpp"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "apps/integrity.hpp"
+#include "run/integrity.hpp"
 
 namespace qkv::app {
 

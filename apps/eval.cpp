@@ -10,9 +10,9 @@
 #include "data/metrics.hpp"
 
 #include "apps/commands.hpp"
-#include "apps/limits.hpp"
-#include "apps/lm.hpp"
-#include "apps/run.hpp"
+#include "run/limits.hpp"
+#include "run/lm.hpp"
+#include "run/run.hpp"
 #include "core/parallel.hpp"
 
 namespace qkv::app {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "apps/lm.hpp"
-#include "apps/run.hpp"
+#include "run/lm.hpp"
+#include "run/run.hpp"
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
 

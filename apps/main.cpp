@@ -12,7 +12,7 @@
 #include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
 #include "config/config.hpp"
-#include "apps/distributed.hpp"
+#include "run/distributed.hpp"
 #include "core/error.hpp"
 
 using namespace qkv::app;
@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
   } catch (const qkv::Error& err) {
     return fail(err.what());
   } catch (const std::bad_alloc&) {
-    // Estimates refuse what cannot fit before allocating (apps/limits.hpp); this is the last
+    // Estimates refuse what cannot fit before allocating (run/limits.hpp); this is the last
     // resort, still one line and exit 1 rather than an abort.
     return fail(
         "out of memory: an allocation failed (std::bad_alloc); use a smaller model, "

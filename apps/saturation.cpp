@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
-#include "apps/limits.hpp"
-#include "apps/run.hpp"
+#include "run/limits.hpp"
+#include "run/run.hpp"
 #include "config/toml.hpp"
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"

@@ -17,12 +17,12 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
-#include "apps/distributed.hpp"
-#include "apps/integrity.hpp"
-#include "apps/limits.hpp"
-#include "apps/lm.hpp"
-#include "apps/run.hpp"
-#include "apps/run_lock.hpp"
+#include "run/distributed.hpp"
+#include "run/integrity.hpp"
+#include "run/limits.hpp"
+#include "run/lm.hpp"
+#include "run/run.hpp"
+#include "run/run_lock.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"

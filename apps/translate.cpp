@@ -4,8 +4,8 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "apps/limits.hpp"
-#include "apps/run.hpp"
+#include "run/limits.hpp"
+#include "run/run.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
 

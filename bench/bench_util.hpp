@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/distributed.hpp"
+#include "run/distributed.hpp"
 
 namespace qkv::bench {
 

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "apps/run.hpp"
+#include "run/run.hpp"
 #include "core/error.hpp"
 #include "figures/report.hpp"
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <thread>
 
-#include "apps/run.hpp"
+#include "run/run.hpp"
 #include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "apps/distributed.hpp"
+#include "run/distributed.hpp"
 #include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
 

@@ -7,7 +7,7 @@
 #include <functional>
 #include <map>
 
-#include "apps/integrity.hpp"
+#include "run/integrity.hpp"
 #include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
 

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "apps/integrity.hpp"
+#include "run/integrity.hpp"
 #include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
 

@@ -1,4 +1,4 @@
-#include "apps/limits.hpp"
+#include "run/limits.hpp"
 
 #include <sched.h>
 #include <sys/resource.h>

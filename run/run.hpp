@@ -8,7 +8,7 @@
 //   loss.svg                    training and validation loss against steps
 //   checkpoints/step-00001200/  model.safetensors, optim.safetensors, state.json,
 //                               metrics.jsonl (the log so far), manifest.json (checksums)
-//   .lock                       held by the one process writing the run (apps/run_lock.hpp)
+//   .lock                       held by the one process writing the run (run/run_lock.hpp)
 //   checkpoints/latest, best    the name of the newest and the best checkpoint
 // Every file is written atomically (temporary file, fsync, rename); a checkpoint folder is
 // complete before it gets its name, so a crash at any moment leaves the last good one.
@@ -84,7 +84,7 @@ std::string find_checkpoint(const std::string& run_dir, const std::string& which
 std::string resolve_checkpoint(const std::string& run_dir, const std::string& which);
 // Loads model weights (and, when opt is non-null, the optimizer state) and returns the state.
 // Files are verified against the checkpoint's manifest.json, weights must be finite
-// (apps/integrity.hpp); errors name the damaged file.
+// (run/integrity.hpp); errors name the damaged file.
 TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, optim::Optimizer* opt);
 
 // A trained run, ready to evaluate or translate: its config, data, vocabularies and model

@@ -1,4 +1,4 @@
-#include "apps/integrity.hpp"
+#include "run/integrity.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "apps/distributed.hpp"
+#include "run/distributed.hpp"
 
 #include <algorithm>
 #include <chrono>

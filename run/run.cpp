@@ -1,7 +1,7 @@
-#include "apps/run.hpp"
+#include "run/run.hpp"
 
-#include "apps/integrity.hpp"
-#include "apps/limits.hpp"
+#include "run/integrity.hpp"
+#include "run/limits.hpp"
 
 #include <unistd.h>
 #include <algorithm>

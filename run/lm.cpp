@@ -1,4 +1,4 @@
-#include "apps/lm.hpp"
+#include "run/lm.hpp"
 
 #include <algorithm>
 #include <cmath>

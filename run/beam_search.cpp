@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "apps/run.hpp"
+#include "run/run.hpp"
 
 namespace qkv::app {
 

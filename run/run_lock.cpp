@@ -1,4 +1,4 @@
-#include "apps/run_lock.hpp"
+#include "run/run_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
