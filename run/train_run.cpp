@@ -1,0 +1,251 @@
+#include "run/train_run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "core/parallel.hpp"
+#include "core/random.hpp"
+#include "data/lm.hpp"
+#include "core/atomic_file.hpp"
+#include "run/integrity.hpp"
+#include "run/limits.hpp"
+
+namespace qkv::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Learned positions end at model.max_len: refuse data that needs more before the run folder
+// exists, rather than failing at the first long batch (or at validation) mid-run.
+void check_positions(const RunConfig& cfg, const data::DataSplits& d) {
+  // lm: block_size <= max_len, checked with the config
+  if (cfg.model.position != "learned" || cfg.data.task == "lm") return;
+  int64_t need = 0;
+  std::string where;
+  auto consider = [&](const data::Dataset& ds, bool decoded) {
+    for (size_t i = 0; i < ds.examples.size(); ++i) {
+      const auto& e = ds.examples[i];
+      const int64_t src = static_cast<int64_t>(e.src.size()),
+                    tgt = static_cast<int64_t>(e.tgt.size());
+      int64_t n = std::max(src, d.framing.target_len(tgt));
+      // validation decodes up to the longer side plus train.max_decode_extra tokens
+      if (decoded && d.framing.eos >= 0)
+        n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
+      if (n > need) {
+        need = n;
+        where = fmt::format("{} example {}", ds.name, i + 1);
+      }
+    }
+  };
+  consider(d.train, false);
+  consider(d.valid, true);
+  consider(d.test, true);
+  QKV_CHECK(need <= cfg.model.max_len, "model.max_len", "learned positions cover ",
+            cfg.model.max_len, " tokens, but ", where, " needs ", need,
+            " (with <bos>/<eos> and train.max_decode_extra); raise model.max_len or drop long pairs"
+            " with data.max_seq_len");
+}
+
+bool folder_has_files(const fs::path& p) {
+  return fs::exists(p) && (!fs::is_directory(p) || !fs::is_empty(p));
+}
+
+// The config and folder: the run folder's own (--resume) or a new one's.
+void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
+  if (!a.resume.empty()) {
+    QKV_CHECK(a.config.empty() && a.overrides.empty(), "train",
+              "--resume takes the run folder's own config; give no config file or overrides");
+    const fs::path run_dir = a.resume;
+    r.dir = run_dir.string();
+    r.resuming = true;
+    QKV_CHECK(
+        fs::exists(run_dir / "config.toml"), "train", run_dir.string(),
+        ": not a run folder (no config.toml; a run killed before writing it has nothing to resume:"
+        " delete the folder and start again)");
+    // One writer: taken before reading anything, so the checkpoint found below stays the newest.
+    if (rank == 0) r.lock.emplace(run_dir.string());
+    r.cfg = load_config((run_dir / "config.toml").string());
+    r.resume_from = find_checkpoint(run_dir.string());
+    // Killed before its first checkpoint: config.toml fixes everything, so the run restarts
+    // from step 0 and still ends exactly as an uninterrupted one.
+    r.restart = r.resume_from.empty();
+  } else {
+    QKV_CHECK(!a.config.empty(), "train", "no config file given (try configs/copy.toml)");
+    r.cfg = load_config(a.config, a.overrides);
+    const fs::path run_dir =
+        a.run_dir.empty() ? fs::path("runs") / r.cfg.name : fs::path(a.run_dir);
+    r.dir = run_dir.string();
+    QKV_CHECK(!folder_has_files(run_dir), "train", "run folder ", run_dir.string(),
+              " already exists; resume it with --resume ", run_dir.string(),
+              ", or choose another with --run-dir");
+  }
+}
+
+// Data, model, optimizer and this rank's loader; the steps of an epoch and of the run.
+void build(TrainingRun& r, int rank, int ranks) {
+  const RunConfig& cfg = r.cfg;
+  Generator init(cfg.seed);
+  r.model = std::make_unique<nn::Seq2Seq>(model_config(cfg, r.data), init);
+  r.opt = optim::make_optimizer(cfg.optim.optim, r.model->named_parameters());
+  auto train_set = std::make_shared<const data::Dataset>(r.data.train);
+  data::LoaderOptions lopt = data::loader_options(cfg.data);
+  lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
+  lopt.shard_count = ranks;
+  // A language model (data.task = "lm") trains on windows at random offsets of one token
+  // stream; an "epoch" is then as many tokens as the training text.
+  const bool lm = r.lm();
+  if (lm)
+    r.loader = std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(r.data.lm_train),
+                                                cfg.data.block_size, cfg.data.batch_size, cfg.seed,
+                                                rank, ranks);
+  else
+    r.loader = std::make_unique<data::Loader>(train_set, r.data.framing, lopt, cfg.seed);
+  // Steps per epoch, from the first epoch's plan (a copy of the loader's generator).
+  Generator plan_gen(cfg.seed);
+  r.per_epoch =
+      lm ? std::max<int64_t>(1, static_cast<int64_t>(r.data.lm_train.size()) /
+                                    (cfg.data.batch_size * cfg.data.block_size))
+         : static_cast<int64_t>(
+               data::plan_batches(*train_set, r.data.framing, lopt.batch, plan_gen).size());
+  QKV_CHECK(r.per_epoch > 0, "train", "the training split of ", r.data.train.name, " is empty");
+}
+
+// The Trainer's options: the run's length (epochs = 0 with max_steps: as many epochs as
+// max_steps takes; lm: max_steps alone, when set, is the run's length, nanoGPT's max_iters),
+// validations (once per epoch unless train.eval_every), clipping and the schedule.
+train::TrainerOptions trainer_options(const RunConfig& cfg, int64_t per_epoch) {
+  const bool lm = cfg.data.task == "lm";
+  train::TrainerOptions o;
+  o.total_steps = cfg.train.epochs == 0 || (lm && cfg.train.max_steps > 0) ? cfg.train.max_steps
+                  : cfg.train.max_steps > 0
+                      ? std::min(cfg.train.max_steps, cfg.train.epochs * per_epoch)
+                      : cfg.train.epochs * per_epoch;
+  o.eval_every = cfg.train.eval_every > 0 ? cfg.train.eval_every : per_epoch;
+  o.checkpoint_every = cfg.checkpoint.every;
+  o.clip_norm = cfg.optim.clip_norm;
+  o.clip_value = cfg.optim.clip_value;
+  o.skip_nonfinite = cfg.train.skip_nonfinite;
+  // A cosine schedule without its length decays over the whole run (the saved config keeps 0).
+  optim::ScheduleConfig schedule = cfg.optim.schedule;
+  if (schedule.name == "cosine" && schedule.total_steps == 0) {
+    schedule.total_steps = o.total_steps;
+    QKV_CHECK(o.total_steps > schedule.warmup, "optim.warmup", schedule.warmup,
+              " warmup steps do not fit in a run of ", o.total_steps, " steps");
+  }
+  o.schedule = schedule;
+  return o;
+}
+
+}  // namespace
+
+void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int ranks) {
+  read_config(r, a, rank);
+  apply_threads(r.cfg.threads, "threads");
+  if (rank != 0) spdlog::set_level(spdlog::level::err);  // data-parallel: rank 0 says it once
+  check_data_memory(r.cfg);                              // before generating or reading anything
+  r.cfg.data.spm_dir = r.dir;  // SentencePiece: a resumed run loads its own models
+  r.data = data::load_data(r.cfg.data);
+  check_positions(r.cfg, r.data);
+  check_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
+  if (!r.resume_from.empty()) {
+    // The run's own vocabularies: the model's ids mean these tokens.
+    const data::Vocab sv = data::Vocab::load((fs::path(r.dir) / "src_vocab.txt").string());
+    const data::Vocab tv = data::Vocab::load((fs::path(r.dir) / "tgt_vocab.txt").string());
+    QKV_CHECK(
+        sv == r.data.src_vocab && tv == r.data.tgt_vocab, "train", r.dir,
+        ": the saved vocabularies differ from the data's; the data changed since the run began");
+  }
+  build(r, rank, ranks);
+  r.options = trainer_options(r.cfg, r.per_epoch);
+  if (!r.resume_from.empty()) {
+    r.state = load_checkpoint(r.resume_from, *r.model, r.opt.get());
+    r.loader->restore(r.state.loader);
+  }
+}
+
+namespace {
+
+// A resumed folder: forget what was logged after the checkpoint (the resumed run logs it
+// again); a log that lost lines is restored from the checkpoint's copy.
+void repair_resumed(const TrainingRun& r, int ranks) {
+  if (const std::string note = repair_metrics(r.dir, r.resume_from, r.state.metrics_bytes);
+      !note.empty())
+    spdlog::warn("{}", note);
+  if (r.state.ranks != ranks)
+    spdlog::warn(
+        "{} was trained with {} process(es) and resumes with {}: the result matches an "
+        "uninterrupted run to float rounding, not bit for bit",
+        r.dir, r.state.ranks, ranks);
+}
+
+void create_folder(TrainingRun& r) {
+  const fs::path run_dir = r.dir;
+  fs::create_directories(run_dir);
+  if (!r.lock) {
+    // A new run: two trainings started at once may both have seen no folder; the lock lets
+    // one in, and the other then finds the folder in use (or already holding a run).
+    r.lock.emplace(r.dir);
+    for (const auto& e : fs::directory_iterator(run_dir))
+      QKV_CHECK(e.path().filename() == ".lock", "train", "run folder ", r.dir,
+                " already exists; resume it with --resume ", r.dir,
+                ", or choose another with --run-dir");
+  }
+  if (!r.restart) atomic_write_file((run_dir / "config.toml").string(), effective_toml(r.cfg));
+  // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
+  for (const auto& [file, vocab] : {std::pair{"src_vocab.txt", &r.data.src_vocab},
+                                    std::pair{"tgt_vocab.txt", &r.data.tgt_vocab}}) {
+    std::ostringstream text;
+    vocab->write(text);
+    atomic_write_file((run_dir / file).string(), text.str());
+  }
+  for (const auto& [file, bytes] : data::sentencepiece_files(r.data))
+    atomic_write_file((run_dir / file).string(), bytes);
+  if (r.restart && fs::exists(run_dir / "metrics.jsonl"))
+    fs::resize_file(run_dir / "metrics.jsonl", 0);
+}
+
+void clean_checkpoints(const TrainingRun& r) {
+  const fs::path run_dir = r.dir;
+  // Half-written checkpoints of a killed run: never complete, never named, safe to drop.
+  for (const auto& e : fs::directory_iterator(run_dir / "checkpoints"))
+    if (const std::string n = e.path().filename().string();
+        n.rfind(".tmp-", 0) == 0 || n.find(".tmp.") != std::string::npos)
+      fs::remove_all(e.path());
+  // A kill between naming a new best checkpoint and writing "best" leaves the pointer one
+  // behind; the checkpoint's own state knows the best, and the final test uses the pointer.
+  if (!r.state.best.empty() &&
+      find_checkpoint(r.dir, "best") != (run_dir / "checkpoints" / r.state.best).string())
+    atomic_write_file((run_dir / "checkpoints" / "best").string(), r.state.best + "\n");
+}
+
+}  // namespace
+
+void prepare_run_folder(TrainingRun& r, train::Distributed& dist) {
+  // data-parallel: every rank has checked and read the run folder before rank 0 changes it.
+  dist.barrier();
+  if (!dist.is_root()) return;
+  if (!r.resume_from.empty())
+    repair_resumed(r, dist.size());
+  else
+    create_folder(r);
+  if (r.resuming && fs::is_directory(fs::path(r.dir) / "checkpoints")) clean_checkpoints(r);
+}
+
+std::string run_summary(const TrainingRun& r, int ranks) {
+  const bool lm = r.lm();
+  return fmt::format(
+      "{} {}: {} parameters, {} train / {} valid {}, {} steps ({} per epoch), {} threads{}",
+      r.restart               ? "restarting (no checkpoint yet)"
+      : r.resume_from.empty() ? "training"
+                              : "resuming",
+      r.dir, r.model->parameter_count(), lm ? r.data.lm_train.size() : r.data.train.size(),
+      lm ? r.data.lm_valid.size() : r.data.valid.size(), lm ? "tokens" : "examples",
+      r.options.total_steps, r.per_epoch, get_num_threads(),
+      ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : "");
+}
+
+}  // namespace qkv::app

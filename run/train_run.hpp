@@ -1,0 +1,59 @@
+// A training run as `qkv train` starts it: the run folder (new, or resumed from its latest
+// checkpoint), the data, model, optimizer, loader and schedule built from its config, and the
+// Trainer options. The caller then adds the hooks of run/train_hooks.hpp and calls fit().
+//
+// Order: open_training_run (checks, reads and builds; no file written) -> the distributed
+// context -> prepare_run_folder (rank 0 creates or repairs the folder, after a barrier).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+#include "data/config.hpp"
+#include "data/loader.hpp"
+#include "nn/seq2seq.hpp"
+#include "optim/optimizers.hpp"
+#include "run/run.hpp"
+#include "run/run_lock.hpp"
+#include "train/trainer.hpp"
+
+namespace qkv::app {
+
+struct TrainRunArgs {
+  std::string config, run_dir, resume;                         // resume: the run folder to continue
+  std::vector<std::pair<std::string, std::string>> overrides;  // ("model.d_model", "256")
+};
+
+struct TrainingRun {
+  RunConfig cfg;
+  std::string dir;
+  std::optional<RunLock> lock;  // held while this process writes the run folder
+  bool resuming = false;        // --resume
+  std::string resume_from;      // the checkpoint resumed ("" for a new run)
+  bool restart = false;         // --resume of a run killed before its first checkpoint
+  data::DataSplits data;
+  std::unique_ptr<nn::Seq2Seq> model;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<data::BatchSource> loader;
+  int64_t per_epoch = 0;  // steps per epoch, from the first epoch's plan
+  train::TrainerOptions options;
+  train::TrainState state;  // the resumed checkpoint's, or a new run's
+  bool lm() const { return cfg.data.task == "lm"; }
+};
+
+// Reads the config (or the run folder's), checks memory and positions, loads the data and
+// builds the model, optimizer and this rank's loader; resumes the checkpoint's state. Writes
+// nothing. rank, ranks: this process among the data-parallel ones.
+void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int ranks);
+// Rank 0: repairs a resumed folder (metrics.jsonl, half-written checkpoints, the "best"
+// pointer) or creates a new one (lock, config.toml, vocabularies, SentencePiece models).
+// Every rank calls it (a barrier first: all have read the folder before rank 0 changes it).
+void prepare_run_folder(TrainingRun& r, train::Distributed& dist);
+// The first line of the run: what it trains, how long, on how many threads and processes.
+std::string run_summary(const TrainingRun& r, int ranks);
+
+}  // namespace qkv::app
