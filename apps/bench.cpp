@@ -28,7 +28,6 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "run/distributed.hpp"
 #include "bench/bench_runtime.hpp"
 #include "bench/bench_util.hpp"
 #include "core/parallel.hpp"
@@ -36,6 +35,7 @@
 #include "nn/seq2seq.hpp"
 #include "optim/clip.hpp"
 #include "optim/optimizers.hpp"
+#include "run/distributed.hpp"
 #include "train/trainer.hpp"
 
 #ifndef QKV_SOURCE_DIR
@@ -104,6 +104,113 @@ double tokens_per_step(const BenchModel& m) {
                    : double(m.batch) * m.length;
 }
 
+// One model's training step, ready to time. The Seq2Seq and GPT models train through the
+// Trainer's step (train/trainer.hpp), as qkv train does: forward, backward, gradient reduction,
+// clipping, the optimizer's update. Heap-allocated: step() refers to its members.
+struct BenchStep {
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<dist::Context> ctx;  // data-parallel: mpirun's ranks
+  std::unique_ptr<train::Trainer> trainer;
+  Tensor src, tgt_in, tgt_out, valid, tgt_valid, x_data, g_out;
+  std::function<void()> step;
+
+  void train_with(train::ForwardFn forward, const train::TrainerOptions& o) {
+    trainer = std::make_unique<train::Trainer>(model->parameters(), *opt, std::move(forward), o,
+                                               ctx.get());
+    step = [this] { trainer->step(); };
+  }
+};
+
+// Only what a step needs: no gradient-norm pass unless clipping.
+train::TrainerOptions bench_options(double clip_norm) {
+  train::TrainerOptions o;
+  o.measure_grad_norm = false;
+  o.clip_norm = clip_norm;
+  return o;
+}
+
+// A decoder-only GPT trained as configs/shakespeare-char.toml: AdamW, clipping at 1.0.
+void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen) {
+  nn::ModelConfig c = nn::ModelConfig::decoder_defaults();
+  c.src_vocab = c.tgt_vocab = m.vocab;
+  c.d_model = m.d_model, c.heads = m.heads, c.d_ff = m.d_ff, c.decoder_layers = m.dec_layers;
+  c.dropout = 0, c.max_len = m.length, c.bias = false;
+  auto lm = std::make_shared<nn::Seq2Seq>(c, gen);
+  b.model = lm;
+  b.tgt_in = randint({m.batch, m.length}, 0, m.vocab, gen);
+  b.tgt_out = randint({m.batch * m.length}, 0, m.vocab, gen);
+  optim::OptimConfig gc;
+  gc.name = "adamw", gc.lr = 1e-3, gc.beta2 = 0.99, gc.weight_decay = 0.1;
+  b.opt = optim::make_optimizer(gc, b.model->named_parameters());
+  b.train_with(
+      [&b, &m, lm] {
+        const ag::Var logits = lm->forward(Tensor(), b.tgt_in, Tensor(), Tensor());
+        return train::Forward{ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), b.tgt_out), 0};
+      },
+      bench_options(1.0));
+}
+
+// An encoder-decoder (nn.Transformer's layout) with Adam. Data-parallel: every rank drew the
+// same global batch and keeps rows rank, rank + N, ... (as data::shard_indices); its loss is
+// its rows' share of the global mean.
+void build_seq2seq(BenchStep& b, const BenchModel& m, int64_t rank, int64_t ranks,
+                   bool data_parallel, Generator& gen) {
+  nn::ModelConfig c;
+  c.src_vocab = c.tgt_vocab = m.vocab;
+  c.d_model = m.d_model;
+  c.heads = m.heads;
+  c.d_ff = m.d_ff;
+  c.encoder_layers = m.enc_layers;
+  c.decoder_layers = m.dec_layers;
+  c.dropout = 0;
+  c.final_norm = true;  // as nn.Transformer, which ends both stacks with a LayerNorm
+  auto s2s = std::make_shared<nn::Seq2Seq>(c, gen);
+  b.model = s2s;
+  b.src = randint({m.batch, m.length}, 0, m.vocab, gen);
+  const int64_t tl = target_length(m);
+  b.tgt_in = randint({m.batch, tl}, 0, m.vocab, gen);
+  b.tgt_out = randint({m.batch, tl}, 0, m.vocab, gen);
+  const int64_t rows = (m.batch - rank + ranks - 1) / ranks;
+  const double share = static_cast<double>(rows) / static_cast<double>(m.batch);
+  if (ranks > 1) {
+    b.src = b.src.slice(0, rank, m.batch, ranks).contiguous();
+    b.tgt_in = b.tgt_in.slice(0, rank, m.batch, ranks).contiguous();
+    b.tgt_out = b.tgt_out.slice(0, rank, m.batch, ranks).contiguous();
+  }
+  b.tgt_out = b.tgt_out.flatten();
+  b.valid = ones({rows, m.length}, DType::b8);
+  b.tgt_valid = ones({rows, tl}, DType::b8);
+  optim::OptimConfig oc;
+  oc.name = "adam";
+  oc.lr = 1e-4;
+  b.opt = optim::make_optimizer(oc, b.model->named_parameters());
+  if (data_parallel) b.ctx = std::make_unique<dist::Context>(b.model->parameters());
+  b.train_with(
+      [&b, &m, s2s, rows, share, ranks] {
+        const ag::Var logits = s2s->forward(b.src, b.tgt_in, b.valid, b.tgt_valid);
+        ag::Var loss =
+            ag::cross_entropy(ag::reshape(logits, {rows * target_length(m), m.vocab}), b.tgt_out);
+        if (ranks > 1) loss = loss * share;
+        return train::Forward{loss, 0};
+      },
+      bench_options(0));
+}
+
+// One MultiHeadAttention layer's forward and backward: not a training step (no optimizer).
+void build_attention(BenchStep& b, const BenchModel& m, Generator& gen) {
+  auto mha = std::make_shared<nn::MultiHeadAttention>(m.d_model, m.heads, gen);
+  b.model = mha;
+  b.x_data = randn({m.batch, m.length, m.d_model}, gen);
+  b.g_out = randn({m.batch, m.length, m.d_model}, gen);
+  b.step = [&b, mha] {
+    mha->zero_grad();
+    const ag::Var x(b.x_data, true);
+    const ag::Var y = mha->forward(x, x, x);
+    y.backward(b.g_out);
+  };
+}
+
 // The child: one model, in this process, timed; one JSON object on stdout. data_parallel:
 // this process is one rank of mpirun and trains on its rows of the global batch.
 json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
@@ -114,93 +221,17 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   const int64_t ranks = data_parallel ? dist::size() : 1, rank = data_parallel ? dist::rank() : 0;
   QKV_CHECK(m.batch >= ranks, "bench", m.name, ": a batch of ", m.batch, " rows cannot feed ",
             ranks, " ranks");
-  std::unique_ptr<dist::Context> ctx;  // data-parallel: mpirun's ranks
   const double base_mb = proc_status_mb("VmRSS");
   Generator gen(1);
-  std::function<void()> step;
-  std::shared_ptr<nn::Module> model;
-  std::unique_ptr<optim::Optimizer> opt;
-  // The Seq2Seq models train through the Trainer's step (train/trainer.hpp), as qkv train does:
-  // forward, backward, gradient reduction, clipping, the optimizer's update.
-  train::ForwardFn forward;
-  train::TrainerOptions topt;
-  topt.measure_grad_norm = false;  // only what a step needs (the norm is computed when clipping)
-  std::unique_ptr<train::Trainer> trainer;
-  Tensor src, tgt_in, tgt_out, valid, tgt_valid, x_data, g_out;
-  optim::OptimConfig oc;
-  oc.name = "adam";
-  oc.lr = 1e-4;
-  if (m.gpt) {
-    nn::ModelConfig c = nn::ModelConfig::decoder_defaults();
-    c.src_vocab = c.tgt_vocab = m.vocab;
-    c.d_model = m.d_model, c.heads = m.heads, c.d_ff = m.d_ff, c.decoder_layers = m.dec_layers;
-    c.dropout = 0, c.max_len = m.length, c.bias = false;
-    auto lm = std::make_shared<nn::Seq2Seq>(c, gen);
-    model = lm;
-    tgt_in = randint({m.batch, m.length}, 0, m.vocab, gen);
-    tgt_out = randint({m.batch * m.length}, 0, m.vocab, gen);
-    optim::OptimConfig gc;
-    gc.name = "adamw", gc.lr = 1e-3, gc.beta2 = 0.99, gc.weight_decay = 0.1;
-    opt = optim::make_optimizer(gc, model->named_parameters());
-    topt.clip_norm = 1.0;
-    forward = [&, lm] {
-      const ag::Var logits = lm->forward(Tensor(), tgt_in, Tensor(), Tensor());
-      return train::Forward{ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), tgt_out), 0};
-    };
-  } else if (m.seq2seq) {
-    nn::ModelConfig c;
-    c.src_vocab = c.tgt_vocab = m.vocab;
-    c.d_model = m.d_model;
-    c.heads = m.heads;
-    c.d_ff = m.d_ff;
-    c.encoder_layers = m.enc_layers;
-    c.decoder_layers = m.dec_layers;
-    c.dropout = 0;
-    c.final_norm = true;  // as nn.Transformer, which ends both stacks with a LayerNorm
-    auto s2s = std::make_shared<nn::Seq2Seq>(c, gen);
-    model = s2s;
-    src = randint({m.batch, m.length}, 0, m.vocab, gen);
-    const int64_t tl = target_length(m);
-    tgt_in = randint({m.batch, tl}, 0, m.vocab, gen);
-    tgt_out = randint({m.batch, tl}, 0, m.vocab, gen);
-    // Data-parallel: every rank drew the same global batch and keeps rows rank, rank + N, ...
-    // (as data::shard_indices); its loss is its rows' share of the global mean.
-    const int64_t rows = (m.batch - rank + ranks - 1) / ranks;
-    const double share = static_cast<double>(rows) / static_cast<double>(m.batch);
-    if (ranks > 1) {
-      src = src.slice(0, rank, m.batch, ranks).contiguous();
-      tgt_in = tgt_in.slice(0, rank, m.batch, ranks).contiguous();
-      tgt_out = tgt_out.slice(0, rank, m.batch, ranks).contiguous();
-    }
-    tgt_out = tgt_out.flatten();
-    valid = ones({rows, m.length}, DType::b8);
-    tgt_valid = ones({rows, tl}, DType::b8);
-    opt = optim::make_optimizer(oc, model->named_parameters());
-    if (data_parallel) ctx = std::make_unique<dist::Context>(model->parameters());
-    forward = [&, s2s, rows, share] {
-      const ag::Var logits = s2s->forward(src, tgt_in, valid, tgt_valid);
-      ag::Var loss =
-          ag::cross_entropy(ag::reshape(logits, {rows * target_length(m), m.vocab}), tgt_out);
-      if (ranks > 1) loss = loss * share;
-      return train::Forward{loss, 0};
-    };
-  } else {  // one layer's forward and backward, no optimizer: not a training step
-    auto mha = std::make_shared<nn::MultiHeadAttention>(m.d_model, m.heads, gen);
-    model = mha;
-    x_data = randn({m.batch, m.length, m.d_model}, gen);
-    g_out = randn({m.batch, m.length, m.d_model}, gen);
-    step = [&, mha] {
-      mha->zero_grad();
-      const ag::Var x(x_data, true);
-      const ag::Var y = mha->forward(x, x, x);
-      y.backward(g_out);
-    };
-  }
-  if (forward) {
-    trainer = std::make_unique<train::Trainer>(model->parameters(), *opt, forward, topt, ctx.get());
-    step = [&] { trainer->step(); };
-  }
-  dist::GradReducer* reducer = ctx ? &ctx->reducer() : nullptr;
+  auto bench = std::make_unique<BenchStep>();
+  if (m.gpt)
+    build_gpt(*bench, m, gen);
+  else if (m.seq2seq)
+    build_seq2seq(*bench, m, rank, ranks, data_parallel, gen);
+  else
+    build_attention(*bench, m, gen);
+  const std::function<void()>& step = bench->step;
+  dist::GradReducer* reducer = bench->ctx ? &bench->ctx->reducer() : nullptr;
   for (int i = 0; i < 3; ++i) step();  // warm-up: fills the allocator's cache
   const AllocatorStats a0 = allocator_stats();
   const double reduce0 = reducer ? reducer->seconds() : 0;
