@@ -1,6 +1,6 @@
 // Statistics of attention weights: row entropies, largest weights, softmax Jacobians. Used by
-// `qkv train` (attention entropy as a training metric), `qkv saturation` and the trainer in
-// trainer_lite.hpp.
+// `qkv train` (attention entropy as a training metric) and `qkv saturation` (also during its
+// short trainings).
 #pragma once
 #include <vector>
 
