@@ -30,6 +30,23 @@
 //   on_train_end(reason)
 // Hooks are called in the order they were added.
 //
+// A model of one's own (any forward that gives a scalar loss):
+//   auto opt = optim::make_optimizer(optim_config, params);
+//   train::TrainerOptions o;
+//   o.total_steps = 1000;
+//   o.eval_every = 100;
+//   train::Trainer trainer(params, *opt, [&] { return train::Forward{my_loss(next_batch())}; }, o);
+//   train::Callbacks log;
+//   log.step_end = [](train::Trainer&, const train::StepStats& s) { print(s.step, s.loss); };
+//   log.validate = [&](train::Trainer& t) { ... t.state().evals_since_best ... };
+//   train::EarlyStopping early(5);
+//   trainer.add_hook(log);
+//   trainer.add_hook(early);
+//   trainer.fit();
+// A qkv::nn::Seq2Seq on a data::BatchSource: train::Seq2SeqStep (train/seq2seq_step.hpp) is
+// the ForwardFn. The run folder's hooks (metrics, validation, checkpoints, signals) are in
+// run/train_hooks.hpp.
+//
 // Ownership: the Trainer holds references to the optimizer, the hooks, the loader and the
 // distributed context, and copies of the parameter handles (ag::Var shares storage); the
 // caller keeps all of them alive while the Trainer is used. The model itself is the caller's:
