@@ -11,8 +11,6 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
-#include "run/limits.hpp"
-#include "run/run.hpp"
 #include "config/toml.hpp"
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
@@ -20,6 +18,8 @@
 #include "figures/attention_stats.hpp"
 #include "figures/plot.hpp"
 #include "nn/attention.hpp"
+#include "run/limits.hpp"
+#include "run/run.hpp"
 #include "train/seq2seq_step.hpp"
 #include "train/trainer.hpp"
 
@@ -228,6 +228,63 @@ Curve train_curve(const RunConfig& cfg_in, int64_t steps) {
   return c;
 }
 
+// The two scales compared: softmax(q.k / sqrt(d_k)) and softmax(q.k).
+const char* const kScale[2] = {"1/sqrt(d_k)", "1"};
+
+// Training: the copy task with and without scaling; the curves go into j["training"], a CSV
+// and two charts in out.
+void train_both_scales(const SaturationArgs& a, const fs::path& out, ojson& j) {
+  std::ostringstream tcsv;
+  tcsv << "scale,step,loss,attention_entropy,cross_attention_entropy\n";
+  LineChart loss_chart{"Copy task, d_model " + std::to_string(a.train_d_model) + ", " +
+                           std::to_string(a.train_heads) + " head(s): training loss",
+                       "step",
+                       "cross-entropy (nats / token)",
+                       false,
+                       false,
+                       {}};
+  LineChart ent_chart{"Copy task: mean attention entropy during training",
+                      "step",
+                      "entropy (nats), mean over layers and rows",
+                      false,
+                      false,
+                      {}};
+  std::printf("\ncopy task, d_model %lld, %lld head(s) (d_k = %lld), %lld steps:\n",
+              static_cast<long long>(a.train_d_model), static_cast<long long>(a.train_heads),
+              static_cast<long long>(a.train_d_model / a.train_heads),
+              static_cast<long long>(a.train_steps));
+  for (int s = 0; s < 2; ++s) {
+    const Curve c = train_curve(copy_config(a, s == 0), a.train_steps);
+    const std::string label = s == 0 ? "scale 1/sqrt(d_k)" : "scale 1 (unscaled)";
+    Series ls{label, {}, c.loss, ""}, es{label, {}, c.entropy, ""};
+    for (int64_t st : c.step)
+      ls.x.push_back(static_cast<double>(st)), es.x.push_back(static_cast<double>(st));
+    loss_chart.series.push_back(ls);
+    ent_chart.series.push_back(es);
+    for (size_t i = 0; i < c.step.size(); ++i)
+      tcsv << kScale[s] << ',' << c.step[i] << ',' << num(c.loss[i]) << ',' << num(c.entropy[i])
+           << ',' << num(c.cross_entropy_attention[i]) << '\n';
+    j["training"].push_back({{"scale", kScale[s]},
+                             {"d_model", a.train_d_model},
+                             {"heads", a.train_heads},
+                             {"steps", a.train_steps},
+                             {"step", c.step},
+                             {"loss", c.loss},
+                             {"attention_entropy", c.entropy},
+                             {"cross_attention_entropy", c.cross_entropy_attention},
+                             {"seconds", c.seconds}});
+    const size_t tail = std::max<size_t>(1, c.loss.size() / 10);
+    std::printf(
+        "  scale %-11s  first loss %.4f  final loss %.4f (mean of last %zu steps)  attention "
+        "entropy %.4f -> %.4f  (%.0f s)\n",
+        kScale[s], c.loss.front(), tail_mean(c.loss, tail), tail, c.entropy.front(),
+        tail_mean(c.entropy, tail), c.seconds);
+  }
+  atomic_write_file((out / "saturation_training.csv").string(), tcsv.str());
+  write_svg((out / "training_loss.svg").string(), loss_chart);
+  write_svg((out / "training_entropy.svg").string(), ent_chart);
+}
+
 }  // namespace
 
 int cmd_saturation(const SaturationArgs& a) {
@@ -246,7 +303,6 @@ int cmd_saturation(const SaturationArgs& a) {
   apply_threads(a.threads, "--threads");
   fs::create_directories(a.out);
   const double log_m = std::log(static_cast<double>(a.keys));
-  const char* kScale[2] = {"1/sqrt(d_k)", "1"};
 
   ojson records = ojson::array();
   std::ostringstream csv;
@@ -339,59 +395,8 @@ int cmd_saturation(const SaturationArgs& a) {
       {"example_row", {{"d_k", a.example_d_k}, {"scaled", row_scaled}, {"unscaled", row_raw}}},
       {"training", ojson::array()}};
 
-  // Training: the copy task with and without scaling.
   const fs::path out(a.out);
-  if (a.train_steps > 0) {
-    std::ostringstream tcsv;
-    tcsv << "scale,step,loss,attention_entropy,cross_attention_entropy\n";
-    LineChart loss_chart{"Copy task, d_model " + std::to_string(a.train_d_model) + ", " +
-                             std::to_string(a.train_heads) + " head(s): training loss",
-                         "step",
-                         "cross-entropy (nats / token)",
-                         false,
-                         false,
-                         {}};
-    LineChart ent_chart{"Copy task: mean attention entropy during training",
-                        "step",
-                        "entropy (nats), mean over layers and rows",
-                        false,
-                        false,
-                        {}};
-    std::printf("\ncopy task, d_model %lld, %lld head(s) (d_k = %lld), %lld steps:\n",
-                static_cast<long long>(a.train_d_model), static_cast<long long>(a.train_heads),
-                static_cast<long long>(a.train_d_model / a.train_heads),
-                static_cast<long long>(a.train_steps));
-    for (int s = 0; s < 2; ++s) {
-      const Curve c = train_curve(copy_config(a, s == 0), a.train_steps);
-      const std::string label = s == 0 ? "scale 1/sqrt(d_k)" : "scale 1 (unscaled)";
-      Series ls{label, {}, c.loss, ""}, es{label, {}, c.entropy, ""};
-      for (int64_t st : c.step)
-        ls.x.push_back(static_cast<double>(st)), es.x.push_back(static_cast<double>(st));
-      loss_chart.series.push_back(ls);
-      ent_chart.series.push_back(es);
-      for (size_t i = 0; i < c.step.size(); ++i)
-        tcsv << kScale[s] << ',' << c.step[i] << ',' << num(c.loss[i]) << ',' << num(c.entropy[i])
-             << ',' << num(c.cross_entropy_attention[i]) << '\n';
-      j["training"].push_back({{"scale", kScale[s]},
-                               {"d_model", a.train_d_model},
-                               {"heads", a.train_heads},
-                               {"steps", a.train_steps},
-                               {"step", c.step},
-                               {"loss", c.loss},
-                               {"attention_entropy", c.entropy},
-                               {"cross_attention_entropy", c.cross_entropy_attention},
-                               {"seconds", c.seconds}});
-      const size_t tail = std::max<size_t>(1, c.loss.size() / 10);
-      std::printf(
-          "  scale %-11s  first loss %.4f  final loss %.4f (mean of last %zu steps)  attention "
-          "entropy %.4f -> %.4f  (%.0f s)\n",
-          kScale[s], c.loss.front(), tail_mean(c.loss, tail), tail, c.entropy.front(),
-          tail_mean(c.entropy, tail), c.seconds);
-    }
-    atomic_write_file((out / "saturation_training.csv").string(), tcsv.str());
-    write_svg((out / "training_loss.svg").string(), loss_chart);
-    write_svg((out / "training_entropy.svg").string(), ent_chart);
-  }
+  if (a.train_steps > 0) train_both_scales(a, out, j);
 
   atomic_write_file((out / "saturation.json").string(), j.dump(1) + "\n");
   atomic_write_file((out / "saturation.csv").string(), csv.str());
