@@ -1,69 +1,18 @@
-// Losses. cross_entropy fuses log-softmax and NLL: its gradient is softmax minus the
-// (smoothed) target distribution, with no log-probabilities tensor kept between the two.
-#include <cmath>
-
+// Losses. cross_entropy is one op on the tape, log-softmax and NLL fused (the kernels:
+// core/cross_entropy.cpp); its backward is softmax minus the (smoothed) target distribution.
 #include "autograd/ops.hpp"
-#include "core/parallel.hpp"
+#include "core/fused.hpp"
 
 namespace qkv::ag {
 
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index,
                   double label_smoothing) {
-  QKV_CHECK(logits.dim() == 2, "cross_entropy", "logits must be (N, C), got ", logits.shape());
-  QKV_CHECK(
-      targets.dtype() == DType::i64 && targets.dim() == 1 && targets.size(0) == logits.size(0),
-      "cross_entropy", "targets must be int64 (N) for logits ", logits.shape(), ", got ",
-      dtype_name(targets.dtype()), " ", targets.shape());
-  QKV_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy",
-            "label_smoothing must be in [0, 1], got ", label_smoothing);
-  const int64_t n = logits.size(0), c = logits.size(1);
-  const Tensor lp = qkv::log_softmax(logits.data(), 1).contiguous();  // (N, C)
-  const std::vector<int64_t> t = to_vector<int64_t>(targets);
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (t[i] == ignore_index) continue;
-    QKV_CHECK(t[i] >= 0 && t[i] < c, "cross_entropy", "target ", t[i], " at row ", i,
-              " out of range [0, ", c, ") for logits ", logits.shape());
-    ++count;
-  }
-  const double eps = label_smoothing;
-  double total = 0;
-  visit_float(lp.dtype(), "cross_entropy", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* p = lp.data<T>();
-    for (int64_t i = 0; i < n; ++i) {  // fixed order: deterministic
-      if (t[i] == ignore_index) continue;
-      double row = -(1.0 - eps) * p[i * c + t[i]];
-      if (eps > 0) {
-        double s = 0;
-        for (int64_t j = 0; j < c; ++j) s += p[i * c + j];
-        row -= eps * s / c;
-      }
-      total += row;
-    }
-  });
-  const double loss = count ? total / count : 0.0;
-  return record("cross_entropy", scalar(loss, logits.dtype()), {logits},
-                [lp, t, ignore_index, eps, count, n, c](const Tensor& g) -> std::vector<Tensor> {
-                  Tensor dx = zeros({n, c}, lp.dtype());
-                  if (!count) return {dx};
-                  const double scale = g.item() / count;
-                  visit_float(lp.dtype(), "cross_entropy backward", [&](auto tag) {
-                    using T = typename decltype(tag)::type;
-                    const T* p = lp.data<T>();
-                    T* o = dx.data<T>();
-                    parallel_for(n, c, [&](int64_t lo, int64_t hi) {
-                      for (int64_t i = lo; i < hi; ++i) {
-                        if (t[i] == ignore_index) continue;
-                        // d/dlogit_j = softmax_j - q_j, q = (1 - eps) onehot(t) + eps / C
-                        for (int64_t j = 0; j < c; ++j)
-                          o[i * c + j] =
-                              static_cast<T>(scale * (std::exp(double(p[i * c + j])) - eps / c -
-                                                      (j == t[i] ? 1.0 - eps : 0.0)));
-                      }
-                    });
-                  });
-                  return {dx};
+  CrossEntropyResult f =
+      cross_entropy_forward(logits.data(), targets, ignore_index, label_smoothing);
+  const Tensor loss = scalar(f.loss, logits.dtype());
+  return record("cross_entropy", loss, {logits},
+                [f = std::move(f)](const Tensor& g) -> std::vector<Tensor> {
+                  return {cross_entropy_backward(f, g.item())};
                 });
 }
 

@@ -1,6 +1,9 @@
 // Fused kernels: one pass (or one tiled sweep) where the plain ops would make several, for
 // the hot paths of Transformer training. Each has a plain-op equivalent it is tested against.
 #pragma once
+#include <cstdint>
+#include <vector>
+
 #include "tensor.hpp"
 
 namespace qkv {
@@ -37,6 +40,40 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor sum_rows(const Tensor& x);
 // x, y: (N, C) -> (C): sum over rows of x * y (a LayerNorm gain gradient), as sum_rows.
 Tensor sum_rows_product(const Tensor& x, const Tensor& y);
+
+// --- LayerNorm (core/layer_norm.cpp) ---
+// Over the last dim d of x, rows = numel / d; statistics in double, one pass per row, rows
+// split across threads (each row's result does not depend on the thread count).
+struct LayerNormResult {
+  Tensor y;     // x's shape: xhat * gamma + beta (xhat itself when neither is given)
+  Tensor xhat;  // x's shape: (x - mean) * rstd, kept for the backward
+  Tensor rstd;  // (rows): 1 / sqrt(var + eps), the biased variance as torch
+};
+// x: (..., d), gamma: (d) or undefined, beta: (d) or undefined, all one float dtype
+LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   double eps);
+// g: (..., d) = dL/dy, gamma: (d) or undefined, xhat, rstd: the forward's -> dL/dx (..., d):
+// rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * gamma. The gradients
+// of gamma and beta are sum_rows_product(g, xhat) and sum_rows(g) on (rows, d) views.
+Tensor layer_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
+                           const Tensor& rstd);
+
+// --- cross-entropy over classes (core/cross_entropy.cpp) ---
+// log-softmax and NLL fused: the gradient is softmax minus the (smoothed) target distribution
+// q = (1 - eps) onehot(t) + eps / C, so only the log-probabilities are kept between the two.
+struct CrossEntropyResult {
+  double loss = 0;               // mean over the rows whose target is not ignore_index (0: none)
+  Tensor log_probs;              // (N, C), contiguous
+  std::vector<int64_t> targets;  // (N), a copy: the caller may reuse its tensor
+  int64_t ignore_index = -100, count = 0;  // count: rows that are not ignored
+  double label_smoothing = 0;
+};
+// logits: (N, C) float, targets: (N) int64 in [0, C) or ignore_index; label_smoothing in [0, 1].
+// Rows are summed in order, so the loss does not depend on the thread count.
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                         int64_t ignore_index, double label_smoothing);
+// -> dL/dlogits (N, C) for dL/dloss = g: g / count * (softmax - q), zero rows where ignored.
+Tensor cross_entropy_backward(const CrossEntropyResult& f, double g);
 
 // --- activations (core/elementwise.cpp) ---
 // g where y > 0, else 0: relu's backward from its output (y = relu(x) > 0 exactly when x > 0).
