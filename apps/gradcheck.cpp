@@ -6,9 +6,11 @@
 
 #include "apps/commands.hpp"
 #include "config/config.hpp"
-#include "apps/gradcheck_layers.hpp"
+#include "nn/gradcheck_layers.hpp"
 
 namespace qkv::app {
+
+using namespace nn;
 
 int cmd_gradcheck(const GradcheckArgs& a) {
   if (a.list) {

@@ -26,12 +26,18 @@ struct RunResult {
   std::string output;  // stdout and stderr
 };
 
-// Runs `qkv ARGS` (a shell-quoted argument string) and captures its output.
-inline RunResult run_qkv(const std::string& args) {
+// The tests' build of qkv: the same binary with tests/support's injected gradcheck faults.
+inline std::string qkv_with_faults_binary() {
+  return env_or("QKV_BUILD_DIR", ".") + "/tests/apps/qkv_with_faults";
+}
+
+// Runs `qkv ARGS` (a shell-quoted argument string) and captures its output; binary: another
+// build of qkv (qkv_with_faults_binary()).
+inline RunResult run_qkv(const std::string& args, const std::string& binary = qkv_binary()) {
   RunResult r;
   // appended piecewise: GCC 12 warns (-Wrestrict, falsely) on "'" + std::string
   std::string cmd(1, '\'');
-  cmd.append(qkv_binary()).append("' ").append(args).append(" 2>&1");
+  cmd.append(binary).append("' ").append(args).append(" 2>&1");
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;

@@ -1,7 +1,9 @@
 // The layers `qkv gradcheck` checks: each builds a module at small sizes in float64 with random
 // inputs and parameters and gives the function and inputs for autograd's gradcheck (inputs
-// first, then every parameter under its dotted name). tests/apps/test_lesson_gradcheck.cpp
-// runs the same registry.
+// first, then every parameter under its dotted name). Every layer, attention variant (dot,
+// additive, linear, sliding window) and position kind (sinusoidal, learned, relative, rope) has
+// an entry; tests/nn/test_gradcheck_layers.cpp runs them all under every mask, and the tests
+// add their injected faults (a wrong backward that must fail) with register_gradcheck_layer.
 #pragma once
 #include <functional>
 #include <memory>
@@ -11,17 +13,17 @@
 #include "autograd/gradcheck.hpp"
 #include "nn/seq2seq.hpp"
 
-namespace qkv::app {
+namespace qkv::nn {
 
 // Which attention mask the attention layers get: none, causal, key padding, or both (AND).
 enum class MaskKind { none, causal, padding, both };
 MaskKind parse_mask_kind(const std::string& s);  // "none" | "causal" | "padding" | "both"
 // "default" -> 1/sqrt(d_k) (nullopt), "none" -> 1, else a positive number.
-nn::Scale parse_scale(const std::string& s);
+Scale parse_scale(const std::string& s);
 
 struct LayerCheckOptions {
   MaskKind mask = MaskKind::both;
-  nn::Scale scale;
+  Scale scale;
   uint64_t seed = 1;
 };
 
@@ -29,23 +31,26 @@ struct LayerCheckOptions {
 struct GradcheckProblem {
   ag::GradcheckFn f;
   std::vector<ag::Var> inputs;
-  std::vector<std::shared_ptr<nn::Module>> keep;
+  std::vector<std::shared_ptr<Module>> keep;
 };
 
 struct GradcheckLayer {
   std::string name, description;
-  bool test_only = false;  // an injected fault: listed, never part of --all
+  bool test_only = false;  // an injected fault (tests only): listed, never part of --all
   std::function<GradcheckProblem(const LayerCheckOptions&)> build;
 };
 
-// Every layer, in the order --list and --all use.
+// Every layer, in the order --list and --all use: the library's, then any registered.
 const std::vector<GradcheckLayer>& gradcheck_layers();
+// Adds a layer at the end (a test's injected fault, a user's own module). Not thread-safe:
+// register before checking. Throws qkv::Error when the name is taken.
+void register_gradcheck_layer(GradcheckLayer layer);
 // The layer called name; throws qkv::Error listing the names when there is none.
 const GradcheckLayer& find_gradcheck_layer(const std::string& name);
 // A Seq2Seq described by a config's [model] section (vocabularies of 11 tokens, batch 2,
 // dropout off), through cross-entropy. The options' mask adds source/target padding when it
 // includes padding; the scale, when given, overrides the config's.
-GradcheckProblem model_gradcheck_problem(nn::ModelConfig m, const LayerCheckOptions& o);
+GradcheckProblem model_gradcheck_problem(ModelConfig m, const LayerCheckOptions& o);
 
 // The result rows of one layer: one per input or parameter.
 struct GradcheckRow {
@@ -58,4 +63,4 @@ struct GradcheckRow {
 // Runs gradcheck on the problem (single-threaded: the models are tiny).
 std::vector<GradcheckRow> run_gradcheck(const std::string& layer, const GradcheckProblem& p);
 
-}  // namespace qkv::app
+}  // namespace qkv::nn
