@@ -37,15 +37,6 @@ namespace {
 bool has_causal(MaskKind k) { return k == MaskKind::causal || k == MaskKind::both; }
 bool has_padding(MaskKind k) { return k == MaskKind::padding || k == MaskKind::both; }
 
-// (B, n) bool: true on the first lens[b] positions.
-Tensor valid_mask(const std::vector<int64_t>& lens, int64_t n) {
-  Tensor m = zeros({static_cast<int64_t>(lens.size()), n}, DType::b8);
-  uint8_t* p = m.data<uint8_t>();
-  for (size_t b = 0; b < lens.size(); ++b)
-    for (int64_t j = 0; j < std::min(lens[b], n); ++j) p[static_cast<int64_t>(b) * n + j] = 1;
-  return m;
-}
-
 // The attention mask for n queries over m keys of a batch of two whose second sequence has
 // `short_len` real keys.
 Tensor attention_mask(MaskKind k, int64_t n, int64_t m, int64_t short_len) {
@@ -85,17 +76,9 @@ std::shared_ptr<M> prepare(std::shared_ptr<M> m, Generator& g) {
 // inputs, then the module's parameters under their names
 GradcheckProblem with_params(ag::GradcheckFn f, std::vector<Var> inputs, std::shared_ptr<Module> m,
                              const std::string& prefix) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].name().empty()) inputs[i].set_name("input " + std::to_string(i));
-  GradcheckProblem p{std::move(f), std::move(inputs), {}};
-  if (m) {
-    for (const auto& [name, param] : m->named_parameters()) {
-      Var v = param;
-      v.set_name(prefix + name);
-      p.inputs.push_back(v);
-    }
-    p.keep.push_back(std::move(m));
-  }
+  if (!m) return {std::move(f), with_parameters(std::move(inputs), nullptr, prefix), {}};
+  GradcheckProblem p{std::move(f), with_parameters(std::move(inputs), m.get(), prefix), {}};
+  p.keep.push_back(std::move(m));
   return p;
 }
 
@@ -364,6 +347,27 @@ std::vector<GradcheckLayer> make_layers() {
 }
 
 }  // namespace
+
+Tensor valid_mask(const std::vector<int64_t>& lens, int64_t n) {
+  Tensor m = zeros({static_cast<int64_t>(lens.size()), n}, DType::b8);
+  uint8_t* p = m.data<uint8_t>();
+  for (size_t b = 0; b < lens.size(); ++b)
+    for (int64_t j = 0; j < std::min(lens[b], n); ++j) p[static_cast<int64_t>(b) * n + j] = 1;
+  return m;
+}
+
+std::vector<Var> with_parameters(std::vector<Var> inputs, const Module* m,
+                                 const std::string& prefix) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].name().empty()) inputs[i].set_name("input " + std::to_string(i));
+  if (m)
+    for (const auto& [name, param] : m->named_parameters()) {
+      Var v = param;
+      v.set_name(prefix + name);
+      inputs.push_back(v);
+    }
+  return inputs;
+}
 
 GradcheckProblem model_gradcheck_problem(ModelConfig m, const LayerCheckOptions& o) {
   if (m.src_vocab == 0) m.src_vocab = 11;

@@ -52,6 +52,14 @@ const GradcheckLayer& find_gradcheck_layer(const std::string& name);
 // includes padding; the scale, when given, overrides the config's.
 GradcheckProblem model_gradcheck_problem(ModelConfig m, const LayerCheckOptions& o);
 
+// What the layers (and the tests' own gradchecks) are built from:
+// (B, n) bool, true on the first lens[b] positions of row b (real tokens), false after.
+Tensor valid_mask(const std::vector<int64_t>& lens, int64_t n);
+// inputs (unnamed ones named "input <i>"), then every parameter of m (null: none) under
+// prefix + its dotted name, so a failure names the parameter.
+std::vector<ag::Var> with_parameters(std::vector<ag::Var> inputs, const Module* m,
+                                     const std::string& prefix = "");
+
 // The result rows of one layer: one per input or parameter.
 struct GradcheckRow {
   std::string layer, tensor;

@@ -1,7 +1,7 @@
 // The Catch2 main of every test binary, and the skip protocol of qkv's tests.
 //
 // Catch2 v2 has no "skipped" outcome, so a test case that cannot run (no MPI, no /proc, a
-// sanitizer that defeats the measurement) calls QKV_SKIP("why") (tests/test_util.hpp): that
+// sanitizer that defeats the measurement) calls QKV_SKIP("why") (tests/support/common.hpp): that
 // prints the reason and ends the test case. When every test case the process ran was skipped
 // and none failed, main returns kSkipExitCode (77, the automake convention), which qkv_test()
 // declares as the discovered tests' SKIP_RETURN_CODE: ctest then reports the test as skipped
@@ -13,7 +13,7 @@
 #include <iostream>
 
 #include "core/parallel.hpp"
-#include "test_util.hpp"
+#include "support/common.hpp"
 
 namespace {
 
@@ -38,7 +38,7 @@ struct SkipCounter : Catch::TestEventListenerBase {
 
 CATCH_REGISTER_LISTENER(SkipCounter)
 
-namespace qkv::test {
+namespace qkv::testing {
 
 void mark_skipped(const std::string& reason) {
   g_current_skipped = true;
@@ -46,7 +46,7 @@ void mark_skipped(const std::string& reason) {
             << std::endl;
 }
 
-}  // namespace qkv::test
+}  // namespace qkv::testing
 
 int main(int argc, char** argv) {
   // Where the sources and the build are, for tests that read shipped files or run the qkv
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   if (!std::getenv("OMP_NUM_THREADS")) qkv::set_num_threads(1);
   const int rc = Catch::Session().run(argc, argv);
   if (g_cases_run == 0) return rc;  // listing, --help, or nothing matched (-w NoTests: 2)
-  if (rc == qkv::test::kSkipExitCode) return 1;  // 77 failed assertions are not a skip
-  if (rc == 0 && g_cases_skipped == g_cases_run) return qkv::test::kSkipExitCode;
+  if (rc == qkv::testing::kSkipExitCode) return 1;  // 77 failed assertions are not a skip
+  if (rc == 0 && g_cases_skipped == g_cases_run) return qkv::testing::kSkipExitCode;
   return rc;
 }

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 
 namespace {
 

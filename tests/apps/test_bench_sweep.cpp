@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 
 TEST_CASE("bench --attention-sweep: a point per method and n, and the figure") {
   const std::string fig = (std::filesystem::temp_directory_path() /

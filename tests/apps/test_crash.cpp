@@ -8,11 +8,11 @@
 #include <random>
 #include <thread>
 
-#include "run/run.hpp"
-#include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
+#include "run/run.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -40,31 +40,16 @@ std::vector<std::string> resume_args(const std::string& run) {
   return {"train", "--resume", run, "--quiet"};
 }
 
-pid_t spawn(std::vector<std::string> args) {
-  static std::string bin = qkv_binary();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv = {bin.data()};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
-      ::_exit(126);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
 // Runs args to the end; returns the exit code (-1: killed by a signal).
 int run_to_end(const std::vector<std::string>& args) {
   int st = 0;
-  ::waitpid(spawn(args), &st, 0);
+  ::waitpid(spawn_qkv(args), &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 // Starts args and SIGKILLs it after delay; returns true if it finished (exit 0) first.
 bool kill_after(const std::vector<std::string>& args, std::chrono::microseconds delay) {
-  const pid_t pid = spawn(args);
+  const pid_t pid = spawn_qkv(args);
   const auto until = std::chrono::steady_clock::now() + delay;
   int st = 0;
   while (std::chrono::steady_clock::now() < until) {
@@ -151,7 +136,7 @@ TEST_CASE("crash: a run killed before its first checkpoint restarts with --resum
   const std::string a = t.file("a"), b = t.file("b");
   REQUIRE(run_to_end(fresh_args(a)) == 0);
   // Kill as soon as the run folder holds its config, before any checkpoint.
-  const pid_t pid = spawn(fresh_args(b));
+  const pid_t pid = spawn_qkv(fresh_args(b));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!fs::exists(fs::path(b) / "config.toml") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(100));

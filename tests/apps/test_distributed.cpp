@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "run/distributed.hpp"
-#include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
+#include "run/distributed.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 using nlohmann::json;
 

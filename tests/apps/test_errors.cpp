@@ -7,11 +7,11 @@
 #include <functional>
 #include <map>
 
-#include "run/integrity.hpp"
-#include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
+#include "run/integrity.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {

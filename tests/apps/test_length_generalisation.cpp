@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 
 namespace {
 

@@ -6,11 +6,11 @@
 #include <regex>
 
 #include "figures/heatmap.hpp"
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
 using namespace qkv;
 using namespace qkv::figures;
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 
 namespace {
 

@@ -7,21 +7,14 @@
 #include <set>
 
 #include "config/config.hpp"
-#include "lesson_test_util.hpp"
 #include "nn/gradcheck_layers.hpp"
+#include "support/nn.hpp"
+#include "support/process.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
 using namespace qkv::nn;
-using namespace qkv::lesson_test;
-
-namespace {
-bool all_passed(const std::vector<GradcheckRow>& rows) {
-  for (const auto& r : rows)
-    if (!r.passed) return false;
-  return !rows.empty();
-}
-}  // namespace
+using namespace qkv::testing;
 
 TEST_CASE("registry: the model of a config file") {
   RunConfig cfg = load_config(source_dir() + "/configs/copy.toml");

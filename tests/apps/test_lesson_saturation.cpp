@@ -9,11 +9,11 @@
 #include "apps/commands.hpp"
 #include "autograd/ops.hpp"
 #include "core/random.hpp"
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 using nlohmann::json;
 
 namespace {

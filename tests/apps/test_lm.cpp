@@ -6,9 +6,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "data/parallel.hpp"
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 using nlohmann::json;
 

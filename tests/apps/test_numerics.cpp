@@ -12,10 +12,10 @@
 
 #include "autograd/ops.hpp"
 #include "core/random.hpp"
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
 using namespace qkv;
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {

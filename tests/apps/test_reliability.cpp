@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "run/integrity.hpp"
-#include "lesson_test_util.hpp"
 #include "nn/safetensors.hpp"
+#include "run/integrity.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -55,21 +55,6 @@ std::string joined(const std::vector<std::string>& args) {
     s.append(quoted(a));
   }
   return s;
-}
-
-// Starts qkv with args, stdout and stderr into out_file.
-pid_t spawn(std::vector<std::string> args, const std::string& out_file) {
-  static std::string bin = qkv_binary();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv = {bin.data()};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (!std::freopen(out_file.c_str(), "w", stdout) || ::dup2(fileno(stdout), 2) < 0) ::_exit(126);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
 }
 
 // The exit code of pid (-1: killed by a signal).
@@ -149,7 +134,7 @@ TEST_CASE("reliability: one writer per run folder", "[e2e]") {
   std::vector<std::string> a1 = train_args(race, extra), a2 = train_args(race, extra);
   a1.insert(a1.end(), {"--seed", "1"});
   a2.insert(a2.end(), {"--seed", "2"});
-  const pid_t p1 = spawn(a1, t.file("out1")), p2 = spawn(a2, t.file("out2"));
+  const pid_t p1 = spawn_qkv(a1, t.file("out1")), p2 = spawn_qkv(a2, t.file("out2"));
   const int c1 = wait_exit(p1), c2 = wait_exit(p2);
   const std::string o1 = read_file(t.file("out1")), o2 = read_file(t.file("out2"));
   INFO(o1 << "\n" << o2);
@@ -176,8 +161,8 @@ TEST_CASE("reliability: one writer per run folder", "[e2e]") {
   fs::remove_all(r + "/checkpoints/step-00000020");
   std::ofstream(r + "/checkpoints/latest") << "step-00000010\n";
   std::ofstream(r + "/checkpoints/best") << "step-00000010\n";
-  const pid_t q1 = spawn({"train", "--resume", r, "--quiet"}, t.file("r1"));
-  const pid_t q2 = spawn({"train", "--resume", r, "--quiet"}, t.file("r2"));
+  const pid_t q1 = spawn_qkv({"train", "--resume", r, "--quiet"}, t.file("r1"));
+  const pid_t q2 = spawn_qkv({"train", "--resume", r, "--quiet"}, t.file("r2"));
   const int d1 = wait_exit(q1), d2 = wait_exit(q2);
   INFO(read_file(t.file("r1")) << "\n" << read_file(t.file("r2")));
   CHECK((d1 == 0 || d2 == 0));
@@ -191,9 +176,9 @@ TEST_CASE("reliability: eval reads a consistent checkpoint while training remove
           "[e2e]") {
   TempDir t("rel_readers");
   const std::string run = t.file("run");
-  const pid_t p = spawn(train_args(run, {"--train.max_steps", "150", "--checkpoint.every", "1",
-                                         "--checkpoint.keep", "1", "--train.log_every", "1"}),
-                        t.file("out"));
+  const pid_t p = spawn_qkv(train_args(run, {"--train.max_steps", "150", "--checkpoint.every", "1",
+                                             "--checkpoint.keep", "1", "--train.log_every", "1"}),
+                            t.file("out"));
   for (int i = 0; i < 3000 && !fs::exists(run + "/checkpoints/latest"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   int evals = 0, failed = 0;
@@ -214,7 +199,7 @@ TEST_CASE("reliability: SIGTERM and SIGHUP checkpoint like Ctrl-C, then exit 143
   const std::string run = t.file("run");
   const std::vector<std::string> args =
       train_args(run, {"--train.max_steps", "100000", "--train.log_every", "1"});
-  const pid_t p = spawn(args, t.file("out"));
+  const pid_t p = spawn_qkv(args, t.file("out"));
   REQUIRE(wait_lines(run + "/metrics.jsonl", 3, p));
   ::kill(p, SIGTERM);
   CHECK(wait_exit(p) == 143);
@@ -225,7 +210,7 @@ TEST_CASE("reliability: SIGTERM and SIGHUP checkpoint like Ctrl-C, then exit 143
   const std::string first = latest(run);
 
   const int before = lines(read_file(run + "/metrics.jsonl"));
-  const pid_t q = spawn({"train", "--resume", run, "--quiet"}, t.file("out2"));
+  const pid_t q = spawn_qkv({"train", "--resume", run, "--quiet"}, t.file("out2"));
   REQUIRE(wait_lines(run + "/metrics.jsonl", before + 3, q));
   ::kill(q, SIGHUP);
   CHECK(wait_exit(q) == 129);

@@ -10,13 +10,13 @@
 
 #include "config/config.hpp"
 #include "apps/report.hpp"
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
 using namespace qkv::figures;
 using namespace qkv::figures::report;
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 
 namespace {
 

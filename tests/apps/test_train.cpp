@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "lesson_test_util.hpp"
+#include "support/process.hpp"
 
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -28,23 +28,6 @@ const std::string kSmall =
     " --threads 1 --quiet --data.train_size 2000 --data.valid_size 100 --data.test_size 100"
     " --model.dropout 0.1 --train.max_steps 60 --train.log_every 5 --train.eval_every 20"
     " --checkpoint.every 10 --optim.warmup 10";
-
-// Starts qkv in the background; returns its pid.
-pid_t spawn(const std::vector<std::string>& args) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    static std::string bin = qkv_binary();
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::freopen("/dev/null", "w", stderr);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 }  // namespace
 
@@ -79,7 +62,7 @@ TEST_CASE("train: an interrupted run resumes to exactly the uninterrupted result
   std::vector<std::string> args = {"train", source_dir() + "/configs/copy.toml", "--run-dir", b};
   std::istringstream extra(kSmall);
   for (std::string w; extra >> w;) args.push_back(w);
-  const pid_t pid = spawn(args);
+  const pid_t pid = spawn_qkv(args);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (!fs::exists(fs::path(b) / "checkpoints" / "step-00000020") &&
          std::chrono::steady_clock::now() < deadline)

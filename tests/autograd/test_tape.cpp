@@ -6,7 +6,7 @@
 
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
-#include "test_util.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::ag;

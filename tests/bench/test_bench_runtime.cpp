@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "bench/bench_runtime.hpp"
-#include "test_util.hpp"
+#include "support/common.hpp"
 
 using namespace qkv::bench;
 
@@ -124,7 +124,7 @@ TEST_CASE("bench runtime: BLAS families by resolved path") {
 
 TEST_CASE("bench runtime: the libblas.so.3 alternatives symlink resolves to its target") {
   // Debian: /usr/lib/<triplet>/libblas.so.3 -> /etc/alternatives/... -> the chosen BLAS.
-  qkv::test::TempDir dir("bench_runtime");
+  qkv::testing::TempDir dir("bench_runtime");
   namespace fs = std::filesystem;
   fs::create_directories(dir.path / "blas");
   std::ofstream(dir.path / "blas" / "libblas.so.3.11.0") << "not a library";

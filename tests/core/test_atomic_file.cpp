@@ -7,10 +7,10 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "test_util.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
-using qkv::test::TempDir;
+using qkv::testing::TempDir;
 
 namespace {
 

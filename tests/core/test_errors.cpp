@@ -1,9 +1,9 @@
 // Misuse throws qkv::Error, and the message names the op and the shapes involved.
 #include "core/random.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 TEST_CASE("shape mismatch in broadcasting ops names both shapes") {
   const Tensor a = zeros({2, 3}), b = zeros({4});

@@ -4,7 +4,7 @@
 #include "core/fused.hpp"
 #include "core/parallel.hpp"
 #include "core/storage.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
 

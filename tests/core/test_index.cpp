@@ -1,8 +1,8 @@
 // Joining, splitting, indexing and factories, on contiguous and non-contiguous inputs.
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 namespace {
 constexpr DType kFloats[] = {DType::f32, DType::f64};

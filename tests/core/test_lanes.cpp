@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/lanes.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
 

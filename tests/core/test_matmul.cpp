@@ -1,10 +1,10 @@
 // matmul against a naive float64 triple loop: 2-D and batched with broadcast batch dims,
 // transposed views, non-contiguous batch strides, sliced-with-step and expanded operands.
 #include "core/fused.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "core/attention_variants.hpp"
 #include "core/fused.hpp"
 #include "core/lanes.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
 

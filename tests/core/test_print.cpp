@@ -1,10 +1,10 @@
 // operator<<: values, shape and dtype; long tensors abbreviated with "...".
 #include <sstream>
 
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 namespace {
 std::string str(const Tensor& t) {

@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "core/parallel.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 TEST_CASE("same seed gives the same numbers, another seed or position other numbers") {
   for (DType dt : {DType::f32, DType::f64}) {

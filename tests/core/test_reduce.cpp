@@ -3,10 +3,10 @@
 #include <cmath>
 #include <limits>
 
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 namespace {
 

@@ -1,9 +1,9 @@
 // The caching allocator: a repeated sequence of ops takes nothing new from the system.
 #include "core/storage.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 namespace {
 

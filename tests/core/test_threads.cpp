@@ -9,10 +9,10 @@
 #include <string>
 
 #include "core/parallel.hpp"
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 namespace {
 

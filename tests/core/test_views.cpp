@@ -1,9 +1,9 @@
 // Views share storage and never copy; reshape copies only when no strides can express the
 // new shape; contiguous() packs.
-#include "core_test_util.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
-using namespace qkv::test;
+using namespace qkv::testing;
 
 namespace {
 // x = [0, 1, ..., n-1] as float64 of shape s.

@@ -3,7 +3,7 @@
 #include "data/batch.hpp"
 #include "data/config.hpp"
 #include "data/dates.hpp"
-#include "data/test_helpers.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;

@@ -4,7 +4,7 @@
 
 #include "data/config.hpp"
 #include "data/loader.hpp"
-#include "data/test_helpers.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;

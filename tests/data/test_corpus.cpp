@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "data/corpus.hpp"
-#include "data/test_helpers.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;

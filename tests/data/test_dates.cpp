@@ -5,7 +5,7 @@
 
 #include "data/corpus.hpp"
 #include "data/dates.hpp"
-#include "data/test_helpers.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;

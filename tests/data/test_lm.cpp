@@ -10,11 +10,11 @@
 #include "data/config.hpp"
 #include "data/lm.hpp"
 #include "data/text_file.hpp"
-#include "test_helpers.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;
-using namespace qkv::data::testing;
+using namespace qkv::testing;
 
 namespace {
 

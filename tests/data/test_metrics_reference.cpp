@@ -8,8 +8,7 @@
 
 #include "data/metrics.hpp"
 #include "data/parallel.hpp"
-#include "data/test_helpers.hpp"
-#include "test_util.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;
@@ -33,7 +32,7 @@ std::string join(const std::vector<std::string>& w) {
 }  // namespace
 
 TEST_CASE("BLEU equals NLTK corpus_bleu on pre-tokenized Multi30k text, 13a equals Python re") {
-  test::TempDir dir("metrics_reference");
+  testing::TempDir dir("metrics_reference");
   const std::string m30k = testing::source_path("configs/data/multi30k");
   const std::vector<std::string> en = read_lines(split_file(m30k, "test_2016_flickr", "en"));
   const std::vector<std::string> de = read_lines(split_file(m30k, "test_2016_flickr", "de"));

@@ -3,7 +3,7 @@
 #include "data/config.hpp"
 #include "data/parallel.hpp"
 #include "data/sentencepiece.hpp"
-#include "data/test_helpers.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;

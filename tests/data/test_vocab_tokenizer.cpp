@@ -1,10 +1,10 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.hpp"
-#include "data/test_helpers.hpp"
 #include "data/tokenizer.hpp"
 #include "data/utf8.hpp"
 #include "data/vocab.hpp"
+#include "support/common.hpp"
 
 using namespace qkv;
 using namespace qkv::data;

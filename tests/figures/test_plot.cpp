@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "apps/lesson_test_util.hpp"
 #include "core/error.hpp"
 #include "figures/heatmap.hpp"
 #include "figures/plot.hpp"
+#include "support/process.hpp"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -22,7 +22,7 @@
 
 using namespace qkv;
 using namespace qkv::figures;
-using namespace qkv::lesson_test;
+using namespace qkv::testing;
 
 namespace {
 

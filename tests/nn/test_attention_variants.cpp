@@ -7,19 +7,13 @@
 
 #include "autograd/gradcheck.hpp"
 #include "core/attention_variants.hpp"
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.numel() * dtype_size(ca.dtype())) == 0;
-}
 
 // Output and gradients (w.r.t. q, k, v, for the upstream gradient go) of f.
 struct Eval {

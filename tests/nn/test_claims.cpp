@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 
 namespace {
 

@@ -6,31 +6,14 @@
 
 #include <cmath>
 
-#include "gradcheck_test_util.hpp"
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 using Ins = const std::vector<Var>&;
 
 namespace {
-
-ModelConfig tiny_lm(const std::string& position = "learned", const std::string& attention = "dot",
-                    int64_t window = 0) {
-  ModelConfig c = ModelConfig::decoder_defaults();
-  c.src_vocab = c.tgt_vocab = 7;
-  c.d_model = 8;
-  c.heads = 2;
-  c.d_ff = 12;
-  c.decoder_layers = 2;
-  c.dropout = 0;
-  c.max_len = 32;
-  c.position = position;
-  c.attention = attention;
-  c.window = window;
-  return c;
-}
 
 double std_of(const Tensor& t) {
   const Tensor x = t.to(DType::f64);

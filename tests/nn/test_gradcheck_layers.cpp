@@ -6,17 +6,11 @@
 
 #include "nn/gradcheck_layers.hpp"
 #include "support/gradcheck_faults.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-
-namespace {
-bool all_passed(const std::vector<GradcheckRow>& rows) {
-  for (const auto& r : rows)
-    if (!r.passed) return false;
-  return !rows.empty();
-}
-}  // namespace
+using namespace qkv::testing;
 
 TEST_CASE("registry: every layer passes, with every mask and with scale 1") {
   std::set<std::string> names;

@@ -7,12 +7,11 @@
 #include <map>
 #include <string>
 
-#include "gradcheck_test_util.hpp"
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 using Ins = const std::vector<Var>&;
 
 namespace {

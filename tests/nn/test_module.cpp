@@ -5,11 +5,11 @@
 #include <set>
 
 #include "nn/safetensors.hpp"
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 
 namespace {
 

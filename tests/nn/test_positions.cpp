@@ -6,14 +6,13 @@
 #include <cstdio>
 #include <map>
 
-#include "gradcheck_test_util.hpp"
 #include "nn/relative_bias.hpp"
 #include "nn/rotary.hpp"
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 using Ins = const std::vector<Var>&;
 
 namespace {

@@ -13,11 +13,11 @@
 #include "nn/relative_bias.hpp"
 #include "nn/rotary.hpp"
 #include "nn/safetensors.hpp"
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 
 TEST_CASE("reference: relative bias and rope attention match PyTorch (float64)", "[reference]") {
   const char* src = std::getenv("QKV_SOURCE_DIR");

@@ -34,11 +34,11 @@
 #include <sstream>
 
 #include "nn/safetensors.hpp"
-#include "nn_test_util.hpp"
+#include "support/nn.hpp"
 
 using namespace qkv;
 using namespace qkv::nn;
-using namespace qkv::nn::test;
+using namespace qkv::testing;
 using nlohmann::json;
 namespace fs = std::filesystem;
 

@@ -12,13 +12,13 @@
 #include "run/run.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
-#include "test_util.hpp"
+#include "support/common.hpp"
 #include "train/seq2seq_step.hpp"
 #include "train/trainer.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
-using qkv::test::TempDir;
+using qkv::testing::TempDir;
 
 namespace {
 

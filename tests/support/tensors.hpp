@@ -1,6 +1,6 @@
-// Helpers for the core tests: slow, obviously-correct references built on Tensor::at, and
-// layouts that hold the same values with different strides (so every op is checked on
-// non-contiguous inputs against the same expected values).
+// Tensors in tests: slow, obviously-correct references built on Tensor::at, layouts that hold
+// the same values with different strides (so every op is checked on non-contiguous inputs
+// against the same expected values), float64 leaves, error measures and padding masks.
 #pragma once
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -8,12 +8,13 @@
 #include <functional>
 #include <string>
 
+#include "autograd/var.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "core/tensor.hpp"
-#include "test_util.hpp"
+#include "support/common.hpp"
 
-namespace qkv::test {
+namespace qkv::testing {
 
 // f(index) for every index of shape s, row-major. A 0-d shape has one (empty) index.
 template <class F>
@@ -145,4 +146,18 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
 }
 
-}  // namespace qkv::test
+// A leaf of the given shape, uniform in [lo, hi), that requires grad.
+inline ag::Var leaf(const Shape& s, Generator& g, DType dt = DType::f64, double lo = -1,
+                    double hi = 1) {
+  return ag::Var(uniform(s, lo, hi, g, dt), true);
+}
+
+// max|a - b| / max|b|: the relative error of a whole tensor against a reference b.
+// When b is all zeros this is max|a - b| (relative to 1).
+inline double rel_err(const Tensor& a, const Tensor& b) {
+  const double den = max(abs(b.to(DType::f64))).item();
+  const double num = max_abs_diff(a.to(DType::f64), b.to(DType::f64));
+  return num / (den > 0 ? den : 1.0);
+}
+
+}  // namespace qkv::testing

@@ -1,12 +1,16 @@
-// Helpers every test area shares: skipping, temporary folders and scoped thread counts.
+// What every test area shares (namespace qkv::testing, as all of tests/support): skipping,
+// temporary folders, scoped thread counts, files in the source tree and scratch files.
 #pragma once
 #include <unistd.h>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/parallel.hpp"
 
-namespace qkv::test {
+namespace qkv::testing {
 
 // The exit status of a test process whose every test case was skipped (tests/test_main.cpp);
 // qkv_test() gives it to ctest as SKIP_RETURN_CODE, so ctest reports "Skipped", not "Passed".
@@ -19,10 +23,10 @@ void mark_skipped(const std::string& reason);
 // Ends the running test case as skipped, with the reason. Only in a TEST_CASE's own body (it
 // returns from the enclosing function), and only for what cannot run here (a missing program,
 // a sanitizer build), never for a result that is inconvenient.
-#define QKV_SKIP(reason)               \
-  do {                                 \
-    ::qkv::test::mark_skipped(reason); \
-    return;                            \
+#define QKV_SKIP(reason)                  \
+  do {                                    \
+    ::qkv::testing::mark_skipped(reason); \
+    return;                               \
   } while (0)
 
 // A fresh folder under the system temp dir, qkv_<tag>_<pid>, removed when the object dies.
@@ -58,4 +62,39 @@ struct ScopedThreads : ThreadGuard {
   explicit ScopedThreads(int n) { set_num_threads(n); }
 };
 
-}  // namespace qkv::test
+// The environment variable name, or fallback when it is unset.
+inline std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+// The source tree and a path in it (QKV_SOURCE_DIR, set by tests/test_main.cpp).
+inline std::string source_dir() { return env_or("QKV_SOURCE_DIR", "."); }
+inline std::string source_path(const std::string& rel) {
+  return (std::filesystem::path(source_dir()) / rel).string();
+}
+
+// The whole file as bytes ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A fresh path under the build (or temp) dir, unique per process and name.
+inline std::string scratch(const std::string& name) {
+  const char* b = std::getenv("QKV_BUILD_DIR");
+  std::filesystem::path dir = b ? std::filesystem::path(b) / "test-scratch" / "data"
+                                : std::filesystem::temp_directory_path() / "qkv-data-tests";
+  std::filesystem::create_directories(dir);
+  return (dir / (std::to_string(::getpid()) + "-" + name)).string();
+}
+
+// Writes content to scratch(name); returns that path.
+inline std::string write_file(const std::string& name, const std::string& content) {
+  const std::string p = scratch(name);
+  std::ofstream(p, std::ios::binary) << content;
+  return p;
+}
+
+}  // namespace qkv::testing

@@ -1,4 +1,4 @@
-// Helpers for the lesson command tests: run the qkv binary, temp folders, PNG decoding.
+// The qkv binary in tests: run it and capture its output, or start it in the background.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,16 +10,13 @@
 #include <sstream>
 #include <string>
 
-#include "test_util.hpp"
+#include <vector>
 
-namespace qkv::lesson_test {
+#include "support/common.hpp"
 
-inline std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v ? v : fallback;
-}
+namespace qkv::testing {
+
 inline std::string qkv_binary() { return env_or("QKV_BUILD_DIR", ".") + "/apps/qkv"; }
-inline std::string source_dir() { return env_or("QKV_SOURCE_DIR", "."); }
 
 struct RunResult {
   int status = -1;     // exit code
@@ -48,13 +45,20 @@ inline RunResult run_qkv(const std::string& args, const std::string& binary = qk
   return r;
 }
 
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// Starts `qkv ARGS` in the background (fork and exec, no shell), stdout and stderr into
+// out_file; returns its pid (wait with waitpid).
+inline pid_t spawn_qkv(std::vector<std::string> args, const std::string& out_file = "/dev/null") {
+  static std::string bin = qkv_binary();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv = {bin.data()};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (!std::freopen(out_file.c_str(), "w", stdout) || ::dup2(fileno(stdout), 2) < 0) ::_exit(126);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
 }
 
-using qkv::test::TempDir;
-
-}  // namespace qkv::lesson_test
+}  // namespace qkv::testing

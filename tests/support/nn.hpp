@@ -1,0 +1,93 @@
+// nn in tests: a tiny Seq2Seq config, and the gradcheck fixture: a module's parameters
+// appended to the inputs, one checker that requires every input and parameter to be checked and
+// to pass, and the registry's rows (nn/gradcheck_layers.hpp) all passing.
+//
+// gradcheck calls a tiny model thousands of times; on a loaded machine an OpenMP region per
+// small op costs far more than the op, and results do not depend on the thread count: such
+// checks run inside ScopedThreads(1).
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "autograd/gradcheck.hpp"
+#include "nn/gradcheck_layers.hpp"
+#include "nn/module.hpp"
+#include "nn/seq2seq.hpp"
+#include "support/tensors.hpp"
+
+namespace qkv::testing {
+
+// The tiny models' sizes: d_model 8, 2 heads, d_ff 12, 1 encoder and 2 decoder layers, no
+// dropout.
+inline void set_tiny_sizes(nn::ModelConfig& c) {
+  c.d_model = 8;
+  c.heads = 2;
+  c.d_ff = 12;
+  c.encoder_layers = 1;
+  c.decoder_layers = 2;
+  c.dropout = 0.0;
+}
+
+// A tiny Seq2Seq without dropout, for gradcheck and incremental decoding.
+inline nn::ModelConfig tiny_config(bool norm_first, bool final_norm = false) {
+  nn::ModelConfig c;
+  c.src_vocab = 7;
+  c.tgt_vocab = 6;
+  set_tiny_sizes(c);
+  c.norm_first = norm_first;
+  c.final_norm = final_norm;
+  return c;
+}
+
+// A tiny decoder-only LM (GPT's defaults, 7 tokens, up to 32 positions).
+inline nn::ModelConfig tiny_lm(const std::string& position = "learned",
+                               const std::string& attention = "dot", int64_t window = 0) {
+  nn::ModelConfig c = nn::ModelConfig::decoder_defaults();
+  c.src_vocab = c.tgt_vocab = 7;
+  set_tiny_sizes(c);
+  c.max_len = 32;
+  c.position = position;
+  c.attention = attention;
+  c.window = window;
+  return c;
+}
+
+// inputs first, then every parameter of m (named, so a failure names the parameter)
+inline std::vector<ag::Var> with_params(std::vector<ag::Var> inputs, const nn::Module& m) {
+  return nn::with_parameters(std::move(inputs), &m);
+}
+// (B, n) bool padding masks, as the registry builds them
+using nn::valid_mask;
+
+// gradcheck of f at in on one thread (central differences call f thousands of times; a
+// parallel region per op would only add noise). Prints the worst errors under the test's name.
+inline void check_gradients(const ag::GradcheckFn& f, const std::vector<ag::Var>& in) {
+  const ScopedThreads one(1);
+  const ag::GradcheckReport r = ag::gradcheck(f, in);
+  INFO(r.summary());
+  CHECK(r.passed);
+  double worst_abs = 0, worst_rel = 0;
+  int64_t checked = 0;
+  for (const auto& c : r.inputs) {
+    worst_abs = std::max(worst_abs, c.max_abs_err);
+    worst_rel = std::max(worst_rel, c.max_rel_err);
+    checked += c.checked;
+  }
+  std::printf("gradcheck [%s] %zu inputs: max abs err %.2g, max rel err %.2g\n",
+              Catch::getResultCapture().getCurrentTestName().c_str(), r.inputs.size(), worst_abs,
+              worst_rel);
+  CHECK(checked > 0);
+  CHECK(r.inputs.size() == in.size());  // every input (and parameter) was checked
+}
+
+// Every row of a registry layer's gradcheck passed (and there was at least one).
+inline bool all_passed(const std::vector<nn::GradcheckRow>& rows) {
+  for (const auto& r : rows)
+    if (!r.passed) return false;
+  return !rows.empty();
+}
+
+}  // namespace qkv::testing
