@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/atomic_file.hpp"
 #include "core/tensor.hpp"
 
 namespace qkv::nn {
@@ -37,8 +36,5 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Parses an in-memory file (the fuzz target and the loader share it). name is for messages.
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& name);
 
-// The old spelling of qkv::atomic_write_file (core/atomic_file.hpp), kept only while
-// apps/train.cpp, run.cpp and integrity.cpp move to their libraries (#18); remove after.
-using qkv::atomic_write_file;
 
 }  // namespace qkv::nn

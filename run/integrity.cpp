@@ -14,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace qkv::app {
@@ -80,7 +81,7 @@ void write_manifest(const std::string& dir) {
     files[n] = {{"bytes", b.size()}, {"xxh3", xxh3_hex(b)}};
   }
   const json m = {{"algorithm", "xxh3-64"}, {"files", files}};
-  nn::atomic_write_file(dir + "/" + kManifest, m.dump(2) + "\n");
+  atomic_write_file(dir + "/" + kManifest, m.dump(2) + "\n");
 }
 
 CheckpointFiles read_checkpoint_files(const std::string& dir) {
@@ -184,7 +185,7 @@ std::string repair_metrics(const std::string& run_dir, const std::string& ckpt,
       fs::resize_file(log, metrics_bytes);
       return "";
     }
-    nn::atomic_write_file(log, saved->second);
+    atomic_write_file(log, saved->second);
     return log + " did not begin with the log checkpoint " + name +
            " recorded; restored the checkpoint's copy (" + std::to_string(metrics_bytes) +
            " bytes)";
@@ -198,7 +199,7 @@ std::string repair_metrics(const std::string& run_dir, const std::string& ckpt,
     throw Error("train: " + log + " " + what +
                 ", and that checkpoint (written by an older qkv) holds no copy of the log to "
                 "restore it from; put the file back, or start the run again");
-  nn::atomic_write_file(log, saved->second);
+  atomic_write_file(log, saved->second);
   return log + " " + what + "; restored it from the checkpoint's copy";
 }
 

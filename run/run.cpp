@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/atomic_file.hpp"
 #include "data/metrics.hpp"
 #include "data/tokenizer.hpp"
 #include "data/utf8.hpp"
@@ -324,7 +325,7 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
                        {"norm_sum", finite_or_string(st.log_norm_sum)},
                        {"count", st.log_count}};
   j["optimizer"] = {{"name", os.optimizer}, {"scalars", os.scalars}};
-  nn::atomic_write_file((tmp / "state.json").string(), j.dump(2) + "\n");
+  atomic_write_file((tmp / "state.json").string(), j.dump(2) + "\n");
   // The log as the checkpoint knows it (metrics_bytes long), on disk with the checkpoint, and a
   // copy inside it, from which --resume repairs a log that lost lines.
   const fs::path log = fs::path(run_dir) / "metrics.jsonl";
@@ -335,7 +336,7 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
     in.read(text.data(), static_cast<std::streamsize>(text.size()));
     QKV_CHECK(static_cast<uint64_t>(in.gcount()) == st.metrics_bytes, "checkpoint", log.string(),
               " is shorter than the ", st.metrics_bytes, " bytes just logged");
-    nn::atomic_write_file((tmp / "metrics.jsonl").string(), text);
+    atomic_write_file((tmp / "metrics.jsonl").string(), text);
   }
   write_manifest(tmp.string());  // last: the sizes and checksums of every file above
   fsync_dir(tmp);
@@ -344,9 +345,9 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
   remove_checkpoint(dir, name);
   fs::rename(tmp, final_dir);
   fsync_dir(dir);
-  nn::atomic_write_file((dir / "latest").string(), name + "\n");
+  atomic_write_file((dir / "latest").string(), name + "\n");
   const std::string best = is_best ? name : st.best;
-  if (is_best) nn::atomic_write_file((dir / "best").string(), name + "\n");
+  if (is_best) atomic_write_file((dir / "best").string(), name + "\n");
 
   // Keep the newest `keep` checkpoints, and the best.
   std::vector<std::string> steps;
