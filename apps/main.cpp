@@ -20,8 +20,8 @@ using namespace qkv::app;
 namespace {
 
 // One add_<command> per subcommand: its arguments, help texts, defaults and checks, bound to
-// the fields of its Args (apps/commands.hpp). Returns the subcommand, to ask whether it ran.
-CLI::App* add_train(CLI::App& app, TrainArgs& a) {
+// the fields of its Args (apps/commands.hpp).
+void add_train(CLI::App& app, TrainArgs& a) {
   auto* cmd = app.add_subcommand(
       "train", "train a model from a TOML config (--section.key VALUE overrides a key)");
   cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml");
@@ -29,10 +29,9 @@ CLI::App* add_train(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--resume", a.resume, "continue the run in this folder from its last checkpoint");
   cmd->add_flag("--quiet", a.quiet, "only warnings and errors");
   cmd->add_flag("--verbose", a.verbose, "a log line every step");
-  return cmd;
 }
 
-CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
+void add_eval(CLI::App& app, EvalArgs& a) {
   auto* cmd = app.add_subcommand("eval", "loss, token accuracy and exact match of a trained run");
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("--split", a.split, "valid, test or train")->capture_default_str();
@@ -55,10 +54,9 @@ CLI::App* add_eval(CLI::App& app, EvalArgs& a) {
       ->capture_default_str();
   cmd->add_option("--hyp-out", a.hyp_out, "text tasks: write the detokenized hypotheses here");
   cmd->add_flag("--lowercase", a.lowercase, "text tasks: case-insensitive BLEU and chrF");
-  return cmd;
 }
 
-CLI::App* add_score(CLI::App& app, ScoreArgs& a) {
+void add_score(CLI::App& app, ScoreArgs& a) {
   auto* cmd = app.add_subcommand(
       "score",
       "BLEU and chrF of a hypothesis file against a reference file (as sacrebleu REF < HYP)");
@@ -66,10 +64,9 @@ CLI::App* add_score(CLI::App& app, ScoreArgs& a) {
   cmd->add_option("hyp", a.hyp, "hypothesis file, line-aligned with the reference")->required();
   cmd->add_flag("--lowercase", a.lowercase, "case-insensitive (sacrebleu -lc)");
   cmd->add_flag("--json", a.json, "print one JSON object");
-  return cmd;
 }
 
-CLI::App* add_translate(CLI::App& app, TranslateArgs& a) {
+void add_translate(CLI::App& app, TranslateArgs& a) {
   auto* cmd = app.add_subcommand("translate",
                                  "decode inputs with a trained run (arguments, or lines on stdin)");
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
@@ -87,10 +84,9 @@ CLI::App* add_translate(CLI::App& app, TranslateArgs& a) {
       ->capture_default_str()
       ->check(checkpoint_name());
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
-  return cmd;
 }
 
-CLI::App* add_generate(CLI::App& app, GenerateArgs& a) {
+void add_generate(CLI::App& app, GenerateArgs& a) {
   auto* cmd = app.add_subcommand(
       "generate", "sample text from a trained language model (model.kind = \"decoder\")");
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
@@ -108,10 +104,9 @@ CLI::App* add_generate(CLI::App& app, GenerateArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "best or latest")->capture_default_str();
   cmd->add_option("--threads", a.threads, "threads (default: the run's)");
   cmd->add_flag("--quiet", a.quiet, "no tokens/s line on stderr");
-  return cmd;
 }
 
-CLI::App* add_bench(CLI::App& app, BenchArgs& a) {
+void add_bench(CLI::App& app, BenchArgs& a) {
   auto* cmd = app.add_subcommand(
       "bench", "time training steps of fixed models (--compare: next to PyTorch)");
   cmd->add_option("--model", a.models,
@@ -146,10 +141,9 @@ CLI::App* add_bench(CLI::App& app, BenchArgs& a) {
                 "time data-parallel steps (run under mpirun: each rank its shard of the batch)");
   cmd->add_flag("--scaling", a.scaling,
                 "data-parallel scaling: N=1 x T threads against N=2 x T/2 threads, via mpirun");
-  return cmd;
 }
 
-CLI::App* add_gradcheck(CLI::App& app, GradcheckArgs& a) {
+void add_gradcheck(CLI::App& app, GradcheckArgs& a) {
   auto* cmd = app.add_subcommand(
       "gradcheck", "check every layer's gradients against central differences (float64)");
   cmd->add_flag("--all", a.all, "every layer (the default when no --layer or --config is given)");
@@ -163,10 +157,9 @@ CLI::App* add_gradcheck(CLI::App& app, GradcheckArgs& a) {
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "inputs and parameters")->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object instead of the table");
-  return cmd;
 }
 
-CLI::App* add_saturation(CLI::App& app, SaturationArgs& a) {
+void add_saturation(CLI::App& app, SaturationArgs& a) {
   auto* cmd =
       app.add_subcommand("saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements");
   cmd->add_option("--out", a.out, "output folder")->capture_default_str();
@@ -187,10 +180,9 @@ CLI::App* add_saturation(CLI::App& app, SaturationArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (0: all cores)")
       ->capture_default_str()
       ->check(thread_count());
-  return cmd;
 }
 
-CLI::App* add_attention(CLI::App& app, AttentionArgs& a) {
+void add_attention(CLI::App& app, AttentionArgs& a) {
   auto* cmd =
       app.add_subcommand("attention", "draw one attention matrix of a trained run as a heatmap");
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
@@ -209,10 +201,9 @@ CLI::App* add_attention(CLI::App& app, AttentionArgs& a) {
       ->capture_default_str()
       ->check(CLI::Range(4, 256));
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
-  return cmd;
 }
 
-CLI::App* add_report(CLI::App& app, ReportArgs& a) {
+void add_report(CLI::App& app, ReportArgs& a) {
   auto* cmd = app.add_subcommand(
       "report", "one self-contained HTML page of runs (overlaid) or qkv saturation results");
   cmd->add_option("runs", a.runs, "run folders, or qkv saturation --out folders")->required();
@@ -222,7 +213,6 @@ CLI::App* add_report(CLI::App& app, ReportArgs& a) {
       ->check(CLI::Range(int64_t{0}, int64_t{100}));
   cmd->add_flag("--heads", a.heads, "every head's attention map too, not only their mean");
   cmd->add_option("--threads", a.threads, "threads (default: each run's)");
-  return cmd;
 }
 
 // Every subcommand's arguments, filled in by the parse.
