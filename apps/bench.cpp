@@ -293,15 +293,15 @@ double sgemm_peak_gflops() {
   return best;
 }
 
-// The data-parallel scaling table: each model with N=1 x T threads and N=2 x T/2 threads
-// (mpirun -np 2), alternating for --repeats rounds; the median step time of each side.
-int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
-  QKV_CHECK(dist::compiled_with_mpi(), "bench", "--scaling needs qkv built with MPI (QKV_MPI=ON)");
-  QKV_CHECK(dist::size() == 1, "bench", "--scaling starts mpirun itself; run it without mpirun");
-  QKV_CHECK(a.threads >= 2 && a.threads % 2 == 0, "bench",
-            "--scaling splits --threads between 2 "
-            "processes: give an even number >= 2, got ",
-            a.threads);
+// The data-parallel scaling runs: per model, each round's step time with N=1 x T threads
+// (one), with N=2 x T/2 threads (two), and the N=2 gradient allreduce in a step and alone.
+struct ScalingRuns {
+  std::map<std::string, std::vector<double>> one, two, reduce_ms, alone_ms;
+};
+
+// Alternates N=1 and N=2 (mpirun -np 2) for --repeats rounds; a progress line per run on
+// stderr unless --json.
+ScalingRuns run_scaling_rounds(const BenchArgs& a, const std::vector<std::string>& names) {
   const std::string self = shell_quote(self_exe());
   // Root in a container needs --allow-run-as-root; no binding, as the N=1 run is unbound.
   const std::string mpirun = std::string("mpirun") +
@@ -312,25 +312,30 @@ int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
     return " bench --data-parallel --json --model " + n + " --threads " + std::to_string(threads) +
            " --min-seconds " + std::to_string(a.min_seconds);
   };
-  std::map<std::string, std::vector<double>> one, two, reduce_ms, alone_ms;
-  const double load_before = load_average();
+  ScalingRuns s;
   for (int r = 0; r < a.repeats; ++r) {
     for (const std::string& n : names) {
       const json j1 = run_child(env + self + args(n, a.threads));
       const json j2 = run_child(env + mpirun + self + args(n, a.threads / 2));
       QKV_CHECK(j2.value("ranks", 0) == 2, "bench", "mpirun did not start 2 ranks: ", j2.dump());
-      one[n].push_back(j1["ms_per_step"].get<double>());
-      two[n].push_back(j2["ms_per_step"].get<double>());
-      reduce_ms[n].push_back(j2["allreduce_ms_per_step"].get<double>());
-      alone_ms[n].push_back(j2["allreduce_alone_ms"].get<double>());
+      s.one[n].push_back(j1["ms_per_step"].get<double>());
+      s.two[n].push_back(j2["ms_per_step"].get<double>());
+      s.reduce_ms[n].push_back(j2["allreduce_ms_per_step"].get<double>());
+      s.alone_ms[n].push_back(j2["allreduce_alone_ms"].get<double>());
       if (!a.json)
         std::fprintf(stderr,
                      "round %d/%d %s: N=1 %.2f ms, N=2 %.2f ms (allreduce %.2f ms in a step, "
                      "%.2f ms alone)\n",
-                     r + 1, a.repeats, n.c_str(), one[n].back(), two[n].back(), reduce_ms[n].back(),
-                     alone_ms[n].back());
+                     r + 1, a.repeats, n.c_str(), s.one[n].back(), s.two[n].back(),
+                     s.reduce_ms[n].back(), s.alone_ms[n].back());
     }
   }
+  return s;
+}
+
+// The scaling runs as --json prints them: medians over the rounds and the runs themselves.
+json scaling_result(const BenchArgs& a, const std::vector<std::string>& names, const ScalingRuns& s,
+                    double load_before) {
   json result;
   result["machine"] = {{"cpu", cpu_model()},
                        {"cores", omp_get_num_procs()},
@@ -340,21 +345,22 @@ int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
   result["repeats"] = a.repeats;
   result["models"] = json::array();
   for (const std::string& n : names) {
-    const double t1 = median(one[n]), t2 = median(two[n]);
+    const double t1 = median(s.one.at(n)), t2 = median(s.two.at(n));
     result["models"].push_back({{"model", n},
                                 {"global_batch", find_model(n).batch},
                                 {"n1_ms_per_step", t1},
                                 {"n2_ms_per_step", t2},
                                 {"efficiency", t1 / t2},
-                                {"n2_allreduce_ms_per_step", median(reduce_ms[n])},
-                                {"n2_allreduce_alone_ms", median(alone_ms[n])},
-                                {"n1_runs_ms", one[n]},
-                                {"n2_runs_ms", two[n]}});
+                                {"n2_allreduce_ms_per_step", median(s.reduce_ms.at(n))},
+                                {"n2_allreduce_alone_ms", median(s.alone_ms.at(n))},
+                                {"n1_runs_ms", s.one.at(n)},
+                                {"n2_runs_ms", s.two.at(n)}});
   }
-  if (a.json) {
-    std::printf("%s\n", result.dump(2).c_str());
-    return 0;
-  }
+  return result;
+}
+
+// The scaling result as a Markdown table, under a line on the machine and its load.
+void print_scaling_table(const BenchArgs& a, const json& result, double load_before) {
   std::printf(
       "%s, %d cores; load %.2f -> %.2f; median of %d rounds; the same global batch and "
       "%d threads in total on both sides\n\n",
@@ -370,6 +376,25 @@ int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
         static_cast<long long>(e["global_batch"].get<int64_t>()), e["n1_ms_per_step"].get<double>(),
         e["n2_ms_per_step"].get<double>(), e["efficiency"].get<double>(),
         e["n2_allreduce_ms_per_step"].get<double>(), e["n2_allreduce_alone_ms"].get<double>());
+}
+
+// The data-parallel scaling table: each model with N=1 x T threads and N=2 x T/2 threads
+// (mpirun -np 2), alternating for --repeats rounds; the median step time of each side.
+int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
+  QKV_CHECK(dist::compiled_with_mpi(), "bench", "--scaling needs qkv built with MPI (QKV_MPI=ON)");
+  QKV_CHECK(dist::size() == 1, "bench", "--scaling starts mpirun itself; run it without mpirun");
+  QKV_CHECK(a.threads >= 2 && a.threads % 2 == 0, "bench",
+            "--scaling splits --threads between 2 "
+            "processes: give an even number >= 2, got ",
+            a.threads);
+  const double load_before = load_average();
+  const ScalingRuns runs = run_scaling_rounds(a, names);
+  const json result = scaling_result(a, names, runs, load_before);
+  if (a.json) {
+    std::printf("%s\n", result.dump(2).c_str());
+    return 0;
+  }
+  print_scaling_table(a, result, load_before);
   return 0;
 }
 
@@ -403,90 +428,128 @@ Sides check_sides(const BenchArgs& a, int threads, const std::string& env,
   return s;
 }
 
-}  // namespace
-
-int cmd_bench(const BenchArgs& a) {
-  if (a.attention_sweep || !a.sweep_method.empty()) return cmd_attention_sweep(a);
-  set_num_threads(a.threads);
+// The models to time: --model, or by default all of them (small and annotated for the
+// data-parallel benchmarks); an unknown name is refused.
+std::vector<std::string> model_names(const BenchArgs& a) {
   std::vector<std::string> names = a.models;
   if (names.empty() && (a.scaling || a.data_parallel)) names = {"small", "annotated"};
   if (names.empty())
     for (const BenchModel& m : models()) names.push_back(m.name);
   for (const std::string& n : names) (void)find_model(n);
-  QKV_CHECK(a.repeats >= 1, "bench", "--repeats must be >= 1, got ", a.repeats);
-  QKV_CHECK(!(a.scaling && a.compare), "bench", "--scaling and --compare are separate benchmarks");
+  return names;
+}
 
-  if (a.scaling) return bench_scaling(a, names);
-  if (a.child || a.data_parallel) {
-    for (const std::string& n : names) {
-      const json j = run_one(find_model(n), a.min_seconds, a.data_parallel);
-      if (!dist::is_root()) continue;  // data-parallel: rank 0 reports
-      if (a.child || a.json) {
-        std::printf("%s\n", j.dump().c_str());
-      } else {
-        std::printf(
-            "%s: %.2f ms/step, %d process(es) x %d thread(s), global batch %lld; gradient "
-            "allreduce %.2f ms in a step (%lld buckets), %.2f ms alone\n",
-            n.c_str(), j["ms_per_step"].get<double>(), j["ranks"].get<int>(),
-            j["threads"].get<int>(), static_cast<long long>(j["global_batch"].get<int64_t>()),
-            j["allreduce_ms_per_step"].get<double>(),
-            static_cast<long long>(j["allreduce_buckets"].get<int64_t>()),
-            j["allreduce_alone_ms"].get<double>());
-      }
-      std::fflush(stdout);
-    }
-    return 0;
+// A data-parallel timing as one line of text.
+void print_data_parallel_line(const std::string& name, const json& j) {
+  std::printf(
+      "%s: %.2f ms/step, %d process(es) x %d thread(s), global batch %lld; gradient "
+      "allreduce %.2f ms in a step (%lld buckets), %.2f ms alone\n",
+      name.c_str(), j["ms_per_step"].get<double>(), j["ranks"].get<int>(), j["threads"].get<int>(),
+      static_cast<long long>(j["global_batch"].get<int64_t>()),
+      j["allreduce_ms_per_step"].get<double>(),
+      static_cast<long long>(j["allreduce_buckets"].get<int64_t>()),
+      j["allreduce_alone_ms"].get<double>());
+}
+
+// --child and --data-parallel: the models timed in this process (under mpirun, on every rank;
+// rank 0 reports), each as one JSON line, or with --data-parallel and no --json one text line.
+int bench_in_process(const BenchArgs& a, const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    const json j = run_one(find_model(n), a.min_seconds, a.data_parallel);
+    if (!dist::is_root()) continue;  // data-parallel: rank 0 reports
+    if (a.child || a.json)
+      std::printf("%s\n", j.dump().c_str());
+    else
+      print_data_parallel_line(n, j);
+    std::fflush(stdout);
   }
+  return 0;
+}
 
-  const int threads = get_num_threads();
-  const std::string self = shell_quote(self_exe());
-  const std::string script =
-      a.reference.empty() ? std::string(QKV_SOURCE_DIR) + "/apps/bench_reference.py" : a.reference;
-  // Both sides run with the same environment; --passive makes idle OpenMP threads sleep
-  // instead of spinning (what a loaded machine needs), for both alike.
-  const std::string env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
-  const Sides sides = check_sides(a, threads, env, script);
-  std::map<std::string, std::vector<json>> qkv_runs, torch_runs;
+// How the timed children start: this binary and the PyTorch script, with the same environment
+// and thread count.
+struct Children {
+  int threads;
+  std::string self, script, env;
+};
+
+// Every round's results per model, one JSON object per child process, and each round's sgemm
+// peak.
+struct Rounds {
+  std::map<std::string, std::vector<json>> qkv, torch;
   std::vector<double> peaks;
-  const double load_before = load_average();
+};
+
+// --repeats rounds, each model's qkv child then (with --compare) its PyTorch child, so machine
+// load hits both alike; a progress line per model and round on stderr unless --json.
+Rounds run_rounds(const BenchArgs& a, const std::vector<std::string>& names, const Children& c) {
+  Rounds rounds;
   for (int r = 0; r < a.repeats; ++r) {
-    peaks.push_back(sgemm_peak_gflops());
+    rounds.peaks.push_back(sgemm_peak_gflops());
     for (const std::string& n : names) {
-      const std::string common = " --model " + n + " --threads " + std::to_string(threads) +
+      const std::string common = " --model " + n + " --threads " + std::to_string(c.threads) +
                                  " --min-seconds " + std::to_string(a.min_seconds);
-      qkv_runs[n].push_back(run_child(env + self + " bench --child" + common));
+      rounds.qkv[n].push_back(run_child(c.env + c.self + " bench --child" + common));
       if (a.compare)
-        torch_runs[n].push_back(
-            run_child(env + "/usr/bin/python3 " + shell_quote(script) + common));
+        rounds.torch[n].push_back(
+            run_child(c.env + "/usr/bin/python3 " + shell_quote(c.script) + common));
       if (!a.json) {
         std::fprintf(stderr, "round %d/%d %s: qkv %.2f ms", r + 1, a.repeats, n.c_str(),
-                     qkv_runs[n].back()["ms_per_step"].get<double>());
+                     rounds.qkv[n].back()["ms_per_step"].get<double>());
         if (a.compare)
           std::fprintf(stderr, ", torch %.2f ms",
-                       torch_runs[n].back()["ms_per_step"].get<double>());
+                       rounds.torch[n].back()["ms_per_step"].get<double>());
         std::fprintf(stderr, "\n");
       }
     }
   }
-  // Load only ever lowers a timing, so the best round is the closest to the machine's peak.
-  const double peak = *std::max_element(peaks.begin(), peaks.end());
+  return rounds;
+}
 
-  auto summarize = [&](const std::vector<json>& runs, const BenchModel& m) {
-    std::vector<double> ms, rss;
-    for (const json& j : runs) {
-      ms.push_back(j["ms_per_step"].get<double>());
-      rss.push_back(j["peak_rss_mb"].get<double>());
-    }
-    json s;
-    s["ms_per_step"] = median(ms);
-    s["tokens_per_s"] = tokens_per_step(m) / (median(ms) / 1e3);
-    s["gflops"] = train_flops(m) / (median(ms) / 1e3) / 1e9;
-    s["fraction_of_sgemm_peak"] = s["gflops"].get<double>() / peak;
-    s["peak_rss_mb"] = *std::max_element(rss.begin(), rss.end());
-    s["runs_ms"] = ms;
-    return s;
-  };
+// One side's rounds of one model: median step time, throughput, share of the sgemm peak and
+// the largest peak resident memory.
+json summarize(const std::vector<json>& runs, const BenchModel& m, double peak) {
+  std::vector<double> ms, rss;
+  for (const json& j : runs) {
+    ms.push_back(j["ms_per_step"].get<double>());
+    rss.push_back(j["peak_rss_mb"].get<double>());
+  }
+  json s;
+  s["ms_per_step"] = median(ms);
+  s["tokens_per_s"] = tokens_per_step(m) / (median(ms) / 1e3);
+  s["gflops"] = train_flops(m) / (median(ms) / 1e3) / 1e9;
+  s["fraction_of_sgemm_peak"] = s["gflops"].get<double>() / peak;
+  s["peak_rss_mb"] = *std::max_element(rss.begin(), rss.end());
+  s["runs_ms"] = ms;
+  return s;
+}
 
+// One model's entry of the result: both sides summarized, qkv's allocator and page-fault
+// counts, and with --compare the qkv/torch ratio.
+json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds, double peak) {
+  const BenchModel& m = find_model(n);
+  const std::vector<json>& qkv_runs = rounds.qkv.at(n);
+  json e;
+  e["model"] = n;
+  e["gflop_per_step"] = train_flops(m) / 1e9;
+  e["qkv"] = summarize(qkv_runs, m, peak);
+  e["qkv"]["peak_tensor_mb"] = qkv_runs.back()["peak_tensor_mb"];
+  e["qkv"]["system_allocs_per_step"] = qkv_runs.back()["system_allocs_per_step"];
+  e["qkv"]["page_faults_per_step"] = qkv_runs.back()["page_faults_per_step"];
+  e["qkv"]["runtime"] = qkv_runs.back()["runtime"];  // the timed process's own report
+  if (a.compare) {
+    const std::vector<json>& torch_runs = rounds.torch.at(n);
+    e["torch"] = summarize(torch_runs, m, peak);
+    e["torch"]["runtime"] = torch_runs.back()["runtime"];
+    e["ratio"] = e["qkv"]["ms_per_step"].get<double>() / e["torch"]["ms_per_step"].get<double>();
+  }
+  return e;
+}
+
+// The whole result as --json prints it: the machine, both sides' runtimes and problems, notes
+// and every model.
+json bench_result(const BenchArgs& a, const std::vector<std::string>& names, const Sides& sides,
+                  const Rounds& rounds, int threads, double load_before, double peak) {
   json result;
   result["machine"] = {{"cpu", cpu_model()},
                        {"cores", omp_get_num_procs()},
@@ -501,33 +564,20 @@ int cmd_bench(const BenchArgs& a) {
   if (a.compare) {
     result["runtime"]["torch"] = to_json(sides.torch);
     result["problems"]["torch"] = sides.torch_problems;
-    result["torch_options"] = torch_runs[names.front()].back().value("options", json::object());
+    result["torch_options"] =
+        rounds.torch.at(names.front()).back().value("options", json::object());
   }
   const std::vector<std::string> notes =
       runtime_notes(sides.qkv, a.compare ? &sides.torch : nullptr);
   result["notes"] = notes;
   result["models"] = json::array();
-  for (const std::string& n : names) {
-    const BenchModel& m = find_model(n);
-    json e;
-    e["model"] = n;
-    e["gflop_per_step"] = train_flops(m) / 1e9;
-    e["qkv"] = summarize(qkv_runs[n], m);
-    e["qkv"]["peak_tensor_mb"] = qkv_runs[n].back()["peak_tensor_mb"];
-    e["qkv"]["system_allocs_per_step"] = qkv_runs[n].back()["system_allocs_per_step"];
-    e["qkv"]["page_faults_per_step"] = qkv_runs[n].back()["page_faults_per_step"];
-    e["qkv"]["runtime"] = qkv_runs[n].back()["runtime"];  // the timed process's own report
-    if (a.compare) {
-      e["torch"] = summarize(torch_runs[n], m);
-      e["torch"]["runtime"] = torch_runs[n].back()["runtime"];
-      e["ratio"] = e["qkv"]["ms_per_step"].get<double>() / e["torch"]["ms_per_step"].get<double>();
-    }
-    result["models"].push_back(e);
-  }
-  if (a.json) {
-    std::printf("%s\n", result.dump(2).c_str());
-    return 0;
-  }
+  for (const std::string& n : names) result["models"].push_back(model_result(a, n, rounds, peak));
+  return result;
+}
+
+// The lines above the table: machine, load, both runtimes, the notes.
+void print_bench_header(const BenchArgs& a, const json& result, const Sides& sides, int threads,
+                        double load_before, double peak) {
   std::printf(
       "%s, %d cores, %d threads%s; sgemm peak %.1f GFLOP/s; load %.2f -> %.2f; "
       "median of %d rounds\n",
@@ -537,8 +587,12 @@ int cmd_bench(const BenchArgs& a) {
   if (a.compare)
     std::printf("%s; options %s\n", describe(sides.torch).c_str(),
                 result["torch_options"].dump().c_str());
-  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
+  for (const json& n : result["notes"]) std::printf("note: %s\n", n.get<std::string>().c_str());
   std::printf("\n");
+}
+
+// The Markdown table, a row per model (with --compare both sides), then the problems found.
+void print_bench_table(const BenchArgs& a, const json& result, const Sides& sides) {
   // A side the checks found unfair (run with --allow-unfair) is marked "!" beside its time.
   const char* qkv_mark = sides.qkv_problems.empty() ? "" : " !";
   const char* torch_mark = sides.torch_problems.empty() ? "" : " !";
@@ -572,7 +626,45 @@ int cmd_bench(const BenchArgs& a) {
   for (const auto* list : {&sides.qkv_problems, &sides.torch_problems})
     for (const std::string& p : *list) std::printf("\n! %s", p.c_str());
   if (!sides.qkv_problems.empty() || !sides.torch_problems.empty()) std::printf("\n");
+}
+
+// The models timed in child processes, qkv's and with --compare PyTorch's, alternating for
+// --repeats rounds; a table, or with --json one JSON object.
+int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names) {
+  Children c;
+  c.threads = get_num_threads();
+  c.self = shell_quote(self_exe());
+  c.script =
+      a.reference.empty() ? std::string(QKV_SOURCE_DIR) + "/apps/bench_reference.py" : a.reference;
+  // Both sides run with the same environment; --passive makes idle OpenMP threads sleep
+  // instead of spinning (what a loaded machine needs), for both alike.
+  c.env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
+  const Sides sides = check_sides(a, c.threads, c.env, c.script);
+  const double load_before = load_average();
+  const Rounds rounds = run_rounds(a, names, c);
+  // Load only ever lowers a timing, so the best round is the closest to the machine's peak.
+  const double peak = *std::max_element(rounds.peaks.begin(), rounds.peaks.end());
+  const json result = bench_result(a, names, sides, rounds, c.threads, load_before, peak);
+  if (a.json) {
+    std::printf("%s\n", result.dump(2).c_str());
+    return 0;
+  }
+  print_bench_header(a, result, sides, c.threads, load_before, peak);
+  print_bench_table(a, result, sides);
   return 0;
+}
+
+}  // namespace
+
+int cmd_bench(const BenchArgs& a) {
+  if (a.attention_sweep || !a.sweep_method.empty()) return cmd_attention_sweep(a);
+  set_num_threads(a.threads);
+  const std::vector<std::string> names = model_names(a);
+  QKV_CHECK(a.repeats >= 1, "bench", "--repeats must be >= 1, got ", a.repeats);
+  QKV_CHECK(!(a.scaling && a.compare), "bench", "--scaling and --compare are separate benchmarks");
+  if (a.scaling) return bench_scaling(a, names);
+  if (a.child || a.data_parallel) return bench_in_process(a, names);
+  return bench_in_children(a, names);
 }
 
 }  // namespace qkv::app

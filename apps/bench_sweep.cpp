@@ -82,19 +82,11 @@ std::string side_by_side(const std::string& a, const std::string& b, int w, int 
          std::to_string(h) + "'>\n" + a + right + "</svg>\n";
 }
 
-}  // namespace
-
-int cmd_attention_sweep(const BenchArgs& a) {
-  set_num_threads(a.threads);
-  if (!a.sweep_method.empty()) {
-    QKV_CHECK(a.sweep_n > 0, "bench", "--sweep-n must be positive, got ", a.sweep_n);
-    std::printf("%s\n", sweep_point(a.sweep_method, a.sweep_n, a.min_seconds).dump().c_str());
-    return 0;
-  }
-  QKV_CHECK(a.max_n >= 256, "bench", "--max-n must be >= 256, got ", a.max_n);
-  const int threads = get_num_threads();
+// Every (n, method) point, each in a fresh child process; a point that fails (e.g. out of
+// memory) is kept with its error and the sweep goes on. A progress line per point on stderr
+// unless --json.
+json run_sweep_points(const BenchArgs& a, int threads) {
   const std::string self = shell_quote(self_exe());
-  const double load_before = load_average();
   json points = json::array();
   for (int64_t n = 256; n <= a.max_n; n *= 2)
     for (const std::string& m : kMethods) {
@@ -116,14 +108,12 @@ int cmd_attention_sweep(const BenchArgs& a) {
       }
       points.push_back(p);
     }
-  json result;
-  result["machine"] = {{"cpu", cpu_model()},
-                       {"load_average_before", load_before},
-                       {"load_average_after", load_average()}};
-  result["threads"] = threads;
-  result["shape"] = {{"batch", 1}, {"heads", kHeads}, {"d_head", kHeadDim}, {"window", kWindow}};
-  result["points"] = points;
+  return points;
+}
 
+// --figure: time and peak memory against n, log-log, side by side (nothing when every point
+// failed); its path goes into the result.
+void write_sweep_figure(const BenchArgs& a, const json& points, json& result) {
   LineChart time{"forward + backward of one attention call (B 1, 8 heads x 64)",
                  "n (sequence length)",
                  "ms",
@@ -150,10 +140,10 @@ int cmd_attention_sweep(const BenchArgs& a) {
     atomic_write_file(a.figure, side_by_side(render_svg(time, w, h), render_svg(mem, w, h), w, h));
     result["figure"] = a.figure;
   }
-  if (a.json) {
-    std::printf("%s\n", result.dump(2).c_str());
-    return 0;
-  }
+}
+
+// The sweep as a Markdown table: a row per n, each method's time then each method's memory.
+void print_sweep_table(const BenchArgs& a, const json& points, int threads, double load_before) {
   std::printf("%s, %d threads; load %.2f -> %.2f; batch 1, 8 heads x 64, window %lld\n\n",
               cpu_model().c_str(), threads, load_before, load_average(),
               static_cast<long long>(kWindow));
@@ -177,6 +167,34 @@ int cmd_attention_sweep(const BenchArgs& a) {
     std::printf("\n");
   }
   if (!a.figure.empty()) std::printf("\nfigure: %s\n", a.figure.c_str());
+}
+
+}  // namespace
+
+int cmd_attention_sweep(const BenchArgs& a) {
+  set_num_threads(a.threads);
+  if (!a.sweep_method.empty()) {
+    QKV_CHECK(a.sweep_n > 0, "bench", "--sweep-n must be positive, got ", a.sweep_n);
+    std::printf("%s\n", sweep_point(a.sweep_method, a.sweep_n, a.min_seconds).dump().c_str());
+    return 0;
+  }
+  QKV_CHECK(a.max_n >= 256, "bench", "--max-n must be >= 256, got ", a.max_n);
+  const int threads = get_num_threads();
+  const double load_before = load_average();
+  const json points = run_sweep_points(a, threads);
+  json result;
+  result["machine"] = {{"cpu", cpu_model()},
+                       {"load_average_before", load_before},
+                       {"load_average_after", load_average()}};
+  result["threads"] = threads;
+  result["shape"] = {{"batch", 1}, {"heads", kHeads}, {"d_head", kHeadDim}, {"window", kWindow}};
+  result["points"] = points;
+  write_sweep_figure(a, points, result);
+  if (a.json) {
+    std::printf("%s\n", result.dump(2).c_str());
+    return 0;
+  }
+  print_sweep_table(a, points, threads, load_before);
   return 0;
 }
 

@@ -10,10 +10,10 @@
 #include "data/metrics.hpp"
 
 #include "apps/commands.hpp"
+#include "core/parallel.hpp"
 #include "run/limits.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
-#include "core/parallel.hpp"
 
 namespace qkv::app {
 namespace {
@@ -115,22 +115,13 @@ Decoded decode_all(const LoadedRun& r, const data::Dataset& ds, int beam, double
   return d;
 }
 
-}  // namespace
-
-int cmd_eval(const EvalArgs& a) {
-  LoadedRun r = load_run(a.run_dir, a.checkpoint);
-  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
-                a.threads > 0 ? "--threads" : "threads");
-  if (r.model->lm) return eval_lm(a, r);
-  if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
-  const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
-  if (a.max_len > 0) regenerate(r, lo, a.max_len);
+// The split to evaluate: valid, test or train, or for a parallel corpus any split of its folder
+// by name (its configured split names too), loaded into `named`.
+const data::Dataset& select_split(const EvalArgs& a, const LoadedRun& r, data::Dataset& named) {
   const data::Dataset* ds = a.split == "valid"   ? &r.data.valid
                             : a.split == "test"  ? &r.data.test
                             : a.split == "train" ? &r.data.train
                                                  : nullptr;
-  // Parallel corpora: any split of the corpus folder by name (its configured split names too).
-  data::Dataset named;
   const data::DataConfig& dc = r.config.data;
   if (dc.task == "parallel" && (!ds || a.split == dc.valid_split || a.split == dc.test_split)) {
     if (a.split == dc.valid_split)
@@ -145,72 +136,110 @@ int cmd_eval(const EvalArgs& a) {
   QKV_CHECK(ds, "eval", "--split must be valid, test or train",
             dc.task == "parallel" ? " or a split of the corpus folder" : "", ", got '", a.split,
             "'");
-  check_learned(r, *ds);
-  const bool text = !is_symbol_task(dc);
-  QKV_CHECK(
-      text || (a.beam == 1 && a.hyp_out.empty() && !a.lowercase), "eval",
-      "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ", dc.task);
-  const Metrics m = evaluate(*r.model, *ds, r.data.framing, r.config.data.batch_size,
-                             r.config.train.max_decode_extra);
+  return *ds;
+}
+
+// Text tasks: the decodes scored against the references, and how fast they were decoded.
+struct TextScores {
   Decoded dec;
   data::BleuScore bleu;
   data::ChrfScore chrf;
+  double sentences_per_second = 0;
+};
+
+// Decodes ds (--beam, --alpha), scores BLEU and chrF (--lowercase) and writes --hyp-out.
+TextScores score_text(const EvalArgs& a, const LoadedRun& r, const data::Dataset& ds) {
+  TextScores t;
+  t.dec = decode_all(r, ds, a.beam, a.alpha);
+  std::vector<std::string> refs;
+  for (const auto& p : ds.text) refs.push_back(p.tgt);
+  t.bleu = data::corpus_bleu(t.dec.hyps, refs, a.lowercase);
+  t.chrf = data::corpus_chrf(t.dec.hyps, refs, a.lowercase);
+  if (!a.hyp_out.empty()) {
+    std::string all;
+    for (const auto& h : t.dec.hyps) all += h + "\n";
+    atomic_write_file(a.hyp_out, all);
+  }
+  t.sentences_per_second = t.dec.seconds > 0 ? static_cast<double>(ds.size()) / t.dec.seconds : 0.0;
+  return t;
+}
+
+// The metrics as one JSON object; `text` null for the symbol tasks. lo: the regenerated
+// split's shortest length (with --max-len).
+void print_eval_json(const EvalArgs& a, const Metrics& m, int64_t lo, const TextScores* text) {
+  nlohmann::json j = {{"loss", m.loss},
+                      {"token_accuracy", m.token_accuracy},
+                      {"exact_match", m.exact_match},
+                      {"examples", m.examples}};
+  if (a.max_len > 0) {  // the regenerated split: its lengths and target tokens (with <eos>)
+    j["min_len"] = lo;
+    j["max_len"] = a.max_len;
+    j["tokens"] = m.tokens;
+  }
   if (text) {
-    dec = decode_all(r, *ds, a.beam, a.alpha);
-    std::vector<std::string> refs;
-    for (const auto& p : ds->text) refs.push_back(p.tgt);
-    bleu = data::corpus_bleu(dec.hyps, refs, a.lowercase);
-    chrf = data::corpus_chrf(dec.hyps, refs, a.lowercase);
-    if (!a.hyp_out.empty()) {
-      std::string all;
-      for (const auto& h : dec.hyps) all += h + "\n";
-      atomic_write_file(a.hyp_out, all);
-    }
+    j["split"] = a.split;
+    j["bleu"] = text->bleu.score;
+    j["bleu_signature"] = text->bleu.signature;
+    j["bleu_detail"] = text->bleu.format();
+    j["chrf"] = text->chrf.score;
+    j["chrf_signature"] = text->chrf.signature;
+    j["metrics_implementation"] = data::kMetricsImplementation;
+    j["decode"] = {{"beam", a.beam},
+                   {"alpha", a.alpha},
+                   {"seconds", text->dec.seconds},
+                   {"sentences_per_second", text->sentences_per_second},
+                   {"threads", get_num_threads()}};
   }
-  const double sps = dec.seconds > 0 ? static_cast<double>(ds->size()) / dec.seconds : 0.0;
-  if (a.json) {
-    nlohmann::json j = {{"loss", m.loss},
-                        {"token_accuracy", m.token_accuracy},
-                        {"exact_match", m.exact_match},
-                        {"examples", m.examples}};
-    if (a.max_len > 0) {  // the regenerated split: its lengths and target tokens (with <eos>)
-      j["min_len"] = lo;
-      j["max_len"] = a.max_len;
-      j["tokens"] = m.tokens;
-    }
-    if (text) {
-      j["split"] = a.split;
-      j["bleu"] = bleu.score;
-      j["bleu_signature"] = bleu.signature;
-      j["bleu_detail"] = bleu.format();
-      j["chrf"] = chrf.score;
-      j["chrf_signature"] = chrf.signature;
-      j["metrics_implementation"] = data::kMetricsImplementation;
-      j["decode"] = {{"beam", a.beam},
-                     {"alpha", a.alpha},
-                     {"seconds", dec.seconds},
-                     {"sentences_per_second", sps},
-                     {"threads", get_num_threads()}};
-    }
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf("%s (%s, %s split, %lld examples", a.run_dir.c_str(), r.checkpoint.c_str(),
-                a.split.c_str(), static_cast<long long>(m.examples));
-    if (a.max_len > 0)
-      std::printf(", lengths %lld..%lld", static_cast<long long>(lo),
-                  static_cast<long long>(a.max_len));
-    std::printf(")\n");
-    std::printf("  loss            %.4f\n  token accuracy  %.4f\n  exact match     %.4f\n", m.loss,
-                m.token_accuracy, m.exact_match);
-    if (text) {
-      std::printf("  %s\n    %s\n  %s\n    %s\n", bleu.format().c_str(), bleu.signature.c_str(),
-                  chrf.format().c_str(), chrf.signature.c_str());
-      std::printf("  (%s; %s decoding: %.1f s, %.1f sentences/s, %d threads)\n",
-                  data::kMetricsImplementation,
-                  a.beam > 1 ? ("beam " + std::to_string(a.beam)).c_str() : "greedy", dec.seconds,
-                  sps, get_num_threads());
-    }
+  std::printf("%s\n", j.dump().c_str());
+}
+
+// The metrics as text, the same as print_eval_json holds.
+void print_eval_text(const EvalArgs& a, const LoadedRun& r, const Metrics& m, int64_t lo,
+                     const TextScores* text) {
+  std::printf("%s (%s, %s split, %lld examples", a.run_dir.c_str(), r.checkpoint.c_str(),
+              a.split.c_str(), static_cast<long long>(m.examples));
+  if (a.max_len > 0)
+    std::printf(", lengths %lld..%lld", static_cast<long long>(lo),
+                static_cast<long long>(a.max_len));
+  std::printf(")\n");
+  std::printf("  loss            %.4f\n  token accuracy  %.4f\n  exact match     %.4f\n", m.loss,
+              m.token_accuracy, m.exact_match);
+  if (text) {
+    std::printf("  %s\n    %s\n  %s\n    %s\n", text->bleu.format().c_str(),
+                text->bleu.signature.c_str(), text->chrf.format().c_str(),
+                text->chrf.signature.c_str());
+    std::printf("  (%s; %s decoding: %.1f s, %.1f sentences/s, %d threads)\n",
+                data::kMetricsImplementation,
+                a.beam > 1 ? ("beam " + std::to_string(a.beam)).c_str() : "greedy",
+                text->dec.seconds, text->sentences_per_second, get_num_threads());
   }
+}
+
+}  // namespace
+
+int cmd_eval(const EvalArgs& a) {
+  LoadedRun r = load_run(a.run_dir, a.checkpoint);
+  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
+                a.threads > 0 ? "--threads" : "threads");
+  if (r.model->lm) return eval_lm(a, r);
+  if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
+  const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
+  if (a.max_len > 0) regenerate(r, lo, a.max_len);
+  data::Dataset named;
+  const data::Dataset& ds = select_split(a, r, named);
+  check_learned(r, ds);
+  const bool text = !is_symbol_task(r.config.data);
+  QKV_CHECK(text || (a.beam == 1 && a.hyp_out.empty() && !a.lowercase), "eval",
+            "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
+            r.config.data.task);
+  const Metrics m = evaluate(*r.model, ds, r.data.framing, r.config.data.batch_size,
+                             r.config.train.max_decode_extra);
+  TextScores scores;
+  if (text) scores = score_text(a, r, ds);
+  if (a.json)
+    print_eval_json(a, m, lo, text ? &scores : nullptr);
+  else
+    print_eval_text(a, r, m, lo, text ? &scores : nullptr);
   return 0;
 }
 

@@ -12,259 +12,290 @@
 #include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
 #include "config/config.hpp"
-#include "run/distributed.hpp"
 #include "core/error.hpp"
+#include "run/distributed.hpp"
 
 using namespace qkv::app;
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  // --section.key VALUE overrides belong to `train`; take them out before CLI11 sees them
-  // (it would read their values as positionals).
-  TrainArgs train;
-  try {
-    if (!args.empty() && args[0] == "train") train.overrides = take_overrides(args);
-  } catch (const qkv::Error& e) {
-    std::fprintf(stderr, "qkv: %s\n", e.what());
-    return 2;
-  }
+namespace {
 
-  CLI::App app{"qkv: a small, honest Transformer trainer for the CPU"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "qkv 0.1.0");
-
-  auto* t = app.add_subcommand(
+// One add_<command> per subcommand: its arguments, help texts, defaults and checks, bound to
+// the fields of its Args (apps/commands.hpp).
+void add_train(CLI::App& app, TrainArgs& a) {
+  auto* cmd = app.add_subcommand(
       "train", "train a model from a TOML config (--section.key VALUE overrides a key)");
-  t->add_option("config", train.config, "config file, e.g. configs/copy.toml");
-  t->add_option("--run-dir", train.run_dir, "run folder (default runs/<config name>)");
-  t->add_option("--resume", train.resume,
-                "continue the run in this folder from its last checkpoint");
-  t->add_flag("--quiet", train.quiet, "only warnings and errors");
-  t->add_flag("--verbose", train.verbose, "a log line every step");
+  cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml");
+  cmd->add_option("--run-dir", a.run_dir, "run folder (default runs/<config name>)");
+  cmd->add_option("--resume", a.resume, "continue the run in this folder from its last checkpoint");
+  cmd->add_flag("--quiet", a.quiet, "only warnings and errors");
+  cmd->add_flag("--verbose", a.verbose, "a log line every step");
+}
 
-  EvalArgs ev;
-  auto* e = app.add_subcommand("eval", "loss, token accuracy and exact match of a trained run");
-  e->add_option("run_dir", ev.run_dir, "run folder")->required();
-  e->add_option("--split", ev.split, "valid, test or train")->capture_default_str();
-  e->add_option("--checkpoint", ev.checkpoint, "best, latest or a checkpoint's name (step-N)")
+void add_eval(CLI::App& app, EvalArgs& a) {
+  auto* cmd = app.add_subcommand("eval", "loss, token accuracy and exact match of a trained run");
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("--split", a.split, "valid, test or train")->capture_default_str();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
-  e->add_flag("--json", ev.json, "print one JSON object");
-  e->add_option("--threads", ev.threads, "threads (default: the run's)")->check(thread_count());
-  e->add_option(
-       "--max-len", ev.max_len,
-       "length generalisation: regenerate the split (copy, reverse, sort) with lengths up to N")
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  cmd->add_option(
+         "--max-len", a.max_len,
+         "length generalisation: regenerate the split (copy, reverse, sort) with lengths up to N")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
-  e->add_option("--min-len", ev.min_len,
-                "with --max-len: shortest length (default: the run's data.min_len)")
+  cmd->add_option("--min-len", a.min_len,
+                  "with --max-len: shortest length (default: the run's data.min_len)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
-  e->add_option("--beam", ev.beam, "text tasks: beam size for BLEU and chrF (1: greedy)")
+  cmd->add_option("--beam", a.beam, "text tasks: beam size for BLEU and chrF (1: greedy)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  e->add_option("--alpha", ev.alpha, "length normalisation exponent for beam search")
+  cmd->add_option("--alpha", a.alpha, "length normalisation exponent for beam search")
       ->capture_default_str();
-  e->add_option("--hyp-out", ev.hyp_out, "text tasks: write the detokenized hypotheses here");
-  e->add_flag("--lowercase", ev.lowercase, "text tasks: case-insensitive BLEU and chrF");
+  cmd->add_option("--hyp-out", a.hyp_out, "text tasks: write the detokenized hypotheses here");
+  cmd->add_flag("--lowercase", a.lowercase, "text tasks: case-insensitive BLEU and chrF");
+}
 
-  ScoreArgs sc;
-  auto* scr = app.add_subcommand(
+void add_score(CLI::App& app, ScoreArgs& a) {
+  auto* cmd = app.add_subcommand(
       "score",
       "BLEU and chrF of a hypothesis file against a reference file (as sacrebleu REF < HYP)");
-  scr->add_option("ref", sc.ref, "reference file, one sentence per line (plain or .gz)")
-      ->required();
-  scr->add_option("hyp", sc.hyp, "hypothesis file, line-aligned with the reference")->required();
-  scr->add_flag("--lowercase", sc.lowercase, "case-insensitive (sacrebleu -lc)");
-  scr->add_flag("--json", sc.json, "print one JSON object");
+  cmd->add_option("ref", a.ref, "reference file, one sentence per line (plain or .gz)")->required();
+  cmd->add_option("hyp", a.hyp, "hypothesis file, line-aligned with the reference")->required();
+  cmd->add_flag("--lowercase", a.lowercase, "case-insensitive (sacrebleu -lc)");
+  cmd->add_flag("--json", a.json, "print one JSON object");
+}
 
-  TranslateArgs tr;
-  auto* x = app.add_subcommand("translate",
-                               "decode inputs with a trained run (arguments, or lines on stdin)");
-  x->add_option("run_dir", tr.run_dir, "run folder")->required();
-  x->add_option("texts", tr.texts, "inputs (default: stdin, one per line)");
-  x->add_option("--beam", tr.beam, "beam size (1: greedy)")
+void add_translate(CLI::App& app, TranslateArgs& a) {
+  auto* cmd = app.add_subcommand("translate",
+                                 "decode inputs with a trained run (arguments, or lines on stdin)");
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("texts", a.texts, "inputs (default: stdin, one per line)");
+  cmd->add_option("--beam", a.beam, "beam size (1: greedy)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  x->add_option("--alpha", tr.alpha, "length normalisation exponent for beam search (0 to 10)")
+  cmd->add_option("--alpha", a.alpha, "length normalisation exponent for beam search (0 to 10)")
       ->capture_default_str()
       ->check(finite_range(0.0, 10.0));
-  x->add_option("--max-len", tr.max_len,
-                "longest output (default: input length + train.max_decode_extra)")
+  cmd->add_option("--max-len", a.max_len,
+                  "longest output (default: input length + train.max_decode_extra)")
       ->check(CLI::Range(1, 100000));
-  x->add_option("--checkpoint", tr.checkpoint, "best, latest or a checkpoint's name (step-N)")
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
-  x->add_option("--threads", tr.threads, "threads (default: the run's)")->check(thread_count());
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+}
 
-  GenerateArgs gn;
-  auto* gen = app.add_subcommand(
+void add_generate(CLI::App& app, GenerateArgs& a) {
+  auto* cmd = app.add_subcommand(
       "generate", "sample text from a trained language model (model.kind = \"decoder\")");
-  gen->add_option("run_dir", gn.run_dir, "run folder")->required();
-  gen->add_option("--prompt", gn.prompt, "text to continue (default: a newline)");
-  gen->add_option("--tokens", gn.tokens, "tokens to generate")->capture_default_str();
-  gen->add_option("--temperature", gn.temperature, "softmax temperature (0: greedy)")
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("--prompt", a.prompt, "text to continue (default: a newline)");
+  cmd->add_option("--tokens", a.tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", a.temperature, "softmax temperature (0: greedy)")
       ->capture_default_str();
-  gen->add_option("--top-k", gn.top_k, "sample among the k most likely tokens (0: all)")
+  cmd->add_option("--top-k", a.top_k, "sample among the k most likely tokens (0: all)")
       ->capture_default_str();
-  gen->add_option("--top-p", gn.top_p, "nucleus sampling: the smallest set with this mass")
+  cmd->add_option("--top-p", a.top_p, "nucleus sampling: the smallest set with this mass")
       ->capture_default_str();
-  gen->add_option("--seed", gn.seed, "sampling seed")->capture_default_str();
-  gen->add_flag("--no-cache", gn.no_cache,
+  cmd->add_option("--seed", a.seed, "sampling seed")->capture_default_str();
+  cmd->add_flag("--no-cache", a.no_cache,
                 "re-read the whole context for every token (no key/value cache)");
-  gen->add_option("--checkpoint", gn.checkpoint, "best or latest")->capture_default_str();
-  gen->add_option("--threads", gn.threads, "threads (default: the run's)");
-  gen->add_flag("--quiet", gn.quiet, "no tokens/s line on stderr");
+  cmd->add_option("--checkpoint", a.checkpoint, "best or latest")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)");
+  cmd->add_flag("--quiet", a.quiet, "no tokens/s line on stderr");
+}
 
-  BenchArgs bn;
-  auto* b = app.add_subcommand("bench",
-                               "time training steps of fixed models (--compare: next to PyTorch)");
-  b->add_option("--model", bn.models,
-                "tiny, small, annotated, attention-4096, gpt-char, multi30k (default: all)");
-  b->add_option("--threads", bn.threads, "threads")
+void add_bench(CLI::App& app, BenchArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "bench", "time training steps of fixed models (--compare: next to PyTorch)");
+  cmd->add_option("--model", a.models,
+                  "tiny, small, annotated, attention-4096, gpt-char, multi30k (default: all)");
+  cmd->add_option("--threads", a.threads, "threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  b->add_flag("--json", bn.json, "print one JSON object");
-  b->add_flag("--compare", bn.compare, "also run the PyTorch reference (apps/bench_reference.py)");
-  b->add_option("--repeats", bn.repeats, "rounds, median taken")
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_flag("--compare", a.compare, "also run the PyTorch reference (apps/bench_reference.py)");
+  cmd->add_option("--repeats", a.repeats, "rounds, median taken")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  b->add_option("--min-seconds", bn.min_seconds, "timed seconds per model and round")
+  cmd->add_option("--min-seconds", a.min_seconds, "timed seconds per model and round")
       ->capture_default_str();
-  b->add_option("--reference", bn.reference, "PyTorch reference script");
-  b->add_flag("--passive", bn.passive,
-              "OMP_WAIT_POLICY=passive for both sides (for a busy machine)");
-  b->add_flag("--allow-unfair", bn.allow_unfair,
-              "compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside "
-              "OpenMP threads or more threads than cores (flagged in the table)");
-  b->add_flag("--child", bn.child, "internal: run in this process")->group("");
-  b->add_flag(
-      "--attention-sweep", bn.attention_sweep,
+  cmd->add_option("--reference", a.reference, "PyTorch reference script");
+  cmd->add_flag("--passive", a.passive,
+                "OMP_WAIT_POLICY=passive for both sides (for a busy machine)");
+  cmd->add_flag("--allow-unfair", a.allow_unfair,
+                "compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside "
+                "OpenMP threads or more threads than cores (flagged in the table)");
+  cmd->add_flag("--child", a.child, "internal: run in this process")->group("");
+  cmd->add_flag(
+      "--attention-sweep", a.attention_sweep,
       "time and peak memory of dense, tiled, sliding-window and linear attention against n");
-  b->add_option("--max-n", bn.max_n, "longest sequence of --attention-sweep")
+  cmd->add_option("--max-n", a.max_n, "longest sequence of --attention-sweep")
       ->capture_default_str();
-  b->add_option("--figure", bn.figure, "SVG written by --attention-sweep (\"\": none)")
+  cmd->add_option("--figure", a.figure, "SVG written by --attention-sweep (\"\": none)")
       ->capture_default_str();
-  b->add_option("--sweep-method", bn.sweep_method, "internal: one sweep point")->group("");
-  b->add_option("--sweep-n", bn.sweep_n, "internal: one sweep point")->group("");
-  b->add_flag("--data-parallel", bn.data_parallel,
-              "time data-parallel steps (run under mpirun: each rank its shard of the batch)");
-  b->add_flag("--scaling", bn.scaling,
-              "data-parallel scaling: N=1 x T threads against N=2 x T/2 threads, via mpirun");
+  cmd->add_option("--sweep-method", a.sweep_method, "internal: one sweep point")->group("");
+  cmd->add_option("--sweep-n", a.sweep_n, "internal: one sweep point")->group("");
+  cmd->add_flag("--data-parallel", a.data_parallel,
+                "time data-parallel steps (run under mpirun: each rank its shard of the batch)");
+  cmd->add_flag("--scaling", a.scaling,
+                "data-parallel scaling: N=1 x T threads against N=2 x T/2 threads, via mpirun");
+}
 
-  GradcheckArgs gc;
-  auto* gcc = app.add_subcommand(
+void add_gradcheck(CLI::App& app, GradcheckArgs& a) {
+  auto* cmd = app.add_subcommand(
       "gradcheck", "check every layer's gradients against central differences (float64)");
-  gcc->add_flag("--all", gc.all, "every layer (the default when no --layer or --config is given)");
-  gcc->add_option("--layer", gc.layers, "a layer to check (repeatable; --list names them)");
-  gcc->add_flag("--list", gc.list, "name the layers and exit");
-  gcc->add_option("--config", gc.config, "also check the Seq2Seq of this config's [model] section");
-  gcc->add_option("--mask", gc.mask, "attention mask: none, causal, padding or both")
+  cmd->add_flag("--all", a.all, "every layer (the default when no --layer or --config is given)");
+  cmd->add_option("--layer", a.layers, "a layer to check (repeatable; --list names them)");
+  cmd->add_flag("--list", a.list, "name the layers and exit");
+  cmd->add_option("--config", a.config, "also check the Seq2Seq of this config's [model] section");
+  cmd->add_option("--mask", a.mask, "attention mask: none, causal, padding or both")
       ->capture_default_str();
-  gcc->add_option("--scale", gc.scale,
+  cmd->add_option("--scale", a.scale,
                   "attention scale: default (1/sqrt(d_k)), none (1) or a number")
       ->capture_default_str();
-  gcc->add_option("--seed", gc.seed, "inputs and parameters")->capture_default_str();
-  gcc->add_flag("--json", gc.json, "print one JSON object instead of the table");
+  cmd->add_option("--seed", a.seed, "inputs and parameters")->capture_default_str();
+  cmd->add_flag("--json", a.json, "print one JSON object instead of the table");
+}
 
-  SaturationArgs sa;
-  auto* sat =
+void add_saturation(CLI::App& app, SaturationArgs& a) {
+  auto* cmd =
       app.add_subcommand("saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements");
-  sat->add_option("--out", sa.out, "output folder")->capture_default_str();
-  sat->add_option("--d-k", sa.d_k, "widths, comma-separated (default 4,8,...,1024)")
-      ->delimiter(',');
-  sat->add_option("--keys", sa.keys, "keys per softmax row (m)")->capture_default_str();
-  sat->add_option("--samples", sa.samples, "q.k pairs for the variance")->capture_default_str();
-  sat->add_option("--rows", sa.rows, "softmax rows per d_k")->capture_default_str();
-  sat->add_option("--batch", sa.batch, "sequences for the gradient norms")->capture_default_str();
-  sat->add_option("--example-d-k", sa.example_d_k, "d_k of the bar chart's row")
+  cmd->add_option("--out", a.out, "output folder")->capture_default_str();
+  cmd->add_option("--d-k", a.d_k, "widths, comma-separated (default 4,8,...,1024)")->delimiter(',');
+  cmd->add_option("--keys", a.keys, "keys per softmax row (m)")->capture_default_str();
+  cmd->add_option("--samples", a.samples, "q.k pairs for the variance")->capture_default_str();
+  cmd->add_option("--rows", a.rows, "softmax rows per d_k")->capture_default_str();
+  cmd->add_option("--batch", a.batch, "sequences for the gradient norms")->capture_default_str();
+  cmd->add_option("--example-d-k", a.example_d_k, "d_k of the bar chart's row")
       ->capture_default_str();
-  sat->add_option("--train-steps", sa.train_steps, "copy-task steps per scale (0: skip training)")
+  cmd->add_option("--train-steps", a.train_steps, "copy-task steps per scale (0: skip training)")
       ->capture_default_str();
-  sat->add_option("--train-d-model", sa.train_d_model, "copy-task model width")
+  cmd->add_option("--train-d-model", a.train_d_model, "copy-task model width")
       ->capture_default_str();
-  sat->add_option("--train-heads", sa.train_heads, "copy-task heads")->capture_default_str();
-  sat->add_option("--train-batch", sa.train_batch, "copy-task batch size")->capture_default_str();
-  sat->add_option("--seed", sa.seed, "random draws and training")->capture_default_str();
-  sat->add_option("--threads", sa.threads, "threads (0: all cores)")
+  cmd->add_option("--train-heads", a.train_heads, "copy-task heads")->capture_default_str();
+  cmd->add_option("--train-batch", a.train_batch, "copy-task batch size")->capture_default_str();
+  cmd->add_option("--seed", a.seed, "random draws and training")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "threads (0: all cores)")
       ->capture_default_str()
       ->check(thread_count());
+}
 
-  AttentionArgs at;
-  auto* att =
+void add_attention(CLI::App& app, AttentionArgs& a) {
+  auto* cmd =
       app.add_subcommand("attention", "draw one attention matrix of a trained run as a heatmap");
-  att->add_option("run_dir", at.run_dir, "run folder")->required();
-  att->add_option("text", at.text, "the input")->required();
-  att->add_option("--out", at.out, "map.png or map.svg")->required();
-  att->add_option("--kind", at.kind,
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("text", a.text, "the input")->required();
+  cmd->add_option("--out", a.out, "map.png or map.svg")->required();
+  cmd->add_option("--kind", a.kind,
                   "self (encoder), decoder-self or cross (default: cross; self for a language "
                   "model)");
-  att->add_option("--layer", at.layer, "layer, from 1 (default: the last)")
+  cmd->add_option("--layer", a.layer, "layer, from 1 (default: the last)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  att->add_option("--head", at.head, "head, from 1, or mean")->capture_default_str();
-  att->add_option("--checkpoint", at.checkpoint, "best, latest or a checkpoint's name (step-N)")
+  cmd->add_option("--head", a.head, "head, from 1, or mean")->capture_default_str();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
-  att->add_option("--cell", at.cell, "pixels per cell")
+  cmd->add_option("--cell", a.cell, "pixels per cell")
       ->capture_default_str()
       ->check(CLI::Range(4, 256));
-  att->add_option("--threads", at.threads, "threads (default: the run's)")->check(thread_count());
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+}
 
-  ReportArgs rp;
-  auto* rep = app.add_subcommand(
+void add_report(CLI::App& app, ReportArgs& a) {
+  auto* cmd = app.add_subcommand(
       "report", "one self-contained HTML page of runs (overlaid) or qkv saturation results");
-  rep->add_option("runs", rp.runs, "run folders, or qkv saturation --out folders")->required();
-  rep->add_option("--out", rp.out, "the HTML file")->capture_default_str();
-  rep->add_option("--examples", rp.examples, "validation examples with attention maps, per run")
+  cmd->add_option("runs", a.runs, "run folders, or qkv saturation --out folders")->required();
+  cmd->add_option("--out", a.out, "the HTML file")->capture_default_str();
+  cmd->add_option("--examples", a.examples, "validation examples with attention maps, per run")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{100}));
-  rep->add_flag("--heads", rp.heads, "every head's attention map too, not only their mean");
-  rep->add_option("--threads", rp.threads, "threads (default: each run's)");
+  cmd->add_flag("--heads", a.heads, "every head's attention map too, not only their mean");
+  cmd->add_option("--threads", a.threads, "threads (default: each run's)");
+}
 
-  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& err) {
-    const int code = app.exit(err);  // prints the message (or --help)
-    return code == 0 ? 0 : 2;        // command-line misuse is always exit 2
-  }
-  if (!train.overrides.empty() && !t->parsed()) {
+// Every subcommand's arguments, filled in by the parse.
+struct CommandArgs {
+  TrainArgs train;
+  EvalArgs eval;
+  ScoreArgs score;
+  TranslateArgs translate;
+  GenerateArgs generate;
+  BenchArgs bench;
+  GradcheckArgs gradcheck;
+  SaturationArgs saturation;
+  AttentionArgs attention;
+  ReportArgs report;
+};
+
+// The subcommands in the order `qkv --help` lists them.
+void add_subcommands(CLI::App& app, CommandArgs& c) {
+  add_train(app, c.train);
+  add_eval(app, c.eval);
+  add_score(app, c.score);
+  add_translate(app, c.translate);
+  add_generate(app, c.generate);
+  add_bench(app, c.bench);
+  add_gradcheck(app, c.gradcheck);
+  add_saturation(app, c.saturation);
+  add_attention(app, c.attention);
+  add_report(app, c.report);
+}
+
+// What CLI11 cannot check: overrides only for train, and train's config file or --resume (one,
+// not both). Returns 2 (command-line misuse) after printing the error, 0 when the line is fine.
+int check_train_usage(const CLI::App& app, const TrainArgs& train) {
+  const bool is_train = app.got_subcommand("train");
+  if (!train.overrides.empty() && !is_train) {
     std::fprintf(stderr, "qkv: --section.key overrides are for qkv train\n");
     return 2;
   }
-  if (t->parsed() && !train.resume.empty() && (!train.config.empty() || !train.overrides.empty())) {
+  if (is_train && !train.resume.empty() && (!train.config.empty() || !train.overrides.empty())) {
     std::fprintf(stderr,
                  "qkv: train --resume takes the run folder's own config; give no config file or "
                  "overrides\n");
     return 2;
   }
-  if (t->parsed() && train.resume.empty() && train.config.empty()) {
+  if (is_train && train.resume.empty() && train.config.empty()) {
     std::fprintf(stderr,
                  "qkv: train needs a config file (e.g. configs/copy.toml) or --resume RUN_DIR\n");
     return 2;
   }
-  // MPI (data-parallel train and bench) only under mpirun; every rank parsed the same line.
-  std::optional<dist::Session> mpi;
-  if (t->parsed() || b->parsed()) mpi.emplace();
-  // A failing rank must stop the whole job, not leave the others waiting in a collective.
-  auto fail = [](const char* what) {
-    if (dist::size() > 1) {
-      std::fprintf(stderr, "qkv: rank %d: %s\n", dist::rank(), what);
-      std::fflush(stderr);
-      dist::abort(1);
-    }
-    std::fprintf(stderr, "qkv: %s\n", what);
-    return 1;
-  };
+  return 0;
+}
+
+// A failed run: one line and exit 1. A failing rank must stop the whole job, not leave the
+// others waiting in a collective.
+int fail(const char* what) {
+  if (dist::size() > 1) {
+    std::fprintf(stderr, "qkv: rank %d: %s\n", dist::rank(), what);
+    std::fflush(stderr);
+    dist::abort(1);
+  }
+  std::fprintf(stderr, "qkv: %s\n", what);
+  return 1;
+}
+
+// Runs the subcommand the command line named; its exit code.
+int run_command(const CLI::App& app, const CommandArgs& c) {
+  if (app.got_subcommand("train")) return cmd_train(c.train);
+  if (app.got_subcommand("eval")) return cmd_eval(c.eval);
+  if (app.got_subcommand("translate")) return cmd_translate(c.translate);
+  if (app.got_subcommand("generate")) return cmd_generate(c.generate);
+  if (app.got_subcommand("score")) return cmd_score(c.score);
+  if (app.got_subcommand("gradcheck")) return cmd_gradcheck(c.gradcheck);
+  if (app.got_subcommand("saturation")) return cmd_saturation(c.saturation);
+  if (app.got_subcommand("attention")) return cmd_attention(c.attention);
+  if (app.got_subcommand("bench")) return cmd_bench(c.bench);
+  if (app.got_subcommand("report")) return cmd_report(c.report);
+  return 0;
+}
+
+// run_command with its errors reported as one line and exit 1.
+int run_reporting_errors(const CLI::App& app, const CommandArgs& c) {
   try {
-    if (t->parsed()) return cmd_train(train);
-    if (e->parsed()) return cmd_eval(ev);
-    if (x->parsed()) return cmd_translate(tr);
-    if (gen->parsed()) return cmd_generate(gn);
-    if (scr->parsed()) return cmd_score(sc);
-    if (gcc->parsed()) return cmd_gradcheck(gc);
-    if (sat->parsed()) return cmd_saturation(sa);
-    if (att->parsed()) return cmd_attention(at);
-    if (b->parsed()) return cmd_bench(bn);
-    if (rep->parsed()) return cmd_report(rp);
+    return run_command(app, c);
   } catch (const qkv::Error& err) {
     return fail(err.what());
   } catch (const std::bad_alloc&) {
@@ -276,5 +307,37 @@ int main(int argc, char** argv) {
   } catch (const std::exception& err) {
     return fail(plain_message(err).c_str());
   }
-  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // --section.key VALUE overrides belong to `train`; take them out before CLI11 sees them
+  // (it would read their values as positionals).
+  CommandArgs c;
+  try {
+    if (!args.empty() && args[0] == "train") c.train.overrides = take_overrides(args);
+  } catch (const qkv::Error& e) {
+    std::fprintf(stderr, "qkv: %s\n", e.what());
+    return 2;
+  }
+
+  CLI::App app{"qkv: a small, honest Transformer trainer for the CPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "qkv 0.1.0");
+  add_subcommands(app, c);
+
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& err) {
+    const int code = app.exit(err);  // prints the message (or --help)
+    return code == 0 ? 0 : 2;        // command-line misuse is always exit 2
+  }
+  if (const int misuse = check_train_usage(app, c.train)) return misuse;
+  // MPI (data-parallel train and bench) only under mpirun; every rank parsed the same line.
+  std::optional<dist::Session> mpi;
+  if (app.got_subcommand("train") || app.got_subcommand("bench")) mpi.emplace();
+  return run_reporting_errors(app, c);
 }

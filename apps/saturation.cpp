@@ -285,9 +285,8 @@ void train_both_scales(const SaturationArgs& a, const fs::path& out, ojson& j) {
   write_svg((out / "training_entropy.svg").string(), ent_chart);
 }
 
-}  // namespace
-
-int cmd_saturation(const SaturationArgs& a) {
+// The d_k to measure: --d-k, or 4, 8, ..., 1024; each checked, then the other sizes.
+std::vector<int64_t> checked_d_k(const SaturationArgs& a) {
   std::vector<int64_t> dks = a.d_k;
   if (dks.empty())
     for (int64_t d = 4; d <= 1024; d *= 2) dks.push_back(d);
@@ -299,109 +298,136 @@ int cmd_saturation(const SaturationArgs& a) {
                 a.train_d_model % a.train_heads == 0,
             "saturation",
             "--train-steps must be >= 0 and --train-heads must divide --train-d-model");
-  check_saturation_memory(a, dks);
-  apply_threads(a.threads, "--threads");
-  fs::create_directories(a.out);
-  const double log_m = std::log(static_cast<double>(a.keys));
+  return dks;
+}
 
+// What the sweep over d_k collects: a JSON record and a CSV row per (d_k, scale), and for each
+// figure a series per scale (index 0: scaled by 1/sqrt(d_k), 1: unscaled).
+struct Sweep {
   ojson records = ojson::array();
   std::ostringstream csv;
-  csv << "d_k,scale,var_qk,mean_entropy,max_entropy,mean_max_weight,saturated_fraction,jacobian_"
-         "norm,"
-         "grad_norm_wq,grad_norm_wk,grad_norm_logits\n";
   Series ent[2], top[2], sat[2], jac[2], gq[2], gk[2], gl[2];
-  for (int s = 0; s < 2; ++s) {
-    const std::string sfx = s == 0 ? "scale 1/sqrt(d_k)" : "scale 1 (unscaled)";
-    ent[s] = {sfx, {}, {}, ""}, top[s] = {sfx, {}, {}, ""}, sat[s] = {sfx, {}, {}, ""},
-    jac[s] = {sfx, {}, {}, ""};
-    gq[s] = {"W_Q, " + sfx, {}, {}, ""}, gk[s] = {"W_K, " + sfx, {}, {}, ""},
-    gl[s] = {sfx, {}, {}, ""};
+
+  Sweep() {
+    csv << "d_k,scale,var_qk,mean_entropy,max_entropy,mean_max_weight,saturated_fraction,jacobian_"
+           "norm,"
+           "grad_norm_wq,grad_norm_wk,grad_norm_logits\n";
+    for (int s = 0; s < 2; ++s) {
+      const std::string sfx = s == 0 ? "scale 1/sqrt(d_k)" : "scale 1 (unscaled)";
+      ent[s] = {sfx, {}, {}, ""}, top[s] = {sfx, {}, {}, ""}, sat[s] = {sfx, {}, {}, ""},
+      jac[s] = {sfx, {}, {}, ""};
+      gq[s] = {"W_Q, " + sfx, {}, {}, ""}, gk[s] = {"W_K, " + sfx, {}, {}, ""},
+      gl[s] = {sfx, {}, {}, ""};
+    }
   }
+
+  // One (d_k, scale): its record, CSV row, a point on each series and a line of the table.
+  void add(int64_t d, int s, double var, const RowStats& r, const GradNorms& g, double log_m) {
+    records.push_back({{"d_k", d},
+                       {"scale", kScale[s]},
+                       {"var_qk", var},
+                       {"mean_entropy", r.mean_entropy},
+                       {"max_entropy", log_m},
+                       {"mean_max_weight", r.mean_max_weight},
+                       {"saturated_fraction", r.saturated_fraction},
+                       {"jacobian_norm", r.jacobian_norm},
+                       {"grad_norm_wq", g.wq},
+                       {"grad_norm_wk", g.wk},
+                       {"grad_norm_logits", g.logits}});
+    csv << d << ',' << kScale[s] << ',' << num(var) << ',' << num(r.mean_entropy) << ','
+        << num(log_m) << ',' << num(r.mean_max_weight) << ',' << num(r.saturated_fraction) << ','
+        << num(r.jacobian_norm) << ',' << num(g.wq) << ',' << num(g.wk) << ',' << num(g.logits)
+        << '\n';
+    const double x = static_cast<double>(d);
+    ent[s].x.push_back(x), ent[s].y.push_back(r.mean_entropy);
+    top[s].x.push_back(x), top[s].y.push_back(r.mean_max_weight);
+    sat[s].x.push_back(x), sat[s].y.push_back(r.saturated_fraction);
+    jac[s].x.push_back(x), jac[s].y.push_back(r.jacobian_norm);
+    gq[s].x.push_back(x), gq[s].y.push_back(g.wq);
+    gk[s].x.push_back(x), gk[s].y.push_back(g.wk);
+    gl[s].x.push_back(x), gl[s].y.push_back(g.logits);
+    std::printf("%6lld  %-11s  %9.4g  %8.4f  %6.4f  %10.4f  %9.4f  %8.4f  %10.4g  %10.4g  %10.4g\n",
+                static_cast<long long>(d), kScale[s], var, r.mean_entropy, log_m, r.mean_max_weight,
+                r.saturated_fraction, r.jacobian_norm, g.wq, g.wk, g.logits);
+  }
+};
+
+void print_sweep_header() {
   std::printf("%6s  %-11s  %9s  %8s  %6s  %10s  %9s  %8s  %10s  %10s  %10s\n", "d_k", "scale",
               "var(q.k)", "entropy", "log m", "max weight", "saturated", "|J|_F", "|dL/dW_Q|",
               "|dL/dW_K|", "|dL/dlogit|");
-  for (int64_t d : dks) {
-    Generator g(random_bits(a.seed, static_cast<uint64_t>(d)));
-    const double var_raw = dot_variance(d, a.samples, g);
-    const std::array<RowStats, 2> rs = softmax_rows(d, a.keys, a.rows, g);
-    for (int s = 0; s < 2; ++s) {
-      const nn::Scale scale = s == 0 ? nn::Scale() : nn::Scale(1.0);
-      const auto [nq, nk, nl] = mha_grad_norms(d, a.keys, a.batch, scale,
-                                               random_bits(a.seed + 1, static_cast<uint64_t>(d)));
-      const double var = s == 0 ? var_raw / static_cast<double>(d) : var_raw;
-      const RowStats& r = rs[s];
-      records.push_back({{"d_k", d},
-                         {"scale", kScale[s]},
-                         {"var_qk", var},
-                         {"mean_entropy", r.mean_entropy},
-                         {"max_entropy", log_m},
-                         {"mean_max_weight", r.mean_max_weight},
-                         {"saturated_fraction", r.saturated_fraction},
-                         {"jacobian_norm", r.jacobian_norm},
-                         {"grad_norm_wq", nq},
-                         {"grad_norm_wk", nk},
-                         {"grad_norm_logits", nl}});
-      csv << d << ',' << kScale[s] << ',' << num(var) << ',' << num(r.mean_entropy) << ','
-          << num(log_m) << ',' << num(r.mean_max_weight) << ',' << num(r.saturated_fraction) << ','
-          << num(r.jacobian_norm) << ',' << num(nq) << ',' << num(nk) << ',' << num(nl) << '\n';
-      const double x = static_cast<double>(d);
-      ent[s].x.push_back(x), ent[s].y.push_back(r.mean_entropy);
-      top[s].x.push_back(x), top[s].y.push_back(r.mean_max_weight);
-      sat[s].x.push_back(x), sat[s].y.push_back(r.saturated_fraction);
-      jac[s].x.push_back(x), jac[s].y.push_back(r.jacobian_norm);
-      gq[s].x.push_back(x), gq[s].y.push_back(nq);
-      gk[s].x.push_back(x), gk[s].y.push_back(nk);
-      gl[s].x.push_back(x), gl[s].y.push_back(nl);
-      std::printf(
-          "%6lld  %-11s  %9.4g  %8.4f  %6.4f  %10.4f  %9.4f  %8.4f  %10.4g  %10.4g  %10.4g\n",
-          static_cast<long long>(d), kScale[s], var, r.mean_entropy, log_m, r.mean_max_weight,
-          r.saturated_fraction, r.jacobian_norm, nq, nk, nl);
-    }
-    std::fflush(stdout);
-  }
+}
 
-  // One row's weights at example_d_k, scaled and unscaled (the same q and keys).
+// Every measurement at one d_k, at both scales (the same draws for both).
+void measure_d_k(const SaturationArgs& a, int64_t d, double log_m, Sweep& sweep) {
+  Generator g(random_bits(a.seed, static_cast<uint64_t>(d)));
+  const double var_raw = dot_variance(d, a.samples, g);
+  const std::array<RowStats, 2> rs = softmax_rows(d, a.keys, a.rows, g);
+  for (int s = 0; s < 2; ++s) {
+    const nn::Scale scale = s == 0 ? nn::Scale() : nn::Scale(1.0);
+    const GradNorms norms = mha_grad_norms(d, a.keys, a.batch, scale,
+                                           random_bits(a.seed + 1, static_cast<uint64_t>(d)));
+    const double var = s == 0 ? var_raw / static_cast<double>(d) : var_raw;
+    sweep.add(d, s, var, rs[s], norms, log_m);
+  }
+  std::fflush(stdout);
+}
+
+// One row's weights at example_d_k, scaled and unscaled (the same q and keys): the bar chart
+// and its CSV.
+struct ExampleRow {
+  std::vector<double> scaled, raw;
+  std::string csv;
+  BarChart bars;
+};
+
+ExampleRow example_row(const SaturationArgs& a) {
   Generator eg(random_bits(a.seed + 2, static_cast<uint64_t>(a.example_d_k)));
   const Tensor q = randn({1, a.example_d_k}, eg, DType::f64),
                k = randn({a.keys, a.example_d_k}, eg, DType::f64);
   const Tensor sc = matmul(q, k.t());
-  const std::vector<double> row_scaled =
+  ExampleRow row;
+  row.scaled =
       to_vector<double>(softmax(mul(sc, 1.0 / std::sqrt(static_cast<double>(a.example_d_k))), 1));
-  const std::vector<double> row_raw = to_vector<double>(softmax(sc, 1));
+  row.raw = to_vector<double>(softmax(sc, 1));
   std::ostringstream row_csv;
   row_csv << "key,scaled,unscaled\n";
-  BarChart bars{
+  row.bars = BarChart{
       "One row of attention weights at d_k = " + std::to_string(a.example_d_k) + ", " +
           std::to_string(a.keys) + " keys, q and k ~ N(0, 1)",
       "key",
       "attention weight",
       {},
-      {{"scale 1/sqrt(d_k)", {}, row_scaled, ""}, {"scale 1 (unscaled)", {}, row_raw, ""}}};
+      {{"scale 1/sqrt(d_k)", {}, row.scaled, ""}, {"scale 1 (unscaled)", {}, row.raw, ""}}};
   for (int64_t j = 0; j < a.keys; ++j) {
-    bars.categories.push_back(std::to_string(j + 1));
-    row_csv << j + 1 << ',' << num(row_scaled[j]) << ',' << num(row_raw[j]) << '\n';
+    row.bars.categories.push_back(std::to_string(j + 1));
+    row_csv << j + 1 << ',' << num(row.scaled[j]) << ',' << num(row.raw[j]) << '\n';
   }
+  row.csv = row_csv.str();
+  return row;
+}
 
-  ojson j = {
-      {"settings",
-       {{"d_k", dks},
-        {"keys", a.keys},
-        {"samples", a.samples},
-        {"rows", a.rows},
-        {"batch", a.batch},
-        {"seed", a.seed},
-        {"saturation_threshold", 0.99}}},
-      {"records", records},
-      {"example_row", {{"d_k", a.example_d_k}, {"scaled", row_scaled}, {"unscaled", row_raw}}},
-      {"training", ojson::array()}};
+// saturation.json: the settings, every record, the example row; "training" is filled by
+// train_both_scales.
+ojson results_json(const SaturationArgs& a, const std::vector<int64_t>& dks, const Sweep& sweep,
+                   const ExampleRow& row) {
+  return {{"settings",
+           {{"d_k", dks},
+            {"keys", a.keys},
+            {"samples", a.samples},
+            {"rows", a.rows},
+            {"batch", a.batch},
+            {"seed", a.seed},
+            {"saturation_threshold", 0.99}}},
+          {"records", sweep.records},
+          {"example_row", {{"d_k", a.example_d_k}, {"scaled", row.scaled}, {"unscaled", row.raw}}},
+          {"training", ojson::array()}};
+}
 
-  const fs::path out(a.out);
-  if (a.train_steps > 0) train_both_scales(a, out, j);
-
-  atomic_write_file((out / "saturation.json").string(), j.dump(1) + "\n");
-  atomic_write_file((out / "saturation.csv").string(), csv.str());
-  atomic_write_file((out / "saturation_row.csv").string(), row_csv.str());
-  write_svg((out / "row_weights.svg").string(), bars);
+// The sweep's figures against d_k: entropy, largest weight, saturated rows, the softmax
+// Jacobian and the gradient norms.
+void write_sweep_figures(const SaturationArgs& a, const fs::path& out,
+                         const std::vector<int64_t>& dks, double log_m, const Sweep& w) {
   Series maxh{"log m (uniform weights)", {}, {}, "#777777"};
   for (int64_t d : dks) maxh.x.push_back(static_cast<double>(d)), maxh.y.push_back(log_m);
   const std::string at_init = std::to_string(a.keys) + " keys, q and k ~ N(0, 1)";
@@ -411,42 +437,67 @@ int cmd_saturation(const SaturationArgs& a) {
                       "entropy (nats)",
                       true,
                       false,
-                      {ent[0], ent[1], maxh}});
+                      {w.ent[0], w.ent[1], maxh}});
   write_svg((out / "max_weight.svg").string(),
             LineChart{"Mean largest attention weight, " + at_init,
                       "d_k",
                       "max_j p_j",
                       true,
                       false,
-                      {top[0], top[1]}});
+                      {w.top[0], w.top[1]}});
   write_svg((out / "saturated_fraction.svg").string(),
             LineChart{"Rows whose largest weight exceeds 0.99, " + at_init,
                       "d_k",
                       "fraction of rows",
                       true,
                       false,
-                      {sat[0], sat[1]}});
+                      {w.sat[0], w.sat[1]}});
   write_svg((out / "jacobian_norm.svg").string(),
             LineChart{"Softmax Jacobian norm ||diag(p) - p p^T||_F, " + at_init,
                       "d_k",
                       "mean Frobenius norm",
                       true,
                       false,
-                      {jac[0], jac[1]}});
+                      {w.jac[0], w.jac[1]}});
   write_svg((out / "gradient_norm.svg").string(),
             LineChart{"Gradient norm reaching W_Q and W_K (one-head MultiHeadAttention)",
                       "d_k = d_model",
                       "||dL/dW|| (Frobenius)",
                       true,
                       true,
-                      {gq[0], gk[0], gq[1], gk[1]}});
+                      {w.gq[0], w.gk[0], w.gq[1], w.gk[1]}});
   write_svg((out / "logit_gradient_norm.svg").string(),
             LineChart{"Gradient reaching the attention logits (softmax input), one-head MHA",
                       "d_k = d_model",
                       "||dL/d logits|| (Frobenius)",
                       true,
                       true,
-                      {gl[0], gl[1]}});
+                      {w.gl[0], w.gl[1]}});
+}
+
+}  // namespace
+
+int cmd_saturation(const SaturationArgs& a) {
+  const std::vector<int64_t> dks = checked_d_k(a);
+  check_saturation_memory(a, dks);
+  apply_threads(a.threads, "--threads");
+  fs::create_directories(a.out);
+  const double log_m = std::log(static_cast<double>(a.keys));
+
+  Sweep sweep;
+  print_sweep_header();
+  for (int64_t d : dks) measure_d_k(a, d, log_m, sweep);
+  const ExampleRow row = example_row(a);
+  ojson j = results_json(a, dks, sweep, row);
+
+  const fs::path out(a.out);
+  if (a.train_steps > 0) train_both_scales(a, out, j);
+
+  atomic_write_file((out / "saturation.json").string(), j.dump(1) + "\n");
+  atomic_write_file((out / "saturation.csv").string(), sweep.csv.str());
+  atomic_write_file((out / "saturation_row.csv").string(), row.csv);
+  write_svg((out / "row_weights.svg").string(), row.bars);
+  write_sweep_figures(a, out, dks, log_m, sweep);
   std::printf("\nwrote %s/saturation.json, CSVs and figures\n", a.out.c_str());
   return 0;
 }
