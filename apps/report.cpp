@@ -23,13 +23,6 @@ using namespace figures::report;
 
 namespace {
 
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::string num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.4g", v);
@@ -303,7 +296,7 @@ RunData read_run(const std::string& dir) {
   if (named.filename().empty()) named = named.parent_path();  // "runs/a/"
   r.name = named.filename().string();
   if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
-  r.config_text = read_all(p / "config.toml");
+  r.config_text = read_whole_file((p / "config.toml").string());
   r.config = parse_toml(r.config_text, (p / "config.toml").string()).root;
   read_metrics((p / "metrics.jsonl").string(), r);
   r.checkpoint = find_checkpoint(dir, "latest");

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.hpp"
 
@@ -32,6 +34,15 @@ void atomic_write_file(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     throw Error(cat("write: cannot move ", tmp, " to ", path, ": ", std::strerror(e)));
   }
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(path + ": read error");
+  return ss.str();
 }
 
 }  // namespace qkv

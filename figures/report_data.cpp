@@ -9,9 +9,10 @@
 #include <set>
 #include <sstream>
 
-#include "run/run.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "figures/report.hpp"
+#include "run/run.hpp"
 
 namespace qkv::figures::report {
 
@@ -19,13 +20,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Ten distinguishable colours (the "tab10" set): a run keeps its colour across charts.
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -306,7 +300,7 @@ SaturationData read_saturation(const std::string& dir) {
   s.name = named.filename().string();
   const std::string file = (fs::path(dir) / "saturation.json").string();
   try {
-    s.j = nlohmann::json::parse(read_all(file));
+    s.j = nlohmann::json::parse(read_whole_file(file));
     if (!s.j.at("records").is_array() || !s.j.at("settings").is_object()) throw 0;
   } catch (...) {
     throw Error("report: " + file + ": not a qkv saturation result (corrupt or unfinished)");

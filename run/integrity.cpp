@@ -28,15 +28,6 @@ constexpr const char* kManifest = "manifest.json";
 // Every checkpoint holds these; the manifest may list more (metrics.jsonl).
 const char* const kRequired[] = {"model.safetensors", "optim.safetensors", "state.json"};
 
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": read error");
-  return ss.str();
-}
-
 template <class T>
 int64_t count_nonfinite(const Tensor& t) {
   const Tensor c = t.contiguous();
@@ -77,7 +68,7 @@ void write_manifest(const std::string& dir) {
       names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   for (const std::string& n : names) {
-    const std::string b = read_whole(dir + "/" + n);
+    const std::string b = read_whole_file(dir + "/" + n);
     files[n] = {{"bytes", b.size()}, {"xxh3", xxh3_hex(b)}};
   }
   const json m = {{"algorithm", "xxh3-64"}, {"files", files}};
@@ -89,14 +80,14 @@ CheckpointFiles read_checkpoint_files(const std::string& dir) {
   f.dir = dir;
   const std::string mpath = dir + "/" + kManifest;
   if (!fs::exists(mpath)) {  // an older qkv's checkpoint: read as is
-    for (const char* n : kRequired) f.bytes[n] = read_whole(f.path(n));
+    for (const char* n : kRequired) f.bytes[n] = read_whole_file(f.path(n));
     if (fs::exists(f.path("metrics.jsonl")))
-      f.bytes["metrics.jsonl"] = read_whole(f.path("metrics.jsonl"));
+      f.bytes["metrics.jsonl"] = read_whole_file(f.path("metrics.jsonl"));
     return f;
   }
   json m;
   try {
-    m = json::parse(read_whole(mpath));
+    m = json::parse(read_whole_file(mpath));
     if (m.at("algorithm") != "xxh3-64")
       throw Error(mpath + ": unknown checksum algorithm " + m.at("algorithm").dump());
     for (const auto& [name, rec] : m.at("files").items()) {
@@ -107,7 +98,7 @@ CheckpointFiles read_checkpoint_files(const std::string& dir) {
       const std::string path = f.path(name);
       if (!fs::exists(path))
         throw Error(path + ": missing (the checkpoint's manifest.json lists it)");
-      std::string b = read_whole(path);
+      std::string b = read_whole_file(path);
       if (b.size() != size)
         throw Error(path + ": damaged: " + std::to_string(b.size()) + " bytes, the checkpoint " +
                     "recorded " + std::to_string(size) + " (manifest.json)");
@@ -181,7 +172,7 @@ std::string repair_metrics(const std::string& run_dir, const std::string& ckpt,
   const std::string name = fs::path(ckpt).filename().string();
   if (exists && size >= metrics_bytes) {
     // The usual case: lines logged after the checkpoint are dropped (the run logs them again).
-    if (!have_copy || read_whole(log).compare(0, metrics_bytes, saved->second) == 0) {
+    if (!have_copy || read_whole_file(log).compare(0, metrics_bytes, saved->second) == 0) {
       fs::resize_file(log, metrics_bytes);
       return "";
     }
