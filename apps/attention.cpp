@@ -6,11 +6,11 @@
 
 #include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
-#include "run/limits.hpp"
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
 #include "data/tokenizer.hpp"
 #include "figures/attention_maps.hpp"
+#include "run/limits.hpp"
 
 namespace qkv::app {
 

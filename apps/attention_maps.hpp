@@ -3,8 +3,8 @@
 #pragma once
 #include <string>
 
-#include "run/run.hpp"
 #include "figures/heatmap.hpp"
+#include "run/run.hpp"
 
 namespace qkv::app {
 

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "run/lm.hpp"
-#include "run/run.hpp"
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
+#include "run/lm.hpp"
+#include "run/run.hpp"
 
 namespace qkv::app {
 

@@ -4,10 +4,10 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "run/limits.hpp"
-#include "run/run.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
+#include "run/limits.hpp"
+#include "run/run.hpp"
 
 namespace qkv::app {
 

@@ -35,7 +35,8 @@ struct DataConfig {
   int64_t test_size = 500;
 
   // text tasks (dates / tsv)
-  std::string path;  // tsv: the corpus file; lm: the text (plain or gzip); parallel: the folder of SPLIT.LANG[.gz] files
+  std::string path;  // tsv: the corpus file; lm: the text (plain or gzip); parallel: the folder of
+                     // SPLIT.LANG[.gz] files
   // parallel: line-aligned files PATH/SPLIT.LANG or PATH/SPLIT.LANG.gz, one pair per split
   std::string src_lang;
   std::string tgt_lang;

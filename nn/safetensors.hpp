@@ -36,5 +36,4 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Parses an in-memory file (the fuzz target and the loader share it). name is for messages.
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& name);
 
-
 }  // namespace qkv::nn

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"
-#include "core/atomic_file.hpp"
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
 

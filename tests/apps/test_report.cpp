@@ -8,8 +8,8 @@
 #include <regex>
 #include <set>
 
-#include "config/config.hpp"
 #include "apps/report.hpp"
+#include "config/config.hpp"
 #include "support/process.hpp"
 
 using namespace qkv;
