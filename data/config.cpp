@@ -77,6 +77,15 @@ LoaderOptions loader_options(const DataConfig& c) {
 namespace {
 using Tokenized = std::vector<std::vector<std::string>>;
 
+// The SentencePiece training options of the [data] keys (parallel corpora and language models).
+SentencePieceOptions sentencepiece_options(const DataConfig& c) {
+  SentencePieceOptions o;
+  o.vocab_size = c.spm_vocab_size;
+  o.type = c.spm_type;
+  o.seed = c.seed;
+  return o;
+}
+
 // The vocabularies of the training pairs: SentencePiece models (loaded from c.spm_dir when
 // it holds them, else trained), or a vocabulary of char / word tokens.
 void build_vocabularies(const DataConfig& c, const std::vector<TextPair>& train, DataSplits& out) {
@@ -84,10 +93,7 @@ void build_vocabularies(const DataConfig& c, const std::vector<TextPair>& train,
   out.tokenizer = kind;
   if (kind == TokenizerKind::sentencepiece) {
     namespace fs = std::filesystem;
-    SentencePieceOptions o;
-    o.vocab_size = c.spm_vocab_size;
-    o.type = c.spm_type;
-    o.seed = c.seed;
+    const SentencePieceOptions o = sentencepiece_options(c);
     auto get = [&](const char* file, std::vector<std::string> sentences) {
       const fs::path saved = fs::path(c.spm_dir) / file;
       if (!c.spm_dir.empty() && fs::exists(saved))
@@ -220,9 +226,7 @@ DataSplits load_data(const DataConfig& c) {
   } else if (c.task == "lm") {
     LmOptions o;
     o.tokenizer = c.tokenizer;
-    o.spm.vocab_size = c.spm_vocab_size;
-    o.spm.type = c.spm_type;
-    o.spm.seed = c.seed;
+    o.spm = sentencepiece_options(c);
     if (!c.spm_dir.empty()) o.spm_model = (std::filesystem::path(c.spm_dir) / "spm.model").string();
     LmCorpus corpus = load_lm_corpus(c.path, o);
     QKV_KEY_CHECK(static_cast<int64_t>(corpus.valid.size()) > c.block_size, "block_size",

@@ -41,8 +41,16 @@ std::vector<std::string> split_lines(std::string_view text) {
   return lines;
 }
 
-void append_line(Ids& out, const std::string& line, const Vocab& v, const SentencePiece& spm) {
-  for (const std::string& piece : spm.encode(line)) out.push_back(v.id(piece));
+// Lines [first, last) as pieces, an <eos> after each line that had a line break after it in
+// the text (every line but the text's last).
+Ids encode_lines(const std::vector<std::string>& lines, size_t first, size_t last, const Vocab& v,
+                 const SentencePiece& spm) {
+  Ids out;
+  for (size_t i = first; i < last; ++i) {
+    for (const std::string& piece : spm.encode(lines[i])) out.push_back(v.id(piece));
+    if (i + 1 < lines.size()) out.push_back(v.eos());  // the line break
+  }
+  return out;
 }
 
 // Pieces line by line, <eos> for every line break; the model trained on the lines before the
@@ -67,11 +75,8 @@ LmCorpus load_sentencepiece_corpus(const std::string& path, const std::string& t
     out.spm = std::make_shared<const SentencePiece>(SentencePiece::train(sentences, o.spm));
   }
   out.vocab = out.spm->vocab();
-  for (size_t i = 0; i < lines.size(); ++i) {
-    Ids& to = i < train_lines ? out.train : out.valid;
-    append_line(to, lines[i], out.vocab, *out.spm);
-    if (i + 1 < lines.size()) to.push_back(out.vocab.eos());  // the line break
-  }
+  out.train = encode_lines(lines, 0, train_lines, out.vocab, *out.spm);
+  out.valid = encode_lines(lines, train_lines, lines.size(), out.vocab, *out.spm);
   return out;
 }
 
@@ -133,13 +138,8 @@ Ids encode_lm_text(const std::string& text, const Vocab& vocab, const SentencePi
   if (!spm) return encode_chars(text, vocab, op);
   size_t bad = 0;
   QKV_CHECK(valid_utf8(text, &bad), op, "invalid UTF-8 at byte ", bad);
-  Ids ids;
   const std::vector<std::string> lines = split_lines(text);
-  for (size_t i = 0; i < lines.size(); ++i) {
-    append_line(ids, lines[i], vocab, *spm);
-    if (i + 1 < lines.size()) ids.push_back(vocab.eos());
-  }
-  return ids;
+  return encode_lines(lines, 0, lines.size(), vocab, *spm);
 }
 
 LmDetokenizer::LmDetokenizer(const Vocab& vocab, bool sentencepiece, bool line_start)
