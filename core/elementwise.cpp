@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "fused.hpp"
+#include "lanes.hpp"
 #include "strided.hpp"
 #include "tensor.hpp"
 
@@ -318,19 +319,12 @@ Tensor relu(const Tensor& x) {
   return float_map(x, "relu", [](auto v) { return v < 0 ? decltype(v)(0) : v; });
 }
 Tensor gelu(const Tensor& x) {
-  return float_map(x, "gelu", [](auto v) {
-    using T = decltype(v);
-    // Phi(v) = erfc(-v / sqrt 2) / 2: unlike 1 + erf(v / sqrt 2), no cancellation for v << 0.
-    return T(0.5) * v * std::erfc(-v * T(M_SQRT1_2));
-  });
+  // x Phi(x), Phi from erfc: unlike 1 + erf(x / sqrt 2), no cancellation for x << 0.
+  return float_map(x, "gelu", [](auto v) { return v * kernel::normal_cdf(v); });
 }
 Tensor gelu_grad(const Tensor& x) {
-  return float_map(x, "gelu_grad", [](auto v) {
-    using T = decltype(v);
-    const T cdf = T(0.5) * std::erfc(-v * T(M_SQRT1_2));
-    const T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);  // 1/sqrt(2 pi)
-    return cdf + v * pdf;
-  });
+  return float_map(x, "gelu_grad",
+                   [](auto v) { return kernel::normal_cdf(v) + v * kernel::normal_pdf(v); });
 }
 Tensor isfinite(const Tensor& x) {
   check_float(x, "isfinite");

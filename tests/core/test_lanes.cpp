@@ -38,6 +38,37 @@ TEST_CASE("fast_exp is within 2 ulp of std::exp on the softmax range and exactly
   CHECK(kernel::fast_exp(-0.5) == std::exp(-0.5));  // double is std::exp itself
 }
 
+TEST_CASE("normal_cdf and normal_pdf in float32 keep their relative accuracy from -12 to 12") {
+  // Phi(-12) is 1.8e-33: the tail must be accurate relative to its own size, as erfc is. Both
+  // end in exp(-x^2 / 2 + ...), whose float argument carries a rounding error of about
+  // x^2 / 2 float epsilons, so the bound is a few epsilons times (1 + x^2 / 2): 1e-6 at x = 0,
+  // 2e-5 at x = 12.
+  const double eps = std::ldexp(1.0, -24);
+  double worst_cdf = 0, worst_pdf = 0;
+  float at_cdf = 0, at_pdf = 0;
+  for (int i = -120000; i <= 120000; ++i) {
+    const float x = static_cast<float>(i) * 1e-4f;
+    const double xd = x, scale = 8 * eps * (1 + xd * xd / 2);
+    const double cdf = 0.5 * std::erfc(-xd / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * xd * xd) / std::sqrt(2 * M_PI);
+    const double e_cdf = std::abs(kernel::normal_cdf(x) / cdf - 1) / scale;
+    const double e_pdf = std::abs(kernel::normal_pdf(x) / pdf - 1) / scale;
+    if (e_cdf > worst_cdf) worst_cdf = e_cdf, at_cdf = x;
+    if (e_pdf > worst_pdf) worst_pdf = e_pdf, at_pdf = x;
+  }
+  INFO("worst error over its bound: Phi " << worst_cdf << " at " << at_cdf << ", phi " << worst_pdf
+                                          << " at " << at_pdf);
+  CHECK(worst_cdf <= 1);
+  CHECK(worst_pdf <= 1);
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(kernel::normal_cdf(0.0f) == Approx(0.5).epsilon(1e-7));
+  CHECK(kernel::normal_cdf(inf) == 1.0f);
+  CHECK(kernel::normal_cdf(-inf) == 0.0f);
+  CHECK(kernel::normal_cdf(-20.0f) == 0.0f);  // 2.8e-89: below float's range
+  CHECK(std::isnan(kernel::normal_cdf(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(kernel::normal_cdf(-0.7) == 0.5 * std::erfc(0.7 * M_SQRT1_2));  // double: erfc itself
+}
+
 TEST_CASE("lane sums equal in-order double sums to rounding, for every length and remainder") {
   Generator g(3);
   for (int64_t n : {0, 1, 7, 8, 9, 16, 31, 128, 1001}) {
