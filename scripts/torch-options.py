@@ -6,7 +6,8 @@ its own Adam; the rounds alternate the variants (each round starting with the ne
 load from elsewhere hits them alike. Prints
 per variant the median and the fastest step, in wall time and in this process's CPU time (all
 threads: with OMP_WAIT_POLICY=passive it counts work, not spinning, and so stays comparable on
-a busy machine). apps/bench_reference.py's defaults are the result (docs/performance.md).
+a busy machine). All variants run with the reference's malloc setting (keep_freed_memory).
+apps/bench_reference.py's defaults are the result (docs/performance.md).
 
 usage: scripts/torch-options.py [--model tiny] [--threads 2] [--rounds 10] [--steps 4]
 Run with Debian's /usr/bin/python3 (python3-torch).
@@ -62,6 +63,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="timed steps per variant and round")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    ref.keep_freed_memory()  # the reference's allocator setting, so only the variants differ
     steps = {k: make_step(a.model, v["foreach"]) for k, v in VARIANTS.items()}
     wall = {k: [] for k in VARIANTS}
     cpu = {k: [] for k in VARIANTS}
