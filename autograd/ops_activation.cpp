@@ -62,8 +62,7 @@ Var dropout(const Var& x, double p, Generator& gen) {
   QKV_CHECK(p >= 0 && p < 1, "dropout", "p must be in [0, 1), got ", p);
   if (p == 0) return x;
   // The scaled keep-mask: 1/(1-p) where kept, 0 where dropped; forward and backward share it.
-  const Tensor keep = bernoulli(x.shape(), 1.0 - p, gen);
-  const Tensor scale = qkv::where(keep, full({}, 1.0 / (1.0 - p), x.dtype()), zeros({}, x.dtype()));
+  const Tensor scale = dropout_mask(x.shape(), p, x.dtype(), gen);
   return record("dropout", qkv::mul(x.data(), scale), {x},
                 [scale](const Tensor& g) -> std::vector<Tensor> { return {qkv::mul(g, scale)}; });
 }

@@ -84,6 +84,21 @@ Tensor bernoulli(const Shape& s, double p_keep, Generator& g) {
   });
 }
 
+Tensor dropout_mask(const Shape& s, double p_drop, DType dt, Generator& g) {
+  QKV_CHECK(is_floating(dt), "dropout_mask", "dtype must be float32 or float64, got ",
+            dtype_name(dt), " for shape ", s);
+  QKV_CHECK(p_drop >= 0 && p_drop < 1, "dropout_mask", "p must be in [0, 1), got ", p_drop,
+            " for shape ", s);
+  // bernoulli's test to_unit(b) < p_keep, in integers: (b >> 11) 2^-53 < p_keep exactly when
+  // (b >> 11) < ceil(p_keep 2^53) (the scaling by 2^53 is exact). Integer compares vectorize
+  // where the conversion to double would not, and the mask keeps bernoulli's draws bit for bit.
+  const auto threshold = static_cast<uint64_t>(std::ceil((1.0 - p_drop) * 0x1.0p53));
+  const double scale = 1.0 / (1.0 - p_drop);
+  return fill_counter(s, dt, g, [threshold, scale](uint64_t seed, uint64_t c) {
+    return (random_bits(seed, c) >> 11) < threshold ? scale : 0.0;
+  });
+}
+
 std::vector<int64_t> randperm(int64_t n, Generator& g) {
   std::vector<int64_t> p(n);
   for (int64_t i = 0; i < n; ++i) p[i] = i;

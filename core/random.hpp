@@ -41,6 +41,9 @@ Tensor randn(const Shape& s, Generator& g, DType dt = DType::f32);     // N(0, 1
 Tensor randint(const Shape& s, int64_t lo, int64_t hi, Generator& g);  // int64 in [lo, hi)
 // Bool mask whose entries are true with probability p_keep (dropout masks).
 Tensor bernoulli(const Shape& s, double p_keep, Generator& g);
+// Inverted dropout's scaled keep-mask: 1 / (1 - p_drop) where bernoulli(s, 1 - p_drop, g) would
+// keep (the same draws, so the same elements), 0 elsewhere; one pass, no bool tensor between.
+Tensor dropout_mask(const Shape& s, double p_drop, DType dt, Generator& g);
 // A random permutation of 0..n-1 (Fisher-Yates from the generator).
 std::vector<int64_t> randperm(int64_t n, Generator& g);
 

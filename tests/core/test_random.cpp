@@ -105,3 +105,23 @@ TEST_CASE("uniform, randint, bernoulli, randperm ranges") {
     CHECK((k >= 0 && k < 7));
   }
 }
+
+TEST_CASE("dropout_mask keeps exactly bernoulli's elements, scaled") {
+  // 0.5 and 0.25 put p_keep 2^53 on an integer (the threshold's edge case); 0.1 and 0.3 do not.
+  for (double p : {0.1, 0.25, 0.3, 0.5, 0.9}) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      Generator a(17), b(17);
+      a.advance(5);  // a position other than 0
+      b.advance(5);
+      const Tensor keep = bernoulli({3, 1031}, 1.0 - p, a);
+      const Tensor mask = dropout_mask({3, 1031}, p, dt, b);
+      CHECK(a.position() == b.position());
+      const Tensor want = where(keep, full({}, 1.0 / (1.0 - p), dt), zeros({}, dt));
+      CHECK(mask.dtype() == dt);
+      CHECK(same_bits(mask, want));
+    }
+  }
+  Generator g(1);
+  CHECK_THROWS_WITH(dropout_mask({4}, 1.0, DType::f32, g), Catch::Contains("dropout_mask"));
+  CHECK_THROWS_WITH(dropout_mask({4}, 0.5, DType::i64, g), Catch::Contains("float32 or float64"));
+}
