@@ -1,7 +1,9 @@
 // Cross-entropy's kernels (see fused.hpp): log-softmax and NLL fused.
 #include <cmath>
+#include <vector>
 
 #include "fused.hpp"
+#include "lanes.hpp"
 #include "parallel.hpp"
 
 namespace qkv {
@@ -29,21 +31,20 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
     ++r.count;
   }
   const double eps = label_smoothing;
-  double total = 0;
+  std::vector<double> row_loss(n, 0.0);
   visit_float(r.log_probs.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = r.log_probs.data<T>();
-    for (int64_t i = 0; i < n; ++i) {  // fixed order: deterministic
-      if (t[i] == ignore_index) continue;
-      double row = -(1.0 - eps) * p[i * c + t[i]];
-      if (eps > 0) {
-        double s = 0;
-        for (int64_t j = 0; j < c; ++j) s += p[i * c + j];
-        row -= eps * s / c;
+    parallel_for(n, c, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        if (t[i] == ignore_index) continue;
+        row_loss[i] = -(1.0 - eps) * p[i * c + t[i]];
+        if (eps > 0) row_loss[i] -= eps * kernel::sum_lanes(p + i * c, c) / c;
       }
-      total += row;
-    }
+    });
   });
+  double total = 0;
+  for (double l : row_loss) total += l;  // fixed order: deterministic
   r.loss = r.count ? total / r.count : 0.0;
   return r;
 }
@@ -51,8 +52,8 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
 Tensor cross_entropy_backward(const CrossEntropyResult& f, double g) {
   const Tensor& lp = f.log_probs;
   const int64_t n = lp.size(0), c = lp.size(1);
-  Tensor dx = zeros({n, c}, lp.dtype());
-  if (!f.count) return dx;
+  if (!f.count) return zeros({n, c}, lp.dtype());
+  Tensor dx = empty({n, c}, lp.dtype());  // every row written below
   const double scale = g / f.count, eps = f.label_smoothing;
   const std::vector<int64_t>& t = f.targets;
   visit_float(lp.dtype(), "cross_entropy backward", [&](auto tag) {
@@ -61,11 +62,17 @@ Tensor cross_entropy_backward(const CrossEntropyResult& f, double g) {
     T* o = dx.data<T>();
     parallel_for(n, c, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        if (t[i] == f.ignore_index) continue;
+        T* oi = o + i * c;
+        if (t[i] == f.ignore_index) {  // padding: no gradient
+          std::fill(oi, oi + c, T(0));
+          continue;
+        }
         // d/dlogit_j = softmax_j - q_j, q = (1 - eps) onehot(t) + eps / C
+        const T* pi = p + i * c;
         for (int64_t j = 0; j < c; ++j)
-          o[i * c + j] = static_cast<T>(
-              scale * (std::exp(double(p[i * c + j])) - eps / c - (j == t[i] ? 1.0 - eps : 0.0)));
+          oi[j] = static_cast<T>(scale * (double(kernel::fast_exp<T>(pi[j])) - eps / c));
+        oi[t[i]] =
+            static_cast<T>(scale * (double(kernel::fast_exp<T>(pi[t[i]])) - eps / c - (1.0 - eps)));
       }
     });
   });

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 namespace qkv::kernel {
@@ -19,6 +20,21 @@ constexpr int kLanes = 8;
 // The 8 partial sums, combined pairwise in a fixed order.
 inline double combine_lanes(const double* lane) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// max of x[0..n) (n >= 1) over 8 partial maxima. A NaN is skipped, as std::max(m, NaN) skips
+// it; -inf when every element is -inf.
+template <class T>
+T max_lanes(const T* x, int64_t n) {
+  T lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+  for (int l = 0; j < n; ++j, ++l) lane[l] = x[j] > lane[l] ? x[j] : lane[l];
+  T m = lane[0];
+  for (int l = 1; l < kLanes; ++l) m = std::max(m, lane[l]);
+  return m;
 }
 
 // sum of x[0..n), accumulated in double: x[j] goes to partial sum j % 8.

@@ -1,15 +1,85 @@
 // Softmax and log-softmax along one dim, and their backward kernels.
 //
-// Stable: each lane subtracts its max before exp, so logits of 1e4 stay finite. A lane that
-// is entirely -inf (a query with nothing to attend to) gives zeros from softmax, not NaN.
+// Stable: each row subtracts its max before exp, so logits of 1e4 stay finite. A row that is
+// entirely -inf (a query with nothing to attend to) gives zeros from softmax, not NaN.
+//
+// The work is done on contiguous rows by kernels the compiler vectorizes (kernel::fast_exp,
+// sums in 8 double lanes: lanes.hpp); a strided row is copied into a contiguous one first, so
+// every layout gives the same bits.
+#include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
+#include "lanes.hpp"
 #include "strided.hpp"
 #include "tensor.hpp"
 
 namespace qkv {
 namespace {
+
+// y = softmax(x) or log_softmax(x) of one contiguous row of n >= 1 elements.
+template <bool kLog, class T>
+void softmax_row(const T* x, T* y, int64_t n) {
+  const T m = kernel::max_lanes(x, n);
+  if (m == -std::numeric_limits<T>::infinity()) {
+    // fully masked: zeros (log: -inf); unless a NaN, which max skips, is there: then NaN, as
+    // everywhere else
+    const T fill = kernel::any_nan(x, n) ? std::numeric_limits<T>::quiet_NaN() : kLog ? m : T(0);
+    std::fill(y, y + n, fill);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) y[j] = kernel::fast_exp<T>(x[j] - m);
+  const double z = kernel::sum_lanes(y, n);
+  if (kLog) {
+    // (x - m) - log z, not x - (m + log z): with m = 1e4 in float32 the sum m + log z would
+    // round away log z.
+    const T lz = static_cast<T>(std::log(z));
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) - lz;
+  } else {
+    const T inv = static_cast<T>(1.0 / z);
+    for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+  }
+}
+
+// dx = y * (g - sum(g * y))     for softmax
+// dx = g - exp(y) * sum(g)      for log-softmax (y = log-probabilities)
+// of one contiguous row.
+template <bool kLog, class T>
+void softmax_backward_row(const T* y, const T* g, T* dx, int64_t n) {
+  const T s = static_cast<T>(kLog ? kernel::sum_lanes(g, n) : kernel::dot_lanes(g, y, n));
+  for (int64_t j = 0; j < n; ++j)
+    dx[j] = kLog ? g[j] - kernel::fast_exp<T>(y[j]) * s : y[j] * (g[j] - s);
+}
+
+// Runs row(in rows..., out row, n) over every lane of out along d. Contiguous lanes go straight
+// to `row`; strided ones through contiguous copies.
+template <class T, size_t N, class Row>
+void for_each_row(Tensor& out, const std::array<const Tensor*, N>& ins, int64_t d, Row row) {
+  constexpr size_t K = N + 1;  // the output is tensor 0
+  std::array<const Shape*, K> strides{&out.strides()};
+  for (size_t k = 0; k < N; ++k) strides[k + 1] = &ins[k]->strides();
+  T* po = out.data<T>();
+  detail::for_each_lane<K>(out.shape(), d, strides, [&](auto base, int64_t n, auto st) {
+    std::array<const T*, N> in;
+    bool packed = st[0] == 1;
+    for (size_t k = 0; k < N; ++k) {
+      in[k] = ins[k]->template data<T>() + base[k + 1];
+      packed = packed && st[k + 1] == 1;
+    }
+    if (packed) return std::apply([&](auto... p) { row(p..., po + base[0], n); }, in);
+    std::vector<T> buf(K * n);  // the N input rows, then the output row
+    std::array<const T*, N> rows;
+    for (size_t k = 0; k < N; ++k) {
+      for (int64_t j = 0; j < n; ++j) buf[k * n + j] = in[k][j * st[k + 1]];
+      rows[k] = buf.data() + k * n;
+    }
+    T* o = buf.data() + N * n;
+    std::apply([&](auto... p) { row(p..., o, n); }, rows);
+    for (int64_t j = 0; j < n; ++j) po[base[0] + j * st[0]] = o[j];
+  });
+}
 
 template <bool kLog>
 Tensor softmax_impl(const Tensor& x, int64_t d, const char* op) {
@@ -19,47 +89,14 @@ Tensor softmax_impl(const Tensor& x, int64_t d, const char* op) {
   d = wrap_dim(d, x.shape(), op);
   if (x.dim() == 0) return softmax_impl<kLog>(x.reshape({1}), 0, op).reshape({});
   Tensor out = empty(x.shape(), x.dtype());
+  if (x.size(d) == 0) return out;
   visit_float(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    detail::for_each_lane<2>(
-        x.shape(), d, {&out.strides(), &x.strides()}, [&](auto base, int64_t n, auto st) {
-          const T* in = px + base[1];
-          T* o = po + base[0];
-          T m = -std::numeric_limits<T>::infinity();
-          for (int64_t j = 0; j < n; ++j) m = std::max(m, in[j * st[1]]);
-          if (m == -std::numeric_limits<T>::infinity()) {
-            // fully masked: zeros; unless a NaN (which max skips) is
-            // there: then NaN, as everywhere else
-            bool nan = false;
-            for (int64_t j = 0; j < n; ++j) nan |= in[j * st[1]] != in[j * st[1]];
-            const T fill = nan ? std::numeric_limits<T>::quiet_NaN() : kLog ? m : T(0);
-            for (int64_t j = 0; j < n; ++j) o[j * st[0]] = fill;
-            return;
-          }
-          double z = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            const T e = std::exp(in[j * st[1]] - m);
-            if (!kLog) o[j * st[0]] = e;
-            z += e;
-          }
-          if (kLog) {
-            // (x - m) - log z, not x - (m + log z): with m = 1e4 in
-            // float32 the sum m + log z would round away log z.
-            const T lz = static_cast<T>(std::log(z));
-            for (int64_t j = 0; j < n; ++j) o[j * st[0]] = (in[j * st[1]] - m) - lz;
-          } else {
-            const T inv = static_cast<T>(1.0 / z);
-            for (int64_t j = 0; j < n; ++j) o[j * st[0]] *= inv;
-          }
-        });
+    for_each_row<T, 1>(out, {&x}, d, softmax_row<kLog, T>);
   });
   return out;
 }
 
-// dx = y * (g - sum(g * y))           for softmax
-// dx = g - exp(y) * sum(g)            for log-softmax (y = log-probabilities)
 template <bool kLog>
 Tensor softmax_backward_impl(const Tensor& y, const Tensor& g, int64_t d, const char* op) {
   QKV_CHECK(y.defined() && g.defined(), op, "undefined tensor");
@@ -70,26 +107,10 @@ Tensor softmax_backward_impl(const Tensor& y, const Tensor& g, int64_t d, const 
   if (y.dim() == 0)
     return softmax_backward_impl<kLog>(y.reshape({1}), g.reshape({1}), 0, op).reshape({});
   Tensor out = empty(y.shape(), y.dtype());
+  if (y.size(d) == 0) return out;
   visit_float(y.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* py = y.data<T>();
-    const T* pg = g.data<T>();
-    T* po = out.data<T>();
-    detail::for_each_lane<3>(y.shape(), d, {&out.strides(), &y.strides(), &g.strides()},
-                             [&](auto base, int64_t n, auto st) {
-                               const T* yy = py + base[1];
-                               const T* gg = pg + base[2];
-                               T* o = po + base[0];
-                               double s = 0;
-                               for (int64_t j = 0; j < n; ++j)
-                                 s += kLog ? double(gg[j * st[2]])
-                                           : double(gg[j * st[2]]) * yy[j * st[1]];
-                               const T ts = static_cast<T>(s);
-                               for (int64_t j = 0; j < n; ++j) {
-                                 const T yj = yy[j * st[1]], gj = gg[j * st[2]];
-                                 o[j * st[0]] = kLog ? gj - std::exp(yj) * ts : yj * (gj - ts);
-                               }
-                             });
+    for_each_row<T, 2>(out, {&y, &g}, d, softmax_backward_row<kLog, T>);
   });
   return out;
 }

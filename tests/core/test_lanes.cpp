@@ -91,3 +91,19 @@ TEST_CASE("lane sums equal in-order double sums to rounding, for every length an
   const std::vector<float> ints = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   CHECK(kernel::sum_lanes(ints.data(), 11) == 66.0);
 }
+
+TEST_CASE("max_lanes is the row max for every length, skips NaN, and is -inf for masked rows") {
+  Generator g(5);
+  for (int64_t n : {1, 7, 8, 9, 17, 1001}) {
+    const Tensor x = randn({n}, g);
+    std::vector<float> v(x.data<float>(), x.data<float>() + n);
+    INFO("n = " << n);
+    CHECK(kernel::max_lanes(v.data(), n) == *std::max_element(v.begin(), v.end()));
+    v[n - 1] = 100.0f;  // the max in the tail
+    CHECK(kernel::max_lanes(v.data(), n) == 100.0f);
+    v[0] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(kernel::max_lanes(v.data(), n) == (n == 1 ? -INFINITY : 100.0f));
+    std::fill(v.begin(), v.end(), -INFINITY);
+    CHECK(kernel::max_lanes(v.data(), n) == -INFINITY);
+  }
+}
