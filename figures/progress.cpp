@@ -40,9 +40,12 @@ void Progress::update(int64_t step, double loss, double lr, double tps) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(step - first_) / elapsed : 0;
   const double eta = rate > 0 ? static_cast<double>(total_ - step) / rate : -1;
+  if (tps > 0) last_tps_ = tps;
+  char throughput[32] = "-";
+  if (last_tps_ > 0) std::snprintf(throughput, sizeof throughput, "%.1fk", last_tps_ / 1000);
   char stats[160];
-  std::snprintf(stats, sizeof stats, "loss %.4f  lr %.2e  %.1fk tok/s  ETA %s", loss, lr,
-                tps / 1000, format_duration(eta).c_str());
+  std::snprintf(stats, sizeof stats, "loss %.4f  lr %.2e  %s tok/s  ETA %s", loss, lr, throughput,
+                format_duration(eta).c_str());
   if (tty_) {
     const int width = 24;
     const int filled = total_ > 0 ? static_cast<int>(width * step / total_) : 0;

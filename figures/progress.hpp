@@ -12,6 +12,8 @@ class Progress {
  public:
   // total: steps planned; quiet: only warnings and errors; verbose: every step as a line.
   Progress(int64_t total, int64_t first_step, int64_t log_every, bool quiet, bool verbose);
+  // tokens_per_s: the throughput measured since the last logged step, or 0 when this step was
+  // not measured (it then shows the last measurement, or "-" before the first).
   void update(int64_t step, double loss, double lr, double tokens_per_s);
   // A line that must not be overwritten (validation results, checkpoints).
   void message(const std::string& line);
@@ -21,6 +23,7 @@ class Progress {
   void clear_bar();
   int64_t total_, first_, log_every_;
   bool quiet_, verbose_, tty_, bar_shown_ = false;
+  double last_tps_ = 0;
   std::chrono::steady_clock::time_point start_;
 };
 
