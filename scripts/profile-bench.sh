@@ -10,7 +10,8 @@
 #
 # cpu-clock samples count only time this process runs, so the shares stay meaningful on a busy
 # machine (hardware counters are not needed; many VMs have none). One thread by default: the
-# shares are then the work itself, not the waiting of one thread for the other. Runs with
+# shares are then the work itself, not the waiting of one thread for the other (with more, the
+# OpenMP workers' samples count from the first step on, under "worker thread"). Runs with
 # OMP_WAIT_POLICY=passive. The kernel's samples on a loaded machine are mostly scheduling
 # (task switches, reschedule interrupts): they are listed apart. Needs linux-perf.
 set -euo pipefail
@@ -30,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
     --report) report="$2"; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "profile-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -43,7 +44,8 @@ data="$out/$model-t$threads.perf.data"
 OMP_WAIT_POLICY=passive perf record -q -e cpu-clock -F 499 --call-graph dwarf,8192 -o "$data" -- \
   "$qkv" bench --child --model "$model" --threads "$threads" --min-seconds "$seconds" \
   > "$out/$model-t$threads.json"
-perf script -i "$data" 2> /dev/null > "$out/$model-t$threads.txt"
+perf script -i "$data" -F comm,pid,tid,time,event,ip,sym,symoff,dso 2> /dev/null \
+  > "$out/$model-t$threads.txt"
 echo "$model, $threads thread(s): $(cat "$out/$model-t$threads.json"); load $(cut -d' ' -f1 /proc/loadavg)"
 report="$out/$model-t$threads.txt"
 fi
@@ -51,11 +53,15 @@ fi
 /usr/bin/python3 - "$report" <<'EOF'
 import collections, re, sys
 
-def frames(block):
-    lines = [l.strip() for l in block.strip().split("\n")[1:] if l.strip()]
-    # "ADDR SYMBOL+0xOFF (DSO)" -> SYMBOL
-    return [re.sub(r"(\+0x[0-9a-f]+)? \([^()]*\)$", "", re.sub(r"^[0-9a-f]+ ", "", l))
-            for l in lines]
+def parse(block):
+    # header "qkv PID/TID TIME: cpu-clock:", then one "ADDR SYMBOL+0xOFF (DSO)" line a frame
+    lines = [l.strip() for l in block.strip().split("\n") if l.strip()]
+    m = re.match(r"\S+\s+(\d+)/(\d+)\s+([\d.]+):", lines[0]) if lines else None
+    if not m:
+        return None
+    stack = [re.sub(r"(\+0x[0-9a-f]+)? \([^()]*\)$", "", re.sub(r"^[0-9a-f]+ ", "", l))
+             for l in lines[1:]]
+    return {"main": m.group(1) == m.group(2), "time": float(m.group(3)), "stack": stack}
 
 def op_of(stack):
     # the innermost autograd op (qkv::ag::NAME) or optimizer on the stack
@@ -73,19 +79,26 @@ def op_of(stack):
             return m.group(1)
     return stack[0]
 
-samples = [f for f in map(frames, open(sys.argv[1]).read().split("\n\n")) if f]
-# inside the step function (3 warm-up steps and the timed ones), not model construction
-steps = [f for f in samples if any("run_one" in x and "lambda()" in x for x in f)]
+samples = [s for s in map(parse, open(sys.argv[1]).read().split("\n\n")) if s and s["stack"]]
+# Inside the training steps (3 warm-up steps and the timed ones), not model construction: the
+# main thread's samples under Trainer::step, and the OpenMP workers' samples from the first of
+# those on (a worker's stack starts in libgomp, which has no symbols to match).
+in_step = lambda s: any("Trainer::step" in x for x in s["stack"])
+first = min((s["time"] for s in samples if s["main"] and in_step(s)), default=float("inf"))
+steps = [(s["stack"], s["main"]) for s in samples
+         if (s["main"] and in_step(s)) or (not s["main"] and s["time"] >= first)]
 share = lambda n: "%.1f%%" % (100.0 * n / len(steps))
 part, phase, outside, leaf = (collections.Counter() for _ in range(4))
-for f in steps:
+for f, main in steps:
     text = " | ".join(f)
-    ph = ("optimizer step" if "Optimizer::step" in text else "zero_grad" if "zero_grad" in text
+    ph = ("worker thread" if not main else "optimizer step" if "Optimizer::step" in text
+          else "zero_grad" if "zero_grad" in text
           else "backward" if "Var::backward" in text else "forward")
     phase[ph] += 1
     leaf[f[0]] += 1
     in_gemm = any("sgemm" in x for x in f[:4])
-    where = "attention" if "attention" in text else "linear" if "linear" in text else "other"
+    where = ("attention" if "attention" in text else "linear" if "linear" in text
+             else "other" if main else "a worker thread: op not on its stack")
     # OpenBLAS's compute kernels: the packed one and, for small products, the unpacked ones
     if "sgemm_kernel" in f[0] or "sgemm_small_kernel" in f[0]:
         part["GEMM: OpenBLAS kernel (%s)" % where] += 1
