@@ -14,10 +14,9 @@ Var relu(const Var& x) {
 }
 
 Var gelu(const Var& x) {
-  return record("gelu", qkv::gelu(x.data()), {x},
-                [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> {
-                  return {qkv::mul(g, gelu_grad(x_))};
-                });
+  return record(
+      "gelu", qkv::gelu(x.data()), {x},
+      [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> { return {gelu_backward(x_, g)}; });
 }
 
 Var tanh(const Var& x) {
