@@ -69,8 +69,9 @@ Tensor cross_entropy_backward(const CrossEntropyResult& f, double g) {
         }
         // d/dlogit_j = softmax_j - q_j, q = (1 - eps) onehot(t) + eps / C
         const T* pi = p + i * c;
-        for (int64_t j = 0; j < c; ++j)
-          oi[j] = static_cast<T>(scale * (double(kernel::fast_exp<T>(pi[j])) - eps / c));
+        // In T, so that the loop vectorizes at the full width: scale * softmax - scale * eps / C
+        const T s = static_cast<T>(scale), s_eps = static_cast<T>(scale * eps / c);
+        for (int64_t j = 0; j < c; ++j) oi[j] = s * kernel::fast_exp<T>(pi[j]) - s_eps;
         oi[t[i]] =
             static_cast<T>(scale * (double(kernel::fast_exp<T>(pi[t[i]])) - eps / c - (1.0 - eps)));
       }
