@@ -14,9 +14,10 @@ Var relu(const Var& x) {
 }
 
 Var gelu(const Var& x) {
-  return record(
-      "gelu", qkv::gelu(x.data()), {x},
-      [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> { return {gelu_backward(x_, g)}; });
+  return record("gelu", qkv::gelu(x.data()), {x},
+                [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> {
+                  return {qkv::mul(g, gelu_grad(x_))};
+                });
 }
 
 Var tanh(const Var& x) {

@@ -354,17 +354,4 @@ Tensor relu_backward(const Tensor& y, const Tensor& g) {
   });
 }
 
-Tensor gelu_backward(const Tensor& x, const Tensor& g) {
-  check_float(x, "gelu_backward");
-  check_same_dtype(x, g, "gelu_backward");
-  QKV_CHECK(x.shape() == g.shape(), "gelu_backward", "input ", x.shape(), " and gradient ",
-            g.shape(), " differ");
-  return visit_float(x.dtype(), "gelu_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return binary_kernel<T, T>(
-        x, g, [](T v, T gv) { return gv * (kernel::normal_cdf(v) + v * kernel::normal_pdf(v)); },
-        "gelu_backward");
-  });
-}
-
 }  // namespace qkv

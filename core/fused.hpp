@@ -78,8 +78,5 @@ Tensor cross_entropy_backward(const CrossEntropyResult& f, double g);
 // --- activations (core/elementwise.cpp) ---
 // g where y > 0, else 0: relu's backward from its output (y = relu(x) > 0 exactly when x > 0).
 Tensor relu_backward(const Tensor& y, const Tensor& g);
-// gelu's backward in one pass: g * gelu'(x) = g * (Phi(x) + x phi(x)), x the input gelu saw
-// (instead of writing gelu'(x) out and multiplying it by g in a second pass).
-Tensor gelu_backward(const Tensor& x, const Tensor& g);
 
 }  // namespace qkv
