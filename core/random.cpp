@@ -20,6 +20,22 @@ uint64_t random_bits(uint64_t seed, uint64_t counter) {
 namespace {
 // 53 random bits -> [0, 1)
 inline double to_unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+// The Bernoulli test to_unit(bits) < p_keep, in integers: (bits >> 11) 2^-53 < p_keep exactly
+// when (bits >> 11) < ceil(p_keep 2^53) (the scaling by 2^53 is exact). Integer compares
+// vectorize where the conversion to double would not. p_keep <= 0 (or NaN) keeps nothing,
+// p_keep >= 1 everything, as the floating-point test does.
+class KeepTest {
+ public:
+  explicit KeepTest(double p_keep)
+      : threshold_(!(p_keep > 0) ? 0
+                   : p_keep >= 1 ? uint64_t{1} << 53
+                                 : static_cast<uint64_t>(std::ceil(p_keep * 0x1.0p53))) {}
+  bool operator()(uint64_t bits) const { return (bits >> 11) < threshold_; }
+
+ private:
+  uint64_t threshold_;
+};
 }  // namespace
 
 uint64_t Generator::next_u64() { return random_bits(seed_, advance(1)); }
@@ -79,8 +95,8 @@ Tensor randint(const Shape& s, int64_t lo, int64_t hi, Generator& g) {
 }
 
 Tensor bernoulli(const Shape& s, double p_keep, Generator& g) {
-  return fill_counter(s, DType::b8, g, [p_keep](uint64_t seed, uint64_t c) {
-    return to_unit(random_bits(seed, c)) < p_keep ? 1 : 0;
+  return fill_counter(s, DType::b8, g, [keep = KeepTest(p_keep)](uint64_t seed, uint64_t c) {
+    return keep(random_bits(seed, c)) ? 1 : 0;
   });
 }
 
@@ -89,13 +105,10 @@ Tensor dropout_mask(const Shape& s, double p_drop, DType dt, Generator& g) {
             dtype_name(dt), " for shape ", s);
   QKV_CHECK(p_drop >= 0 && p_drop < 1, "dropout_mask", "p must be in [0, 1), got ", p_drop,
             " for shape ", s);
-  // bernoulli's test to_unit(b) < p_keep, in integers: (b >> 11) 2^-53 < p_keep exactly when
-  // (b >> 11) < ceil(p_keep 2^53) (the scaling by 2^53 is exact). Integer compares vectorize
-  // where the conversion to double would not, and the mask keeps bernoulli's draws bit for bit.
-  const auto threshold = static_cast<uint64_t>(std::ceil((1.0 - p_drop) * 0x1.0p53));
+  // bernoulli's draws and test, so the same elements are kept
   const double scale = 1.0 / (1.0 - p_drop);
-  return fill_counter(s, dt, g, [threshold, scale](uint64_t seed, uint64_t c) {
-    return (random_bits(seed, c) >> 11) < threshold ? scale : 0.0;
+  return fill_counter(s, dt, g, [keep = KeepTest(1.0 - p_drop), scale](uint64_t seed, uint64_t c) {
+    return keep(random_bits(seed, c)) ? scale : 0.0;
   });
 }
 

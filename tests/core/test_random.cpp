@@ -107,7 +107,7 @@ TEST_CASE("uniform, randint, bernoulli, randperm ranges") {
 }
 
 TEST_CASE("dropout_mask keeps exactly bernoulli's elements, scaled") {
-  // 0.5 and 0.25 put p_keep 2^53 on an integer (the threshold's edge case); 0.1 and 0.3 do not.
+  // 0.5 and 0.25 put p_keep 2^53 on an integer (the integer test's edge case); 0.1 and 0.3 do not.
   for (double p : {0.1, 0.25, 0.3, 0.5, 0.9}) {
     for (DType dt : {DType::f32, DType::f64}) {
       Generator a(17), b(17);
@@ -119,6 +119,14 @@ TEST_CASE("dropout_mask keeps exactly bernoulli's elements, scaled") {
       const Tensor want = where(keep, full({}, 1.0 / (1.0 - p), dt), zeros({}, dt));
       CHECK(mask.dtype() == dt);
       CHECK(same_bits(mask, want));
+      // both keep element i exactly when its 53-bit uniform at counter 5 + i is below 1 - p
+      const std::vector<int64_t> kept = to_vector<int64_t>(keep.reshape({-1}).to(DType::i64));
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < 3 * 1031; ++i) {
+        const double u = static_cast<double>(random_bits(17, 5 + i) >> 11) * 0x1.0p-53;
+        wrong += kept[i] != (u < 1.0 - p ? 1 : 0);
+      }
+      CHECK(wrong == 0);
     }
   }
   Generator g(1);
