@@ -69,7 +69,9 @@ void for_each_row(Tensor& out, const std::array<const Tensor*, N>& ins, int64_t 
       packed = packed && st[k + 1] == 1;
     }
     if (packed) return std::apply([&](auto... p) { row(p..., po + base[0], n); }, in);
-    std::vector<T> buf(K * n);  // the N input rows, then the output row
+    // the N input rows, then the output row; one buffer per thread, not one per row
+    thread_local std::vector<T> buf;
+    buf.resize(K * n);
     std::array<const T*, N> rows;
     for (size_t k = 0; k < N; ++k) {
       for (int64_t j = 0; j < n; ++j) buf[k * n + j] = in[k][j * st[k + 1]];
