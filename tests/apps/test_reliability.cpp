@@ -197,8 +197,10 @@ TEST_CASE("reliability: SIGTERM and SIGHUP checkpoint like Ctrl-C, then exit 143
           "[e2e]") {
   TempDir t("rel_signals");
   const std::string run = t.file("run");
-  const std::vector<std::string> args =
-      train_args(run, {"--train.max_steps", "100000", "--train.log_every", "1"});
+  // epochs = 0: max_steps alone bounds the run. copy.toml's 12 epochs are only 24 steps here,
+  // and a resumed run that reached them before the SIGHUP landed ended with 0.
+  const std::vector<std::string> args = train_args(
+      run, {"--train.epochs", "0", "--train.max_steps", "100000", "--train.log_every", "1"});
   const pid_t p = spawn_qkv(args, t.file("out"));
   REQUIRE(wait_lines(run + "/metrics.jsonl", 3, p));
   ::kill(p, SIGTERM);
