@@ -14,9 +14,10 @@ Var relu(const Var& x) {
 }
 
 Var gelu(const Var& x) {
-  return record("gelu", qkv::gelu(x.data()), {x},
-                [x_ = x.data()](const Tensor& g) -> std::vector<Tensor> {
-                  return {qkv::mul(g, gelu_grad(x_))};
+  GeluResult f = gelu_forward(x.data());
+  return record("gelu", f.y, {x},
+                [x_ = x.data(), cdf = f.cdf](const Tensor& g) -> std::vector<Tensor> {
+                  return {gelu_backward(g, x_, cdf)};
                 });
 }
 

@@ -79,4 +79,17 @@ Tensor cross_entropy_backward(const CrossEntropyResult& f, double g);
 // g where y > 0, else 0: relu's backward from its output (y = relu(x) > 0 exactly when x > 0).
 Tensor relu_backward(const Tensor& y, const Tensor& g);
 
+// The exact GELU, y = x Phi(x), with Phi(x) kept: Phi is the costly part (a division and an
+// exp), and with it the backward needs only the density, phi(x) (one exp), in one pass with
+// the multiply by g, instead of recomputing Phi and then multiplying (two passes).
+// Same bits as gelu(x) and mul(g, gelu_grad(x)).
+struct GeluResult {
+  Tensor y;    // x's shape, contiguous
+  Tensor cdf;  // x's shape, contiguous: Phi(x)
+};
+// x: any shape, float32 or float64
+GeluResult gelu_forward(const Tensor& x);
+// g, x, cdf: one shape and dtype (cdf: the forward's) -> dL/dx = g (Phi(x) + x phi(x))
+Tensor gelu_backward(const Tensor& g, const Tensor& x, const Tensor& cdf);
+
 }  // namespace qkv

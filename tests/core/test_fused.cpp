@@ -154,6 +154,25 @@ TEST_CASE("linear_forward, sum_rows and relu_backward equal the plain ops") {
   CHECK_THROWS_WITH(sum_rows(randn({3}, g)), Catch::Contains("sum_rows"));
 }
 
+TEST_CASE("gelu_forward and gelu_backward give the bits of gelu and g * gelu_grad") {
+  Generator g(11);
+  for (DType dt : {DType::f32, DType::f64}) {
+    // 77 x 301: an odd length, split across threads; the transpose takes the strided path.
+    const Tensor x = mul(randn({77, 301}, g, dt), 3.0), dy = randn({301, 77}, g, dt).t();
+    for (const Tensor& in : {x, x.t().contiguous().t()}) {
+      const GeluResult f = gelu_forward(in);
+      INFO(dtype_name(dt));
+      CHECK(max_abs_diff(f.y, gelu(in)) == 0);
+      CHECK(max_abs_diff(f.cdf, div(gelu(in), in)) < (dt == DType::f32 ? 1e-6 : 1e-14));
+      CHECK(max_abs_diff(gelu_backward(dy, in, f.cdf), mul(dy, gelu_grad(in))) == 0);
+    }
+  }
+  const Tensor x = randn({4, 5}, g);
+  CHECK_THROWS_WITH(gelu_backward(randn({5, 4}, g), x, gelu_forward(x).cdf),
+                    Catch::Contains("gelu_backward") && Catch::Contains("(5, 4)"));
+  CHECK_THROWS_WITH(gelu_forward(ones({3}, DType::i64)), Catch::Contains("gelu_forward"));
+}
+
 TEST_CASE("index_select and index_add on rows equal the per-slice path") {
   Generator g(10);
   const Tensor table = randn({11, 7}, g);
