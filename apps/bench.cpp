@@ -30,6 +30,7 @@
 #include "apps/commands.hpp"
 #include "bench/bench_runtime.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/gemm_shapes.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/seq2seq.hpp"
@@ -213,7 +214,7 @@ void build_attention(BenchStep& b, const BenchModel& m, Generator& gen) {
 
 // The child: one model, in this process, timed; one JSON object on stdout. data_parallel:
 // this process is one rank of mpirun and trains on its rows of the global batch.
-json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
+json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool gemm_shapes) {
   QKV_CHECK(!data_parallel || m.seq2seq, "bench",
             "--data-parallel needs a Seq2Seq model (tiny, "
             "small, annotated), not ",
@@ -252,6 +253,8 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel) {
   // Pages touched for the first time during the timed steps (each costs a kernel entry).
   j["page_faults_per_step"] = double(faults1 - faults0) / ms.size();
   j["runtime"] = to_json(this_process(get_num_threads()));
+  // Separate steps: the timers stay out of the step times above.
+  if (gemm_shapes) j["gemm_shapes"] = time_gemm_shapes(step, std::clamp<int>(ms.size(), 3, 20));
   if (data_parallel) {
     j["ranks"] = ranks;
     j["global_batch"] = m.batch;
@@ -455,7 +458,7 @@ void print_data_parallel_line(const std::string& name, const json& j) {
 // rank 0 reports), each as one JSON line, or with --data-parallel and no --json one text line.
 int bench_in_process(const BenchArgs& a, const std::vector<std::string>& names) {
   for (const std::string& n : names) {
-    const json j = run_one(find_model(n), a.min_seconds, a.data_parallel);
+    const json j = run_one(find_model(n), a.min_seconds, a.data_parallel, a.gemm_shapes);
     if (!dist::is_root()) continue;  // data-parallel: rank 0 reports
     if (a.child || a.json)
       std::printf("%s\n", j.dump().c_str());
@@ -489,7 +492,8 @@ Rounds run_rounds(const BenchArgs& a, const std::vector<std::string>& names, con
     for (const std::string& n : names) {
       const std::string common = " --model " + n + " --threads " + std::to_string(c.threads) +
                                  " --min-seconds " + std::to_string(a.min_seconds);
-      rounds.qkv[n].push_back(run_child(c.env + c.self + " bench --child" + common));
+      const std::string shapes = a.gemm_shapes ? " --gemm-shapes" : "";
+      rounds.qkv[n].push_back(run_child(c.env + c.self + " bench --child" + common + shapes));
       if (a.compare)
         rounds.torch[n].push_back(
             run_child(c.env + "/usr/bin/python3 " + shell_quote(c.script) + common));
@@ -537,6 +541,7 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
   e["qkv"]["system_allocs_per_step"] = qkv_runs.back()["system_allocs_per_step"];
   e["qkv"]["page_faults_per_step"] = qkv_runs.back()["page_faults_per_step"];
   e["qkv"]["runtime"] = qkv_runs.back()["runtime"];  // the timed process's own report
+  if (a.gemm_shapes) e["qkv"]["gemm_shapes"] = qkv_runs.back()["gemm_shapes"];
   if (a.compare) {
     const std::vector<json>& torch_runs = rounds.torch.at(n);
     e["torch"] = summarize(torch_runs, m, peak);
@@ -651,6 +656,10 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
   }
   print_bench_header(a, result, sides, c.threads, load_before, peak);
   print_bench_table(a, result, sides);
+  if (a.gemm_shapes)
+    for (const json& e : result["models"])
+      print_gemm_shapes(e["model"].get<std::string>(), e["qkv"]["gemm_shapes"],
+                        rounds.qkv.at(e["model"].get<std::string>()).back()["ms_per_step"], peak);
   return 0;
 }
 

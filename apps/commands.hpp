@@ -82,6 +82,7 @@ struct BenchArgs {
   std::string figure = "attention-sweep.svg";  // "" : no figure
   std::string sweep_method;                    // internal: run one point in this process
   int64_t sweep_n = 0;
+  bool gemm_shapes = false;    // also time each GEMM shape of qkv's step (bench/gemm_shapes.hpp)
   bool data_parallel = false;  // in this process, as one rank of mpirun: its shard + allreduce
   bool scaling = false;        // data-parallel scaling table: N=1 against N=2 (via mpirun)
 };

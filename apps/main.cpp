@@ -127,6 +127,9 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   cmd->add_flag("--allow-unfair", a.allow_unfair,
                 "compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside "
                 "OpenMP threads or more threads than cores (flagged in the table)");
+  cmd->add_flag("--gemm-shapes", a.gemm_shapes,
+                "also time qkv's step GEMM by GEMM: per shape calls, ms and GFLOP/s (a table per "
+                "model, from the last round)");
   cmd->add_flag("--child", a.child, "internal: run in this process")->group("");
   cmd->add_flag(
       "--attention-sweep", a.attention_sweep,

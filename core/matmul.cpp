@@ -11,7 +11,10 @@
 // sgemm peak (measured in docs/performance.md).
 #include <cblas.h>
 
+#include <chrono>
+
 #include "fused.hpp"
+#include "gemm_stats.hpp"
 #include "kernel_util.hpp"
 #include "parallel.hpp"
 #include "tensor.hpp"
@@ -46,9 +49,11 @@ constexpr int64_t kBandMinWork = 2 * 64 * 64 * 64;
 // register tiles of the sgemm kernel.
 constexpr int64_t kBandAlign = 16;
 
+namespace {
 template <class T>
-void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init) {
+void gemm_bands_untimed(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a,
+                        int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+                        const T* row_init) {
   // C's rows r0..r1, columns c0..c1 start as row_init (then the GEMM adds onto them).
   auto init = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     if (!row_init) return;
@@ -75,6 +80,24 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
       gemm<T>(ta, tb, n, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
     }
   });
+}
+
+}  // namespace
+
+// Set while a batched matmul times its products as a whole (they may run on this thread).
+thread_local bool t_timed_as_batch = false;
+
+template <class T>
+void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init) {
+  if (!gemm_stats_enabled() || in_parallel_region() || t_timed_as_batch) {
+    gemm_bands_untimed<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc, row_init);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  gemm_bands_untimed<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc, row_init);
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  detail::gemm_stats_record(n, m, k, ta, tb, dt.count(), 1);
 }
 
 template void gemm_bands<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
@@ -147,9 +170,17 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     const int threads = get_num_threads();
     const bool small = n * m * k < 64 * 64 * 64;
     if (nb > 1 && (small || nb % threads == 0 || nb >= 4 * threads)) {
+      // Timed here as a whole: the products run inside the parallel region (or, on one
+      // thread, here with t_timed_as_batch set), where gemm_bands does not time them.
+      const bool timed = gemm_stats_enabled() && !in_parallel_region() && !kernel::t_timed_as_batch;
+      const auto t0 = std::chrono::steady_clock::now();
+      kernel::t_timed_as_batch = timed;
       parallel_for(nb, n * m * k, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) one(i);
       });
+      kernel::t_timed_as_batch = false;
+      const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+      if (timed) detail::gemm_stats_record(n, m, k, oa.trans, ob.trans, dt.count(), nb);
     } else {
       for (int64_t i = 0; i < nb; ++i) one(i);
     }

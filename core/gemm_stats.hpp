@@ -1,0 +1,35 @@
+// Per-shape timing of the GEMMs behind matmul and linear (kernel::gemm_bands), for
+// `qkv bench --gemm-shapes`: which products a training step spends its GEMM time on, and at
+// what rate each shape runs there, next to the machine's sgemm peak.
+//
+// Off by default: then a GEMM pays one relaxed atomic load. On, each top-level product is
+// timed. Not timed: the tiles inside fused attention, and products called from inside a
+// parallel region (parts of other ops); a batched matmul's products are timed together.
+// Shapes are as BLAS sees them, row-major: C (n, m) = op(A) (n, k) op(B) (k, m), where op is
+// T when that operand is read transposed.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace qkv {
+
+struct GemmShapeStats {
+  int64_t n = 0, m = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t calls = 0;
+  double seconds = 0;  // summed over the calls
+};
+
+void gemm_stats_enable(bool on);  // also clears what was recorded
+bool gemm_stats_enabled();
+// The shapes recorded since gemm_stats_enable(true), largest total time first.
+std::vector<GemmShapeStats> gemm_stats();
+
+namespace detail {
+// Called by kernel::gemm_bands for each timed product, and by a batched matmul for its `calls`
+// products at once.
+void gemm_stats_record(int64_t n, int64_t m, int64_t k, bool ta, bool tb, double seconds,
+                       int64_t calls);
+}  // namespace detail
+
+}  // namespace qkv

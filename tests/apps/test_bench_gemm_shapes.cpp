@@ -1,0 +1,41 @@
+// qkv bench --gemm-shapes through the real binary: the step's GEMMs shape by shape.
+#include <catch2/catch.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "support/process.hpp"
+
+using namespace qkv::testing;
+
+TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON and the table") {
+  const std::string quick = " --model tiny --repeats 1 --min-seconds 0 --passive --gemm-shapes";
+  const RunResult r = run_qkv("bench --json" + quick);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const nlohmann::json& shapes = j["models"][0]["qkv"]["gemm_shapes"];
+  REQUIRE(shapes.is_array());
+  // tiny: 2 + 2 layers, d 64, FFN 256, 16 symbols. Its linear layers: 8 attention projections
+  // in the encoder, 16 in the decoder (self and cross), 8 FFN layers and the output layer,
+  // 33 in all. Each is one GEMM forward (x w^T: NT) and two backward (dx: NN, dw: TN).
+  std::map<std::string, double> calls;
+  double ms = 0;
+  for (const nlohmann::json& s : shapes) {
+    calls[s["op"].get<std::string>()] += s["calls_per_step"].get<double>();
+    ms += s["ms_per_step"].get<double>();
+    CHECK(s["gflops"].get<double>() > 0);
+  }
+  CHECK(calls["NT"] == 33);
+  CHECK(calls["NN"] == 33);
+  CHECK(calls["TN"] == 33);
+  CHECK(calls.size() == 3);
+  CHECK(ms > 0);
+  CHECK(ms < j["models"][0]["qkv"]["ms_per_step"].get<double>());  // a part of the step
+
+  const RunResult t = run_qkv("bench" + quick);
+  INFO(t.output);
+  REQUIRE(t.status == 0);
+  CHECK(t.output.find("GEMMs of a tiny training step") != std::string::npos);
+  CHECK(t.output.find("| 2048 x 64, k 64 | NT | 24 |") != std::string::npos);  // q, k, v, o
+  CHECK(t.output.find("| all GEMMs |") != std::string::npos);
+}
