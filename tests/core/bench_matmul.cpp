@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
       {2048, 16, 128, false, true, "small: logits"},
       {800, 2048, 512, false, true, "annotated: feed-forward in"},
       {512, 512, 800, true, false, "annotated: dW = g^T x"},
+      {768, 128, 128, false, true, "gpt-char: x W^T"},
+      {128, 128, 768, true, false, "gpt-char: dW = g^T x"},
+      {2688, 256, 256, false, true, "multi30k: x W^T"},
+      {256, 256, 2688, true, false, "multi30k: dW = g^T x"},
   };
   qkv::Generator g(0);
   float sink = 0;
