@@ -237,6 +237,9 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   const AllocatorStats a0 = allocator_stats();
   const double reduce0 = reducer ? reducer->seconds() : 0;
   const long faults0 = minor_page_faults();
+  // steady_clock is CLOCK_MONOTONIC here: scripts/profile-bench.sh records perf's samples on
+  // that clock and keeps those from this moment on, the timed steps without the warm-up's.
+  const double timed_from = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
   const std::vector<double> ms = time_steps(step, 0, 5, min_seconds);
   const long faults1 = minor_page_faults();
   const AllocatorStats a1 = allocator_stats();
@@ -246,6 +249,7 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   j["threads"] = get_num_threads();
   j["ms_per_step"] = median(ms);
   j["steps"] = ms.size();
+  j["timed_from_monotonic_s"] = timed_from;
   j["peak_rss_mb"] = proc_status_mb("VmHWM") - base_mb;
   j["peak_tensor_mb"] = double(a1.peak_live_bytes) / (1 << 20);
   // Blocks taken from the system during the timed steps: 0 once the cache is warm.

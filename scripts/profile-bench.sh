@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Where a bench model's training step spends its time: samples `qkv bench --child` with perf
 # (cpu-clock, call graphs through DWARF) and prints the shares of the samples taken inside the
-# training steps (3 warm-up steps, then the timed ones): OpenBLAS's compute kernels, its
-# packing and driver, and everything outside the GEMMs by autograd op and phase (forward,
-# backward, optimizer step), then the top symbols.
+# timed training steps (not the 3 warm-up steps, whose first touches of fresh memory are page
+# faults a steady step does not have): OpenBLAS's compute kernels, its packing and driver, and
+# everything outside the GEMMs by autograd op and phase (forward, backward, optimizer step),
+# then the top symbols.
 #
 #   scripts/profile-bench.sh [--model tiny] [--threads 1] [--seconds 40] [--out DIR] [--qkv BIN]
 #   scripts/profile-bench.sh --report OUT/MODEL-tN.txt   # the tables again from a recorded run
@@ -11,7 +12,7 @@
 # cpu-clock samples count only time this process runs, so the shares stay meaningful on a busy
 # machine (hardware counters are not needed; many VMs have none). One thread by default: the
 # shares are then the work itself, not the waiting of one thread for the other (with more, the
-# OpenMP workers' samples count from the first step on, under "worker thread"). Runs with
+# OpenMP workers' samples count too, under "worker thread"). Runs with
 # OMP_WAIT_POLICY=passive. The kernel's samples on a loaded machine are mostly scheduling
 # (task switches, reschedule interrupts): they are listed apart. Needs linux-perf.
 set -euo pipefail
@@ -41,7 +42,9 @@ if [[ -z "$report" ]]; then
 command -v perf > /dev/null || { echo "profile-bench: perf not found (apt-get install linux-perf)" >&2; exit 2; }
 mkdir -p "$out"
 data="$out/$model-t$threads.perf.data"
-OMP_WAIT_POLICY=passive perf record -q -e cpu-clock -F 499 --call-graph dwarf,8192 -o "$data" -- \
+# On CLOCK_MONOTONIC, the clock of the child's timed_from_monotonic_s (where the timed steps begin).
+OMP_WAIT_POLICY=passive perf record -q -k CLOCK_MONOTONIC -e cpu-clock -F 499 \
+  --call-graph dwarf,8192 -o "$data" -- \
   "$qkv" bench --child --model "$model" --threads "$threads" --min-seconds "$seconds" \
   > "$out/$model-t$threads.json"
 perf script -i "$data" -F comm,pid,tid,time,event,ip,sym,symoff,dso 2> /dev/null \
@@ -50,8 +53,8 @@ echo "$model, $threads thread(s): $(cat "$out/$model-t$threads.json"); load $(cu
 report="$out/$model-t$threads.txt"
 fi
 [[ -f "$report" ]] || { echo "profile-bench: no recorded samples at $report" >&2; exit 2; }
-/usr/bin/python3 - "$report" <<'EOF'
-import collections, re, sys
+/usr/bin/python3 - "$report" "${report%.txt}.json" <<'EOF'
+import collections, json, re, sys
 
 def parse(block):
     # header "qkv PID/TID TIME: cpu-clock:", then one "ADDR SYMBOL+0xOFF (DSO)" line a frame
@@ -80,13 +83,18 @@ def op_of(stack):
     return stack[0]
 
 samples = [s for s in map(parse, open(sys.argv[1]).read().split("\n\n")) if s and s["stack"]]
-# Inside the training steps (3 warm-up steps and the timed ones), not model construction: the
-# main thread's samples under Trainer::step, and the OpenMP workers' samples from the first of
-# those on (a worker's stack starts in libgomp, which has no symbols to match).
+# Inside the timed training steps: the main thread's samples under Trainer::step, and the
+# OpenMP workers' samples (a worker's stack starts in libgomp, which has no symbols to match),
+# from the moment the child reports the timed steps began. A recording without that moment
+# (an older binary, or perf without -k) counts from the first step on, warm-up included.
 in_step = lambda s: any("Trainer::step" in x for x in s["stack"])
 first = min((s["time"] for s in samples if s["main"] and in_step(s)), default=float("inf"))
+try:
+    first = max(first, json.loads(open(sys.argv[2]).read())["timed_from_monotonic_s"])
+except (OSError, ValueError, KeyError):
+    print("(no timed_from_monotonic_s in %s: the warm-up steps are counted too)" % sys.argv[2])
 steps = [(s["stack"], s["main"]) for s in samples
-         if (s["main"] and in_step(s)) or (not s["main"] and s["time"] >= first)]
+         if s["time"] >= first and (in_step(s) or not s["main"])]
 share = lambda n: "%.1f%%" % (100.0 * n / len(steps))
 part, phase, outside, leaf = (collections.Counter() for _ in range(4))
 for f, main in steps:

@@ -1,4 +1,7 @@
-// qkv bench --gemm-shapes through the real binary: the step's GEMMs shape by shape.
+// qkv bench --gemm-shapes through the real binary: the step's GEMMs shape by shape; and what
+// the timed child reports for scripts/profile-bench.sh.
+#include <time.h>
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -38,4 +41,19 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   CHECK(t.output.find("GEMMs of a tiny training step") != std::string::npos);
   CHECK(t.output.find("| 2048 x 64, k 64 | NT | 24 |") != std::string::npos);  // q, k, v, o
   CHECK(t.output.find("| all GEMMs |") != std::string::npos);
+}
+
+TEST_CASE("bench --child: when the timed steps began, on CLOCK_MONOTONIC for profile-bench.sh") {
+  timespec before{};
+  ::clock_gettime(CLOCK_MONOTONIC, &before);
+  const RunResult r = run_qkv("bench --child --model tiny --min-seconds 0 --passive");
+  timespec after{};
+  ::clock_gettime(CLOCK_MONOTONIC, &after);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const double from = j["timed_from_monotonic_s"].get<double>();
+  // After the process started and its 3 warm-up steps, before it ended.
+  CHECK(from > double(before.tv_sec) + before.tv_nsec * 1e-9);
+  CHECK(from < double(after.tv_sec) + after.tv_nsec * 1e-9);
 }
