@@ -670,6 +670,11 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
 }  // namespace
 
 int cmd_bench(const BenchArgs& a) {
+  QKV_CHECK(!a.gemm_shapes || !(a.attention_sweep || a.scaling || a.data_parallel), "bench",
+            "--gemm-shapes times the models' training steps; it does not apply to ",
+            a.attention_sweep ? "--attention-sweep"
+            : a.scaling       ? "--scaling"
+                              : "--data-parallel");
   if (a.attention_sweep || !a.sweep_method.empty()) return cmd_attention_sweep(a);
   set_num_threads(a.threads);
   const std::vector<std::string> names = model_names(a);

@@ -27,7 +27,7 @@ nlohmann::json time_gemm_shapes(const std::function<void()>& step, int steps) {
 
 void print_gemm_shapes(const std::string& model, const nlohmann::json& shapes, double step_ms,
                        double peak_gflops) {
-  std::printf("\nGEMMs of a %s training step (qkv), largest total first:\n\n", model.c_str());
+  std::printf("\nGEMMs in one training step of %s (qkv), largest total first:\n\n", model.c_str());
   std::printf(
       "| C (n x m) = op(A) op(B), k | op | calls/step | ms/step | share of step | GFLOP/s | "
       "%% sgemm peak |\n|---|---|---:|---:|---:|---:|---:|\n");

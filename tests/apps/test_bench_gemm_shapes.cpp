@@ -38,7 +38,7 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   const RunResult t = run_qkv("bench" + quick);
   INFO(t.output);
   REQUIRE(t.status == 0);
-  CHECK(t.output.find("GEMMs of a tiny training step") != std::string::npos);
+  CHECK(t.output.find("GEMMs in one training step of tiny") != std::string::npos);
   CHECK(t.output.find("| 2048 x 64, k 64 | NT | 24 |") != std::string::npos);  // q, k, v, o
   CHECK(t.output.find("| all GEMMs |") != std::string::npos);
 }
@@ -56,4 +56,16 @@ TEST_CASE("bench --child: when the timed steps began, on CLOCK_MONOTONIC for pro
   // After the process started and its 3 warm-up steps, before it ended.
   CHECK(from > double(before.tv_sec) + before.tv_nsec * 1e-9);
   CHECK(from < double(after.tv_sec) + after.tv_nsec * 1e-9);
+}
+
+TEST_CASE("bench --gemm-shapes: refused where there is no training step to time") {
+  for (const char* other : {"--attention-sweep", "--scaling"}) {
+    const RunResult r = run_qkv(std::string("bench --gemm-shapes ") + other);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find(std::string("--gemm-shapes") +
+                        " times the models' training steps; it "
+                        "does not apply to " +
+                        other) != std::string::npos);
+  }
 }
