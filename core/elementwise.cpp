@@ -324,7 +324,7 @@ Tensor gelu(const Tensor& x) {
 }
 Tensor gelu_grad(const Tensor& x) {
   return float_map(x, "gelu_grad", [](auto v) {
-    return std::fma(v, kernel::normal_pdf(v), kernel::normal_cdf(v));  // as gelu_backward
+    return kernel::mul_add(v, kernel::normal_pdf(v), kernel::normal_cdf(v));  // as gelu_backward
   });
 }
 Tensor isfinite(const Tensor& x) {
@@ -394,8 +394,7 @@ Tensor gelu_backward(const Tensor& g_in, const Tensor& x_in, const Tensor& cdf_i
     T* __restrict pd = dx.data<T>();
     parallel_for(x.numel(), 8, [&](int64_t lo, int64_t hi) {
       for (int64_t j = lo; j < hi; ++j) {
-        // An explicit fma, so the bits do not hang on the compiler's choice to contract.
-        const T slope = std::fma(px[j], kernel::normal_pdf(px[j]), pc[j]);  // as gelu_grad
+        const T slope = kernel::mul_add(px[j], kernel::normal_pdf(px[j]), pc[j]);  // as gelu_grad
         pd[j] = pg[j] * slope;
       }
     });

@@ -82,7 +82,7 @@ Tensor relu_backward(const Tensor& y, const Tensor& g);
 // The exact GELU, y = x Phi(x), with Phi(x) kept: Phi is the costly part (a division and an
 // exp), and with it the backward needs only the density, phi(x) (one exp), in one pass with
 // the multiply by g, instead of recomputing Phi and then multiplying (two passes).
-// Same bits as gelu(x) and mul(g, gelu_grad(x)).
+// Same bits as gelu(x) and mul(g, gelu_grad(x)) (both use kernel::mul_add).
 struct GeluResult {
   Tensor y;    // x's shape, contiguous
   Tensor cdf;  // x's shape, contiguous: Phi(x)

@@ -77,6 +77,19 @@ double sum_sq_dev_lanes(const T* x, double c, int64_t n) {
   return combine_lanes(lane);
 }
 
+// a * b + c, rounded once where the CPU has FMA. Two call sites that must agree bit for bit
+// (gelu_grad and gelu_backward) use it, so the compiler's choice to contract one expression
+// and not the other cannot split them. Without FMA, as written (nothing to contract), rather
+// than std::fma, which would be a libm call per element there.
+template <class T>
+inline T mul_add(T a, T b, T c) {
+#ifdef __FMA__
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // exp for softmax rows (x <= 88). float: a Cephes-style polynomial, within 1 ulp of std::exp on
 // [-87, 1] (tests/core/test_lanes.cpp), exactly 0 below -87 and for -inf (a masked score), NaN
 // for NaN (a damaged score must not turn into a weight; the clamp maps NaN to a finite value so
