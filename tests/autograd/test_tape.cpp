@@ -93,6 +93,22 @@ TEST_CASE("NoGrad records nothing and detach cuts the graph") {
   CHECK(to_vector<float>(x.grad()) == std::vector<float>{1, 1, 1, 1});
 }
 
+TEST_CASE("gelu under NoGrad gives the recorded forward's values") {
+  // Recorded, gelu keeps Phi(x) for its backward; with nothing to record it takes the plain
+  // kernel. Both give the same bits, and anomaly mode still checks the plain one.
+  Generator g(5);
+  const Var x(mul(randn({33, 70}, g), 4.0), true);
+  const Var recorded = gelu(x);
+  CHECK(recorded.requires_grad());
+  NoGrad off;
+  const Var plain = gelu(x);
+  CHECK_FALSE(plain.requires_grad());
+  CHECK(max_abs_diff(plain.data(), recorded.data()) == 0);
+  set_anomaly_mode(true);
+  CHECK_THROWS_WITH(gelu(Var(full({2}, NAN), false)), Catch::Contains("gelu"));
+  set_anomaly_mode(false);
+}
+
 TEST_CASE("a non-scalar output needs an explicit gradient") {
   const Var x(ones({2}), true);
   CHECK_THROWS_WITH(mul(x, 2.0).backward(), Catch::Contains("explicit gradient"));
