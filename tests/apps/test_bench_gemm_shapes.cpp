@@ -32,8 +32,9 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   CHECK(calls["NN"] == 33);
   CHECK(calls["TN"] == 33);
   CHECK(calls.size() == 3);
+  // (Not compared with the step's time: the GEMMs are timed in other steps, and under ctest -j
+  // another test's load may land on those and not on the timed ones.)
   CHECK(ms > 0);
-  CHECK(ms < j["models"][0]["qkv"]["ms_per_step"].get<double>());  // a part of the step
 
   const RunResult t = run_qkv("bench" + quick);
   INFO(t.output);
