@@ -1,4 +1,4 @@
-// Per-shape timing of the GEMMs behind matmul and linear (kernel::gemm_bands), for
+// Per-shape timing of the GEMMs behind matmul and linear_forward, for
 // `qkv bench --gemm-shapes`: which products a training step spends its GEMM time on, and at
 // what rate each shape runs there, next to the machine's sgemm peak.
 //
@@ -26,8 +26,8 @@ bool gemm_stats_enabled();
 std::vector<GemmShapeStats> gemm_stats();
 
 namespace detail {
-// Called by kernel::gemm_bands for each timed product, and by a batched matmul for its `calls`
-// products at once.
+// Called by matmul and linear_forward: `calls` products of one shape (a batched matmul's
+// matrices), timed together.
 void gemm_stats_record(int64_t n, int64_t m, int64_t k, bool ta, bool tb, double seconds,
                        int64_t calls);
 }  // namespace detail

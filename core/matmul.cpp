@@ -38,6 +38,19 @@ Operand as_blas(const Tensor& m) {
   return {p, false, std::max<int64_t>(c, 1)};
 }
 
+// Runs `products` (`calls` products of one shape) and, with the GEMM timers on
+// (core/gemm_stats.hpp), records its time. Products run from inside a parallel region are
+// parts of another op and are not timed.
+template <class F>
+void timed_products(int64_t n, int64_t m, int64_t k, bool ta, bool tb, int64_t calls,
+                    F&& products) {
+  if (!gemm_stats_enabled() || in_parallel_region()) return products();
+  const auto t0 = std::chrono::steady_clock::now();
+  products();
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  detail::gemm_stats_record(n, m, k, ta, tb, dt.count(), calls);
+}
+
 }  // namespace
 
 namespace kernel {
@@ -49,11 +62,9 @@ constexpr int64_t kBandMinWork = 2 * 64 * 64 * 64;
 // register tiles of the sgemm kernel.
 constexpr int64_t kBandAlign = 16;
 
-namespace {
 template <class T>
-void gemm_bands_untimed(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a,
-                        int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
-                        const T* row_init) {
+void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init) {
   // C's rows r0..r1, columns c0..c1 start as row_init (then the GEMM adds onto them).
   auto init = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     if (!row_init) return;
@@ -80,24 +91,6 @@ void gemm_bands_untimed(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alp
       gemm<T>(ta, tb, n, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
     }
   });
-}
-
-}  // namespace
-
-// Set while a batched matmul times its products as a whole (they may run on this thread).
-thread_local bool t_timed_as_batch = false;
-
-template <class T>
-void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
-                const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init) {
-  if (!gemm_stats_enabled() || in_parallel_region() || t_timed_as_batch) {
-    gemm_bands_untimed<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc, row_init);
-    return;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  gemm_bands_untimed<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc, row_init);
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  detail::gemm_stats_record(n, m, k, ta, tb, dt.count(), 1);
 }
 
 template void gemm_bands<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
@@ -169,21 +162,15 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     // cost is their multiply-adds) or enough to go round evenly; else each is split in bands.
     const int threads = get_num_threads();
     const bool small = n * m * k < 64 * 64 * 64;
-    if (nb > 1 && (small || nb % threads == 0 || nb >= 4 * threads)) {
-      // Timed here as a whole: the products run inside the parallel region (or, on one
-      // thread, here with t_timed_as_batch set), where gemm_bands does not time them.
-      const bool timed = gemm_stats_enabled() && !in_parallel_region() && !kernel::t_timed_as_batch;
-      const auto t0 = std::chrono::steady_clock::now();
-      kernel::t_timed_as_batch = timed;
-      parallel_for(nb, n * m * k, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) one(i);
-      });
-      kernel::t_timed_as_batch = false;
-      const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-      if (timed) detail::gemm_stats_record(n, m, k, oa.trans, ob.trans, dt.count(), nb);
-    } else {
-      for (int64_t i = 0; i < nb; ++i) one(i);
-    }
+    timed_products(n, m, k, oa.trans, ob.trans, nb, [&] {
+      if (nb > 1 && (small || nb % threads == 0 || nb >= 4 * threads)) {
+        parallel_for(nb, n * m * k, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) one(i);
+        });
+      } else {
+        for (int64_t i = 0; i < nb; ++i) one(i);
+      }
+    });
   });
   return out;
 }
@@ -212,8 +199,10 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
     const Tensor bc = b.contiguous();
     // Each band's rows start as the bias, written by the thread that then runs the GEMM onto
     // them (beta = 1): no parallel region of its own for the bias (the write itself remains).
-    kernel::gemm_bands<T>(ox.trans, ow.trans, n, out_f, in, T(1), ox.t.template data<T>(), ox.ld,
-                          ow.t.template data<T>(), ow.ld, T(1), y.data<T>(), out_f, bc.data<T>());
+    timed_products(n, out_f, in, ox.trans, ow.trans, 1, [&] {
+      kernel::gemm_bands<T>(ox.trans, ow.trans, n, out_f, in, T(1), ox.t.template data<T>(), ox.ld,
+                            ow.t.template data<T>(), ow.ld, T(1), y.data<T>(), out_f, bc.data<T>());
+    });
   });
   return y;
 }
