@@ -16,7 +16,7 @@ Var relu(const Var& x) {
 Var gelu(const Var& x) {
   // Nothing to record (inference, eval, generation): the plain kernel, without writing Phi.
   // record still runs anomaly mode's check; it keeps no backward when nothing needs one.
-  if (!is_recording() || !x.requires_grad()) return record("gelu", qkv::gelu(x.data()), {x}, {});
+  if (!will_record({x})) return record("gelu", qkv::gelu(x.data()), {x}, {});
   GeluResult f = gelu_forward(x.data());
   return record("gelu", f.y, {x},
                 [x_ = x.data(), cdf = f.cdf](const Tensor& g) -> std::vector<Tensor> {

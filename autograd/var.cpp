@@ -135,13 +135,17 @@ void Var::backward(const Tensor& grad, bool retain_graph) const {
   run_backward({*this}, {g}, retain_graph, nullptr);
 }
 
+bool will_record(const std::vector<Var>& inputs) {
+  if (!t_recording) return false;
+  for (const Var& v : inputs)
+    if (v.requires_grad()) return true;
+  return false;
+}
+
 Var record(const char* op, Tensor out, std::vector<Var> inputs, BackwardFn backward) {
   const bool anomaly = g_anomaly.load(std::memory_order_relaxed);
   if (anomaly) check_finite(out, op, current_module_path(), "output");
-  bool needs = false;
-  if (t_recording)
-    for (const Var& v : inputs) needs = needs || v.requires_grad();
-  if (!needs) return Var(std::move(out), false);
+  if (!will_record(inputs)) return Var(std::move(out), false);
   auto node = std::make_shared<Node>();
   node->op = op;
   if (anomaly) node->module = current_module_path();

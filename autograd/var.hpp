@@ -86,6 +86,9 @@ struct Node {
 // input requires grad; else returns a plain Var (backward is dropped unused, saving nothing).
 // This is the one place ops touch the tape.
 Var record(const char* op, Tensor out, std::vector<Var> inputs, BackwardFn backward);
+// Whether record would keep a backward for these inputs: recording is on and one of them
+// requires grad. An op whose forward can skip work kept only for its backward asks first.
+bool will_record(const std::vector<Var>& inputs);
 
 // Gradients of outputs with respect to inputs without touching any .grad() (for gradcheck
 // and tests): returns d(sum over outputs of <output, grad_output>)/d(input) for each input;
