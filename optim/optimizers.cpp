@@ -9,6 +9,11 @@
 
 namespace qkv::optim {
 
+namespace {
+// Elementwise updates cost a few flops per element: parallel from ~8k elements.
+constexpr int64_t kCostPerElement = 4;
+}  // namespace
+
 // ---------------------------------------------------------------- Optimizer
 
 Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr,
@@ -55,14 +60,28 @@ void Optimizer::step() {
     if (!g.is_contiguous()) g = g.contiguous();
   }
   const size_t nbuf = buffer_names().size();
+  std::vector<Slot*> todo;
+  std::vector<int64_t> begin{0};  // todo[i]'s elements are [begin[i], begin[i + 1]) of all
   for (Slot& s : slots_) {
     const Tensor& g = s.param.grad();
     if (!g.defined()) continue;
     if (s.buffers.empty())
       for (size_t i = 0; i < nbuf; ++i) s.buffers.push_back(zeros(g.shape(), g.dtype()));
     ++s.step;
-    update(s, g);
+    todo.push_back(&s);
+    begin.push_back(begin.back() + g.numel());
   }
+  // One parallel region over every parameter's elements, not one per parameter: a model has
+  // dozens of small tensors, and each region costs a fork and a join. Every element's update
+  // is independent of the others, so the split does not change any bit.
+  parallel_for(begin.back(), kCostPerElement, [&](int64_t lo, int64_t hi) {
+    size_t i = std::upper_bound(begin.begin(), begin.end(), lo) - begin.begin() - 1;
+    for (; i < todo.size() && begin[i] < hi; ++i) {
+      const int64_t from = std::max(lo, begin[i]) - begin[i];
+      const int64_t to = std::min(hi, begin[i + 1]) - begin[i];
+      if (from < to) update(*todo[i], todo[i]->param.grad(), from, to);
+    }
+  });
   ++steps_;
 }
 
@@ -169,9 +188,6 @@ void Optimizer::load_state(const OptimState& st) {
 
 namespace {
 
-// Elementwise updates cost a few flops per element: parallel from ~8k elements.
-constexpr int64_t kCostPerElement = 4;
-
 // with_flags(f, b1, b2, ...) calls f(std::bool_constant<b1>{}, ...): each runtime flag becomes
 // a compile-time one, so the update loops have no branches and vectorize.
 template <class F>
@@ -211,13 +227,11 @@ void sgd_range(const SgdArgs<T>& a, int64_t lo, int64_t hi) {
 }
 
 template <class T>
-void sgd_loop(int64_t n, const SgdArgs<T>& a, bool first, bool nesterov) {
+void sgd_loop(int64_t lo, int64_t hi, const SgdArgs<T>& a, bool first, bool nesterov) {
   with_flags(
       [&](auto wd, auto mom, auto fst, auto nes) {
-        parallel_for(n, kCostPerElement, [&](int64_t lo, int64_t hi) {
-          sgd_range<T, decltype(wd)::value, decltype(mom)::value, decltype(fst)::value,
-                    decltype(nes)::value>(a, lo, hi);
-        });
+        sgd_range<T, decltype(wd)::value, decltype(mom)::value, decltype(fst)::value,
+                  decltype(nes)::value>(a, lo, hi);
       },
       a.wd != T(0), a.buf != nullptr, first, nesterov);
 }
@@ -253,12 +267,10 @@ void adam_range(const AdamArgs<T>& a, int64_t lo, int64_t hi) {
 }
 
 template <class T>
-void adam_loop(int64_t n, const AdamArgs<T>& a, bool decoupled) {
+void adam_loop(int64_t lo, int64_t hi, const AdamArgs<T>& a, bool decoupled) {
   with_flags(
       [&](auto dec, auto l2, auto ams) {
-        parallel_for(n, kCostPerElement, [&](int64_t lo, int64_t hi) {
-          adam_range<T, decltype(dec)::value, decltype(l2)::value, decltype(ams)::value>(a, lo, hi);
-        });
+        adam_range<T, decltype(dec)::value, decltype(l2)::value, decltype(ams)::value>(a, lo, hi);
       },
       decoupled, !decoupled && a.wd != T(0), a.vmax != nullptr);
 }
@@ -280,7 +292,7 @@ std::vector<std::string> SGD::buffer_names() const {
   return {"momentum_buffer"};
 }
 
-void SGD::update(Slot& s, const Tensor& grad) {
+void SGD::update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) {
   visit_float(grad.dtype(), "sgd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const SgdArgs<T> a{s.param.data().data<T>(),
@@ -290,7 +302,7 @@ void SGD::update(Slot& s, const Tensor& grad) {
                        T(s.weight_decay),
                        T(o_.momentum),
                        T(1 - o_.dampening)};
-    sgd_loop<T>(grad.numel(), a, s.step == 1, o_.nesterov);
+    sgd_loop<T>(lo, hi, a, s.step == 1, o_.nesterov);
   });
 }
 
@@ -314,7 +326,7 @@ std::vector<std::string> Adam::buffer_names() const {
   return {"exp_avg", "exp_avg_sq"};
 }
 
-void Adam::update(Slot& s, const Tensor& grad) {
+void Adam::update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) {
   // Scalars in double, as torch computes them in Python, then rounded to T once.
   const double t = static_cast<double>(s.step);
   const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
@@ -337,7 +349,7 @@ void Adam::update(Slot& s, const Tensor& grad) {
                         T(std::sqrt(bc2)),
                         T(o_.eps),
                         T(-step_size)};
-    adam_loop<T>(grad.numel(), a, decoupled_);
+    adam_loop<T>(lo, hi, a, decoupled_);
   });
 }
 

@@ -80,9 +80,11 @@ class Optimizer {
   Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay);
   // The state buffers each parameter keeps, e.g. {"exp_avg", "exp_avg_sq"}.
   virtual std::vector<std::string> buffer_names() const = 0;
-  // Updates s.param.data() from grad (contiguous, the param's dtype and shape); s.step has
-  // already been incremented and s.buffers allocated (zero-filled).
-  virtual void update(Slot& s, const Tensor& grad) = 0;
+  // Updates elements [lo, hi) of s.param.data() from grad (contiguous, the param's dtype and
+  // shape); s.step has already been incremented and s.buffers allocated (zero-filled). Called
+  // from inside step()'s one parallel region over all parameters' elements, on disjoint
+  // ranges, so it must not open a region of its own.
+  virtual void update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) = 0;
 
   const char* name_;
   double lr_;
@@ -108,7 +110,7 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> buffer_names() const override;
-  void update(Slot& s, const Tensor& grad) override;
+  void update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) override;
 
  private:
   SGDOptions o_;
@@ -132,7 +134,7 @@ class Adam : public Optimizer {
  protected:
   Adam(const char* name, std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled);
   std::vector<std::string> buffer_names() const override;
-  void update(Slot& s, const Tensor& grad) override;
+  void update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) override;
 
  private:
   AdamOptions o_;

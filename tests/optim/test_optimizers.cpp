@@ -301,6 +301,50 @@ TEST_CASE("updates are bit-identical at 1 and 2 threads and allocate nothing aft
   }
 }
 
+TEST_CASE("one step over many parameters, split across threads, equals each one updated alone",
+          "[optim]") {
+  // step() runs one parallel region over all parameters' elements: the thread boundary falls
+  // inside a tensor, small tensors share a thread's range, one has no gradient, dtypes mix.
+  const std::vector<std::pair<Shape, DType>> specs{{{7}, DType::f32},
+                                                   {{200, 230}, DType::f32},
+                                                   {{3}, DType::f64},
+                                                   {{90, 300}, DType::f64},
+                                                   {{5, 5}, DType::f32}};
+  auto make = [&] {
+    Generator g(21);
+    NamedParams ps;
+    const char* names[] = {"a", "b", "c", "d", "e"};
+    for (size_t i = 0; i < specs.size(); ++i)
+      ps.push_back({names[i], leaf(randn(specs[i].first, g, specs[i].second))});
+    return ps;
+  };
+  auto grads = [](NamedParams& ps, int t) {
+    for (size_t i = 0; i < ps.size(); ++i)
+      ps[i].second.grad() = (i == 3 && t == 1) ? Tensor() : grad_at(ps[i].second, i, t);
+  };
+  for (const std::string name : {"sgd", "adam", "adamw"}) {
+    INFO(name);
+    set_num_threads(2);
+    NamedParams all = make();
+    auto opt = make_optimizer(config(name), all);
+    for (int t = 0; t < 3; ++t) grads(all, t), opt->step();
+    set_num_threads(1);
+    NamedParams alone = make();
+    std::vector<std::unique_ptr<Optimizer>> opts;
+    for (auto& p : alone) opts.push_back(make_optimizer(config(name), NamedParams{p}));
+    for (int t = 0; t < 3; ++t) {
+      grads(alone, t);
+      for (auto& o : opts) o->step();
+    }
+    set_num_threads(0);
+    for (size_t i = 0; i < all.size(); ++i) {
+      INFO(all[i].first);
+      CHECK(to_vector<double>(all[i].second.data().to(DType::f64)) ==
+            to_vector<double>(alone[i].second.data().to(DType::f64)));
+    }
+  }
+}
+
 TEST_CASE("optimizers reject misuse with a named error", "[optim]") {
   Var p = leaf(zeros({2, 3}));
   CHECK_THROWS_WITH(SGD(NamedParams{{"p", p}, {"p", leaf(zeros({1}))}}, SGDOptions{}),
