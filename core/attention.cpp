@@ -47,25 +47,42 @@ Problem check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m
   return p;
 }
 
-// Row i of a tile: scale the raw scores s[0..kb) and mask them to -inf (mrow: the mask row,
-// null when unmasked). Returns the row's max.
+// Row i of a tile after scale_mask_row: its max score, and the span [lo, hi) outside which
+// every key is masked. Only the span is written and only it needs the exp: the weights outside
+// are exactly 0 (fast_exp(-inf) is 0), which a causal or padding mask makes about half a row.
 template <class T>
-inline T scale_mask_row(T* s, int64_t kb, T sc, const uint8_t* mrow, int64_t msm) {
-  T mx = -std::numeric_limits<T>::infinity();
+struct ScoredRow {
+  T max;
+  int64_t lo, hi;
+};
+
+// Scales the raw scores s[0..kb) of a tile's row and masks them to -inf within the unmasked
+// span (mrow: the mask row, stride msm; null when unmasked). The max skips NaN, as std::max
+// does, so its lanes can run in any order.
+template <class T>
+inline ScoredRow<T> scale_mask_row(T* s, int64_t kb, T sc, const uint8_t* mrow, int64_t msm) {
+  int64_t lo = 0, hi = kb;
   if (mrow) {
-    for (int64_t j = 0; j < kb; ++j) {
-      const T x = mrow[j * msm] ? s[j] * sc : -std::numeric_limits<T>::infinity();
-      s[j] = x;
-      mx = std::max(mx, x);
-    }
-  } else {
-    for (int64_t j = 0; j < kb; ++j) {
-      const T x = s[j] * sc;
-      s[j] = x;
-      mx = std::max(mx, x);
-    }
+    while (lo < hi && !mrow[lo * msm]) ++lo;
+    while (hi > lo && !mrow[(hi - 1) * msm]) --hi;
   }
-  return mx;
+  constexpr T kMasked = -std::numeric_limits<T>::infinity();
+  if (!mrow) {
+    for (int64_t j = 0; j < kb; ++j) s[j] *= sc;
+  } else if (msm == 1) {  // a contiguous mask row: the select vectorizes
+    for (int64_t j = lo; j < hi; ++j) s[j] = mrow[j] ? s[j] * sc : kMasked;
+  } else {
+    for (int64_t j = lo; j < hi; ++j) s[j] = mrow[j * msm] ? s[j] * sc : kMasked;
+  }
+  return {kernel::max_lanes(s + lo, hi - lo), lo, hi};
+}
+
+// s[lo..hi) = exp(s - shift), and 0 outside: a row's softmax numerators.
+template <class T>
+inline void exp_row(T* s, int64_t kb, const ScoredRow<T>& r, T shift) {
+  std::fill(s, s + r.lo, T(0));
+  for (int64_t j = r.lo; j < r.hi; ++j) s[j] = fast_exp<T>(s[j] - shift);
+  std::fill(s + r.hi, s + kb, T(0));
 }
 
 template <class T>
@@ -96,15 +113,16 @@ void forward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Tens
           T* s = S + i * kb;
           const uint8_t* mrow =
               mbase ? mbase + p.moff[bi] + (q0 + i) * p.msn + k0 * p.msm : nullptr;
-          const T mx = scale_mask_row(s, kb, sc, mrow, p.msm);
-          const double mnew = std::max<double>(mrun[i], mx);
+          const ScoredRow<T> row = scale_mask_row(s, kb, sc, mrow, p.msm);
+          const double mnew = std::max<double>(mrun[i], row.max);
           if (mnew == -INFINITY) {  // nothing to attend to so far: weights all 0
-            if (kernel::any_nan(s, kb)) mrun[i] = lrun[i] = NAN;  // unless NaN: it propagates
+            // unless a score is NaN: it propagates
+            if (kernel::any_nan(s + row.lo, row.hi - row.lo)) mrun[i] = lrun[i] = NAN;
             std::fill(s, s + kb, T(0));
             continue;
           }
           const T mt = static_cast<T>(mnew);
-          for (int64_t j = 0; j < kb; ++j) s[j] = fast_exp<T>(s[j] - mt);
+          exp_row(s, kb, row, mt);
           const double z = kernel::sum_lanes(s, kb);
           if (mrun[i] != mnew) {
             const T alpha = mrun[i] == -INFINITY ? T(0) : fast_exp<T>(static_cast<T>(mrun[i]) - mt);
@@ -188,8 +206,7 @@ void backward_impl(const Problem& p, const Tensor& q, const Tensor& k, const Ten
             }
             const uint8_t* mrow =
                 mbase ? mbase + p.moff[bi] + (q0 + i) * p.msn + k0 * p.msm : nullptr;
-            (void)scale_mask_row(s, kb, sc, mrow, p.msm);
-            for (int64_t j = 0; j < kb; ++j) s[j] = fast_exp<T>(s[j] - l);
+            exp_row(s, kb, scale_mask_row(s, kb, sc, mrow, p.msm), l);
           }
           // dV += P^T dO;  dP = dO V^T
           gemm<T>(true, false, kb, p.dv, qb, T(1), P, kb, gop, dO.ld, T(1), dv + k0 * dV.ld, dV.ld);

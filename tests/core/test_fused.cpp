@@ -85,6 +85,33 @@ TEST_CASE("fused attention with padding masks, causal masks and fully masked row
   CHECK(std::isinf(f.lse.at({1, 0, 0})));
 }
 
+TEST_CASE("fused attention: masked keys at both ends of a row, contiguous or strided mask") {
+  // Only the span between a row's first and last unmasked key gets the exp (the rest is 0);
+  // a contiguous mask row takes a vectorized select, a strided one the general loop. Rows
+  // cross the query tile and the keys both key tiles; keys are masked at the start, the end
+  // and inside the span.
+  const int64_t n = 70, m = 300;
+  std::vector<uint8_t> keep;  // (keys, queries): its transpose is strided
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t i = 0; i < n; ++i)
+      keep.push_back(j >= i % 3 * 40 && j < m - i % 4 * 70 && j % 5 != 2);
+  const Tensor strided = from_vector(keep, {m, n}).t(), contiguous = strided.contiguous();
+  REQUIRE(strided.stride(1) != 1);
+  check_against_reference(2, 2, n, m, 8, 8, contiguous, DType::f32, 2e-5, 11);
+  Generator g(12);
+  const Tensor q = randn({2, 2, n, 8}, g), k = randn({2, 2, m, 8}, g), v = randn({2, 2, m, 8}, g);
+  const Tensor dout = randn({2, 2, n, 8}, g);
+  const AttentionResult a = attention_forward(q, k, v, contiguous, 0.35);
+  const AttentionResult b = attention_forward(q, k, v, strided, 0.35);
+  CHECK(max_abs_diff(a.out, b.out) == 0);
+  CHECK(max_abs_diff(a.lse, b.lse) == 0);
+  const AttentionGrads da = attention_backward(q, k, v, contiguous, 0.35, a.out, a.lse, dout);
+  const AttentionGrads db = attention_backward(q, k, v, strided, 0.35, b.out, b.lse, dout);
+  CHECK(max_abs_diff(da.dq, db.dq) == 0);
+  CHECK(max_abs_diff(da.dk, db.dk) == 0);
+  CHECK(max_abs_diff(da.dv, db.dv) == 0);
+}
+
 TEST_CASE("fused attention reads transposed head views and batch shapes of any rank") {
   Generator g(7);
   // (B, n, H, d) projections viewed as (B, H, n, d), as MultiHeadAttention splits heads.
