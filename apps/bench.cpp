@@ -309,7 +309,9 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
   e["qkv"]["system_allocs_per_step"] = qkv_runs.back()["system_allocs_per_step"];
   e["qkv"]["page_faults_per_step"] = qkv_runs.back()["page_faults_per_step"];
   e["qkv"]["runtime"] = qkv_runs.back()["runtime"];  // the timed process's own report
-  if (a.gemm_shapes) e["qkv"]["gemm_shapes"] = qkv_runs.back()["gemm_shapes"];
+  if (a.gemm_shapes)
+    for (const char* key : {"gemm_shapes", "parallel_regions"})
+      e["qkv"][key] = qkv_runs.back()[key];
   if (a.compare) {
     const std::vector<json>& torch_runs = rounds.torch.at(n);
     e["torch"] = summarize(torch_runs, m, peak);
@@ -425,9 +427,11 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
   print_bench_header(a, result, sides, c.threads, load_before, peak);
   print_bench_table(a, result, sides);
   if (a.gemm_shapes)
-    for (const json& e : result["models"])
+    for (const json& e : result["models"]) {
       print_gemm_shapes(e["model"].get<std::string>(), e["qkv"]["gemm_shapes"],
                         rounds.qkv.at(e["model"].get<std::string>()).back()["ms_per_step"], peak);
+      print_parallel_regions(e["qkv"]["parallel_regions"]);
+    }
   return 0;
 }
 

@@ -221,7 +221,7 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   j["page_faults_per_step"] = double(faults1 - faults0) / ms.size();
   j["runtime"] = to_json(this_process(get_num_threads()));
   // Separate steps: the timers stay out of the step times above.
-  if (gemm_shapes) j["gemm_shapes"] = time_gemm_shapes(step, std::clamp<int>(ms.size(), 3, 20));
+  if (gemm_shapes) j.update(profile_steps(step, std::clamp<int>(ms.size(), 3, 20)));
   if (data_parallel) {
     j["ranks"] = ranks;
     j["global_batch"] = m.batch;

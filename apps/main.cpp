@@ -129,7 +129,7 @@ void add_bench(CLI::App& app, BenchArgs& a) {
                 "OpenMP threads or more threads than cores (flagged in the table)");
   cmd->add_flag("--gemm-shapes", a.gemm_shapes,
                 "also time qkv's step GEMM by GEMM: per shape calls, ms and GFLOP/s (a table per "
-                "model, from the last round)");
+                "model, from the last round), and its time in and between parallel regions");
   cmd->add_flag("--child", a.child, "internal: run in this process")->group("");
   cmd->add_flag(
       "--attention-sweep", a.attention_sweep,

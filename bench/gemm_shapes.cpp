@@ -3,14 +3,13 @@
 #include <cstdio>
 
 #include "core/gemm_stats.hpp"
+#include "core/parallel.hpp"
 
 namespace qkv::bench {
 
-nlohmann::json time_gemm_shapes(const std::function<void()>& step, int steps) {
-  gemm_stats_enable(true);
-  for (int i = 0; i < steps; ++i) step();
-  const std::vector<GemmShapeStats> stats = gemm_stats();
-  gemm_stats_enable(false);
+namespace {
+
+nlohmann::json shapes_json(const std::vector<GemmShapeStats>& stats, int steps) {
   nlohmann::json out = nlohmann::json::array();
   for (const GemmShapeStats& s : stats) {
     const double flops = 2.0 * double(s.n) * double(s.m) * double(s.k) * double(s.calls);
@@ -23,6 +22,28 @@ nlohmann::json time_gemm_shapes(const std::function<void()>& step, int steps) {
                    {"gflops", s.seconds > 0 ? flops / s.seconds / 1e9 : 0.0}});
   }
   return out;
+}
+
+}  // namespace
+
+nlohmann::json profile_steps(const std::function<void()>& step, int steps) {
+  gemm_stats_enable(true);
+  parallel_stats_enable(true);
+  const double t0 = detail::wall_seconds();
+  for (int i = 0; i < steps; ++i) step();
+  const double wall = detail::wall_seconds() - t0;
+  const ParallelStats par = parallel_stats();
+  parallel_stats_enable(false);
+  const std::vector<GemmShapeStats> stats = gemm_stats();
+  gemm_stats_enable(false);
+  const double per_step = 1e3 / steps;
+  return {
+      {"gemm_shapes", shapes_json(stats, steps)},
+      {"parallel_regions",
+       {{"step_ms", wall * per_step},
+        {"regions_per_step", double(par.regions) / steps},
+        {"ms_per_step", par.seconds * per_step},
+        {"busy_ms_per_step", {par.busy_seconds[0] * per_step, par.busy_seconds[1] * per_step}}}}};
 }
 
 void print_gemm_shapes(const std::string& model, const nlohmann::json& shapes, double step_ms,
@@ -46,6 +67,23 @@ void print_gemm_shapes(const std::string& model, const nlohmann::json& shapes, d
   const double gf = total_ms > 0 ? total_flop / (total_ms * 1e6) : 0;
   std::printf("| all GEMMs | | | %.2f | %.1f%% | %.0f | %.0f%% |\n", total_ms,
               100 * total_ms / step_ms, gf, 100 * gf / peak_gflops);
+}
+
+void print_parallel_regions(const nlohmann::json& p) {
+  const double step = p["step_ms"].get<double>(), in = p["ms_per_step"].get<double>();
+  const double regions = p["regions_per_step"].get<double>();
+  if (regions == 0) {
+    std::printf("\nParallel regions: none (one thread); the whole %.2f ms step runs on it.\n",
+                step);
+    return;
+  }
+  const nlohmann::json& busy = p["busy_ms_per_step"];
+  std::printf(
+      "\nParallel regions in the same steps: %.0f a step, %.2f of the %.2f ms (%.0f%%); inside "
+      "them threads 0 and 1 work %.0f%% and %.0f%% of the time (the rest is fork, join and "
+      "waiting for each other). %.2f ms a step (%.0f%%) runs on one thread between them.\n",
+      regions, in, step, 100 * in / step, 100 * busy[0].get<double>() / in,
+      100 * busy[1].get<double>() / in, step - in, 100 * (step - in) / step);
 }
 
 }  // namespace qkv::bench

@@ -5,6 +5,7 @@
 // the cores; qkv's matmul uses that to give each thread its own band of the product
 // (kernel::gemm_bands). set_num_threads sets both.
 #pragma once
+#include <atomic>
 #include <cstdint>
 
 namespace qkv {
@@ -22,6 +23,24 @@ constexpr int64_t kParallelGrain = 32768;
 template <class F>
 void parallel_for(int64_t n, int64_t cost_per_item, F&& fn);
 
+// Timers on the parallel regions, for `qkv bench --gemm-shapes`: how much of a step runs in
+// parallel regions, how much of that each thread spends working (the rest is the fork and
+// join, and waiting for the other threads), and so how much runs on one thread between them.
+// Off by default: then a region pays one relaxed atomic load.
+struct ParallelStats {
+  int64_t regions = 0;
+  double seconds = 0;        // wall time inside the regions, from fork to join
+  double busy_seconds[2]{};  // threads 0 and 1: time inside fn (others are not recorded)
+};
+void parallel_stats_enable(bool on);  // also clears what was recorded
+ParallelStats parallel_stats();
+
+namespace detail {
+extern std::atomic<bool> g_parallel_stats_on;
+void parallel_stats_record(double seconds, const double* busy);
+double wall_seconds();
+}  // namespace detail
+
 }  // namespace qkv
 
 #include <omp.h>
@@ -34,11 +53,16 @@ void parallel_for(int64_t n, int64_t cost_per_item, F&& fn) {
     fn(int64_t{0}, n);
     return;
   }
+  const bool timed = detail::g_parallel_stats_on.load(std::memory_order_relaxed);
+  double busy[2] = {}, t0 = timed ? detail::wall_seconds() : 0;
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+    const double start = timed ? detail::wall_seconds() : 0;
     if (lo < hi) fn(lo, hi);
+    if (timed && t < 2) busy[t] = detail::wall_seconds() - start;
   }
+  if (timed) detail::parallel_stats_record(detail::wall_seconds() - t0, busy);
 }
 }  // namespace qkv

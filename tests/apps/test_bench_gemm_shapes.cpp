@@ -35,6 +35,16 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   // (Not compared with the step's time: the GEMMs are timed in other steps, and under ctest -j
   // another test's load may land on those and not on the timed ones.)
   CHECK(ms > 0);
+  // The same steps' parallel regions (2 threads): time inside them within the step, each
+  // thread's work within that.
+  const nlohmann::json& par = j["models"][0]["qkv"]["parallel_regions"];
+  CHECK(par["regions_per_step"].get<double>() > 10);
+  CHECK(par["ms_per_step"].get<double>() > 0);
+  CHECK(par["ms_per_step"].get<double>() <= par["step_ms"].get<double>());
+  for (const nlohmann::json& busy : par["busy_ms_per_step"]) {
+    CHECK(busy.get<double>() > 0);
+    CHECK(busy.get<double>() <= par["ms_per_step"].get<double>());
+  }
 
   const RunResult t = run_qkv("bench" + quick);
   INFO(t.output);
@@ -42,6 +52,7 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   CHECK(t.output.find("GEMMs in one training step of tiny") != std::string::npos);
   CHECK(t.output.find("| 2048 x 64, k 64 | NT | 24 |") != std::string::npos);  // q, k, v, o
   CHECK(t.output.find("| all GEMMs |") != std::string::npos);
+  CHECK(t.output.find("Parallel regions in the same steps:") != std::string::npos);
 }
 
 TEST_CASE("bench --child: when the timed steps began, on CLOCK_MONOTONIC for profile-bench.sh") {

@@ -154,3 +154,33 @@ TEST_CASE("matmul results do not depend on whether it runs inside a parallel reg
   }
   CHECK(max_abs_diff(inside, outside) < 1e-12);
 }
+
+TEST_CASE("parallel region timers: off by default, on they count regions and each thread's work") {
+  set_num_threads(2);
+  std::atomic<int64_t> seen{0};
+  auto region = [&] {
+    parallel_for(1 << 20, 1, [&](int64_t lo, int64_t hi) {
+      volatile double s = 0;
+      for (int64_t i = lo; i < hi; ++i) s = s + double(i);
+      seen += hi - lo;
+    });
+  };
+  region();
+  CHECK(parallel_stats().regions == 0);
+  parallel_stats_enable(true);
+  region();
+  region();
+  parallel_for(10, 1, [](int64_t, int64_t) {});  // below the grain: no region, not counted
+  const ParallelStats s = parallel_stats();
+  parallel_stats_enable(false);
+  set_num_threads(0);
+  CHECK(seen == 3 << 20);
+  CHECK(s.regions == 2);
+  CHECK(s.seconds > 0);
+  for (double busy : s.busy_seconds) {
+    CHECK(busy > 0);
+    CHECK(busy <= s.seconds);
+  }
+  region();
+  CHECK(parallel_stats().regions == 0);  // enable(false) cleared them, and nothing is recorded
+}
