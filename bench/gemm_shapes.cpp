@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "bench_util.hpp"
 #include "core/gemm_stats.hpp"
 #include "core/parallel.hpp"
 
@@ -29,9 +30,9 @@ nlohmann::json shapes_json(const std::vector<GemmShapeStats>& stats, int steps) 
 nlohmann::json profile_steps(const std::function<void()>& step, int steps) {
   gemm_stats_enable(true);
   parallel_stats_enable(true);
-  const double t0 = detail::wall_seconds();
+  const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) step();
-  const double wall = detail::wall_seconds() - t0;
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   const ParallelStats par = parallel_stats();
   parallel_stats_enable(false);
   const std::vector<GemmShapeStats> stats = gemm_stats();
