@@ -251,6 +251,23 @@ void heatmap_color(double v, double vmin, double vmax, uint8_t rgb[3]) {
     rgb[c] = static_cast<uint8_t>(std::lround(stops[i][c] + (stops[i + 1][c] - stops[i][c]) * f));
 }
 
+namespace {
+
+// Calls fn(value, rgb, x0, y0) for every cell of the grid, row by row: its value, its colour
+// and its top-left corner in the figure. The PNG and the SVG draw the same cells.
+template <class F>
+void for_each_cell(const Heatmap& h, const HeatmapLayout& l, F&& fn) {
+  for (int64_t i = 0; i < h.rows; ++i)
+    for (int64_t j = 0; j < h.cols; ++j) {
+      const double v = h.values[i * h.cols + j];
+      uint8_t c[3];
+      heatmap_color(v, h.vmin, h.vmax, c);
+      fn(v, c, l.grid_x + static_cast<int>(j) * l.cell, l.grid_y + static_cast<int>(i) * l.cell);
+    }
+}
+
+}  // namespace
+
 std::vector<uint8_t> render_heatmap_rgb(const Heatmap& h, HeatmapLayout* out_layout) {
   const HeatmapLayout l = heatmap_layout(h);
   if (out_layout) *out_layout = l;
@@ -259,21 +276,15 @@ std::vector<uint8_t> render_heatmap_rgb(const Heatmap& h, HeatmapLayout* out_lay
   const uint8_t black[3] = {0, 0, 0}, white[3] = {255, 255, 255}, grey[3] = {90, 90, 90};
   const int gw = static_cast<int>(h.cols) * l.cell, gh = static_cast<int>(h.rows) * l.cell;
   const bool annotate = l.cell >= 22;
-  for (int64_t i = 0; i < h.rows; ++i)
-    for (int64_t j = 0; j < h.cols; ++j) {
-      const double v = h.values[i * h.cols + j];
-      uint8_t c[3];
-      heatmap_color(v, h.vmin, h.vmax, c);
-      const int x0 = l.grid_x + static_cast<int>(j) * l.cell,
-                y0 = l.grid_y + static_cast<int>(i) * l.cell;
-      img.fill(x0, y0, x0 + l.cell, y0 + l.cell, c);
-      if (annotate) {
-        const std::string s = cell_text(v);
-        const double t = (v - h.vmin) / (h.vmax - h.vmin);
-        img.text(x0 + (l.cell - 6 * static_cast<int>(s.size()) + 1) / 2, y0 + (l.cell - 7) / 2, s,
-                 1, t > 0.55 ? white : grey);
-      }
+  for_each_cell(h, l, [&](double v, const uint8_t* c, int x0, int y0) {
+    img.fill(x0, y0, x0 + l.cell, y0 + l.cell, c);
+    if (annotate) {
+      const std::string s = cell_text(v);
+      const double t = (v - h.vmin) / (h.vmax - h.vmin);
+      img.text(x0 + (l.cell - 6 * static_cast<int>(s.size()) + 1) / 2, y0 + (l.cell - 7) / 2, s, 1,
+               t > 0.55 ? white : grey);
     }
+  });
   img.frame(l.grid_x - 1, l.grid_y - 1, l.grid_x + gw + 1, l.grid_y + gh + 1, black);
   // row labels, right-aligned against the grid; column labels vertical, ending at the grid
   for (int64_t i = 0; i < h.rows; ++i) {
@@ -331,21 +342,15 @@ std::string render_heatmap_svg(const Heatmap& h) {
   const auto [title, ts] = fit_title(h.title, l.width);
   o << "<text x='" << kPad << "' y='" << kPad + kTextH - 2 << "' font-size='" << (ts == 2 ? 16 : 9)
     << "'>" << xml_escape(title) << "</text>\n";
-  for (int64_t i = 0; i < h.rows; ++i)
-    for (int64_t j = 0; j < h.cols; ++j) {
-      const double v = h.values[i * h.cols + j];
-      uint8_t c[3];
-      heatmap_color(v, h.vmin, h.vmax, c);
-      const int x0 = l.grid_x + static_cast<int>(j) * l.cell,
-                y0 = l.grid_y + static_cast<int>(i) * l.cell;
-      o << "<rect x='" << x0 << "' y='" << y0 << "' width='" << l.cell << "' height='" << l.cell
-        << "' fill='" << hex(c) << "'><title>" << v << "</title></rect>\n";
-      if (l.cell >= 22)
-        o << "<text x='" << x0 + l.cell / 2 << "' y='" << y0 + l.cell / 2 + 4
-          << "' font-size='10' text-anchor='middle' fill='"
-          << ((v - h.vmin) / (h.vmax - h.vmin) > 0.55 ? "white" : "#5a5a5a") << "'>" << cell_text(v)
-          << "</text>\n";
-    }
+  for_each_cell(h, l, [&](double v, const uint8_t* c, int x0, int y0) {
+    o << "<rect x='" << x0 << "' y='" << y0 << "' width='" << l.cell << "' height='" << l.cell
+      << "' fill='" << hex(c) << "'><title>" << v << "</title></rect>\n";
+    if (l.cell >= 22)
+      o << "<text x='" << x0 + l.cell / 2 << "' y='" << y0 + l.cell / 2 + 4
+        << "' font-size='10' text-anchor='middle' fill='"
+        << ((v - h.vmin) / (h.vmax - h.vmin) > 0.55 ? "white" : "#5a5a5a") << "'>" << cell_text(v)
+        << "</text>\n";
+  });
   o << "<rect x='" << l.grid_x << "' y='" << l.grid_y << "' width='" << gw << "' height='" << gh
     << "' fill='none' stroke='black'/>\n";
   for (int64_t i = 0; i < h.rows; ++i)
