@@ -4,39 +4,16 @@
 // Usage: bench_matmul [threads=2] [min_seconds_per_shape=0.5]
 #include <cblas.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "core/tensor.hpp"
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Median of repeated timings of fn, after warm-up runs. Repeats until min_seconds have been
-// spent (at least 5 timings), so small sizes get many samples.
-template <class F>
-double median_seconds(F&& fn, double min_seconds) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> t;
-  const auto start = Clock::now();
-  while (t.size() < 5 ||
-         std::chrono::duration<double>(Clock::now() - start).count() < min_seconds) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    if (t.size() >= 20000) break;
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
+using qkv::bench_core::median_seconds;
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
