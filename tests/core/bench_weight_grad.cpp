@@ -5,6 +5,7 @@
 // rows, row t of x 32 contiguous columns), so two threads split C's tiles without packing the
 // same operand twice, which OpenBLAS's bands do. Needs AVX-512; no K blocking.
 // Usage: bench_weight_grad [threads=2] [min_seconds_per_shape=0.5]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
