@@ -22,6 +22,10 @@ packages=(
   zlib1g-dev                         # gzip-compressed corpora (data/text_file.hpp)
   libsentencepiece-dev               # subword tokenization: data.tokenizer = "sentencepiece"
   python3-nltk                       # test-only: cross-checks qkv's BLEU against NLTK's corpus_bleu
+  libdnnl-dev                        # oneDNN: bf16 and fp32 GEMMs (the library PyTorch itself uses)
+  libtomlplusplus-dev                # toml++: configs are read as full TOML 1.0
+  libcpp-httplib-dev                 # cpp-httplib: the HTTP server behind `qkv serve`
+  python3-websocket                  # test-only: drives headless Chromium over its DevTools protocol
 )
 
 missing=()
