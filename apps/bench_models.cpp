@@ -105,7 +105,7 @@ void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen) {
   b.tgt_in = randint({m.batch, m.length}, 0, m.vocab, gen);
   b.tgt_out = randint({m.batch * m.length}, 0, m.vocab, gen);
   optim::OptimConfig gc;
-  gc.name = "adamw", gc.lr = 1e-3, gc.beta2 = 0.99, gc.weight_decay = 0.1;
+  gc.name = optim::OptimizerKind::adamw, gc.lr = 1e-3, gc.beta2 = 0.99, gc.weight_decay = 0.1;
   b.opt = optim::make_optimizer(gc, b.model->named_parameters());
   b.train_with(
       [&b, &m, lm] {
@@ -146,7 +146,7 @@ void build_seq2seq(BenchStep& b, const BenchModel& m, int64_t rank, int64_t rank
   b.valid = ones({rows, m.length}, DType::b8);
   b.tgt_valid = ones({rows, tl}, DType::b8);
   optim::OptimConfig oc;
-  oc.name = "adam";
+  oc.name = optim::OptimizerKind::adam;
   oc.lr = 1e-4;
   b.opt = optim::make_optimizer(oc, b.model->named_parameters());
   if (data_parallel) b.ctx = std::make_unique<dist::Context>(b.model->parameters());

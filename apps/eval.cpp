@@ -22,8 +22,9 @@ namespace {
 // and the same seeds, so only the lengths change. Text tasks (tsv, dates) have no length knob.
 void regenerate(LoadedRun& r, int64_t min_len, int64_t max_len) {
   data::DataConfig c = r.config.data;
-  if (c.task != "copy" && c.task != "reverse" && c.task != "sort")
-    throw Error("eval --max-len: data.task = '" + c.task +
+  // annotated_copy is synthetic too, but of one fixed length
+  if (!data::is_synthetic(c.task) || c.task == data::TaskKind::annotated_copy)
+    throw Error("eval --max-len: data.task = '" + std::string(name_of(c.task)) +
                 "' cannot be regenerated at other lengths (only copy, reverse and sort)");
   if (min_len > max_len)
     throw Error("eval: --min-len " + std::to_string(min_len) + " is above --max-len " +
@@ -39,7 +40,7 @@ void regenerate(LoadedRun& r, int64_t min_len, int64_t max_len) {
 // Learned positions end at model.max_len: say so, naming the key, instead of failing mid-way.
 // (Up to model.max_len the table has rows, trained or not: those are evaluated.)
 void check_learned(const LoadedRun& r, const data::Dataset& ds) {
-  if (r.config.model.position != "learned") return;
+  if (r.config.model.position != nn::PositionKind::learned) return;
   int64_t need = 0;
   for (const auto& e : ds.examples) {
     const int64_t src = static_cast<int64_t>(e.src.size()),
@@ -123,7 +124,8 @@ const data::Dataset& select_split(const EvalArgs& a, const LoadedRun& r, data::D
                             : a.split == "train" ? &r.data.train
                                                  : nullptr;
   const data::DataConfig& dc = r.config.data;
-  if (dc.task == "parallel" && (!ds || a.split == dc.valid_split || a.split == dc.test_split)) {
+  const bool parallel = dc.task == data::TaskKind::parallel;
+  if (parallel && (!ds || a.split == dc.valid_split || a.split == dc.test_split)) {
     if (a.split == dc.valid_split)
       ds = &r.data.valid;
     else if (a.split == dc.test_split)
@@ -134,8 +136,7 @@ const data::Dataset& select_split(const EvalArgs& a, const LoadedRun& r, data::D
     }
   }
   QKV_CHECK(ds, "eval", "--split must be valid, test or train",
-            dc.task == "parallel" ? " or a split of the corpus folder" : "", ", got '", a.split,
-            "'");
+            parallel ? " or a split of the corpus folder" : "", ", got '", a.split, "'");
   return *ds;
 }
 
@@ -231,7 +232,7 @@ int cmd_eval(const EvalArgs& a) {
   const bool text = !is_symbol_task(r.config.data);
   QKV_CHECK(text || (a.beam == 1 && a.hyp_out.empty() && !a.lowercase), "eval",
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
-            r.config.data.task);
+            name_of(r.config.data.task));
   const Metrics m = evaluate(*r.model, ds, r.data.framing, r.config.data.batch_size,
                              r.config.train.max_decode_extra);
   TextScores scores;

@@ -201,8 +201,7 @@ Curve train_curve(const RunConfig& cfg_in, int64_t steps) {
   QKV_CHECK(steps > 0, "saturation", "training steps must be > 0, got ", steps);
   RunConfig cfg = cfg_in;
   cfg.validate();
-  if (cfg.optim.schedule.name == "cosine" && cfg.optim.schedule.total_steps == 0)
-    cfg.optim.schedule.total_steps = steps;
+  cfg.optim.schedule = optim::fill_schedule(cfg.optim.schedule, 0, steps);
   const auto t0 = std::chrono::steady_clock::now();
   data::DataSplits data = data::load_data(cfg.data);
   Generator init(cfg.seed);

@@ -64,6 +64,14 @@ struct Reader {
       out = v->get<std::string>();
     }
   }
+  // A kind: parsed here, once, by its names table.
+  template <NamedEnum E>
+  void operator()(const char* k, E& out) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_string()) wrong(k, "a string", *v);
+      out = parse_name<E>(v->get<std::string>(), key(k));
+    }
+  }
   void finish() const {
     if (!j.is_object()) return;
     for (auto it = j.begin(); it != j.end(); ++it)
@@ -81,7 +89,10 @@ struct Writer {
   ojson j = ojson::object();
   template <class T>
   void operator()(const char* k, const T& v) {
-    j[k] = v;
+    if constexpr (NamedEnum<T>)
+      j[k] = std::string(name_of(v));
+    else
+      j[k] = v;
   }
 };
 
@@ -265,27 +276,21 @@ void RunConfig::validate() const {
   need(train.max_decode_extra >= 0, "train.max_decode_extra: must be >= 0");
   need(train.early_stopping >= 0, "train.early_stopping: must be >= 0");
   need(train.eval_iters >= 1, "train.eval_iters: must be >= 1");
-  need((data.task == "lm") == (model.kind == "decoder"),
-       data.task == "lm" ? "model.kind: data.task = \"lm\" needs model.kind = \"decoder\""
-                         : "model.kind: a decoder-only model needs data.task = \"lm\", got \"" +
-                               data.task + "\"");
-  need(data.task != "lm" || model.position != "learned" || data.block_size <= model.max_len,
+  const bool lm = data::is_language_model(data.task);
+  const std::string task(name_of(data.task));
+  need(lm == (model.kind == nn::ModelKind::decoder),
+       lm ? "model.kind: data.task = \"lm\" needs model.kind = \"decoder\""
+          : "model.kind: a decoder-only model needs data.task = \"lm\", got \"" + task + "\"");
+  need(!lm || model.position != nn::PositionKind::learned || data.block_size <= model.max_len,
        "model.max_len: learned positions cover " + std::to_string(model.max_len) +
            " tokens, less than data.block_size = " + std::to_string(data.block_size));
-  need(train.best_metric == "exact_match" || train.best_metric == "bleu" ||
-           train.best_metric == "loss",
-       "train.best_metric: must be exact_match, bleu or loss, got '" + train.best_metric + "'");
-  need(train.best_metric != "bleu" ||
-           (data.task == "tsv" || data.task == "dates" || data.task == "parallel"),
-       "train.best_metric: bleu needs a text task (tsv, dates or parallel), not " + data.task);
+  need(train.best_metric != BestMetric::bleu || data::is_text_pairs(data.task),
+       "train.best_metric: bleu needs a text task (tsv, dates or parallel), not " + task);
   need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");
   need(checkpoint.keep >= 1, "checkpoint.keep: must be >= 1");
   optim.optim.validate();
-  optim::ScheduleConfig s = optim.schedule;
-  if (s.name == "noam" && s.d_model == 0) s.d_model = model.d_model;
   // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.
-  if (s.name == "cosine" && s.total_steps == 0) s.total_steps = s.warmup + 1;
-  s.validate();
+  optim::validate_unfilled(optim::fill_schedule(optim.schedule, model.d_model, 0));
 }
 
 std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std::string>& args) {
@@ -348,7 +353,7 @@ RunConfig config_from_toml(const TomlDoc& doc_in,
     };
     Reader m{section("model"), "model", {}};
     m("kind", c.model.kind);  // a decoder-only model starts from GPT's defaults
-    if (c.model.kind == "decoder") c.model = nn::ModelConfig::decoder_defaults();
+    if (c.model.kind == nn::ModelKind::decoder) c.model = nn::ModelConfig::decoder_defaults();
     model_fields(m, c.model);
     m.finish();
     Reader d{section("data"), "data", {}};
@@ -374,8 +379,7 @@ RunConfig config_from_toml(const TomlDoc& doc_in,
                           .lexically_normal()
                           .string();
     }
-    if (c.optim.schedule.name == "noam" && c.optim.schedule.d_model == 0)
-      c.optim.schedule.d_model = c.model.d_model;
+    c.optim.schedule = optim::fill_schedule(c.optim.schedule, c.model.d_model, 0);
     c.validate();
   } catch (const Error& e) {
     rethrow_located(e, doc, from_cli);

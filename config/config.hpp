@@ -11,6 +11,7 @@
 // of the wrong type are errors naming the key and where it came from ("FILE:LINE" or
 // "command line").
 #pragma once
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,15 @@
 #include "optim/config.hpp"
 
 namespace qkv::app {
+
+// What makes a validation the best (and its checkpoint "best"): exact_match (ties: lower
+// loss), bleu (greedy, text tasks; ties: lower loss) or loss.
+enum class BestMetric { exact_match, bleu, loss };
+inline constexpr EnumName<BestMetric> kBestMetricNames[] = {
+    {"exact_match", BestMetric::exact_match},
+    {"bleu", BestMetric::bleu},
+    {"loss", BestMetric::loss}};
+constexpr std::span<const EnumName<BestMetric>> names_of(BestMetric) { return kBestMetricNames; }
 
 struct TrainOptions {
   int64_t epochs = 10;
@@ -33,9 +43,7 @@ struct TrainOptions {
   bool log_attention_entropy = false;  // log mean attention entropy per layer
   bool skip_nonfinite = false;         // skip a step whose loss is NaN/Inf instead of stopping
   int64_t eval_iters = 200;            // data.task = "lm": batches per split of each loss estimate
-  // what makes a validation the best (and its checkpoint "best"): exact_match (ties: lower
-  // loss), bleu (greedy, text tasks; ties: lower loss) or loss
-  std::string best_metric = "exact_match";
+  BestMetric best_metric = BestMetric::exact_match;
 };
 
 struct CheckpointOptions {

@@ -17,27 +17,22 @@ namespace qkv::data {
   } while (0)
 
 void validate(const DataConfig& c) {
-  const bool synthetic = c.task == "copy" || c.task == "reverse" || c.task == "sort";
-  const bool parallel = c.task == "parallel";
-  QKV_KEY_CHECK(synthetic || parallel || c.task == "annotated_copy" || c.task == "dates" ||
-                    c.task == "tsv" || c.task == "lm",
-                "task", "unknown task '", c.task,
-                "' (expected copy, reverse, sort, annotated_copy, dates, tsv, parallel or lm)");
+  const bool parallel = c.task == TaskKind::parallel, tsv = c.task == TaskKind::tsv;
+  const bool lm = is_language_model(c.task);
   QKV_KEY_CHECK(c.vocab_size >= 1, "vocab_size", "must be >= 1, got ", c.vocab_size);
   QKV_KEY_CHECK(c.min_len >= 1, "min_len", "must be >= 1, got ", c.min_len);
   QKV_KEY_CHECK(c.max_len >= c.min_len, "max_len", "must be >= min_len = ", c.min_len, ", got ",
                 c.max_len);
   QKV_KEY_CHECK(c.train_size >= 0, "train_size", "must be >= 0, got ", c.train_size);
-  QKV_KEY_CHECK(c.train_size > 0 || c.task == "tsv" || parallel, "train_size", "must be >= 1 for ",
-                c.task);
+  QKV_KEY_CHECK(c.train_size > 0 || tsv || parallel, "train_size", "must be >= 1 for ",
+                name_of(c.task));
   QKV_KEY_CHECK(c.valid_size >= 0, "valid_size", "must be >= 0, got ", c.valid_size);
   QKV_KEY_CHECK(c.test_size >= 0, "test_size", "must be >= 0, got ", c.test_size);
-  QKV_KEY_CHECK(c.task != "tsv" || !c.path.empty(), "path", "is required for task tsv");
-  QKV_KEY_CHECK(c.task != "lm" || !c.path.empty(), "path", "is required for task lm");
+  QKV_KEY_CHECK(!tsv || !c.path.empty(), "path", "is required for task tsv");
+  QKV_KEY_CHECK(!lm || !c.path.empty(), "path", "is required for task lm");
   QKV_KEY_CHECK(c.block_size >= 1, "block_size", "must be >= 1, got ", c.block_size);
-  QKV_KEY_CHECK(c.task != "lm" || c.tokenizer == "char" || c.tokenizer == "sentencepiece",
-                "tokenizer", "task lm takes \"char\" or \"sentencepiece\", got \"", c.tokenizer,
-                "\"");
+  QKV_KEY_CHECK(!lm || c.tokenizer != TokenizerKind::words, "tokenizer",
+                "task lm takes \"char\" or \"sentencepiece\", got \"word\"");
   QKV_KEY_CHECK(!parallel || !c.path.empty(), "path",
                 "is required for task parallel (the folder of SPLIT.LANG[.gz] files)");
   QKV_KEY_CHECK(!parallel || !c.src_lang.empty(), "src_lang",
@@ -48,9 +43,8 @@ void validate(const DataConfig& c) {
   for (const std::string* sp : {&c.train_split, &c.valid_split, &c.test_split})
     QKV_KEY_CHECK(!parallel || (!sp->empty() && sp->find('/') == std::string::npos), "train_split",
                   "split names must be non-empty file-name stems, got '", *sp, "'");
-  const TokenizerKind tok = parse_tokenizer(c.tokenizer);
-  QKV_KEY_CHECK(tok != TokenizerKind::sentencepiece || c.spm_vocab_size > 4, "spm_vocab_size",
-                "must be more than the 4 specials, got ", c.spm_vocab_size);
+  QKV_KEY_CHECK(c.tokenizer != TokenizerKind::sentencepiece || c.spm_vocab_size > 4,
+                "spm_vocab_size", "must be more than the 4 specials, got ", c.spm_vocab_size);
   QKV_KEY_CHECK(parse_sentencepiece_type(c.spm_type), "spm_type", "must be unigram or bpe, got '",
                 c.spm_type, "'");
   QKV_KEY_CHECK(c.min_freq >= 1, "min_freq", "must be >= 1, got ", c.min_freq);
@@ -89,7 +83,7 @@ SentencePieceOptions sentencepiece_options(const DataConfig& c) {
 // The vocabularies of the training pairs: SentencePiece models (loaded from c.spm_dir when
 // it holds them, else trained), or a vocabulary of char / word tokens.
 void build_vocabularies(const DataConfig& c, const std::vector<TextPair>& train, DataSplits& out) {
-  const TokenizerKind kind = parse_tokenizer(c.tokenizer);
+  const TokenizerKind kind = c.tokenizer;
   out.tokenizer = kind;
   if (kind == TokenizerKind::sentencepiece) {
     namespace fs = std::filesystem;
@@ -158,7 +152,7 @@ Dataset encode_pairs(const DataSplits& d, std::vector<TextPair>& pairs, const st
 void text_splits(const DataConfig& c, const std::string& name, std::vector<TextPair> train,
                  std::vector<TextPair> valid, std::vector<TextPair> test, DataSplits& out) {
   build_vocabularies(c, train, out);
-  const int64_t eval_cap = c.task == "parallel" ? 0 : c.max_seq_len;
+  const int64_t eval_cap = c.task == TaskKind::parallel ? 0 : c.max_seq_len;
   out.train = encode_pairs(out, train, name + "/train", c.max_seq_len, out.dropped);
   out.valid = encode_pairs(out, valid, name + "/valid", eval_cap, out.dropped);
   out.test = encode_pairs(out, test, name + "/test", eval_cap, out.dropped);
@@ -194,77 +188,115 @@ std::vector<TextPair> date_text(const std::vector<DatePair>& v, bool lowercase) 
   for (const auto& d : v) out.push_back({lowercase ? to_lower_utf8(d.human) : d.human, d.iso});
   return out;
 }
+
+void load_symbols(const DataConfig& c, SymbolTask kind, DataSplits& out) {
+  const TaskOptions o{c.vocab_size, c.min_len, c.max_len};
+  out.train = make_task(kind, o, c.train_size, substream_seed(c.seed, 0));
+  out.valid = make_task(kind, o, c.valid_size, substream_seed(c.seed, 1));
+  out.test = make_task(kind, o, c.test_size, substream_seed(c.seed, 2));
+  name_splits(out, std::string(name_of(c.task)));
+  out.src_vocab = out.tgt_vocab = task_vocab(c.vocab_size);
+  out.framing = framing_for(out.tgt_vocab);
+}
+
+void load_annotated_copy(const DataConfig& c, DataSplits& out) {
+  out.train = make_annotated_copy(c.train_size, substream_seed(c.seed, 0));
+  out.valid = make_annotated_copy(c.valid_size, substream_seed(c.seed, 1));
+  out.test = make_annotated_copy(c.test_size, substream_seed(c.seed, 2));
+  name_splits(out, std::string(name_of(c.task)));
+  out.src_vocab = out.tgt_vocab = annotated_copy_vocab();
+  out.framing = annotated_copy_framing();
+}
+
+void load_dates(const DataConfig& c, DataSplits& out) {
+  DateOptions o;
+  o.year_min = c.year_min, o.year_max = c.year_max;
+  o.train_size = c.train_size, o.valid_size = c.valid_size, o.test_size = c.test_size;
+  o.seed = c.seed;
+  const DateSplits d = generate_dates(o);
+  text_splits(c, "dates", date_text(d.train, c.lowercase), date_text(d.valid, c.lowercase),
+              date_text(d.test, c.lowercase), out);
+}
+
+void load_lm(const DataConfig& c, DataSplits& out) {
+  LmOptions o;
+  o.tokenizer = c.tokenizer;
+  o.spm = sentencepiece_options(c);
+  if (!c.spm_dir.empty()) o.spm_model = (std::filesystem::path(c.spm_dir) / "spm.model").string();
+  LmCorpus corpus = load_lm_corpus(c.path, o);
+  QKV_KEY_CHECK(static_cast<int64_t>(corpus.valid.size()) > c.block_size, "block_size",
+                c.block_size, " does not fit in the validation text (", corpus.valid.size(),
+                " tokens, the last 10% of ", c.path, ")");
+  out.lm_train = std::move(corpus.train);
+  out.lm_valid = std::move(corpus.valid);
+  out.src_vocab = out.tgt_vocab = corpus.vocab;
+  if (corpus.spm) {
+    out.tokenizer = TokenizerKind::sentencepiece;
+    out.src_spm = out.tgt_spm = corpus.spm;
+  }
+  name_splits(out, c.path);
+  out.framing = Framing{-1, -1};  // no <bos> / <eos>: windows of running text
+}
+
+void load_tsv(const DataConfig& c, DataSplits& out) {
+  TsvOptions o;
+  o.lowercase = c.lowercase;
+  o.skip_malformed = c.skip_malformed;
+  const TsvCorpus corpus = read_tsv(c.path, o);
+  out.skipped = corpus.skipped;
+  QKV_KEY_CHECK(
+      !corpus.pairs.empty(), "path", c.path, " holds no sentence pairs",
+      corpus.skipped ? cat(" (", corpus.skipped, " malformed lines skipped)") : std::string());
+  const SplitIndices s = split_indices(static_cast<int64_t>(corpus.pairs.size()), c.train_size,
+                                       c.valid_size, c.test_size, c.seed);
+  text_splits(c, c.path, pick(corpus.pairs, s.train), pick(corpus.pairs, s.valid),
+              pick(corpus.pairs, s.test), out);
+}
+
+// Each split from its own pair of files.
+void load_parallel(const DataConfig& c, DataSplits& out) {
+  std::vector<TextPair> train = read_split(c, c.train_split, c.train_size, &out.skipped);
+  std::vector<TextPair> valid = read_split(c, c.valid_split, c.valid_size, &out.skipped);
+  std::vector<TextPair> test = read_split(c, c.test_split, c.test_size, &out.skipped);
+  QKV_KEY_CHECK(!train.empty(), "train_split", "no sentence pairs in ",
+                split_file(c.path, c.train_split, c.src_lang));
+  const std::string base = std::filesystem::path(c.path).filename().string();
+  text_splits(c, base, std::move(train), std::move(valid), std::move(test), out);
+  out.train.name = base + "/" + c.train_split;
+  out.valid.name = base + "/" + c.valid_split;
+  out.test.name = base + "/" + c.test_split;
+}
+
 }  // namespace
 
 DataSplits load_data(const DataConfig& c) {
   validate(c);
   DataSplits out;
-  if (c.task == "copy" || c.task == "reverse" || c.task == "sort") {
-    const TaskKind kind = parse_task(c.task);
-    const TaskOptions o{c.vocab_size, c.min_len, c.max_len};
-    out.train = make_task(kind, o, c.train_size, substream_seed(c.seed, 0));
-    out.valid = make_task(kind, o, c.valid_size, substream_seed(c.seed, 1));
-    out.test = make_task(kind, o, c.test_size, substream_seed(c.seed, 2));
-    name_splits(out, c.task);
-    out.src_vocab = out.tgt_vocab = task_vocab(c.vocab_size);
-    out.framing = framing_for(out.tgt_vocab);
-  } else if (c.task == "annotated_copy") {
-    out.train = make_annotated_copy(c.train_size, substream_seed(c.seed, 0));
-    out.valid = make_annotated_copy(c.valid_size, substream_seed(c.seed, 1));
-    out.test = make_annotated_copy(c.test_size, substream_seed(c.seed, 2));
-    name_splits(out, c.task);
-    out.src_vocab = out.tgt_vocab = annotated_copy_vocab();
-    out.framing = annotated_copy_framing();
-  } else if (c.task == "dates") {
-    DateOptions o;
-    o.year_min = c.year_min, o.year_max = c.year_max;
-    o.train_size = c.train_size, o.valid_size = c.valid_size, o.test_size = c.test_size;
-    o.seed = c.seed;
-    const DateSplits d = generate_dates(o);
-    text_splits(c, "dates", date_text(d.train, c.lowercase), date_text(d.valid, c.lowercase),
-                date_text(d.test, c.lowercase), out);
-  } else if (c.task == "lm") {
-    LmOptions o;
-    o.tokenizer = c.tokenizer;
-    o.spm = sentencepiece_options(c);
-    if (!c.spm_dir.empty()) o.spm_model = (std::filesystem::path(c.spm_dir) / "spm.model").string();
-    LmCorpus corpus = load_lm_corpus(c.path, o);
-    QKV_KEY_CHECK(static_cast<int64_t>(corpus.valid.size()) > c.block_size, "block_size",
-                  c.block_size, " does not fit in the validation text (", corpus.valid.size(),
-                  " tokens, the last 10% of ", c.path, ")");
-    out.lm_train = std::move(corpus.train);
-    out.lm_valid = std::move(corpus.valid);
-    out.src_vocab = out.tgt_vocab = corpus.vocab;
-    if (corpus.spm) {
-      out.tokenizer = TokenizerKind::sentencepiece;
-      out.src_spm = out.tgt_spm = corpus.spm;
-    }
-    name_splits(out, c.path);
-    out.framing = Framing{-1, -1};  // no <bos> / <eos>: windows of running text
-  } else if (c.task == "tsv") {
-    TsvOptions o;
-    o.lowercase = c.lowercase;
-    o.skip_malformed = c.skip_malformed;
-    const TsvCorpus corpus = read_tsv(c.path, o);
-    out.skipped = corpus.skipped;
-    QKV_KEY_CHECK(
-        !corpus.pairs.empty(), "path", c.path, " holds no sentence pairs",
-        corpus.skipped ? cat(" (", corpus.skipped, " malformed lines skipped)") : std::string());
-    const SplitIndices s = split_indices(static_cast<int64_t>(corpus.pairs.size()), c.train_size,
-                                         c.valid_size, c.test_size, c.seed);
-    text_splits(c, c.path, pick(corpus.pairs, s.train), pick(corpus.pairs, s.valid),
-                pick(corpus.pairs, s.test), out);
-  } else {  // parallel: each split from its own pair of files
-    std::vector<TextPair> train = read_split(c, c.train_split, c.train_size, &out.skipped);
-    std::vector<TextPair> valid = read_split(c, c.valid_split, c.valid_size, &out.skipped);
-    std::vector<TextPair> test = read_split(c, c.test_split, c.test_size, &out.skipped);
-    QKV_KEY_CHECK(!train.empty(), "train_split", "no sentence pairs in ",
-                  split_file(c.path, c.train_split, c.src_lang));
-    const std::string base = std::filesystem::path(c.path).filename().string();
-    text_splits(c, base, std::move(train), std::move(valid), std::move(test), out);
-    out.train.name = base + "/" + c.train_split;
-    out.valid.name = base + "/" + c.valid_split;
-    out.test.name = base + "/" + c.test_split;
+  switch (c.task) {
+    case TaskKind::copy:
+      load_symbols(c, SymbolTask::copy, out);
+      break;
+    case TaskKind::reverse:
+      load_symbols(c, SymbolTask::reverse, out);
+      break;
+    case TaskKind::sort:
+      load_symbols(c, SymbolTask::sort, out);
+      break;
+    case TaskKind::annotated_copy:
+      load_annotated_copy(c, out);
+      break;
+    case TaskKind::dates:
+      load_dates(c, out);
+      break;
+    case TaskKind::lm:
+      load_lm(c, out);
+      break;
+    case TaskKind::tsv:
+      load_tsv(c, out);
+      break;
+    case TaskKind::parallel:
+      load_parallel(c, out);
+      break;
   }
   return out;
 }
@@ -288,7 +320,7 @@ std::string decode_target(const DataSplits& d, const Ids& ids) {
 }
 
 Dataset load_parallel_split(const DataConfig& c, const DataSplits& d, const std::string& split) {
-  QKV_CHECK(c.task == "parallel", "load_parallel_split", "data.task is '", c.task,
+  QKV_CHECK(c.task == TaskKind::parallel, "load_parallel_split", "data.task is '", name_of(c.task),
             "', not parallel: only parallel corpora have named splits");
   QKV_CHECK(!split.empty() && split.find('/') == std::string::npos, "load_parallel_split",
             "bad split name '", split, "'");

@@ -13,15 +13,15 @@
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
 #include "data/sentencepiece.hpp"
+#include "data/task_kind.hpp"
 #include "data/tokenizer.hpp"
 #include "data/vocab.hpp"
 
 namespace qkv::data {
 
 struct DataConfig {
-  // copy | reverse | sort | annotated_copy | dates | tsv | parallel | lm (data/lm.hpp)
-  std::string task = "copy";
-  uint64_t seed = 0;  // generation and splitting; the loader has its own seed
+  TaskKind task = TaskKind::copy;  // data/task_kind.hpp
+  uint64_t seed = 0;               // generation and splitting; the loader has its own seed
 
   // synthetic tasks (copy / reverse / sort)
   int64_t vocab_size = 10;  // symbols "1".."V"
@@ -45,7 +45,7 @@ struct DataConfig {
   std::string test_split = "test";
   bool lowercase = false;
   bool skip_malformed = false;
-  std::string tokenizer = "char";  // char | word | sentencepiece
+  TokenizerKind tokenizer = TokenizerKind::chars;  // char | word | sentencepiece
   // sentencepiece: trained on the training split at the start of a run (one model for both
   // sides when shared_vocab, else one per side)
   int64_t spm_vocab_size = 8000;

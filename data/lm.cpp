@@ -83,15 +83,15 @@ LmCorpus load_sentencepiece_corpus(const std::string& path, const std::string& t
 }  // namespace
 
 LmCorpus load_lm_corpus(const std::string& path, const LmOptions& o) {
-  QKV_CHECK(o.tokenizer == "char" || o.tokenizer == "sentencepiece", "data.tokenizer",
-            "task lm takes \"char\" or \"sentencepiece\", got \"", o.tokenizer, "\"");
+  QKV_CHECK(o.tokenizer != TokenizerKind::words, "data.tokenizer",
+            "task lm takes \"char\" or \"sentencepiece\", got \"word\"");
   const std::string text = read_text_file(path);
   size_t bad = 0;
   QKV_CHECK(valid_utf8(text, &bad), "data.path", path, ": invalid UTF-8 at byte ", bad);
   const std::vector<char32_t> chars = decode_utf8(text);
   QKV_CHECK(chars.size() >= 20, "data.path", path, " holds ", chars.size(),
             " characters; a language model needs a text to learn from");
-  if (o.tokenizer == "sentencepiece") return load_sentencepiece_corpus(path, text, o);
+  if (o.tokenizer == TokenizerKind::sentencepiece) return load_sentencepiece_corpus(path, text, o);
   // nanoGPT: chars = sorted(set(text)) over the whole file, ids in that order.
   const std::set<char32_t> distinct(chars.begin(), chars.end());
   std::vector<std::string> tokens;

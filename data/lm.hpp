@@ -15,14 +15,15 @@
 
 #include "data/loader.hpp"
 #include "data/sentencepiece.hpp"
+#include "data/tokenizer.hpp"
 #include "data/vocab.hpp"
 
 namespace qkv::data {
 
 struct LmOptions {
-  std::string tokenizer = "char";  // char | sentencepiece
-  SentencePieceOptions spm;        // sentencepiece: trained on the training part's lines
-  std::string spm_model;  // sentencepiece: a saved .model to load instead, when the file exists
+  TokenizerKind tokenizer = TokenizerKind::chars;  // chars | sentencepiece
+  SentencePieceOptions spm;  // sentencepiece: trained on the training part's lines
+  std::string spm_model;     // sentencepiece: a saved .model to load instead, when the file exists
 };
 
 struct LmCorpus {
@@ -36,7 +37,7 @@ struct LmCorpus {
 // pieces followed by <eos>, which stands for the line break (SentencePiece itself drops
 // newlines, and collapses runs of spaces as its nmt_nfkc normalization does).
 LmCorpus load_lm_corpus(const std::string& path, const LmOptions& o);
-inline LmCorpus load_lm_corpus(const std::string& path, const std::string& tokenizer) {
+inline LmCorpus load_lm_corpus(const std::string& path, TokenizerKind tokenizer) {
   LmOptions o;
   o.tokenizer = tokenizer;
   return load_lm_corpus(path, o);

@@ -6,18 +6,18 @@
 
 namespace qkv::data {
 
-TaskKind parse_task(const std::string& name) {
-  if (name == "copy") return TaskKind::copy;
-  if (name == "reverse") return TaskKind::reverse;
-  if (name == "sort") return TaskKind::sort;
+SymbolTask parse_task(const std::string& name) {
+  if (name == "copy") return SymbolTask::copy;
+  if (name == "reverse") return SymbolTask::reverse;
+  if (name == "sort") return SymbolTask::sort;
   throw Error(cat("parse_task: unknown task '", name, "' (expected copy, reverse or sort)"));
 }
 
-const char* task_name(TaskKind k) {
+const char* task_name(SymbolTask k) {
   switch (k) {
-    case TaskKind::copy:
+    case SymbolTask::copy:
       return "copy";
-    case TaskKind::reverse:
+    case SymbolTask::reverse:
       return "reverse";
     default:
       return "sort";
@@ -31,7 +31,7 @@ Vocab task_vocab(int64_t vocab_size) {
   return Vocab::with_specials(symbols);
 }
 
-Dataset make_task(TaskKind kind, const TaskOptions& o, int64_t n, uint64_t seed) {
+Dataset make_task(SymbolTask kind, const TaskOptions& o, int64_t n, uint64_t seed) {
   const char* op = task_name(kind);
   QKV_CHECK(o.vocab_size >= 1, op, "vocab_size must be >= 1, got ", o.vocab_size);
   QKV_CHECK(o.min_len >= 1 && o.max_len >= o.min_len, op, "need 1 <= min_len <= max_len, got ",
@@ -46,8 +46,8 @@ Dataset make_task(TaskKind kind, const TaskOptions& o, int64_t n, uint64_t seed)
     Example e;
     for (int64_t j = 0; j < L; ++j) e.src.push_back(4 + g.next_int(o.vocab_size));  // "1" is id 4
     e.tgt = e.src;
-    if (kind == TaskKind::reverse) std::reverse(e.tgt.begin(), e.tgt.end());
-    if (kind == TaskKind::sort) std::sort(e.tgt.begin(), e.tgt.end());
+    if (kind == SymbolTask::reverse) std::reverse(e.tgt.begin(), e.tgt.end());
+    if (kind == SymbolTask::sort) std::sort(e.tgt.begin(), e.tgt.end());
     ds.examples.push_back(std::move(e));
   }
   return ds;

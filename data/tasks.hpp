@@ -22,9 +22,9 @@
 
 namespace qkv::data {
 
-enum class TaskKind { copy, reverse, sort };
-TaskKind parse_task(const std::string& name);  // "copy", "reverse", "sort"
-const char* task_name(TaskKind k);
+enum class SymbolTask { copy, reverse, sort };
+SymbolTask parse_task(const std::string& name);  // "copy", "reverse", "sort"
+const char* task_name(SymbolTask k);
 
 struct TaskOptions {
   int64_t vocab_size = 10;  // number of symbols V (the vocabulary adds the 4 specials)
@@ -34,7 +34,7 @@ struct TaskOptions {
 
 Vocab task_vocab(int64_t vocab_size);  // specials + "1".."V"
 // n examples of the task; the same (options, n, seed) gives the same examples.
-Dataset make_task(TaskKind kind, const TaskOptions& o, int64_t n, uint64_t seed);
+Dataset make_task(SymbolTask kind, const TaskOptions& o, int64_t n, uint64_t seed);
 
 inline constexpr int64_t kAnnotatedV = 11;
 inline constexpr int64_t kAnnotatedLen = 10;

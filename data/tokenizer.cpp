@@ -6,16 +6,12 @@
 namespace qkv::data {
 
 TokenizerKind parse_tokenizer(const std::string& name) {
-  if (name == "char" || name == "chars") return TokenizerKind::chars;
-  if (name == "word" || name == "words") return TokenizerKind::words;
-  if (name == "sentencepiece") return TokenizerKind::sentencepiece;
+  if (const auto k = find_name<TokenizerKind>(name)) return *k;
   throw Error(cat("parse_tokenizer: unknown tokenizer '", name,
                   "' (expected char, word or sentencepiece)"));
 }
 
-const char* tokenizer_name(TokenizerKind k) {
-  return k == TokenizerKind::chars ? "char" : k == TokenizerKind::words ? "word" : "sentencepiece";
-}
+const char* tokenizer_name(TokenizerKind k) { return name_of(k).data(); }
 
 std::vector<std::string> tokenize(std::string_view text, TokenizerKind kind) {
   size_t bad;

@@ -10,10 +10,12 @@
 // Text must be valid UTF-8 (qkv::Error otherwise).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/names.hpp"
 #include "data/vocab.hpp"
 
 namespace qkv::data {
@@ -21,6 +23,15 @@ namespace qkv::data {
 // sentencepiece: subwords from a trained model (data/sentencepiece.hpp); tokenize() and
 // encode() below handle chars and words only, the model does the rest.
 enum class TokenizerKind { chars, words, sentencepiece };
+inline constexpr EnumName<TokenizerKind> kTokenizerNames[] = {
+    {"char", TokenizerKind::chars},
+    {"word", TokenizerKind::words},
+    {"sentencepiece", TokenizerKind::sentencepiece},
+    {"chars", TokenizerKind::chars},  // aliases, read but never written
+    {"words", TokenizerKind::words}};
+constexpr std::span<const EnumName<TokenizerKind>> names_of(TokenizerKind) {
+  return kTokenizerNames;
+}
 
 TokenizerKind parse_tokenizer(const std::string& name);  // "char", "word" or "sentencepiece"
 const char* tokenizer_name(TokenizerKind k);

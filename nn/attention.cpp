@@ -99,10 +99,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, boo
       kind(k),
       window(w) {
   QKV_CHECK(w >= 0, "MultiHeadAttention", "window must be >= 0 (0: full), got ", w);
-  QKV_CHECK(w == 0 || k == AttentionKind::dot, "MultiHeadAttention", "window ", w,
-            " needs dot-product attention, got ", attention_kind_name(k));
-  QKV_CHECK(k != AttentionKind::linear || dropout == 0, "MultiHeadAttention",
-            "linear attention has no attention weights to drop out (dropout ", dropout, ")");
+  if (const auto conflict = attention_conflict(k, PositionKind::none, w, dropout, d_head))
+    throw Error(cat("MultiHeadAttention: ", conflict->key, ": ", conflict->why));
   QKV_CHECK(h > 0 && d > 0 && d % h == 0, "MultiHeadAttention", "d_model ", d,
             " is not divisible by heads ", h);
   QKV_CHECK(dropout == 0 || dropout_gen, "MultiHeadAttention", "dropout needs a generator");
@@ -180,14 +178,10 @@ Var MultiHeadAttention::project_key(const Var& key, int64_t offset) const {
 
 void MultiHeadAttention::use_positions(PositionKind kind, int64_t clip) {
   QKV_CHECK(position == PositionKind::none, "MultiHeadAttention", "positions already set");
-  QKV_CHECK(kind != PositionKind::rope || d_head % 2 == 0, "MultiHeadAttention",
-            "rope needs an even head width, got d_model ", d_model, " / heads ", heads, " = ",
-            d_head);
   QKV_CHECK(kind != PositionKind::relative || clip >= 1, "MultiHeadAttention",
             "relative_clip must be >= 1, got ", clip);
-  QKV_CHECK(kind != PositionKind::relative || this->kind == AttentionKind::dot,
-            "MultiHeadAttention", "a relative position bias needs dot-product attention, got ",
-            attention_kind_name(this->kind));
+  if (const auto conflict = attention_conflict(this->kind, kind, window, dropout_p, d_head))
+    throw Error(cat("MultiHeadAttention: ", conflict->key, ": ", conflict->why));
   if (kind == PositionKind::relative)
     relative_bias = register_parameter("relative_bias", zeros({heads, 2 * clip + 1}));
   if (kind == PositionKind::relative || kind == PositionKind::rope) position = kind;

@@ -7,23 +7,10 @@
 namespace qkv::nn {
 
 AttentionKind parse_attention_kind(const std::string& name) {
-  if (name == "dot") return AttentionKind::dot;
-  if (name == "additive") return AttentionKind::additive;
-  if (name == "linear") return AttentionKind::linear;
-  throw Error("attention: must be dot, additive or linear, got '" + name + "'");
+  return parse_name<AttentionKind>(name, "attention");
 }
 
-const char* attention_kind_name(AttentionKind k) {
-  switch (k) {
-    case AttentionKind::additive:
-      return "additive";
-    case AttentionKind::linear:
-      return "linear";
-    case AttentionKind::dot:
-      break;
-  }
-  return "dot";
-}
+const char* attention_kind_name(AttentionKind k) { return name_of(k).data(); }
 
 Tensor window_mask(int64_t n, int64_t m, int64_t w) {
   QKV_CHECK(n >= 0 && m >= 0 && w >= 0, "window_mask", "negative size ", n, " x ", m, " or window ",

@@ -6,11 +6,11 @@
 #pragma once
 #include <string>
 
+#include "nn/kinds.hpp"
 #include "nn/layers.hpp"
 
 namespace qkv::nn {
 
-enum class AttentionKind { dot, additive, linear };
 AttentionKind parse_attention_kind(const std::string& name);  // "dot" | "additive" | "linear"
 const char* attention_kind_name(AttentionKind k);
 

@@ -19,9 +19,8 @@ DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Gener
             c.tgt_vocab, ") and at least one layer (got ", c.decoder_layers, ")");
   embed = register_module(
       "embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, gen, c.scale_embedding));
-  pos = register_module(
-      "pos", std::make_shared<PositionalEncoding>(parse_position(c.position), c.d_model, c.max_len,
-                                                  gen, c.dropout, dgen));
+  pos = register_module("pos", std::make_shared<PositionalEncoding>(
+                                   c.position, c.d_model, c.max_len, gen, c.dropout, dgen));
   blocks =
       register_module("blocks", std::make_shared<Encoder>(c.decoder_layers, c.block(),
                                                           c.final_norm || c.norm_first, gen, dgen));

@@ -47,13 +47,17 @@ Var Dropout::forward(const Var& x) const {
 }
 
 Activation parse_activation(const std::string& name) {
-  if (name == "relu") return Activation::relu;
-  if (name == "gelu") return Activation::gelu;
-  throw Error(cat("activation: unknown '", name, "' (expected relu or gelu)"));
+  return parse_name<Activation>(name, "activation");
 }
 
 Var activate(const Var& x, Activation a) {
-  return a == Activation::relu ? ag::relu(x) : ag::gelu(x);
+  switch (a) {
+    case Activation::relu:
+      return ag::relu(x);
+    case Activation::gelu:
+      break;
+  }
+  return ag::gelu(x);
 }
 
 PositionwiseFeedForward::PositionwiseFeedForward(int64_t d, int64_t d_ff, Generator& gen,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/random.hpp"
+#include "nn/kinds.hpp"
 #include "nn/module.hpp"
 
 namespace qkv::nn {
@@ -51,7 +52,6 @@ class Dropout : public Module {
   std::shared_ptr<Generator> gen;
 };
 
-enum class Activation { relu, gelu };
 Activation parse_activation(const std::string& name);  // "relu" | "gelu"
 Var activate(const Var& x, Activation a);
 

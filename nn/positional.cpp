@@ -19,13 +19,7 @@ Tensor sinusoidal_table(int64_t n, int64_t d, DType dt, int64_t offset) {
 }
 
 PositionKind parse_position(const std::string& name) {
-  if (name == "sinusoidal") return PositionKind::sinusoidal;
-  if (name == "learned") return PositionKind::learned;
-  if (name == "relative") return PositionKind::relative;
-  if (name == "rope") return PositionKind::rope;
-  if (name == "none") return PositionKind::none;
-  throw Error(
-      cat("position: unknown '", name, "' (expected sinusoidal, learned, relative, rope or none)"));
+  return parse_name<PositionKind>(name, "position");
 }
 
 PositionalEncoding::PositionalEncoding(PositionKind k, int64_t d_, int64_t n, Generator& gen,

@@ -8,6 +8,7 @@
 #pragma once
 #include <mutex>
 
+#include "nn/kinds.hpp"
 #include "nn/layers.hpp"
 
 namespace qkv::nn {
@@ -15,8 +16,7 @@ namespace qkv::nn {
 // The sinusoidal table for positions [offset, offset + n): (n, d), float64 values cast to dt.
 Tensor sinusoidal_table(int64_t n, int64_t d, DType dt = DType::f32, int64_t offset = 0);
 
-enum class PositionKind { sinusoidal, learned, relative, rope, none };
-// "sinusoidal" | "learned" | "relative" | "rope" | "none"
+// "sinusoidal" | "learned" | "relative" | "rope" | "none" (nn/kinds.hpp)
 PositionKind parse_position(const std::string& name);
 
 class PositionalEncoding : public Module {

@@ -8,8 +8,6 @@ void ModelConfig::validate() const {
   auto need = [](bool ok, const std::string& key, const std::string& why) {
     if (!ok) throw Error("model." + key + ": " + why);
   };
-  need(kind == "encoder_decoder" || kind == "decoder", "kind",
-       "must be encoder_decoder or decoder, got '" + kind + "'");
   need(src_vocab > 0, "src_vocab", "must be positive, got " + std::to_string(src_vocab));
   need(tgt_vocab > 0, "tgt_vocab", "must be positive, got " + std::to_string(tgt_vocab));
   need(d_model > 0, "d_model", "must be positive, got " + std::to_string(d_model));
@@ -22,14 +20,6 @@ void ModelConfig::validate() const {
   need(decoder_layers > 0, "decoder_layers", "must be >= 1");
   need(dropout >= 0 && dropout < 1, "dropout", "must be in [0, 1), got " + std::to_string(dropout));
   need(attention_dropout >= 0 && attention_dropout < 1, "attention_dropout", "must be in [0, 1)");
-  need(activation == "relu" || activation == "gelu", "activation",
-       "must be relu or gelu, got '" + activation + "'");
-  need(position == "sinusoidal" || position == "learned" || position == "relative" ||
-           position == "rope" || position == "none",
-       "position", "must be sinusoidal, learned, relative, rope or none, got '" + position + "'");
-  need(position != "rope" || heads <= 0 || (d_model / heads) % 2 == 0, "position",
-       "rope needs an even head width, got d_model / heads = " + std::to_string(d_model) + " / " +
-           std::to_string(heads));
   need(relative_clip >= 1, "relative_clip", "must be >= 1, got " + std::to_string(relative_clip));
   need(max_len > 0, "max_len", "must be positive");
   need(!share_embeddings || src_vocab == tgt_vocab, "share_embeddings",
@@ -37,24 +27,19 @@ void ModelConfig::validate() const {
            std::to_string(tgt_vocab) + ")");
   need(attention_scale >= 0, "attention_scale", "must be >= 0 (0 means 1/sqrt(d_k))");
   need(layer_norm_eps > 0, "layer_norm_eps", "must be positive");
-  need(attention == "dot" || attention == "additive" || attention == "linear", "attention",
-       "must be dot, additive or linear, got '" + attention + "'");
   need(window >= 0, "window", "must be >= 0 (0: full attention), got " + std::to_string(window));
-  need(position != "relative" || attention == "dot", "position",
-       "relative position bias needs attention = \"dot\", got attention = \"" + attention + "\"");
-  need(window == 0 || attention == "dot", "window",
-       "sliding windows need attention = \"dot\", got attention = \"" + attention + "\"");
-  need(attention != "linear" || attention_dropout == 0, "attention_dropout",
-       "must be 0 with attention = \"linear\" (it forms no attention weights to drop)");
+  if (const auto c =
+          attention_conflict(attention, position, window, attention_dropout, d_model / heads))
+    need(false, c->key, c->why);
 }
 
 ModelConfig ModelConfig::decoder_defaults() {
   ModelConfig c;
-  c.kind = "decoder";
-  c.position = "learned";
+  c.kind = ModelKind::decoder;
+  c.position = PositionKind::learned;
   c.norm_first = true;
   c.final_norm = true;
-  c.activation = "gelu";
+  c.activation = Activation::gelu;
   c.scale_embedding = false;
   c.tie_output = true;
   return c;
@@ -69,12 +54,12 @@ BlockConfig ModelConfig::block() const {
   b.attention_dropout = attention_dropout;
   b.norm_first = norm_first;
   b.layer_norm_eps = layer_norm_eps;
-  b.activation = parse_activation(activation);
+  b.activation = activation;
   if (attention_scale > 0) b.scale = attention_scale;
   b.bias = bias;
-  b.attention = parse_attention_kind(attention);
+  b.attention = attention;
   b.window = window;
-  b.position = parse_position(position);
+  b.position = position;
   b.relative_clip = relative_clip;
   return b;
 }
@@ -82,7 +67,7 @@ BlockConfig ModelConfig::block() const {
 Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
     : config(c), dropout_gen_(std::make_shared<Generator>(gen.next_u64())) {
   c.validate();
-  if (c.kind == "decoder") {
+  if (c.kind == ModelKind::decoder) {
     lm = register_module("lm", std::make_shared<DecoderLM>(c, gen, dropout_gen_));
     return;
   }
@@ -93,7 +78,7 @@ Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
           ? src_embed
           : register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, gen,
                                                                      c.scale_embedding));
-  const PositionKind pk = parse_position(c.position);
+  const PositionKind pk = c.position;
   src_pos = register_module("src_pos", std::make_shared<PositionalEncoding>(
                                            pk, c.d_model, c.max_len, gen, c.dropout, dropout_gen_));
   tgt_pos = register_module("tgt_pos", std::make_shared<PositionalEncoding>(

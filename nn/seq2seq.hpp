@@ -20,7 +20,7 @@ namespace qkv::nn {
 struct ModelConfig {
   // encoder_decoder (Seq2Seq) | decoder (DecoderLM: decoder_layers causal self-attention
   // blocks; encoder_layers, share_embeddings and tie_output do not apply, the head is tied)
-  std::string kind = "encoder_decoder";
+  ModelKind kind = ModelKind::encoder_decoder;
   int64_t src_vocab = 0;  // set from the data's vocabulary
   int64_t tgt_vocab = 0;
   int64_t d_model = 128;
@@ -32,10 +32,10 @@ struct ModelConfig {
   double attention_dropout = 0.0;
   bool norm_first = false;  // false: post-LN (the lesson's); true: pre-LN
   bool final_norm = false;  // a LayerNorm after each stack (always on for pre-LN)
-  std::string activation = "relu";
+  Activation activation = Activation::relu;
   // sinusoidal | learned (added to the embeddings) | relative | rope (inside self-attention,
   // encoder and decoder; cross-attention is content-only) | none
-  std::string position = "sinusoidal";
+  PositionKind position = PositionKind::sinusoidal;
   int64_t max_len = 512;          // learned positions only
   int64_t relative_clip = 16;     // relative positions only: offsets clipped to +-K
   bool scale_embedding = true;    // embeddings * sqrt(d_model)
@@ -44,8 +44,8 @@ struct ModelConfig {
   double attention_scale = 0.0;   // 0: 1/sqrt(d_k) (default); else this number (1 = none)
   double layer_norm_eps = 1e-5;
   bool bias = true;
-  std::string attention = "dot";  // dot | additive | linear: the scorer of every attention layer
-  int64_t window = 0;             // > 0: sliding-window self-attention (dot only); 0 = full
+  AttentionKind attention = AttentionKind::dot;  // dot | additive | linear: every layer's scorer
+  int64_t window = 0;  // > 0: sliding-window self-attention (dot only); 0 = full
   // Throws qkv::Error naming the key when a value is out of range or inconsistent.
   void validate() const;
   // The defaults of kind = "decoder", as GPT: learned positions, pre-LN with a final

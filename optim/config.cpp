@@ -48,7 +48,7 @@ OptimSection parse_optim_section(const json& j) {
   for (const auto& [k, v] : j.items()) {
     if (v.is_null()) continue;
     if (k == "name")
-      o.name = string(v, k);
+      o.name = parse_name<OptimizerKind>(string(v, k), key_of(k));
     else if (k == "lr")
       o.lr = number(v, k);
     else if (k == "betas") {
@@ -75,7 +75,7 @@ OptimSection parse_optim_section(const json& j) {
       o.no_decay.clear();
       for (const json& e : v) o.no_decay.push_back(string(e, k));
     } else if (k == "schedule")
-      c.name = string(v, k);
+      c.name = parse_name<ScheduleKind>(string(v, k), key_of(k));
     else if (k == "warmup")
       c.warmup = integer(v, k);
     else if (k == "factor")
@@ -101,10 +101,7 @@ OptimSection parse_optim_section(const json& j) {
   o.validate();
   // noam's d_model and cosine's total_steps may be left out for the caller to fill from the
   // model's width and the run's length; ScheduleConfig::validate and schedule_lr still insist.
-  ScheduleConfig check = c;
-  if (check.name == "noam" && check.d_model == 0) check.d_model = 1;
-  if (check.name == "cosine" && check.total_steps == 0) check.total_steps = check.warmup + 1;
-  check.validate();
+  validate_unfilled(c);
   QKV_CHECK(std::isfinite(s.clip_norm) && s.clip_norm >= 0, "optim.clip_norm",
             "must be >= 0 (0: off), got ", s.clip_norm);
   QKV_CHECK(std::isfinite(s.clip_value) && s.clip_value >= 0, "optim.clip_value",
@@ -115,7 +112,7 @@ OptimSection parse_optim_section(const json& j) {
 json to_json(const OptimSection& s) {
   const OptimConfig& o = s.optim;
   const ScheduleConfig& c = s.schedule;
-  return json{{"name", o.name},
+  return json{{"name", name_of(o.name)},
               {"lr", o.lr},
               {"betas", {o.beta1, o.beta2}},
               {"eps", o.eps},
@@ -126,7 +123,7 @@ json to_json(const OptimSection& s) {
               {"amsgrad", o.amsgrad},
               {"no_decay_1d", o.no_decay_1d},
               {"no_decay", o.no_decay},
-              {"schedule", c.name},
+              {"schedule", name_of(c.name)},
               {"warmup", c.warmup},
               {"factor", c.factor},
               {"d_model", c.d_model},

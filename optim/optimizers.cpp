@@ -287,10 +287,12 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& o)
             ", dampening ", o.dampening);
 }
 
-std::vector<std::string> SGD::buffer_names() const {
-  if (o_.momentum == 0) return {};
+std::vector<std::string> SGD::buffers(const SGDOptions& o) {
+  if (o.momentum == 0) return {};
   return {"momentum_buffer"};
 }
+
+std::vector<std::string> SGD::buffer_names() const { return buffers(o_); }
 
 void SGD::update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) {
   visit_float(grad.dtype(), "sgd", [&](auto tag) {
@@ -321,10 +323,12 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o)
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& o)
     : Adam("adamw", std::move(groups), o, true) {}
 
-std::vector<std::string> Adam::buffer_names() const {
-  if (o_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+std::vector<std::string> Adam::buffers(const AdamOptions& o) {
+  if (o.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
 }
+
+std::vector<std::string> Adam::buffer_names() const { return buffers(o_); }
 
 void Adam::update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) {
   // Scalars in double, as torch computes them in Python, then rounded to T once.
@@ -365,8 +369,6 @@ NamedParams name_params(const std::vector<Var>& params) {
 }
 
 void OptimConfig::validate() const {
-  QKV_CHECK(name == "sgd" || name == "adam" || name == "adamw", "optim.name", "unknown optimizer '",
-            name, "' (expected sgd, adam or adamw)");
   QKV_CHECK(std::isfinite(lr) && lr >= 0, "optim.lr", "must be finite and >= 0, got ", lr);
   QKV_CHECK(beta1 >= 0 && beta1 < 1, "optim.betas", "beta1 must be in [0, 1), got ", beta1);
   QKV_CHECK(beta2 >= 0 && beta2 < 1, "optim.betas", "beta2 must be in [0, 1), got ", beta2);
@@ -380,9 +382,11 @@ void OptimConfig::validate() const {
   QKV_CHECK(!nesterov || (momentum > 0 && dampening == 0), "optim.nesterov",
             "needs momentum > 0 and dampening = 0, got momentum ", momentum, ", dampening ",
             dampening);
-  QKV_CHECK(name == "sgd" || (momentum == 0 && dampening == 0 && !nesterov), "optim.momentum",
-            "momentum, dampening and nesterov are SGD keys; optimizer is '", name, "'");
-  QKV_CHECK(name != "sgd" || !amsgrad, "optim.amsgrad", "is an Adam/AdamW key; optimizer is 'sgd'");
+  QKV_CHECK(name == OptimizerKind::sgd || (momentum == 0 && dampening == 0 && !nesterov),
+            "optim.momentum", "momentum, dampening and nesterov are SGD keys; optimizer is '",
+            name_of(name), "'");
+  QKV_CHECK(name != OptimizerKind::sgd || !amsgrad, "optim.amsgrad",
+            "is an Adam/AdamW key; optimizer is 'sgd'");
   for (const std::string& s : no_decay)
     QKV_CHECK(!s.empty(), "optim.no_decay", "an empty pattern would match every parameter");
 }
@@ -403,15 +407,37 @@ std::vector<ParamGroup> decay_groups(const OptimConfig& c, const NamedParams& pa
   return {decay, no_decay};
 }
 
+SGDOptions sgd_options(const OptimConfig& c) {
+  return SGDOptions{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+}
+
+AdamOptions adam_options(const OptimConfig& c) {
+  return AdamOptions{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.amsgrad};
+}
+
+int64_t state_buffers(const OptimConfig& c) {
+  switch (c.name) {
+    case OptimizerKind::sgd:
+      return static_cast<int64_t>(SGD::buffers(sgd_options(c)).size());
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw:
+      break;
+  }
+  return static_cast<int64_t>(Adam::buffers(adam_options(c)).size());
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const NamedParams& params) {
   c.validate();
   std::vector<ParamGroup> groups = decay_groups(c, params);
-  if (c.name == "sgd")
-    return std::make_unique<SGD>(
-        std::move(groups), SGDOptions{c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov});
-  const AdamOptions o{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.amsgrad};
-  if (c.name == "adam") return std::make_unique<Adam>(std::move(groups), o);
-  return std::make_unique<AdamW>(std::move(groups), o);
+  switch (c.name) {
+    case OptimizerKind::sgd:
+      return std::make_unique<SGD>(std::move(groups), sgd_options(c));
+    case OptimizerKind::adam:
+      return std::make_unique<Adam>(std::move(groups), adam_options(c));
+    case OptimizerKind::adamw:
+      break;
+  }
+  return std::make_unique<AdamW>(std::move(groups), adam_options(c));
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const std::vector<Var>& params) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autograd/var.hpp"
+#include "optim/kinds.hpp"
 
 namespace qkv::optim {
 
@@ -107,6 +108,8 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<ParamGroup> groups, const SGDOptions& o);
   SGD(const NamedParams& params, const SGDOptions& o) : SGD({ParamGroup{params, {}}}, o) {}
+  // The state buffers each parameter keeps under o: {"momentum_buffer"} with momentum, else none.
+  static std::vector<std::string> buffers(const SGDOptions& o);
 
  protected:
   std::vector<std::string> buffer_names() const override;
@@ -130,6 +133,9 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<ParamGroup> groups, const AdamOptions& o);
   Adam(const NamedParams& params, const AdamOptions& o) : Adam({ParamGroup{params, {}}}, o) {}
+  // The state buffers each parameter keeps under o (AdamW's too): the two moments, and the
+  // running maximum with amsgrad.
+  static std::vector<std::string> buffers(const AdamOptions& o);
 
  protected:
   Adam(const char* name, std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled);
@@ -153,7 +159,7 @@ NamedParams name_params(const std::vector<Var>& params);
 
 // --- configured from the [optim] section (see optim/config.hpp for the TOML keys) ---
 struct OptimConfig {
-  std::string name = "adamw";  // "sgd" | "adam" | "adamw"
+  OptimizerKind name = OptimizerKind::adamw;  // sgd | adam | adamw
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
@@ -175,6 +181,11 @@ bool skips_weight_decay(const OptimConfig& c, const std::string& name, const Var
 // Splits params into a decayed group and a no-decay group (either may be empty), keeping the
 // order within each group.
 std::vector<ParamGroup> decay_groups(const OptimConfig& c, const NamedParams& params);
+// The options of the optimizer c names (the fields it does not use are ignored).
+SGDOptions sgd_options(const OptimConfig& c);
+AdamOptions adam_options(const OptimConfig& c);
+// The state tensors the optimizer c names keeps per parameter (for memory estimates).
+int64_t state_buffers(const OptimConfig& c);
 // Validates c and builds the optimizer it names over params, with the no-decay rule applied.
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const NamedParams& params);
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const std::vector<Var>& params);

@@ -10,48 +10,69 @@
 namespace qkv::optim {
 
 void ScheduleConfig::validate() const {
-  QKV_CHECK(name == "constant" || name == "warmup" || name == "noam" || name == "cosine" ||
-                name == "inverse_sqrt",
-            "optim.schedule", "unknown schedule '", name,
-            "' (expected constant, warmup, noam, cosine or inverse_sqrt)");
   QKV_CHECK(std::isfinite(lr) && lr >= 0, "optim.lr", "must be finite and >= 0, got ", lr);
   QKV_CHECK(warmup >= 0, "optim.warmup", "must be >= 0, got ", warmup);
-  if (name == "noam") {
-    QKV_CHECK(warmup > 0, "optim.warmup", "noam needs warmup > 0, got ", warmup);
-    QKV_CHECK(d_model > 0, "optim.d_model", "must be > 0, got ", d_model);
-    QKV_CHECK(std::isfinite(factor) && factor > 0, "optim.factor", "must be > 0, got ", factor);
+  switch (name) {
+    case ScheduleKind::noam:
+      QKV_CHECK(warmup > 0, "optim.warmup", "noam needs warmup > 0, got ", warmup);
+      QKV_CHECK(d_model > 0, "optim.d_model", "must be > 0, got ", d_model);
+      QKV_CHECK(std::isfinite(factor) && factor > 0, "optim.factor", "must be > 0, got ", factor);
+      break;
+    case ScheduleKind::cosine:
+      QKV_CHECK(total_steps > warmup, "optim.total_steps",
+                "cosine needs total_steps > warmup, got ", total_steps, " <= ", warmup);
+      QKV_CHECK(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "optim.min_lr",
+                "must be in [0, lr = ", lr, "], got ", min_lr);
+      break;
+    case ScheduleKind::constant:
+    case ScheduleKind::warmup:
+    case ScheduleKind::inverse_sqrt:
+      break;
   }
-  if (name == "cosine") {
-    QKV_CHECK(total_steps > warmup, "optim.total_steps", "cosine needs total_steps > warmup, got ",
-              total_steps, " <= ", warmup);
-    QKV_CHECK(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "optim.min_lr",
-              "must be in [0, lr = ", lr, "], got ", min_lr);
+}
+
+ScheduleConfig fill_schedule(ScheduleConfig c, int64_t d_model, int64_t run_steps) {
+  if (c.name == ScheduleKind::noam && c.d_model == 0 && d_model > 0) c.d_model = d_model;
+  if (c.name == ScheduleKind::cosine && c.total_steps == 0 && run_steps > 0) {
+    QKV_CHECK(run_steps > c.warmup, "optim.warmup", c.warmup,
+              " warmup steps do not fit in a run of ", run_steps, " steps");
+    c.total_steps = run_steps;
   }
+  return c;
+}
+
+void validate_unfilled(const ScheduleConfig& c) {
+  ScheduleConfig check = fill_schedule(c, 1, 0);
+  if (check.name == ScheduleKind::cosine && check.total_steps == 0)
+    check.total_steps = check.warmup + 1;
+  check.validate();
 }
 
 double schedule_lr(const ScheduleConfig& c, int64_t step) {
   QKV_CHECK(step >= 0, "schedule_lr", "step must be >= 0, got ", step);
   const double s = static_cast<double>(step), w = static_cast<double>(c.warmup);
   const bool warming = step < c.warmup;
-  if (c.name == "constant") return c.lr;
-  if (c.name == "warmup") return warming ? c.lr * s / w : c.lr;
-  if (c.name == "noam") {
-    QKV_CHECK(c.d_model > 0 && c.warmup > 0, "schedule_lr",
-              "noam needs d_model > 0 and warmup > 0, got ", c.d_model, " and ", c.warmup);
-    const double n = std::max(s, 1.0);
-    return c.factor * std::pow(static_cast<double>(c.d_model), -0.5) *
-           std::min(std::pow(n, -0.5), n * std::pow(w, -1.5));
+  switch (c.name) {
+    case ScheduleKind::constant:
+      return c.lr;
+    case ScheduleKind::warmup:
+      return warming ? c.lr * s / w : c.lr;
+    case ScheduleKind::noam: {
+      QKV_CHECK(c.d_model > 0 && c.warmup > 0, "schedule_lr",
+                "noam needs d_model > 0 and warmup > 0, got ", c.d_model, " and ", c.warmup);
+      const double n = std::max(s, 1.0);
+      return c.factor * std::pow(static_cast<double>(c.d_model), -0.5) *
+             std::min(std::pow(n, -0.5), n * std::pow(w, -1.5));
+    }
+    case ScheduleKind::cosine: {
+      if (warming) return c.lr * s / w;
+      const double p = std::min(1.0, (s - w) / static_cast<double>(c.total_steps - c.warmup));
+      return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1 + std::cos(std::numbers::pi * p));
+    }
+    case ScheduleKind::inverse_sqrt:
+      if (warming) return c.lr * s / w;
+      return c.warmup > 0 ? c.lr * std::sqrt(w / s) : c.lr / std::sqrt(std::max(s, 1.0));
   }
-  if (c.name == "cosine") {
-    if (warming) return c.lr * s / w;
-    const double p = std::min(1.0, (s - w) / static_cast<double>(c.total_steps - c.warmup));
-    return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1 + std::cos(std::numbers::pi * p));
-  }
-  if (c.name == "inverse_sqrt") {
-    if (warming) return c.lr * s / w;
-    return c.warmup > 0 ? c.lr * std::sqrt(w / s) : c.lr / std::sqrt(std::max(s, 1.0));
-  }
-  c.validate();  // throws, naming the unknown schedule
   return c.lr;
 }
 

@@ -20,22 +20,31 @@
 #include <cstdint>
 #include <string>
 
+#include "optim/kinds.hpp"
+
 namespace qkv::optim {
 
 class Optimizer;
 
 struct ScheduleConfig {
-  std::string name = "constant";  // constant | warmup | noam | cosine | inverse_sqrt
-  double lr = 1e-3;               // peak learning rate (the [optim] lr)
-  int64_t warmup = 0;             // warmup steps
-  double factor = 1.0;            // noam
-  int64_t d_model = 0;            // noam: the model width (required)
-  int64_t total_steps = 0;        // cosine: the step at which lr reaches min_lr
-  double min_lr = 0.0;            // cosine
+  ScheduleKind name = ScheduleKind::constant;  // constant | warmup | noam | cosine | inverse_sqrt
+  double lr = 1e-3;                            // peak learning rate (the [optim] lr)
+  int64_t warmup = 0;                          // warmup steps
+  double factor = 1.0;                         // noam
+  int64_t d_model = 0;                         // noam: the model width (required)
+  int64_t total_steps = 0;                     // cosine: the step at which lr reaches min_lr
+  double min_lr = 0.0;                         // cosine
 
   // Throws Error naming the bad key ("optim.warmup: noam needs warmup > 0").
   void validate() const;
 };
+
+// What a config may leave 0 for the run to fill in: noam's d_model (the model's width) and
+// cosine's total_steps (the run's length). A 0 argument leaves its value as it is. Throws
+// Error("optim.warmup: ...") when a cosine warmup does not fit in the run it is filled from.
+ScheduleConfig fill_schedule(ScheduleConfig c, int64_t d_model, int64_t run_steps);
+// Validates c as a config holds it, before the run fills in noam's d_model or cosine's length.
+void validate_unfilled(const ScheduleConfig& c);
 
 // The learning rate for the update that follows `step` completed steps (step >= 0).
 double schedule_lr(const ScheduleConfig& c, int64_t step);

@@ -76,13 +76,12 @@ void check_data_memory(const RunConfig& c) {
   const data::DataConfig& d = c.data;
   const double examples = static_cast<double>(d.train_size) + static_cast<double>(d.valid_size) +
                           static_cast<double>(d.test_size);
+  const bool tsv = d.task == data::TaskKind::tsv;
   const double len =
-      d.task == "tsv" ? 32.0
-                      : (static_cast<double>(d.min_len) + static_cast<double>(d.max_len)) / 2 + 2;
+      tsv ? 32.0 : (static_cast<double>(d.min_len) + static_cast<double>(d.max_len)) / 2 + 2;
   // two id vectors per example (8 bytes an id) and their headers, plus the batch plan
   const double example_bytes = examples * (96 + 2 * 8 * len);
-  const bool symbols =
-      d.task == "copy" || d.task == "reverse" || d.task == "sort" || d.task == "annotated_copy";
+  const bool symbols = data::is_synthetic(d.task);
   // a symbol's string, its hash-map node and its slot in the id table
   const double vocab_bytes = symbols ? static_cast<double>(d.vocab_size) * 128 : 0.0;
   const std::string n = std::to_string(static_cast<int64_t>(examples));
@@ -109,23 +108,23 @@ void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab
   const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
   const double enc = static_cast<double>(m.encoder_layers),
                dec = static_cast<double>(m.decoder_layers), layers = enc + dec;
-  const double len =
-      c.data.task == "tsv" && c.data.max_seq_len == 0
-          ? 64.0
-          : static_cast<double>(c.data.task == "tsv" ? c.data.max_seq_len : c.data.max_len) + 2;
+  const bool tsv = c.data.task == data::TaskKind::tsv;
+  const double len = tsv && c.data.max_seq_len == 0
+                         ? 64.0
+                         : static_cast<double>(tsv ? c.data.max_seq_len : c.data.max_len) + 2;
   double tokens = static_cast<double>(c.data.batch_size) * len;
   if (c.data.max_tokens > 0) tokens = std::min(tokens, static_cast<double>(c.data.max_tokens));
   // Each parameter: its value, its gradient and the optimizer's state (Adam: two moments).
-  const std::string& opt = c.optim.optim.name;
-  const double states =
-      opt == "sgd" ? (c.optim.optim.momentum > 0 ? 1 : 0) : (c.optim.optim.amsgrad ? 3 : 2);
+  const std::string opt(name_of(c.optim.optim.name));
+  const double states = static_cast<double>(optim::state_buffers(c.optim.optim));
   const double per_param = 4 * (2 + states);
   // The terms, each with the key that drives it: parameters (embeddings and output layer,
   // learned positions, attention and feed-forward blocks) and one batch's activations saved
   // for backward (per layer and token, and the logits over the target vocabulary).
   const double vocab_params =
       (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (d + 1));
-  const double pos_params = m.position == "learned" ? 2 * static_cast<double>(m.max_len) * d : 0;
+  const double pos_params =
+      m.position == nn::PositionKind::learned ? 2 * static_cast<double>(m.max_len) * d : 0;
   const double block_params = enc * (4 * d * d + 2 * d * ff) + dec * (8 * d * d + 2 * d * ff);
   const double params = vocab_params + pos_params + block_params;
   const double t_vocab = per_param * vocab_params + 4 * tokens * 3 * tv;
@@ -133,8 +132,8 @@ void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab
   const double t_d = per_param * (enc * 4 + dec * 8) * d * d + 4 * tokens * layers * 16 * d;
   const double t_ff = per_param * layers * 2 * d * ff + 4 * tokens * layers * 3 * ff;
   // (batch, heads, n, n) weights exist only where the fused kernel is not used
-  const bool weights = m.attention_dropout > 0 || m.attention != "dot" ||
-                       c.train.log_attention_entropy || m.position == "relative";
+  const bool weights = m.attention_dropout > 0 || m.attention != nn::AttentionKind::dot ||
+                       c.train.log_attention_entropy || m.position == nn::PositionKind::relative;
   const double t_attn =
       weights ? 4 * tokens * layers * 2 * static_cast<double>(m.heads) * len : 0.0;
   const double total = t_vocab + t_pos + t_d + t_ff + t_attn;
@@ -147,7 +146,7 @@ void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab
     if (v > top) key = k, top = v;
   if (act > total / 2 && tokens > 65536)  // a huge batch: of many sequences, or of long ones
     key = static_cast<double>(c.data.batch_size) >= len ? "data.batch_size"
-          : c.data.task == "tsv"                        ? "data.max_seq_len"
+          : tsv                                         ? "data.max_seq_len"
                                                         : "data.max_len";
   else if (layers > 48 && key != "data.vocab_size" && key != "model.max_len")
     key = enc > dec ? "model.encoder_layers" : "model.decoder_layers";

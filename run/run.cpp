@@ -453,8 +453,8 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   r.config = load_config((dir / "config.toml").string());
   // A character language model samples with its saved vocabulary alone: no need to read its
   // text. (A SentencePiece one loads its model from the run folder through load_data.)
-  if (r.config.data.task != "lm" || r.config.data.tokenizer != "char" ||
-      !fs::exists(dir / "tgt_vocab.txt")) {
+  if (r.config.data.task != data::TaskKind::lm ||
+      r.config.data.tokenizer != data::TokenizerKind::chars || !fs::exists(dir / "tgt_vocab.txt")) {
     check_data_memory(r.config);
     r.config.data.spm_dir = run_dir;  // the run's own SentencePiece models
     r.data = data::load_data(r.config.data);
@@ -483,9 +483,7 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   return r;
 }
 
-bool is_symbol_task(const data::DataConfig& dc) {
-  return dc.task != "dates" && dc.task != "tsv" && dc.task != "parallel";
-}
+bool is_symbol_task(const data::DataConfig& dc) { return !data::is_text_pairs(dc.task); }
 
 data::Ids encode_source(const LoadedRun& r, const std::string& input, const std::string& run_dir,
                         const char* op) {

@@ -176,9 +176,9 @@ bool Validator::validate_seq2seq(train::Trainer& t) {
   if (m.bleu >= 0) j["bleu"] = m.bleu, j["chrf"] = m.chrf;
   c_.metrics.write(j);
   // train.best_metric: the score to beat (higher is better); ties go to the lower loss
-  const double score = cfg.train.best_metric == "bleu"   ? m.bleu
-                       : cfg.train.best_metric == "loss" ? -m.loss
-                                                         : m.exact_match;
+  const double score = cfg.train.best_metric == BestMetric::bleu   ? m.bleu
+                       : cfg.train.best_metric == BestMetric::loss ? -m.loss
+                                                                   : m.exact_match;
   bool better = score > st.best_score || (score == st.best_score && m.loss < st.best_loss);
   if (st.best.empty()) better = true;  // the first validation (-loss may be below -1)
   if (better) {
@@ -200,7 +200,8 @@ void Validator::on_validate(train::Trainer& t) {
   train::Distributed& dist = t.dist();
   bool better = false;
   // data-parallel: rank 0 validates alone (the numbers of one process)
-  if (dist.is_root()) better = c_.cfg.data.task == "lm" ? validate_lm(t) : validate_seq2seq(t);
+  if (dist.is_root())
+    better = data::is_language_model(c_.cfg.data.task) ? validate_lm(t) : validate_seq2seq(t);
   // data-parallel: rank 0's decisions are everyone's (the others wait here meanwhile)
   train::TrainState& st = t.state();
   better = dist.from_root(better ? 1 : 0) != 0;

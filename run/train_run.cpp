@@ -23,7 +23,8 @@ namespace {
 // exists, rather than failing at the first long batch (or at validation) mid-run.
 void check_positions(const RunConfig& cfg, const data::DataSplits& d) {
   // lm: block_size <= max_len, checked with the config
-  if (cfg.model.position != "learned" || cfg.data.task == "lm") return;
+  if (cfg.model.position != nn::PositionKind::learned || data::is_language_model(cfg.data.task))
+    return;
   int64_t need = 0;
   std::string where;
   auto consider = [&](const data::Dataset& ds, bool decoded) {
@@ -118,7 +119,7 @@ void build(TrainingRun& r, int rank, int ranks) {
 // max_steps takes; lm: max_steps alone, when set, is the run's length, nanoGPT's max_iters),
 // validations (once per epoch unless train.eval_every), clipping and the schedule.
 train::TrainerOptions trainer_options(const RunConfig& cfg, int64_t per_epoch) {
-  const bool lm = cfg.data.task == "lm";
+  const bool lm = data::is_language_model(cfg.data.task);
   train::TrainerOptions o;
   o.total_steps = cfg.train.epochs == 0 || (lm && cfg.train.max_steps > 0) ? cfg.train.max_steps
                   : cfg.train.max_steps > 0
@@ -130,13 +131,7 @@ train::TrainerOptions trainer_options(const RunConfig& cfg, int64_t per_epoch) {
   o.clip_value = cfg.optim.clip_value;
   o.skip_nonfinite = cfg.train.skip_nonfinite;
   // A cosine schedule without its length decays over the whole run (the saved config keeps 0).
-  optim::ScheduleConfig schedule = cfg.optim.schedule;
-  if (schedule.name == "cosine" && schedule.total_steps == 0) {
-    schedule.total_steps = o.total_steps;
-    QKV_CHECK(o.total_steps > schedule.warmup, "optim.warmup", schedule.warmup,
-              " warmup steps do not fit in a run of ", o.total_steps, " steps");
-  }
-  o.schedule = schedule;
+  o.schedule = optim::fill_schedule(cfg.optim.schedule, 0, o.total_steps);
   return o;
 }
 

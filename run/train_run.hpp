@@ -42,7 +42,7 @@ struct TrainingRun {
   int64_t per_epoch = 0;  // steps per epoch, from the first epoch's plan
   train::TrainerOptions options;
   train::TrainState state;  // the resumed checkpoint's, or a new run's
-  bool lm() const { return cfg.data.task == "lm"; }
+  bool lm() const { return data::is_language_model(cfg.data.task); }
 };
 
 // Reads the config (or the run folder's), checks memory and positions, loads the data and

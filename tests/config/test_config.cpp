@@ -51,8 +51,8 @@ TEST_CASE("config: defaults, file, then command line") {
   CHECK(c.model.d_model == 32);
   CHECK(c.seed == 9);
   const RunConfig s = from("", {{"optim.name", "sgd"}, {"data.task", "reverse"}});
-  CHECK(s.optim.optim.name == "sgd");
-  CHECK(s.data.task == "reverse");
+  CHECK(qkv::name_of(s.optim.optim.name) == "sgd");
+  CHECK(qkv::name_of(s.data.task) == "reverse");
 }
 
 TEST_CASE("config: unknown keys and wrong types name the key and where it was set") {
@@ -105,7 +105,7 @@ TEST_CASE("overrides are taken out of the argument list") {
 
 TEST_CASE("config: [model] attention and window, with errors that name the key and line") {
   const RunConfig c = from("[model]\nattention = \"linear\"\n");
-  CHECK(c.model.attention == "linear");
+  CHECK(qkv::name_of(c.model.attention) == "linear");
   CHECK(c.model.window == 0);
   CHECK(from("", {{"model.window", "4"}}).model.window == 4);
   CHECK_THROWS_WITH(
@@ -121,15 +121,15 @@ TEST_CASE("config: [model] attention and window, with errors that name the key a
   const RunConfig back =
       config_from_toml(parse_toml(effective_toml(from("[model]\nwindow = 5\n")), "e.toml"));
   CHECK(back.model.window == 5);
-  CHECK(back.model.attention == "dot");
+  CHECK(qkv::name_of(back.model.attention) == "dot");
   CHECK_THROWS_WITH(from("[model]\nattention = \"linear\"\nposition = \"relative\"\n"),
                     Catch::Contains("model.position") && Catch::Contains("dot"));
 }
 
 TEST_CASE("config: position kinds and relative_clip, errors naming the key") {
-  CHECK(from("[model]\nposition = \"rope\"\n").model.position == "rope");
+  CHECK(from("[model]\nposition = \"rope\"\n").model.position == qkv::nn::PositionKind::rope);
   const RunConfig r = from("[model]\nposition = \"relative\"\nrelative_clip = 4\n");
-  CHECK(r.model.position == "relative");
+  CHECK(qkv::name_of(r.model.position) == "relative");
   CHECK(r.model.relative_clip == 4);
   CHECK(from("").model.relative_clip == 16);
   CHECK_THROWS_WITH(from("[model]\nposition = \"rotary\"\n"),
@@ -160,7 +160,7 @@ TEST_CASE("config: every shipped variant config loads") {
 }
 
 TEST_CASE("config: train.best_metric and the parallel corpus keys") {
-  CHECK(from("").train.best_metric == "exact_match");  // today's behaviour by default
+  CHECK(from("").train.best_metric == BestMetric::exact_match);  // today's behaviour by default
   CHECK_THROWS_WITH(from("[train]\nbest_metric = \"accuracy\"\n"),
                     Catch::Contains("test.toml:2") && Catch::Contains("train.best_metric") &&
                         Catch::Contains("exact_match, bleu or loss"));
@@ -176,7 +176,7 @@ TEST_CASE("config: train.best_metric and the parallel corpus keys") {
   const RunConfig back = config_from_toml(parse_toml(effective_toml(c), "eff.toml"));
   CHECK(back.data.spm_vocab_size == 500);
   CHECK(back.data.src_lang == "de");
-  CHECK(back.train.best_metric == "bleu");
+  CHECK(qkv::name_of(back.train.best_metric) == "bleu");
   CHECK_THROWS_WITH(from("[data]\ntask = \"parallel\"\npath = \"/c\"\nsrc_lang = \"de\"\n"),
                     Catch::Contains("data.tgt_lang"));
   CHECK_THROWS_WITH(from("[data]\ntokenizer = \"sentencepiece\"\nspm_type = \"wordpiece\"\n"),

@@ -152,13 +152,13 @@ TEST_CASE("plan: no shuffle keeps the dataset order, options are checked") {
 
 TEST_CASE("plan: padding fraction on the dates task with and without bucketing") {
   DataConfig c;
-  c.task = "tsv";
+  c.task = qkv::data::TaskKind::tsv;
   c.path = testing::source_path("configs/data/dates.tsv");
   c.train_size = 0;  // all lines not in valid / test
   c.valid_size = 250;
   c.test_size = 250;
   for (const char* tok : {"char", "word"}) {
-    c.tokenizer = tok;
+    c.tokenizer = qkv::parse_name<TokenizerKind>(tok, "tokenizer");
     const DataSplits d = load_data(c);
     BatchOptions o;
     o.batch_size = 64;

@@ -11,7 +11,7 @@ using namespace qkv::data;
 
 TEST_CASE("config: synthetic tasks load with their vocabulary and sizes") {
   DataConfig c;
-  c.task = "reverse";
+  c.task = qkv::data::TaskKind::reverse;
   c.vocab_size = 8;
   c.train_size = 200, c.valid_size = 20, c.test_size = 30;
   const DataSplits d = load_data(c);
@@ -23,7 +23,7 @@ TEST_CASE("config: synthetic tasks load with their vocabulary and sizes") {
   CHECK(d.framing.bos == 1);
   CHECK(d.framing.eos == 2);
   CHECK(d.train.examples[0].src != d.test.examples[0].src);  // splits draw different streams
-  c.task = "annotated_copy";
+  c.task = qkv::data::TaskKind::annotated_copy;
   const DataSplits a = load_data(c);
   CHECK(a.src_vocab.size() == 11);
   CHECK(a.framing.eos == -1);
@@ -32,9 +32,9 @@ TEST_CASE("config: synthetic tasks load with their vocabulary and sizes") {
 
 TEST_CASE("config: the dates task in memory keeps test dates out of train, decodes back") {
   DataConfig c;
-  c.task = "dates";
+  c.task = qkv::data::TaskKind::dates;
   c.train_size = 1000, c.valid_size = 100, c.test_size = 100;
-  c.tokenizer = "char";
+  c.tokenizer = qkv::data::TokenizerKind::chars;
   const DataSplits d = load_data(c);
   REQUIRE(d.test.text.size() == 100);
   std::set<std::string> train_iso;
@@ -54,9 +54,9 @@ TEST_CASE("config: tsv with a word tokenizer, separate vocabularies, max_seq_len
   text += "a very long sentence that goes on and on and on and on\tcourt\n";
   const std::string path = testing::write_file("cfg.tsv", text);
   DataConfig c;
-  c.task = "tsv";
+  c.task = qkv::data::TaskKind::tsv;
   c.path = path;
-  c.tokenizer = "word";
+  c.tokenizer = qkv::data::TokenizerKind::words;
   c.shared_vocab = false;
   c.train_size = 0, c.valid_size = 5, c.test_size = 5;
   CHECK_THROWS_WITH(load_data(c), Catch::Contains(":61:"));
@@ -76,20 +76,18 @@ TEST_CASE("config: tsv with a word tokenizer, separate vocabularies, max_seq_len
 
 TEST_CASE("config: bad values are errors naming the key") {
   DataConfig c;
-  c.task = "translate";
-  CHECK_THROWS_WITH(validate(c), Catch::Contains("data.task"));
-  c = DataConfig{};
+  CHECK_THROWS_WITH(qkv::parse_name<TaskKind>("translate", "data.task"),
+                    Catch::Contains("data.task") && Catch::Contains("parallel"));
   c.batch_size = 0;
   CHECK_THROWS_WITH(validate(c), Catch::Contains("data.batch_size"));
   c = DataConfig{};
-  c.task = "tsv";
+  c.task = qkv::data::TaskKind::tsv;
   CHECK_THROWS_WITH(validate(c), Catch::Contains("data.path"));
   c = DataConfig{};
   c.max_len = 0;
   CHECK_THROWS_WITH(validate(c), Catch::Contains("data.max_len"));
-  c = DataConfig{};
-  c.tokenizer = "bpe";
-  CHECK_THROWS_WITH(validate(c), Catch::Contains("bpe"));
+  CHECK_THROWS_WITH(qkv::parse_name<TokenizerKind>("bpe", "data.tokenizer"),
+                    Catch::Contains("bpe"));
   const LoaderOptions o = loader_options(DataConfig{});
   CHECK(o.batch.batch_size == 64);
   CHECK(o.prefetch == 2);

@@ -39,8 +39,8 @@ std::string sample_text() {
 
 TEST_CASE("lm corpus: sorted character vocabulary, nanoGPT's 90/10 split, plain and gzip") {
   const std::string text = sample_text();
-  const LmCorpus plain = load_lm_corpus(write_file("lm.txt", text), "char");
-  const LmCorpus gz = load_lm_corpus(gzip_file("lm.txt.gz", text), "char");
+  const LmCorpus plain = load_lm_corpus(write_file("lm.txt", text), TokenizerKind::chars);
+  const LmCorpus gz = load_lm_corpus(gzip_file("lm.txt.gz", text), TokenizerKind::chars);
   CHECK(plain.vocab == gz.vocab);
   CHECK(plain.train == gz.train);
   CHECK(plain.valid == gz.valid);
@@ -103,15 +103,15 @@ TEST_CASE("lm data errors name the file, the key or the characters") {
   std::filesystem::resize_file(gz, std::filesystem::file_size(gz) - 12);
   CHECK_THROWS_WITH(read_text_file(gz), Catch::Contains("gzip"));
   const std::string path = write_file("lm2.txt", sample_text());
-  CHECK_THROWS_WITH(load_lm_corpus(path, "word"),
+  CHECK_THROWS_WITH(load_lm_corpus(path, TokenizerKind::words),
                     Catch::Contains("data.tokenizer") && Catch::Contains("sentencepiece"));
   DataConfig c;
-  c.task = "lm";
+  c.task = qkv::data::TaskKind::lm;
   CHECK_THROWS_WITH(validate(c), Catch::Contains("data.path: is required for task lm"));
   c.path = path;
   c.block_size = 50;  // the validation text is 20 characters
   CHECK_THROWS_WITH(load_data(c), Catch::Contains("data.block_size"));
-  const Vocab v = load_lm_corpus(path, "char").vocab;
+  const Vocab v = load_lm_corpus(path, TokenizerKind::chars).vocab;
   CHECK(encode_chars("abc", v, "generate").size() == 3);
   CHECK_THROWS_WITH(encode_chars("abzQz", v, "generate"),
                     Catch::Contains("characters 'z', 'Q' are not in the model's vocabulary"));
@@ -127,7 +127,7 @@ TEST_CASE("lm corpus with SentencePiece: trained on the training lines, <eos> fo
             std::string("\n");
   const std::string path = write_file("spm_lm.txt", text);
   LmOptions o;
-  o.tokenizer = "sentencepiece";
+  o.tokenizer = qkv::data::TokenizerKind::sentencepiece;
   o.spm.vocab_size = 20;
   const LmCorpus c = load_lm_corpus(path, o);
   REQUIRE(c.spm);
@@ -166,7 +166,7 @@ TEST_CASE("lm corpus with SentencePiece: trained on the training lines, <eos> fo
   CHECK(load_lm_corpus(path, other).vocab.size() == 20);
 
   // characters: the detokenizer is the identity
-  const LmCorpus chars = load_lm_corpus(path, "char");
+  const LmCorpus chars = load_lm_corpus(path, TokenizerKind::chars);
   LmDetokenizer plain(chars.vocab, false);
   std::string text_back;
   for (const int64_t id : encode_lm_text("the king\n", chars.vocab, nullptr, "test"))

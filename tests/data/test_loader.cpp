@@ -11,7 +11,7 @@ using namespace qkv::data;
 
 namespace {
 std::shared_ptr<const Dataset> copy_data(int64_t n = 300) {
-  return std::make_shared<const Dataset>(make_task(TaskKind::copy, {10, 1, 12}, n, 4));
+  return std::make_shared<const Dataset>(make_task(SymbolTask::copy, {10, 1, 12}, n, 4));
 }
 
 LoaderOptions opts(int64_t prefetch, bool bucket = true) {
@@ -123,7 +123,7 @@ TEST_CASE("loader: prefetch gives the same stream as synchronous loading") {
 }
 
 TEST_CASE("loader: an error in the prefetch thread surfaces in next() with its message") {
-  Dataset d = make_task(TaskKind::copy, {10, 1, 5}, 40, 2);
+  Dataset d = make_task(SymbolTask::copy, {10, 1, 5}, 40, 2);
   d.name = "broken";
   d.examples[23].src.clear();  // make_batch refuses an empty source
   const auto ds = std::make_shared<const Dataset>(std::move(d));

@@ -104,7 +104,7 @@ TEST_CASE("parallel: the shipped Multi30k files have the documented sizes") {
 
 TEST_CASE("parallel: data.task = parallel keeps each split whole and names missing keys") {
   DataConfig c;
-  c.task = "parallel";
+  c.task = qkv::data::TaskKind::parallel;
   CHECK_THROWS_WITH(validate(c), Catch::Contains("data.path"));
   c.path = testing::source_path("configs/data/multi30k");
   CHECK_THROWS_WITH(validate(c), Catch::Contains("data.src_lang"));
@@ -113,7 +113,7 @@ TEST_CASE("parallel: data.task = parallel keeps each split whole and names missi
   c.tgt_lang = "en";
   c.valid_split = "val";
   c.test_split = "test_2016_flickr";
-  c.tokenizer = "word";
+  c.tokenizer = qkv::data::TokenizerKind::words;
   c.train_size = 500;
   c.valid_size = 0;
   c.test_size = 0;

@@ -69,7 +69,7 @@ TEST_CASE("sentencepiece: bad options and files are one clear error") {
 
 TEST_CASE("sentencepiece: a parallel run's models are saved, reloaded, and decode to text") {
   DataConfig c;
-  c.task = "parallel";
+  c.task = qkv::data::TaskKind::parallel;
   c.path = testing::source_path("configs/data/multi30k");
   c.src_lang = "de";
   c.tgt_lang = "en";
@@ -78,7 +78,7 @@ TEST_CASE("sentencepiece: a parallel run's models are saved, reloaded, and decod
   c.train_size = 800;
   c.valid_size = 20;
   c.test_size = 20;
-  c.tokenizer = "sentencepiece";
+  c.tokenizer = qkv::data::TokenizerKind::sentencepiece;
   c.spm_vocab_size = 300;
   for (bool shared : {true, false}) {
     c.shared_vocab = shared;

@@ -15,7 +15,7 @@ TEST_CASE("tasks: copy, reverse and sort targets, lengths and symbols in range")
   CHECK(v.size() == 11);
   CHECK(v.token(4) == "1");
   CHECK(v.token(10) == "7");
-  for (TaskKind k : {TaskKind::copy, TaskKind::reverse, TaskKind::sort}) {
+  for (SymbolTask k : {SymbolTask::copy, SymbolTask::reverse, SymbolTask::sort}) {
     const Dataset ds = make_task(k, o, 500, 42);
     REQUIRE(ds.size() == 500);
     std::map<int64_t, int> lengths;
@@ -26,8 +26,8 @@ TEST_CASE("tasks: copy, reverse and sort targets, lengths and symbols in range")
         CHECK(id < v.size());
       }
       Ids want = e.src;
-      if (k == TaskKind::reverse) std::reverse(want.begin(), want.end());
-      if (k == TaskKind::sort) std::sort(want.begin(), want.end());
+      if (k == SymbolTask::reverse) std::reverse(want.begin(), want.end());
+      if (k == SymbolTask::sort) std::sort(want.begin(), want.end());
       CHECK(e.tgt == want);
     }
     CHECK(lengths.begin()->first == 3);
@@ -35,8 +35,8 @@ TEST_CASE("tasks: copy, reverse and sort targets, lengths and symbols in range")
     CHECK(lengths.size() == 7);  // every length drawn
   }
   // the three tasks differ on the same sources
-  const Dataset r = make_task(TaskKind::reverse, o, 50, 1);
-  const Dataset s = make_task(TaskKind::sort, o, 50, 1);
+  const Dataset r = make_task(SymbolTask::reverse, o, 50, 1);
+  const Dataset s = make_task(SymbolTask::sort, o, 50, 1);
   int differ = 0;
   for (int i = 0; i < 50; ++i) differ += r.examples[i].tgt != s.examples[i].tgt;
   CHECK(differ > 30);
@@ -44,9 +44,9 @@ TEST_CASE("tasks: copy, reverse and sort targets, lengths and symbols in range")
 
 TEST_CASE("tasks: same seed -> same examples, another seed -> others") {
   const TaskOptions o{10, 1, 10};
-  const Dataset a = make_task(TaskKind::copy, o, 100, 5);
-  const Dataset b = make_task(TaskKind::copy, o, 100, 5);
-  const Dataset c = make_task(TaskKind::copy, o, 100, 6);
+  const Dataset a = make_task(SymbolTask::copy, o, 100, 5);
+  const Dataset b = make_task(SymbolTask::copy, o, 100, 5);
+  const Dataset c = make_task(SymbolTask::copy, o, 100, 6);
   int same = 0, other = 0;
   for (int i = 0; i < 100; ++i) {
     same += a.examples[i].src == b.examples[i].src;
@@ -54,8 +54,8 @@ TEST_CASE("tasks: same seed -> same examples, another seed -> others") {
   }
   CHECK(same == 100);
   CHECK(other < 20);
-  CHECK_THROWS_AS(make_task(TaskKind::copy, {10, 5, 4}, 1, 0), Error);
-  CHECK_THROWS_AS(make_task(TaskKind::copy, {0, 1, 4}, 1, 0), Error);
+  CHECK_THROWS_AS(make_task(SymbolTask::copy, {10, 5, 4}, 1, 0), Error);
+  CHECK_THROWS_AS(make_task(SymbolTask::copy, {0, 1, 4}, 1, 0), Error);
   CHECK_THROWS_AS(parse_task("shuffle"), Error);
 }
 

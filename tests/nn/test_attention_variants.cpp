@@ -293,18 +293,17 @@ TEST_CASE("MultiHeadAttention with each scorer: gradcheck in float64 with parame
 
 TEST_CASE("ModelConfig: attention and window are validated, errors name the key") {
   ModelConfig c = tiny_config(false);
-  c.attention = "cosine";
-  CHECK_THROWS_WITH(c.validate(),
+  CHECK_THROWS_WITH(qkv::parse_name<AttentionKind>("cosine", "model.attention"),
                     Catch::StartsWith("model.attention:") && Catch::Contains("cosine"));
-  c.attention = "additive";
+  c.attention = qkv::nn::AttentionKind::additive;
   c.window = 3;
   CHECK_THROWS_WITH(c.validate(),
                     Catch::StartsWith("model.window:") && Catch::Contains("additive"));
-  c.attention = "dot";
+  c.attention = qkv::nn::AttentionKind::dot;
   c.window = -1;
   CHECK_THROWS_WITH(c.validate(), Catch::StartsWith("model.window:"));
   c.window = 0;
-  c.attention = "linear";
+  c.attention = qkv::nn::AttentionKind::linear;
   c.attention_dropout = 0.1;
   CHECK_THROWS_WITH(c.validate(), Catch::StartsWith("model.attention_dropout:"));
   c.attention_dropout = 0;
@@ -324,13 +323,13 @@ TEST_CASE("Seq2Seq with each variant: window reaches self-attention only") {
   CHECK(m.decoder->layers[0]->self_attn->window == 2);
   CHECK(m.decoder->layers[0]->cross_attn->window == 0);
   c.window = 0;
-  c.attention = "additive";
+  c.attention = qkv::nn::AttentionKind::additive;
   Seq2Seq a(c, g);
   CHECK(a.decoder->layers[1]->cross_attn->kind == AttentionKind::additive);
   CHECK(a.parameter_count() == Seq2Seq(
                                    [&] {
                                      ModelConfig d = c;
-                                     d.attention = "dot";
+                                     d.attention = qkv::nn::AttentionKind::dot;
                                      return d;
                                    }(),
                                    g)

@@ -349,7 +349,7 @@ TEST_CASE("claim: learned positions stop at max_len, sinusoidal ones do not") {
   CHECK_THROWS_WITH(learned.forward(Var(zeros({1, 3, 5}))), Catch::Contains("(1, 3, 5)"));
 
   ModelConfig c = tiny_config(false);
-  c.position = "learned";
+  c.position = qkv::nn::PositionKind::learned;
   c.max_len = 4;
   Seq2Seq m(c, g);
   const Tensor ok = zeros({1, 4}, DType::i64), long_ = zeros({1, 5}, DType::i64);
@@ -394,8 +394,8 @@ TEST_CASE("claim: incremental decode_step gives the full decoder's logits (post-
     Generator g(9);
     ModelConfig c = tiny_config(vt.norm_first, vt.final_norm);
     c.tie_output = vt.tie;
-    c.position = vt.position;
-    c.attention = vt.attention;
+    c.position = qkv::parse_name<PositionKind>(vt.position, "position");
+    c.attention = qkv::parse_name<AttentionKind>(vt.attention, "attention");
     c.window = vt.window;
     c.max_len = 16;
     c.relative_clip = 3;  // T = 7 > K: clipped offsets too

@@ -80,7 +80,9 @@ TEST_CASE("DecoderLM key/value cache equals the full forward, every position kin
   for (const Case& k : cases) {
     INFO(k.position << " " << k.attention << " window " << k.window);
     Generator g(7);
-    DecoderLM lm(tiny_lm(k.position, k.attention, k.window), g, std::make_shared<Generator>(1));
+    DecoderLM lm(tiny_lm(qkv::parse_name<PositionKind>(k.position, "position"),
+                         qkv::parse_name<AttentionKind>(k.attention, "attention"), k.window),
+                 g, std::make_shared<Generator>(1));
     lm.to(DType::f64);
     for (Var p : lm.parameters())  // relative bias starts at zero: move it
       p.data() = add(p.data(), mul(randn(p.shape(), g, DType::f64), 0.1));

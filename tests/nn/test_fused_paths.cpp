@@ -52,7 +52,7 @@ TEST_CASE("Seq2Seq training steps repeat bit for bit at a fixed thread count") {
     c.dropout = 0;
     Seq2Seq model(c, g);
     optim::OptimConfig oc;
-    oc.name = "adam";
+    oc.name = qkv::optim::OptimizerKind::adam;
     auto opt = optim::make_optimizer(oc, model.named_parameters());
     const Tensor src = randint({8, 40}, 0, 11, g), tgt = randint({8, 40}, 0, 11, g);
     const Tensor out = randint({8 * 40}, 0, 11, g);

@@ -220,7 +220,7 @@ TEST_CASE("gradcheck: rotary, relative bias, and attention / blocks with each po
 TEST_CASE("relative and rope: self-attention only, nothing added to the embeddings") {
   Generator g(7);
   ModelConfig c = tiny_config(false);
-  c.position = "relative";
+  c.position = qkv::nn::PositionKind::relative;
   c.relative_clip = 3;
   Seq2Seq m(c, g);
   std::map<std::string, Shape> shapes;
@@ -234,7 +234,7 @@ TEST_CASE("relative and rope: self-attention only, nothing added to the embeddin
   const Var x(uniform({1, 4, 8}, -1, 1, g));
   CHECK(max_abs_diff(m.src_pos->forward(x).data(), x.data()) == 0);
 
-  c.position = "rope";
+  c.position = qkv::nn::PositionKind::rope;
   Seq2Seq r(c, g);
   CHECK(r.parameter_count() == m.parameter_count() - 3 * 2 * 7);  // no tables
   CHECK(r.encoder->layers[0]->self_attn->position == PositionKind::rope);
@@ -243,7 +243,7 @@ TEST_CASE("relative and rope: self-attention only, nothing added to the embeddin
   c.d_model = 6;  // heads 2: head width 3 cannot be rotated in pairs
   CHECK_THROWS_WITH(Seq2Seq(c, g), Catch::Contains("model.position") && Catch::Contains("even"));
   c.d_model = 8;
-  c.position = "relative";
+  c.position = qkv::nn::PositionKind::relative;
   c.relative_clip = 0;
   CHECK_THROWS_WITH(Seq2Seq(c, g), Catch::Contains("model.relative_clip"));
 }
@@ -254,7 +254,7 @@ TEST_CASE("relative and rope: decode_step with the KV cache gives the full decod
       INFO(pos << (nf ? " pre-LN" : " post-LN"));
       Generator g(9);
       ModelConfig c = tiny_config(nf);
-      c.position = pos;
+      c.position = qkv::parse_name<PositionKind>(pos, "position");
       c.relative_clip = 3;  // T = 7 > K: clipped offsets are exercised
       Seq2Seq m(c, g);
       m.to(DType::f64);

@@ -197,7 +197,7 @@ Prepared transformer_case(DType dt, const Dims& d, const Lengths& L, const Optio
   c.src_vocab = sh.share_embeddings ? 9 : 11, c.tgt_vocab = 9;
   c.d_model = d.d, c.heads = d.heads, c.d_ff = d.d_ff;
   c.encoder_layers = 2, c.decoder_layers = 2, c.dropout = 0;
-  c.norm_first = o.norm_first, c.activation = o.activation, c.bias = o.bias;
+  c.norm_first = o.norm_first, c.activation = parse_activation(o.activation), c.bias = o.bias;
   c.layer_norm_eps = o.eps;
   c.final_norm = true;  // nn.Transformer always ends both stacks with a LayerNorm
   c.share_embeddings = sh.share_embeddings, c.tie_output = sh.tie_output;

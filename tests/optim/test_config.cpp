@@ -20,7 +20,7 @@ TEST_CASE("parse the [optim] section", "[optim][config]") {
     "schedule": "noam", "warmup": 4000, "factor": 2.0, "d_model": 256, "clip_norm": 1.0
   })");
   const OptimSection s = parse_optim_section(j);
-  CHECK(s.optim.name == "adamw");
+  CHECK(qkv::name_of(s.optim.name) == "adamw");
   CHECK(s.optim.lr == 0.002);
   CHECK(s.optim.beta1 == 0.9);
   CHECK(s.optim.beta2 == 0.98);
@@ -29,7 +29,7 @@ TEST_CASE("parse the [optim] section", "[optim][config]") {
   CHECK(s.optim.amsgrad);
   CHECK(!s.optim.no_decay_1d);
   CHECK(s.optim.no_decay == std::vector<std::string>{"bias", "norm"});
-  CHECK(s.schedule.name == "noam");
+  CHECK(qkv::name_of(s.schedule.name) == "noam");
   CHECK(s.schedule.lr == 0.002);
   CHECK(s.schedule.warmup == 4000);
   CHECK(s.schedule.factor == 2.0);
@@ -43,9 +43,9 @@ TEST_CASE("parse the [optim] section", "[optim][config]") {
 TEST_CASE("an absent or empty [optim] section gives the defaults", "[optim][config]") {
   for (const json& j : {json(), json::object()}) {
     const OptimSection s = parse_optim_section(j);
-    CHECK(s.optim.name == "adamw");
+    CHECK(qkv::name_of(s.optim.name) == "adamw");
     CHECK(s.optim.lr == 1e-3);
-    CHECK(s.schedule.name == "constant");
+    CHECK(qkv::name_of(s.schedule.name) == "constant");
     CHECK(s.schedule.lr == 1e-3);
   }
   // A whole-number float is accepted where an integer is expected (JSON writers do that).

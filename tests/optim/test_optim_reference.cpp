@@ -83,8 +83,8 @@ void run_case(const Case& c, const fs::path& dir, json& manifest,
   // The schedule drives the learning rate, so torch sees our set_lr values step by step.
   ScheduleConfig sc;
   // No warmup: a zero learning rate at step 0 would hide a wrong first update.
-  sc.name = "cosine", sc.lr = c.cfg.lr, sc.warmup = 0, sc.total_steps = kSteps,
-  sc.min_lr = c.cfg.lr / 10;
+  sc.name = qkv::optim::ScheduleKind::cosine, sc.lr = c.cfg.lr, sc.warmup = 0,
+  sc.total_steps = kSteps, sc.min_lr = c.cfg.lr / 10;
 
   std::ofstream init(dir / (c.name + ".init.bin"), std::ios::binary);
   json params = json::array();
@@ -119,7 +119,7 @@ void run_case(const Case& c, const fs::path& dir, json& manifest,
   }
   manifest["cases"].push_back({{"name", c.name},
                                {"dtype", dtype_name(c.dt)},
-                               {"optimizer", c.cfg.name},
+                               {"optimizer", std::string(qkv::name_of(c.cfg.name))},
                                {"hyper",
                                 {{"lr", c.cfg.lr},
                                  {"momentum", c.cfg.momentum},
@@ -178,19 +178,19 @@ std::vector<Case> cases(DType dt) {
   std::vector<Case> cs;
   auto push = [&](std::string n, OptimConfig c) { cs.push_back({n + sfx, c, dt}); };
   OptimConfig c;
-  c.name = "sgd", c.lr = 0.05;
+  c.name = qkv::optim::OptimizerKind::sgd, c.lr = 0.05;
   push("sgd", c);
   c.momentum = 0.9, c.dampening = 0.1, c.weight_decay = 0.01;
   push("sgd_momentum_wd", c);
   c.dampening = 0, c.nesterov = true;
   push("sgd_nesterov_wd", c);
   c = OptimConfig{};
-  c.name = "adam", c.lr = 1e-2;
+  c.name = qkv::optim::OptimizerKind::adam, c.lr = 1e-2;
   push("adam", c);
   c.weight_decay = 0.05, c.amsgrad = true, c.beta1 = 0.8, c.beta2 = 0.95, c.eps = 1e-6;
   push("adam_l2_amsgrad", c);
   c = OptimConfig{};
-  c.name = "adamw", c.lr = 1e-2, c.weight_decay = 0.1;
+  c.name = qkv::optim::OptimizerKind::adamw, c.lr = 1e-2, c.weight_decay = 0.1;
   push("adamw", c);
   c.amsgrad = true, c.beta2 = 0.98, c.eps = 1e-9, c.weight_decay = 0.01, c.no_decay_1d = false;
   push("adamw_amsgrad_all_decay", c);

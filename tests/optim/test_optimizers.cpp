@@ -51,7 +51,7 @@ OptimState copied(const OptimState& s) {
 
 OptimConfig config(const std::string& name) {
   OptimConfig c;
-  c.name = name, c.lr = 0.01, c.weight_decay = 0.05;
+  c.name = qkv::parse_name<OptimizerKind>(name, "optim.name"), c.lr = 0.01, c.weight_decay = 0.05;
   if (name == "sgd") c.momentum = 0.9, c.nesterov = true;
   if (name == "adamw") c.amsgrad = true;
   return c;
@@ -164,7 +164,8 @@ TEST_CASE("save after 10 steps, load into a fresh optimizer, 10 more = 20 uninte
     for (DType dt : {DType::f32, DType::f64}) {
       INFO(name << " " << dtype_name(dt));
       ScheduleConfig sc;
-      sc.name = "cosine", sc.lr = 0.01, sc.warmup = 3, sc.total_steps = 20, sc.min_lr = 0.001;
+      sc.name = qkv::optim::ScheduleKind::cosine, sc.lr = 0.01, sc.warmup = 3, sc.total_steps = 20,
+      sc.min_lr = 0.001;
       NamedParams a = fresh_params(dt);
       auto straight = make_optimizer(config(name), a);
       run(*straight, a, 0, 20, sc);

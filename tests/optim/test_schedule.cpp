@@ -14,7 +14,7 @@ static Var leaf(Tensor t) { return Var(std::move(t), true); }
 namespace {
 ScheduleConfig sched(const std::string& name, double lr, int64_t warmup) {
   ScheduleConfig c;
-  c.name = name, c.lr = lr, c.warmup = warmup;
+  c.name = qkv::parse_name<ScheduleKind>(name, "optim.schedule"), c.lr = lr, c.warmup = warmup;
   return c;
 }
 double at(const ScheduleConfig& c, int64_t step) {

@@ -43,8 +43,9 @@ inline nn::ModelConfig tiny_config(bool norm_first, bool final_norm = false) {
 }
 
 // A tiny decoder-only LM (GPT's defaults, 7 tokens, up to 32 positions).
-inline nn::ModelConfig tiny_lm(const std::string& position = "learned",
-                               const std::string& attention = "dot", int64_t window = 0) {
+inline nn::ModelConfig tiny_lm(nn::PositionKind position = nn::PositionKind::learned,
+                               nn::AttentionKind attention = nn::AttentionKind::dot,
+                               int64_t window = 0) {
   nn::ModelConfig c = nn::ModelConfig::decoder_defaults();
   c.src_vocab = c.tgt_vocab = 7;
   set_tiny_sizes(c);

@@ -42,7 +42,7 @@ struct Regression {
 
 optim::OptimConfig sgd(double lr) {
   optim::OptimConfig c;
-  c.name = "sgd";
+  c.name = qkv::optim::OptimizerKind::sgd;
   c.lr = lr;
   return c;
 }
@@ -54,20 +54,20 @@ struct Recorder : train::Hook {
   int64_t stop_at = 0;  // should_stop answers true from this step on (0: never)
   void on_train_begin(train::Trainer&) override { log += "b "; }
   void on_step_begin(train::Trainer& t) override {
-    log += "s" + std::to_string(t.state().step) + " ";
+    log += cat("s", t.state().step, " ");
   }
   void on_step_end(train::Trainer&, const train::StepStats& s) override {
-    log += "e" + std::to_string(s.step) + " ";
+    log += cat("e", s.step, " ");
   }
   std::string on_nonfinite(train::Trainer&, const std::string&, bool skipping) override {
     log += skipping ? "n(skip) " : "n(stop) ";
     return "a note";
   }
   void on_validate(train::Trainer& t) override {
-    log += "v" + std::to_string(t.state().step) + " ";
+    log += cat("v", t.state().step, " ");
   }
   void on_checkpoint(train::Trainer& t) override {
-    log += "c" + std::to_string(t.state().step) + " ";
+    log += cat("c", t.state().step, " ");
   }
   bool should_stop(train::Trainer& t) override {
     log += "q ";
@@ -236,7 +236,7 @@ struct CopySetup {
     Generator g(7);
     model = std::make_unique<nn::Seq2Seq>(mc, g);
     optim::OptimConfig oc;
-    oc.name = "adam";
+    oc.name = qkv::optim::OptimizerKind::adam;
     oc.lr = 1e-3;
     opt = optim::make_optimizer(oc, model->named_parameters());
     data::LoaderOptions lo = data::loader_options(dc);
@@ -249,7 +249,7 @@ struct CopySetup {
 
 optim::ScheduleConfig warmup_schedule() {
   optim::ScheduleConfig s;
-  s.name = "warmup";
+  s.name = qkv::optim::ScheduleKind::warmup;
   s.lr = 1e-3;
   s.warmup = 3;
   return s;
