@@ -102,37 +102,11 @@ class ProgressHook : public train::Hook {
   Progress& p_;
 };
 
-// The held-out test split with the best checkpoint (an LM: its best validation estimate).
+// The held-out result: the test split with the best checkpoint (an LM: its best estimate).
 void final_report(TrainingRun& r, const train::TrainState& st, MetricsLog& metrics, bool quiet) {
-  const RunConfig& cfg = r.cfg;
-  if (r.lm()) {  // no test split: the best validation estimate is the result
-    plot_losses(r.dir);
-    if (!quiet)
-      spdlog::info("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
-                   st.best_loss, cfg.train.eval_iters, cfg.data.batch_size, cfg.data.block_size);
-    return;
-  }
-  const std::string best = find_checkpoint(r.dir, "best");
-  if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
-  const Metrics test =
-      evaluate(*r.model, r.data.test, r.data.framing, cfg.data.batch_size,
-               cfg.train.max_decode_extra, 0, is_symbol_task(cfg.data) ? nullptr : &r.data);
-  json tj = {{"step", st.step},
-             {"split", "test"},
-             {"loss", test.loss},
-             {"token_accuracy", test.token_accuracy},
-             {"exact_match", test.exact_match},
-             {"examples", test.examples}};
-  if (test.bleu >= 0) tj["bleu"] = test.bleu, tj["chrf"] = test.chrf;
-  metrics.write(tj);
+  const std::string line = r.task().final_result(r, st, metrics);
   plot_losses(r.dir);
-  if (!quiet)
-    spdlog::info(
-        "done: {} steps; test ({} examples, best checkpoint): loss {:.4f}  token acc {:.4f}  exact "
-        "match {:.4f}{}",
-        st.step, test.examples, test.loss, test.token_accuracy, test.exact_match,
-        test.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", test.bleu, test.chrf)
-                       : "");
+  if (!quiet) spdlog::info("{}", line);
 }
 
 }  // namespace
@@ -151,7 +125,7 @@ int cmd_train(const TrainArgs& a) {
   // Label 0 is <pad> (ignored), except in a language model's vocabulary (no specials).
   train::Seq2SeqStep fwd(
       *r.model, *r.loader,
-      {r.lm() ? -1 : 0, r.cfg.train.label_smoothing, r.cfg.train.log_attention_entropy});
+      {r.task().ignore_label(), r.cfg.train.label_smoothing, r.cfg.train.log_attention_entropy});
   train::Trainer trainer(r.model->parameters(), *r.opt, fwd.forward_fn(), r.options, &ctx);
   trainer.set_loader(r.loader.get());
   trainer.state() = r.state;

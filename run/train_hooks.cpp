@@ -10,6 +10,7 @@
 #include "run/integrity.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
+#include "run/task.hpp"
 
 namespace qkv::app {
 
@@ -134,74 +135,11 @@ void Checkpointer::on_train_end(train::Trainer& t, train::StopReason r) {
 Validator::Validator(RunContext& c, Checkpointer& ckpt, std::function<void()> after)
     : c_(c), ckpt_(ckpt), after_(std::move(after)) {}
 
-// nanoGPT's estimate_loss: eval_iters random batches of each split, drawn from a generator
-// of (seed, step), so a resumed run estimates exactly as an uninterrupted one.
-bool Validator::validate_lm(train::Trainer& t) {
-  train::TrainState& st = t.state();
-  const RunConfig& cfg = c_.cfg;
-  Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
-  const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
-  const double train_loss = lm_loss_estimate(c_.model, c_.data.lm_train, bs, b, it, g);
-  const double loss = lm_loss_estimate(c_.model, c_.data.lm_valid, bs, b, it, g);
-  c_.metrics.write({{"step", st.step},
-                    {"split", "valid"},
-                    {"loss", loss},
-                    {"train_loss", train_loss},
-                    {"batches", it}});
-  const bool better = loss < st.best_loss;
-  if (better) {
-    st.best_loss = loss;
-    st.evals_since_best = 0;
-  } else {
-    ++st.evals_since_best;
-  }
-  c_.say(fmt::format("step {}: train loss {:.4f}, val loss {:.4f}{}", st.step, train_loss, loss,
-                     better ? "  (best)" : ""));
-  return better;
-}
-
-bool Validator::validate_seq2seq(train::Trainer& t) {
-  train::TrainState& st = t.state();
-  const RunConfig& cfg = c_.cfg;
-  const Metrics m = evaluate(c_.model, c_.data.valid, c_.data.framing, cfg.data.batch_size,
-                             cfg.train.max_decode_extra, cfg.train.eval_examples,
-                             is_symbol_task(cfg.data) ? nullptr : &c_.data);
-  json j = {{"step", st.step},
-            {"epoch", st.epoch},
-            {"split", "valid"},
-            {"loss", m.loss},
-            {"token_accuracy", m.token_accuracy},
-            {"exact_match", m.exact_match},
-            {"examples", m.examples}};
-  if (m.bleu >= 0) j["bleu"] = m.bleu, j["chrf"] = m.chrf;
-  c_.metrics.write(j);
-  // train.best_metric: the score to beat (higher is better); ties go to the lower loss
-  const double score = cfg.train.best_metric == BestMetric::bleu   ? m.bleu
-                       : cfg.train.best_metric == BestMetric::loss ? -m.loss
-                                                                   : m.exact_match;
-  bool better = score > st.best_score || (score == st.best_score && m.loss < st.best_loss);
-  if (st.best.empty()) better = true;  // the first validation (-loss may be below -1)
-  if (better) {
-    st.best_score = score;
-    st.best_loss = m.loss;
-    st.evals_since_best = 0;
-  } else {
-    ++st.evals_since_best;
-  }
-  c_.say(fmt::format(
-      "step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}{}", st.step, m.loss,
-      m.token_accuracy, m.exact_match,
-      m.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", m.bleu, m.chrf) : "",
-      better ? "  (best)" : ""));
-  return better;
-}
-
 void Validator::on_validate(train::Trainer& t) {
   train::Distributed& dist = t.dist();
   bool better = false;
   // data-parallel: rank 0 validates alone (the numbers of one process)
-  if (dist.is_root())
-    better = data::is_language_model(c_.cfg.data.task) ? validate_lm(t) : validate_seq2seq(t);
+  if (dist.is_root()) better = task_of(c_.cfg.data.task).validate(c_, t.state());
   // data-parallel: rank 0's decisions are everyone's (the others wait here meanwhile)
   train::TrainState& st = t.state();
   better = dist.from_root(better ? 1 : 0) != 0;

@@ -104,8 +104,6 @@ class Validator : public train::Hook {
   void on_train_end(train::Trainer& t, train::StopReason r) override;
 
  private:
-  bool validate_lm(train::Trainer& t);
-  bool validate_seq2seq(train::Trainer& t);
   RunContext& c_;
   Checkpointer& ckpt_;
   std::function<void()> after_;

@@ -12,44 +12,13 @@
 #include "data/lm.hpp"
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
+#include "run/task.hpp"
 
 namespace qkv::app {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Learned positions end at model.max_len: refuse data that needs more before the run folder
-// exists, rather than failing at the first long batch (or at validation) mid-run.
-void check_positions(const RunConfig& cfg, const data::DataSplits& d) {
-  // lm: block_size <= max_len, checked with the config
-  if (cfg.model.position != nn::PositionKind::learned || data::is_language_model(cfg.data.task))
-    return;
-  int64_t need = 0;
-  std::string where;
-  auto consider = [&](const data::Dataset& ds, bool decoded) {
-    for (size_t i = 0; i < ds.examples.size(); ++i) {
-      const auto& e = ds.examples[i];
-      const int64_t src = static_cast<int64_t>(e.src.size()),
-                    tgt = static_cast<int64_t>(e.tgt.size());
-      int64_t n = std::max(src, d.framing.target_len(tgt));
-      // validation decodes up to the longer side plus train.max_decode_extra tokens
-      if (decoded && d.framing.eos >= 0)
-        n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
-      if (n > need) {
-        need = n;
-        where = fmt::format("{} example {}", ds.name, i + 1);
-      }
-    }
-  };
-  consider(d.train, false);
-  consider(d.valid, true);
-  consider(d.test, true);
-  QKV_CHECK(need <= cfg.model.max_len, "model.max_len", "learned positions cover ",
-            cfg.model.max_len, " tokens, but ", where, " needs ", need,
-            " (with <bos>/<eos> and train.max_decode_extra); raise model.max_len or drop long pairs"
-            " with data.max_seq_len");
-}
 
 bool folder_has_files(const fs::path& p) {
   return fs::exists(p) && (!fs::is_directory(p) || !fs::is_empty(p));
@@ -92,39 +61,16 @@ void build(TrainingRun& r, int rank, int ranks) {
   Generator init(cfg.seed);
   r.model = std::make_unique<nn::Seq2Seq>(model_config(cfg, r.data), init);
   r.opt = optim::make_optimizer(cfg.optim.optim, r.model->named_parameters());
-  auto train_set = std::make_shared<const data::Dataset>(r.data.train);
-  data::LoaderOptions lopt = data::loader_options(cfg.data);
-  lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
-  lopt.shard_count = ranks;
-  // A language model (data.task = "lm") trains on windows at random offsets of one token
-  // stream; an "epoch" is then as many tokens as the training text.
-  const bool lm = r.lm();
-  if (lm)
-    r.loader = std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(r.data.lm_train),
-                                                cfg.data.block_size, cfg.data.batch_size, cfg.seed,
-                                                rank, ranks);
-  else
-    r.loader = std::make_unique<data::Loader>(train_set, r.data.framing, lopt, cfg.seed);
-  // Steps per epoch, from the first epoch's plan (a copy of the loader's generator).
-  Generator plan_gen(cfg.seed);
-  r.per_epoch =
-      lm ? std::max<int64_t>(1, static_cast<int64_t>(r.data.lm_train.size()) /
-                                    (cfg.data.batch_size * cfg.data.block_size))
-         : static_cast<int64_t>(
-               data::plan_batches(*train_set, r.data.framing, lopt.batch, plan_gen).size());
+  r.loader = r.task().make_loader(cfg, r.data, rank, ranks);
+  r.per_epoch = r.task().steps_per_epoch(cfg, r.data);
   QKV_CHECK(r.per_epoch > 0, "train", "the training split of ", r.data.train.name, " is empty");
 }
 
-// The Trainer's options: the run's length (epochs = 0 with max_steps: as many epochs as
-// max_steps takes; lm: max_steps alone, when set, is the run's length, nanoGPT's max_iters),
-// validations (once per epoch unless train.eval_every), clipping and the schedule.
-train::TrainerOptions trainer_options(const RunConfig& cfg, int64_t per_epoch) {
-  const bool lm = data::is_language_model(cfg.data.task);
+// The Trainer's options: the run's length (the task's), validations (once per epoch unless
+// train.eval_every), clipping and the schedule.
+train::TrainerOptions trainer_options(const RunConfig& cfg, const Task& task, int64_t per_epoch) {
   train::TrainerOptions o;
-  o.total_steps = cfg.train.epochs == 0 || (lm && cfg.train.max_steps > 0) ? cfg.train.max_steps
-                  : cfg.train.max_steps > 0
-                      ? std::min(cfg.train.max_steps, cfg.train.epochs * per_epoch)
-                      : cfg.train.epochs * per_epoch;
+  o.total_steps = task.total_steps(cfg, per_epoch);
   o.eval_every = cfg.train.eval_every > 0 ? cfg.train.eval_every : per_epoch;
   o.checkpoint_every = cfg.checkpoint.every;
   o.clip_norm = cfg.optim.clip_norm;
@@ -144,7 +90,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
   check_data_memory(r.cfg);                              // before generating or reading anything
   r.cfg.data.spm_dir = r.dir;  // SentencePiece: a resumed run loads its own models
   r.data = data::load_data(r.cfg.data);
-  check_positions(r.cfg, r.data);
+  r.task().check_positions(r.cfg, r.data);
   check_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   if (!r.resume_from.empty()) {
     // The run's own vocabularies: the model's ids mean these tokens.
@@ -155,7 +101,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
         ": the saved vocabularies differ from the data's; the data changed since the run began");
   }
   build(r, rank, ranks);
-  r.options = trainer_options(r.cfg, r.per_epoch);
+  r.options = trainer_options(r.cfg, r.task(), r.per_epoch);
   if (!r.resume_from.empty()) {
     r.state = load_checkpoint(r.resume_from, *r.model, r.opt.get());
     r.loader->restore(r.state.loader);
@@ -231,16 +177,13 @@ void prepare_run_folder(TrainingRun& r, train::Distributed& dist) {
 }
 
 std::string run_summary(const TrainingRun& r, int ranks) {
-  const bool lm = r.lm();
-  return fmt::format(
-      "{} {}: {} parameters, {} train / {} valid {}, {} steps ({} per epoch), {} threads{}",
-      r.restart               ? "restarting (no checkpoint yet)"
-      : r.resume_from.empty() ? "training"
-                              : "resuming",
-      r.dir, r.model->parameter_count(), lm ? r.data.lm_train.size() : r.data.train.size(),
-      lm ? r.data.lm_valid.size() : r.data.valid.size(), lm ? "tokens" : "examples",
-      r.options.total_steps, r.per_epoch, get_num_threads(),
-      ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : "");
+  return fmt::format("{} {}: {} parameters, {}, {} steps ({} per epoch), {} threads{}",
+                     r.restart               ? "restarting (no checkpoint yet)"
+                     : r.resume_from.empty() ? "training"
+                                             : "resuming",
+                     r.dir, r.model->parameter_count(), r.task().split_sizes(r.data),
+                     r.options.total_steps, r.per_epoch, get_num_threads(),
+                     ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : "");
 }
 
 }  // namespace qkv::app

@@ -19,6 +19,7 @@
 #include "optim/optimizers.hpp"
 #include "run/run.hpp"
 #include "run/run_lock.hpp"
+#include "run/task.hpp"
 #include "train/trainer.hpp"
 
 namespace qkv::app {
@@ -42,7 +43,7 @@ struct TrainingRun {
   int64_t per_epoch = 0;  // steps per epoch, from the first epoch's plan
   train::TrainerOptions options;
   train::TrainState state;  // the resumed checkpoint's, or a new run's
-  bool lm() const { return data::is_language_model(cfg.data.task); }
+  const Task& task() const { return task_of(cfg.data.task); }  // the family of data.task
 };
 
 // Reads the config (or the run folder's), checks memory and positions, loads the data and

@@ -1,0 +1,33 @@
+#include "run/task.hpp"
+
+#include <algorithm>
+
+#include "run/task_families.hpp"
+
+namespace qkv::app {
+
+int64_t Task::total_steps(const RunConfig& cfg, int64_t per_epoch) const {
+  const TrainOptions& t = cfg.train;
+  if (t.epochs == 0) return t.max_steps;  // as many epochs as max_steps takes
+  return t.max_steps > 0 ? std::min(t.max_steps, t.epochs * per_epoch) : t.epochs * per_epoch;
+}
+
+const Task& task_of(data::TaskKind kind) {
+  static const Seq2SeqTask seq2seq;
+  static const LanguageModelTask lm;
+  switch (kind) {
+    case data::TaskKind::copy:
+    case data::TaskKind::reverse:
+    case data::TaskKind::sort:
+    case data::TaskKind::annotated_copy:
+    case data::TaskKind::dates:
+    case data::TaskKind::tsv:
+    case data::TaskKind::parallel:
+      return seq2seq;
+    case data::TaskKind::lm:
+      break;
+  }
+  return lm;
+}
+
+}  // namespace qkv::app

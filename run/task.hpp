@@ -1,0 +1,59 @@
+// A task family: what a run of it trains on, how it draws batches, validates and reports.
+// `qkv train` and the run hooks ask the run's Task instead of branching on data.task.
+//
+//   Seq2SeqTask  (run/task_seq2seq.cpp)  pairs: copy, reverse, sort, annotated_copy, dates, tsv,
+//                                        parallel; teacher-forced loss, greedy decodes, a test
+//   LanguageModelTask (run/task_lm.cpp)  one token stream (lm): windows at random offsets,
+//                                        nanoGPT's loss estimates, no test split
+//
+// task_of (run/task.cpp) is the registry: the one switch from data::TaskKind to its family.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/config.hpp"
+#include "data/config.hpp"
+#include "data/loader.hpp"
+#include "train/state.hpp"
+
+namespace qkv::app {
+
+struct RunContext;   // run/train_hooks.hpp
+class MetricsLog;    // run/train_hooks.hpp
+struct TrainingRun;  // run/train_run.hpp
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  // A decoder-only language model (model.kind = "decoder") rather than an encoder-decoder.
+  virtual bool language_model() const = 0;
+  // The label the loss ignores: <pad> (0) for pairs; -1 (none) for running text.
+  virtual int64_t ignore_label() const = 0;
+
+  // Refuses, naming the key, data the model's positions cannot hold (before any file exists).
+  virtual void check_positions(const RunConfig& cfg, const data::DataSplits& d) const = 0;
+  // This rank's training batches (rank of ranks, data-parallel).
+  virtual std::unique_ptr<data::BatchSource> make_loader(const RunConfig& cfg,
+                                                         const data::DataSplits& d, int rank,
+                                                         int ranks) const = 0;
+  // Steps in an epoch (from the first epoch's plan); error when the training split is empty.
+  virtual int64_t steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const = 0;
+  // The run's length in steps, given the steps of an epoch.
+  virtual int64_t total_steps(const RunConfig& cfg, int64_t per_epoch) const;
+  // "1000 train / 100 valid examples": the summary line's sizes.
+  virtual std::string split_sizes(const data::DataSplits& d) const = 0;
+
+  // One validation on rank 0: writes its metrics.jsonl record, says its line, updates the best
+  // score in st; true when it is the best so far.
+  virtual bool validate(RunContext& c, train::TrainState& st) const = 0;
+  // After training (rank 0): the held-out result, its record written; returns the line to say.
+  virtual std::string final_result(TrainingRun& r, const train::TrainState& st,
+                                   MetricsLog& metrics) const = 0;
+};
+
+// The family of a data.task.
+const Task& task_of(data::TaskKind kind);
+
+}  // namespace qkv::app

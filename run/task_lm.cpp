@@ -1,0 +1,73 @@
+// The language-model family (data.task = "lm", model.kind = "decoder"), after nanoGPT: windows
+// of block_size tokens at random offsets of one token stream; an "epoch" is as many tokens as
+// the training text; validation is estimate_loss; max_steps alone, when set, is the run's
+// length (max_iters).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/random.hpp"
+#include "data/lm.hpp"
+#include "run/lm.hpp"
+#include "run/task_families.hpp"
+#include "run/train_hooks.hpp"
+#include "run/train_run.hpp"
+
+namespace qkv::app {
+
+std::unique_ptr<data::BatchSource> LanguageModelTask::make_loader(const RunConfig& cfg,
+                                                                  const data::DataSplits& d,
+                                                                  int rank, int ranks) const {
+  return std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(d.lm_train),
+                                          cfg.data.block_size, cfg.data.batch_size, cfg.seed, rank,
+                                          ranks);
+}
+
+int64_t LanguageModelTask::steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const {
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(d.lm_train.size()) / (cfg.data.batch_size * cfg.data.block_size));
+}
+
+int64_t LanguageModelTask::total_steps(const RunConfig& cfg, int64_t per_epoch) const {
+  if (cfg.train.max_steps > 0) return cfg.train.max_steps;
+  return Task::total_steps(cfg, per_epoch);
+}
+
+std::string LanguageModelTask::split_sizes(const data::DataSplits& d) const {
+  return fmt::format("{} train / {} valid tokens", d.lm_train.size(), d.lm_valid.size());
+}
+
+// nanoGPT's estimate_loss: eval_iters random batches of each split, drawn from a generator
+// of (seed, step), so a resumed run estimates exactly as an uninterrupted one.
+bool LanguageModelTask::validate(RunContext& c, train::TrainState& st) const {
+  const RunConfig& cfg = c.cfg;
+  Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
+  const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
+  const double train_loss = lm_loss_estimate(c.model, c.data.lm_train, bs, b, it, g);
+  const double loss = lm_loss_estimate(c.model, c.data.lm_valid, bs, b, it, g);
+  c.metrics.write({{"step", st.step},
+                   {"split", "valid"},
+                   {"loss", loss},
+                   {"train_loss", train_loss},
+                   {"batches", it}});
+  const bool better = loss < st.best_loss;
+  if (better) {
+    st.best_loss = loss;
+    st.evals_since_best = 0;
+  } else {
+    ++st.evals_since_best;
+  }
+  c.say(fmt::format("step {}: train loss {:.4f}, val loss {:.4f}{}", st.step, train_loss, loss,
+                    better ? "  (best)" : ""));
+  return better;
+}
+
+// No test split: the best validation estimate is the result.
+std::string LanguageModelTask::final_result(TrainingRun& r, const train::TrainState& st,
+                                            MetricsLog&) const {
+  const RunConfig& cfg = r.cfg;
+  return fmt::format("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
+                     st.best_loss, cfg.train.eval_iters, cfg.data.batch_size, cfg.data.block_size);
+}
+
+}  // namespace qkv::app

@@ -1,0 +1,135 @@
+// The sequence-to-sequence family: (source, target) pairs in batches planned by length,
+// validated by teacher-forced loss and greedy decodes (BLEU and chrF on text), then tested.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "run/run.hpp"
+#include "run/task_families.hpp"
+#include "run/train_hooks.hpp"
+#include "run/train_run.hpp"
+
+namespace qkv::app {
+
+using nlohmann::json;
+
+// Learned positions end at model.max_len: refuse data that needs more before the run folder
+// exists, rather than failing at the first long batch (or at validation) mid-run.
+void Seq2SeqTask::check_positions(const RunConfig& cfg, const data::DataSplits& d) const {
+  if (cfg.model.position != nn::PositionKind::learned) return;
+  int64_t need = 0;
+  std::string where;
+  auto consider = [&](const data::Dataset& ds, bool decoded) {
+    for (size_t i = 0; i < ds.examples.size(); ++i) {
+      const auto& e = ds.examples[i];
+      const int64_t src = static_cast<int64_t>(e.src.size()),
+                    tgt = static_cast<int64_t>(e.tgt.size());
+      int64_t n = std::max(src, d.framing.target_len(tgt));
+      // validation decodes up to the longer side plus train.max_decode_extra tokens
+      if (decoded && d.framing.eos >= 0)
+        n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
+      if (n > need) {
+        need = n;
+        where = fmt::format("{} example {}", ds.name, i + 1);
+      }
+    }
+  };
+  consider(d.train, false);
+  consider(d.valid, true);
+  consider(d.test, true);
+  QKV_CHECK(need <= cfg.model.max_len, "model.max_len", "learned positions cover ",
+            cfg.model.max_len, " tokens, but ", where, " needs ", need,
+            " (with <bos>/<eos> and train.max_decode_extra); raise model.max_len or drop long pairs"
+            " with data.max_seq_len");
+}
+
+std::unique_ptr<data::BatchSource> Seq2SeqTask::make_loader(const RunConfig& cfg,
+                                                            const data::DataSplits& d, int rank,
+                                                            int ranks) const {
+  data::LoaderOptions lopt = data::loader_options(cfg.data);
+  lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
+  lopt.shard_count = ranks;
+  return std::make_unique<data::Loader>(std::make_shared<const data::Dataset>(d.train), d.framing,
+                                        lopt, cfg.seed);
+}
+
+// From the first epoch's plan (a copy of the loader's generator).
+int64_t Seq2SeqTask::steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const {
+  Generator plan_gen(cfg.seed);
+  const data::LoaderOptions lopt = data::loader_options(cfg.data);
+  return static_cast<int64_t>(data::plan_batches(d.train, d.framing, lopt.batch, plan_gen).size());
+}
+
+std::string Seq2SeqTask::split_sizes(const data::DataSplits& d) const {
+  return fmt::format("{} train / {} valid examples", d.train.size(), d.valid.size());
+}
+
+bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
+  const RunConfig& cfg = c.cfg;
+  const Metrics m = evaluate(c.model, c.data.valid, c.data.framing, cfg.data.batch_size,
+                             cfg.train.max_decode_extra, cfg.train.eval_examples,
+                             is_symbol_task(cfg.data) ? nullptr : &c.data);
+  json j = {{"step", st.step},
+            {"epoch", st.epoch},
+            {"split", "valid"},
+            {"loss", m.loss},
+            {"token_accuracy", m.token_accuracy},
+            {"exact_match", m.exact_match},
+            {"examples", m.examples}};
+  if (m.bleu >= 0) j["bleu"] = m.bleu, j["chrf"] = m.chrf;
+  c.metrics.write(j);
+  // train.best_metric: the score to beat (higher is better); ties go to the lower loss
+  double score = m.exact_match;
+  switch (cfg.train.best_metric) {
+    case BestMetric::bleu:
+      score = m.bleu;
+      break;
+    case BestMetric::loss:
+      score = -m.loss;
+      break;
+    case BestMetric::exact_match:
+      break;
+  }
+  bool better = score > st.best_score || (score == st.best_score && m.loss < st.best_loss);
+  if (st.best.empty()) better = true;  // the first validation (-loss may be below -1)
+  if (better) {
+    st.best_score = score;
+    st.best_loss = m.loss;
+    st.evals_since_best = 0;
+  } else {
+    ++st.evals_since_best;
+  }
+  c.say(fmt::format(
+      "step {} valid: loss {:.4f}  token acc {:.4f}  exact match {:.4f}{}{}", st.step, m.loss,
+      m.token_accuracy, m.exact_match,
+      m.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", m.bleu, m.chrf) : "",
+      better ? "  (best)" : ""));
+  return better;
+}
+
+// The held-out test split with the best checkpoint.
+std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& st,
+                                      MetricsLog& metrics) const {
+  const RunConfig& cfg = r.cfg;
+  const std::string best = find_checkpoint(r.dir, "best");
+  if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
+  const Metrics test =
+      evaluate(*r.model, r.data.test, r.data.framing, cfg.data.batch_size,
+               cfg.train.max_decode_extra, 0, is_symbol_task(cfg.data) ? nullptr : &r.data);
+  json tj = {{"step", st.step},
+             {"split", "test"},
+             {"loss", test.loss},
+             {"token_accuracy", test.token_accuracy},
+             {"exact_match", test.exact_match},
+             {"examples", test.examples}};
+  if (test.bleu >= 0) tj["bleu"] = test.bleu, tj["chrf"] = test.chrf;
+  metrics.write(tj);
+  return fmt::format(
+      "done: {} steps; test ({} examples, best checkpoint): loss {:.4f}  token acc {:.4f}  exact "
+      "match {:.4f}{}",
+      st.step, test.examples, test.loss, test.token_accuracy, test.exact_match,
+      test.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", test.bleu, test.chrf)
+                     : "");
+}
+
+}  // namespace qkv::app
