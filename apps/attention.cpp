@@ -1,5 +1,6 @@
-// qkv attention DIR TEXT --out map.png [--kind self|decoder-self|cross] [--layer L] [--head
-// H|mean]: runs a trained model on one input and draws one attention matrix as a labelled heatmap.
+// qkv attention DIR TEXT --out map.png [--kind self|decoder-self|cross] [--layer L|all] [--head
+// H|mean|all]: runs a trained model on one input and draws one attention matrix as a labelled
+// heatmap, or with `all` a grid of them (a row per kind and layer, a column per head).
 // A language model (model.kind = "decoder") draws the causal self-attention over TEXT itself.
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "data/lm.hpp"
 #include "data/tokenizer.hpp"
 #include "figures/attention_maps.hpp"
+#include "figures/heatmap_grid.hpp"
 #include "run/limits.hpp"
 
 namespace qkv::app {
@@ -18,109 +20,56 @@ using namespace figures;
 
 namespace {
 
-Tensor row_of(const data::Ids& ids) {
-  return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())});
+// The layers (1-based) one --layer value names: "all", a number, or empty for the last.
+std::vector<int64_t> layers_named(const std::string& layer, int64_t layers) {
+  std::vector<int64_t> out;
+  if (layer == "all")
+    for (int64_t l = 1; l <= layers; ++l) out.push_back(l);
+  else
+    out.push_back(layer.empty() ? 0 : std::stoll(layer));  // checked by the CLI and the figure
+  return out;
 }
 
-// Labels: SentencePiece's word-start mark U+2581 is drawn as "_" (the heatmap font is ASCII).
-std::vector<std::string> tokens_of(const data::Ids& ids, const data::Vocab& v) {
-  std::vector<std::string> t;
-  for (int64_t id : ids) {
-    const std::string& piece = v.token(id);
-    std::string label;
-    if (piece == " " || piece == "\n") {  // a character model's blank characters, made visible
-      t.push_back(piece == " " ? "_" : "\\n");
-      continue;
+// --layer all and/or --head all: one figure, a row per layer of each kind (encoder self,
+// decoder self, cross; or the one --kind), a column per head.
+std::vector<std::vector<Heatmap>> attention_grid(const LoadedRun& r, const AttendedInput& att,
+                                                 const AttentionArgs& a) {
+  const bool lm = r.model->lm != nullptr;
+  std::vector<std::string> kinds;
+  if (!a.kind.empty())
+    kinds = {a.kind};
+  else if (lm)
+    kinds = {"self"};
+  else
+    kinds = {"self", "decoder-self", "cross"};
+  const int64_t heads = attention_heads(att);
+  std::vector<std::vector<Heatmap>> rows;
+  for (const std::string& kind : kinds) {
+    const auto& list = lm || kind == "decoder-self" ? att.maps.decoder_self
+                       : kind == "self"             ? att.maps.encoder_self
+                                                    : att.maps.decoder_cross;
+    for (const int64_t layer : layers_named(a.layer, static_cast<int64_t>(list.size()))) {
+      std::vector<Heatmap> row;
+      if (a.head == "all")
+        for (int64_t h = 1; h <= heads; ++h)
+          row.push_back(attention_heatmap(r, att, kind, layer, std::to_string(h), a.cell));
+      else
+        row.push_back(attention_heatmap(r, att, kind, layer, a.head, a.cell));
+      rows.push_back(std::move(row));
     }
-    for (size_t i = 0; i < piece.size(); ++i) {
-      if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
-        label += '_';
-        i += 2;
-      } else {
-        label += piece[i];
-      }
-    }
-    t.push_back(std::move(label));
   }
-  return t;
-}
-
-// A language model: the text itself is the context. One causal pass gives every layer's
-// self-attention (a.maps.decoder_self) and the model's next-token guess at each position.
-AttendedInput attend_lm(const LoadedRun& r, const data::Ids& ids) {
-  const nn::DecoderLM& lm = *r.model->lm;
-  const int64_t context = std::min(r.config.data.block_size, lm.max_positions());
-  QKV_CHECK(!ids.empty(), "attention", "the text is empty");
-  QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "attention", "the text has ", ids.size(),
-            r.data.tgt_spm ? " pieces" : " characters", ", more than the model's context of ",
-            context);
-  AttendedInput a;
-  a.src = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
-  ag::NoGrad no_grad;
-  auto& m = const_cast<nn::Seq2Seq&>(*r.model);
-  const bool was = m.is_training();
-  m.eval();
-  const Tensor logits =
-      lm.forward(row_of(ids), Tensor(), &a.maps.decoder_self).data();  // (1, T, V)
-  m.train(was);
-  a.out = to_vector<int64_t>(argmax(logits.select(0, 0), -1));
-  return a;
+  return rows;
 }
 
 }  // namespace
-
-AttendedInput attend(const LoadedRun& r, const data::Ids& src) {
-  if (r.model->lm) return attend_lm(r, src);
-  const nn::Seq2Seq& model = *r.model;
-  const data::Framing& f = r.data.framing;
-  AttendedInput a;
-  a.src = src;
-  // The model's own output (greedy), then one teacher-forced pass over it to get the maps.
-  const int64_t max_len = static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
-  a.out = greedy_decode(model, {src}, f, {max_len})[0];
-  data::Ids full{f.bos};
-  full.insert(full.end(), a.out.begin(), a.out.end());
-  if (f.eos >= 0) full.push_back(f.eos);
-  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
-  a.tgt_in.assign(full.begin(), full.end() - 1);
-  a.tgt_out.assign(full.begin() + 1, full.end());
-  ag::NoGrad no_grad;
-  const bool was = model.is_training();
-  auto& m = const_cast<nn::Seq2Seq&>(model);
-  m.eval();
-  const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
-  const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
-  model.forward(row_of(src), row_of(a.tgt_in), sv, tv, &a.maps);
-  m.train(was);
-  return a;
-}
-
-int64_t attention_heads(const AttendedInput& a) { return figures::attention_heads(a.maps); }
 
 figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
                                    const std::string& kind, int64_t layer, const std::string& head,
                                    int cell, const char* op) {
   const figures::AttentionLabels labels{
-      tokens_of(a.src, r.data.src_vocab), tokens_of(a.tgt_in, r.data.tgt_vocab),
-      tokens_of(a.tgt_out, r.data.tgt_vocab), r.model->lm != nullptr};
+      serve::token_labels(a.src, r.data.src_vocab), serve::token_labels(a.tgt_in, r.data.tgt_vocab),
+      serve::token_labels(a.tgt_out, r.data.tgt_vocab), r.model->lm != nullptr};
   return figures::attention_heatmap(a.maps, labels, kind, layer, head, cell, op);
-}
-
-std::string target_text(const LoadedRun& r, const data::Ids& ids) {
-  const std::vector<std::string> toks = r.data.tgt_vocab.decode(ids);
-  if (r.model->lm) {  // the text, with a line break shown as \n to keep the line whole
-    data::LmDetokenizer text(r.data.tgt_vocab, r.data.tgt_spm != nullptr);
-    std::string shown;
-    for (const int64_t id : ids) {
-      const std::string s = text.next(id);
-      shown += s == "\n" ? "\\n" : s;
-    }
-    return shown;
-  }
-  if (!is_symbol_task(r.config.data)) return data::decode_target(r.data, ids);
-  std::string shown;
-  for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
-  return shown;
 }
 
 int cmd_attention(const AttentionArgs& a) {
@@ -138,7 +87,15 @@ int cmd_attention(const AttentionArgs& a) {
       lm ? data::encode_lm_text(a.text, r.data.tgt_vocab, r.data.tgt_spm.get(), "attention: TEXT")
          : encode_source(r, a.text, a.run_dir, "attention");
   const AttendedInput att = attend(r, src);
-  const Heatmap hm = attention_heatmap(r, att, kind, a.layer, a.head, a.cell);
+  if (a.layer == "all" || a.head == "all") {
+    const std::vector<std::vector<Heatmap>> rows = attention_grid(r, att, a);
+    write_heatmap_grid(a.out, rows);
+    std::printf("%s%s\nwrote %s: %zu rows (kind x layer) of %zu maps\n",
+                lm ? "next-token guesses: " : "output: ", target_text(r, att.out).c_str(),
+                a.out.c_str(), rows.size(), rows[0].size());
+    return 0;
+  }
+  const Heatmap hm = attention_heatmap(r, att, kind, layers_named(a.layer, 0)[0], a.head, a.cell);
   write_heatmap(a.out, hm);
   const HeatmapLayout l = heatmap_layout(hm);
   std::printf("%s%s\nwrote %s (%d x %d): %s, %lld x %lld\n",

@@ -118,8 +118,8 @@ int cmd_saturation(const SaturationArgs& a);  // saturation.cpp
 struct AttentionArgs {
   std::string run_dir, text, out;
   std::string kind;   // self (encoder) | decoder-self | cross; empty: cross, or self for an LM
-  int64_t layer = 0;  // 1-based; 0: the last
-  std::string head = "mean";  // mean | 1-based head
+  std::string layer;  // 1-based, or all (a grid); empty: the last
+  std::string head = "mean";  // mean | 1-based head | all (a grid)
   std::string checkpoint = "best";
   int cell = 32;
   int threads = 0;
@@ -135,5 +135,14 @@ struct ReportArgs {
   int threads = 0;       // 0: each run's own
 };
 int cmd_report(const ReportArgs& a);  // report.cpp
+
+// qkv serve RUN [RUN ...]: the local web page and its JSON API (serve/server.hpp)
+struct ServeArgs {
+  std::vector<std::string> runs;  // run folders, or `qkv saturation --out` folders
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port, printed on stdout
+  int threads = 1;  // compute threads per request
+};
+int cmd_serve(const ServeArgs& a);  // serve.cpp
 
 }  // namespace qkv::app

@@ -194,9 +194,9 @@ void add_attention(CLI::App& app, AttentionArgs& a) {
   cmd->add_option("--kind", a.kind,
                   "self (encoder), decoder-self or cross (default: cross; self for a language "
                   "model)");
-  cmd->add_option("--layer", a.layer, "layer, from 1 (default: the last)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  cmd->add_option("--head", a.head, "head, from 1, or mean")->capture_default_str();
+  cmd->add_option("--layer", a.layer, "layer, from 1, or all (a grid; default: the last)")
+      ->check(CLI::IsMember({"all"}) | CLI::Range(int64_t{1}, int64_t{1000}));
+  cmd->add_option("--head", a.head, "head, from 1, mean, or all (a grid)")->capture_default_str();
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
@@ -218,6 +218,20 @@ void add_report(CLI::App& app, ReportArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (default: each run's)");
 }
 
+void add_serve(CLI::App& app, ServeArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "serve", "a local web page: runs' live curves, decoding, every layer's and head's attention");
+  cmd->add_option("runs", a.runs, "run folders, or qkv saturation --out folders")->required();
+  cmd->add_option("--host", a.host, "address to listen on (other than 127.0.0.1: a warning)")
+      ->capture_default_str();
+  cmd->add_option("--port", a.port, "port (0: any free one, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--threads", a.threads, "compute threads per request")
+      ->capture_default_str()
+      ->check(thread_count());
+}
+
 // Every subcommand's arguments, filled in by the parse.
 struct CommandArgs {
   TrainArgs train;
@@ -230,6 +244,7 @@ struct CommandArgs {
   SaturationArgs saturation;
   AttentionArgs attention;
   ReportArgs report;
+  ServeArgs serve;
 };
 
 // The subcommands in the order `qkv --help` lists them.
@@ -244,6 +259,7 @@ void add_subcommands(CLI::App& app, CommandArgs& c) {
   add_saturation(app, c.saturation);
   add_attention(app, c.attention);
   add_report(app, c.report);
+  add_serve(app, c.serve);
 }
 
 // What CLI11 cannot check: overrides only for train, and train's config file or --resume (one,
@@ -292,6 +308,7 @@ int run_command(const CLI::App& app, const CommandArgs& c) {
   if (app.got_subcommand("attention")) return cmd_attention(c.attention);
   if (app.got_subcommand("bench")) return cmd_bench(c.bench);
   if (app.got_subcommand("report")) return cmd_report(c.report);
+  if (app.got_subcommand("serve")) return cmd_serve(c.serve);
   return 0;
 }
 
