@@ -118,3 +118,36 @@ TEST_CASE("attention: SVG output, decoder self-attention, and errors") {
   CHECK(r.status == 1);
   CHECK_FALSE(std::filesystem::exists(dir.file("x.png")));
 }
+
+TEST_CASE("attention: --layer all --head all tiles every layer and head into one figure") {
+  const TempDir& dir = trained_run();
+  // One kind: 2 layers (rows) x 2 heads (columns) of the 310 x 250 map above, 8 px apart and
+  // around: 8 + 310 + 8 + 310 + 8 = 644 wide, 8 + 250 + 8 + 250 + 8 = 524 high.
+  RunResult r = run_qkv("attention '" + dir.file("run") +
+                        "' '1 2 3 4 5' --kind self --layer all --head all --out '" +
+                        dir.file("grid-self.png") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("2 rows (kind x layer) of 2 maps") != std::string::npos);
+  const auto [w, h] = png_size(read_file(dir.file("grid-self.png")));
+  CHECK(w == 644);
+  CHECK(h == 524);
+  // Every kind: encoder self, decoder self and cross, 2 layers each; SVG too.
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2 3' --layer all --head all --out '" +
+              dir.file("grid.svg") + "'");
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("6 rows (kind x layer) of 2 maps") != std::string::npos);
+  const std::string svg = read_file(dir.file("grid.svg"));
+  size_t maps = 0;
+  for (size_t p = svg.find("<svg x="); p != std::string::npos; p = svg.find("<svg x=", p + 1))
+    ++maps;
+  CHECK(maps == 12);
+  // One layer, every head: a row per kind.
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2 3' --layer 2 --head all --out '" +
+              dir.file("heads.png") + "'");
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("3 rows (kind x layer) of 2 maps") != std::string::npos);
+  r = run_qkv("attention '" + dir.file("run") + "' '1 2 3' --layer some --out '" +
+              dir.file("x.png") + "'");
+  CHECK(r.status == 2);
+}

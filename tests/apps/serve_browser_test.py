@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""qkv serve in a real browser: headless Chromium, driven through its DevTools protocol.
+
+Trains a short copy run and a tiny character LM, keeps a third copy run training, serves the
+three (serve_fixture.py) and opens the page in headless Chromium (a fresh profile, no network
+but the server). For the copy run it types an input, presses Decode and waits for the grid; for
+the LM it types a prompt, presses Sample and waits for the streamed sample. Each time it checks
+that the grid has layers x heads maps of every kind, that every map's rows sum to 1 (and the
+LM's maps are causal), that the output text appears and is what `qkv translate` / `qkv
+generate` print, and that hovering a cell and clicking a map work. It checks that the training
+curve of the live run gains points while the page is open, that no console message, script
+error or failed load is reported (an injected error must be caught, so the listener is known to
+work), and saves screenshots that must not be blank.
+
+Usage: serve_browser_test.py QKV_BINARY SOURCE_DIR [--screenshot FILE.png] [--keep DIR]
+Exit 0: passed; 1: failed; 77: skipped (no chromium or no python3-websocket).
+"""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_fixture as fx  # noqa: E402
+
+SKIP = 77
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-proxy-server", "--hide-scrollbars", "--remote-debugging-port=0",
+         "--window-size=1280,1800"]
+failures = []
+
+
+def check(ok, what):
+    print(("  ok: " if ok else "  FAILED: ") + what)
+    if not ok:
+        failures.append(what)
+
+
+class Browser:
+    """One Chromium with one page, spoken to over the DevTools websocket."""
+
+    def __init__(self, chromium, profile):
+        import websocket
+        self.proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}",
+                                      "about:blank"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.stderr = []
+        url = None
+        deadline = time.time() + 60
+        while time.time() < deadline and url is None:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.stderr.append(line)
+            if line.startswith("DevTools listening on "):
+                url = line.split(" ", 3)[3].strip()
+        if url is None:
+            raise SystemExit("FAILED: chromium gave no DevTools address: " + "".join(self.stderr))
+        threading.Thread(target=self._drain, daemon=True).start()
+        browser = websocket.create_connection(url, timeout=60, suppress_origin=True)
+        self.ws, self.next_id, self.events = browser, 0, []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.session = session
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(domain + ".enable")
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def call(self, method, **params):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params}
+        if getattr(self, "session", None) and not method.startswith("Target."):
+            msg["sessionId"] = self.session
+        self.ws.send(json.dumps(msg))
+        while True:
+            r = json.loads(self.ws.recv())
+            if r.get("id") == self.next_id:
+                if "error" in r:
+                    raise RuntimeError(f"{method}: {r['error']}")
+                return r.get("result", {})
+            if "method" in r:
+                self.events.append(r)
+
+    def js(self, expr):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expr[:80]}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def wait(self, expr, seconds=60, what=""):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if self.js(expr):
+                return True
+            time.sleep(0.2)
+        check(False, f"waited {seconds} s for {what or expr}")
+        return False
+
+    def problems(self):
+        """Console messages, script errors and failed loads reported so far."""
+        self.js("1")  # collects the events that arrived meanwhile
+        out = []
+        for e in self.events:
+            m, p = e["method"], e.get("params", {})
+            if m == "Runtime.consoleAPICalled":
+                out.append(f"console.{p['type']}: " +
+                           " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            elif m == "Runtime.exceptionThrown":
+                d = p["exceptionDetails"]
+                out.append("exception: " + d.get("exception", {}).get("description", d["text"]))
+            elif m == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
+                out.append(f"log {p['entry']['level']}: {p['entry']['text']} {p['entry'].get('url', '')}")
+        return out
+
+    def screenshot(self, path):
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data["data"]))
+
+    def type_into(self, selector, text):
+        self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.value = '';"
+                f" e.focus(); }})()")
+        self.call("Input.insertText", text=text)
+
+    def close(self):
+        try:
+            self.call("Browser.close")
+        except Exception:
+            pass
+        fx.stop(self.proc)
+
+
+# Every map on the page: its kind, layer, head, shape, the largest row-sum error and, for a
+# causal map, the largest weight above the diagonal.
+MAPS = """(() => [...document.querySelectorAll('canvas.map')].map(c => {
+  const r = Number(c.dataset.rows), k = Number(c.dataset.cols), w = c.weights;
+  let err = 0, future = 0;
+  for (let i = 0; i < r; i++) {
+    let s = 0;
+    for (let j = 0; j < k; j++) { s += w[i * k + j]; if (j > i) future = Math.max(future, w[i * k + j]); }
+    err = Math.max(err, Math.abs(s - 1));
+  }
+  const drawn = c.getContext('2d').getImageData(0, 0, c.width, c.height).data.some(v => v < 250);
+  return {kind: c.dataset.kind, layer: Number(c.dataset.layer), head: Number(c.dataset.head),
+          rows: r, cols: k, n: w.length, err, future, drawn, width: c.getBoundingClientRect().width};
+}))()"""
+
+
+def check_grid(b, want, what):
+    maps = b.js(MAPS)
+    for kind, (layers, heads) in want.items():
+        mine = [m for m in maps if m["kind"] == kind]
+        cells = sorted((m["layer"], m["head"]) for m in mine)
+        check(cells == [(l, h) for l in range(1, layers + 1) for h in range(1, heads + 1)],
+              f"{what}: {kind}: {layers} layers x {heads} heads of maps ({len(mine)})")
+        check(mine and all(m["err"] < 2e-3 and m["n"] == m["rows"] * m["cols"] and m["drawn"]
+                           and m["width"] > 0 for m in mine),
+              f"{what}: {kind}: every map drawn, its rows summing to 1 "
+              f"(largest error {max((m['err'] for m in mine), default=None)})")
+    check(len(maps) == sum(l * h for l, h in want.values()), f"{what}: no other maps ({len(maps)})")
+    return maps
+
+
+def hover_and_enlarge(b):
+    box = b.js("(() => { const r = document.querySelector('canvas.map').getBoundingClientRect();"
+               " return [r.left + 2, r.top + 2]; })()")
+    b.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
+    tip = b.js("(() => { const t = document.getElementById('tip'); return t.hidden ? '' : t.textContent; })()")
+    check("\u2192" in tip and "layer 1, head 1" in tip, f"hovering a cell shows the tokens and the weight ({tip!r})")
+    b.call("Input.dispatchMouseEvent", type="mousePressed", x=box[0], y=box[1], button="left", clickCount=1)
+    b.call("Input.dispatchMouseEvent", type="mouseReleased", x=box[0], y=box[1], button="left", clickCount=1)
+    big = b.js("(() => !document.getElementById('zoom').hidden && document.getElementById('zoom-canvas').width)()")
+    check(bool(big) and big > 100, f"clicking a map enlarges it ({big} px wide)")
+    b.js("document.getElementById('zoom').click()")
+
+
+def points(b, run):
+    return b.js(f"(() => {{ const p = document.querySelector('#chart-train-loss polyline[data-run=\"{run}\"]');"
+                " return p ? p.points.numberOfItems : 0; })()")
+
+
+def ask(b, run, text, extra_js=""):
+    b.js(f"(() => {{ const s = document.getElementById('run'); s.value = {json.dumps(run)};"
+         f" s.dispatchEvent(new Event('change')); {extra_js} }})()")
+    b.type_into("#text", text)
+    b.js("document.getElementById('go').click()")
+    b.wait("document.body.dataset.busy === 'false' && document.querySelector('canvas.map') !== null",
+           120, f"the answer for {run}")
+    err = b.js("document.getElementById('error').textContent")
+    check(err == "", f"{run}: no error shown ({err!r})")
+
+
+def png_ok(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 30000, len(data)
+
+
+def main():
+    args = sys.argv[1:]
+    opts = {}
+    for key in ("--screenshot", "--keep"):
+        if key in args:
+            i = args.index(key)
+            opts[key] = os.path.abspath(args[i + 1])
+            del args[i:i + 2]
+    if len(args) != 2:
+        raise SystemExit(__doc__)
+    qkv, source = os.path.abspath(args[0]), os.path.abspath(args[1])
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        chromium = None
+    if not chromium:
+        print("SKIPPED: needs chromium and python3-websocket (scripts/install-deps.sh)")
+        return SKIP
+    work = opts.get("--keep") or tempfile.mkdtemp(prefix="qkv_serve_browser_")
+    os.makedirs(work, exist_ok=True)
+    live = server = b = None
+    try:
+        copy, lm = fx.train_runs(qkv, source, work)
+        live, live_dir = fx.start_live(qkv, source, work)
+        server = fx.Server(qkv, [copy, lm, live_dir])
+        b = Browser(chromium, tempfile.mkdtemp(prefix="profile_", dir=work))
+        b.call("Page.navigate", url=server.url)
+        b.wait("document.body && document.body.dataset.ready === 'true'", 60, "the page to load")
+        title = b.js("document.title")
+        check(title == "qkv serve", f"the page's title ({title!r})")
+        cards = b.js("[...document.querySelectorAll('.run-card')].map(c => c.dataset.run)")
+        check(cards == ["copy", "lm", "live"], f"a card per run ({cards})")
+
+        # The live run: its training curve grows while the page is open.
+        b.wait("document.querySelector('#chart-train-loss polyline[data-run=\"live\"]') !== null",
+               30, "the live run's curve")
+        before = points(b, "live")
+        b.wait(f"(() => {{ const p = document.querySelector('#chart-train-loss polyline[data-run=\"live\"]');"
+               f" return p && p.points.numberOfItems > {before} + 2; }})()", 60,
+               "the live curve to gain points")
+        after = points(b, "live")
+        check(after > before + 2, f"the live run's training-loss curve grew from {before} to {after} points")
+        charts = b.js("[...document.querySelectorAll('figure.chart')].filter(f => !f.hidden).map(f => f.id)")
+        for c in ("chart-train-loss", "chart-valid-loss", "chart-lr", "chart-exact-match",
+                  "chart-entropy"):
+            check(c in charts, f"chart {c} shown")
+
+        # A copy-task input: greedy and beam outputs, three kinds of maps, 2 layers x 2 heads.
+        ask(b, "copy", "3 1 4 1 5")
+        greedy = b.js("document.getElementById('greedy').textContent")
+        beamed = b.js("document.getElementById('beamed').textContent")
+        cli = fx.run([qkv, "translate", copy, "3 1 4 1 5"]).stdout.strip()
+        cli_beam = fx.run([qkv, "translate", copy, "3 1 4 1 5", "--beam", "4"]).stdout.strip()
+        check(greedy == cli and beamed == cli_beam and greedy != "",
+              f"copy: the greedy and beam outputs appear, as qkv translate's ({greedy!r}, {beamed!r})")
+        check_grid(b, {"encoder_self": (2, 2), "decoder_self": (2, 2), "cross": (2, 2)}, "copy")
+        rows = b.js("document.querySelectorAll('#next table tr').length")
+        check(rows == len(cli.split()) + 2, f"copy: next-token probabilities at each output step ({rows - 1})")
+        hover_and_enlarge(b)
+        shot = opts.get("--screenshot") or os.path.join(work, "copy.png")
+        b.js("window.scrollTo(0, 0)")
+        b.screenshot(shot)
+        ok, size = png_ok(shot)
+        check(ok, f"screenshot of the copy run's page, not blank ({size} bytes): {shot}")
+
+        # The LM: a streamed sample, causal maps, 2 layers x 2 heads.
+        ask(b, "lm", "ROMEO:", "document.getElementById('tokens').value = 40;"
+            " document.getElementById('seed').value = 3;")
+        b.wait("document.getElementById('output').dataset.done === 'true'", 60, "the sample to end")
+        sample = b.js("document.getElementById('sample').textContent")
+        cli = fx.run([qkv, "generate", lm, "--prompt", "ROMEO:", "--tokens", "40", "--seed", "3",
+                      "--quiet"]).stdout
+        check(len(sample) > 0 and "ROMEO:" + sample == cli.rstrip("\n"),
+              f"lm: the streamed sample appears, as qkv generate's ({sample!r})")
+        maps = check_grid(b, {"causal": (2, 2)}, "lm")
+        check(all(m["future"] == 0 for m in maps), "lm: every map is causal (no weight on a later token)")
+        b.screenshot(os.path.join(work, "lm.png"))
+        ok, size = png_ok(os.path.join(work, "lm.png"))
+        check(ok, f"screenshot of the LM's page, not blank ({size} bytes)")
+
+        problems = b.problems()
+        check(problems == [], f"no console messages, script errors or failed loads ({problems})")
+        # The negative control: an error thrown on the page must be seen by the listener.
+        b.js("setTimeout(() => no_such_function(), 0)")
+        time.sleep(0.5)
+        check(any("no_such_function" in p for p in b.problems()),
+              "an injected script error is caught (the listener works)")
+    finally:
+        if b:
+            b.close()
+        if server:
+            server.stop()
+        if live:
+            fx.stop(live)
+        if not opts.get("--keep"):
+            shutil.rmtree(work, ignore_errors=True)
+    print("FAILED: " + "; ".join(failures) if failures else "passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
