@@ -48,7 +48,7 @@ void check_text(const std::string& text, const Limits& lim, const char* what) {
 int64_t max_input_tokens(const app::LoadedRun& r, const Limits& lim) {
   if (r.model->lm) return std::min(r.config.data.block_size, r.model->lm->max_positions());
   int64_t n = lim.max_source_tokens;
-  if (r.config.model.position == "learned") n = std::min(n, r.config.model.max_len);
+  if (r.config.model.position == nn::PositionKind::learned) n = std::min(n, r.config.model.max_len);
   return n;
 }
 
@@ -229,16 +229,16 @@ std::string resolve_checkpoint_name(const std::string& run_dir, const std::strin
 
 json run_facts(const std::string& run_dir) {
   const app::RunConfig c = app::load_config((fs::path(run_dir) / "config.toml").string());
-  const bool lm = c.model.kind == "decoder";
-  json f{{"task", c.data.task},
+  const bool lm = c.model.kind == nn::ModelKind::decoder;
+  json f{{"task", std::string(name_of(c.data.task))},
          {"model", lm ? "decoder-only language model" : "encoder-decoder"},
          {"language_model", lm},
          {"d_model", c.model.d_model},
          {"heads", c.model.heads},
          {"d_ff", c.model.d_ff},
          {"decoder_layers", c.model.decoder_layers},
-         {"position", c.model.position},
-         {"optimizer", c.optim.optim.name},
+         {"position", std::string(name_of(c.model.position))},
+         {"optimizer", std::string(name_of(c.optim.optim.name))},
          {"lr", c.optim.optim.lr},
          {"batch_size", c.data.batch_size},
          {"seed", c.seed}};
