@@ -26,6 +26,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_fixture import run  # noqa: E402  (a command that must succeed)
+
 SKIP = 77
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -217,13 +220,6 @@ def check_page(chromium, page_path, work, want_titles):
               f"{len(page) // 1024} KB, load event at {verdict['load_ms']:.0f} ms, laid out and "
               f"checked at {verdict['checked_ms']:.0f} ms, screenshot {size}")
     return problems
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        raise SystemExit(f"FAILED: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
-    return r
 
 
 def train_runs(qkv, source, work):
