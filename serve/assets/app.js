@@ -281,28 +281,55 @@ function color(v) {
   return 'rgb(' + a.map((x, k) => Math.round(x + (b[k] - x) * f)).join(',') + ')';
 }
 
-function paintMap(canvas, w, rows, cols, cell) {
-  canvas.width = cols * cell;
-  canvas.height = rows * cell;
+// A map with its tokens on the axes: the queries down the left, the keys along the top.
+// Returns the grid's offset in the canvas, for the hover.
+function paintMap(canvas, w, kind, cell, font) {
+  const rows = kind.rows.length, cols = kind.cols.length;
   const g = canvas.getContext('2d');
+  g.font = font + 'px monospace';
+  const widest = list => Math.min(10, Math.max(1, ...list.map(t => t.length)));
+  const left = Math.ceil(widest(kind.rows) * font * 0.62) + 4;
+  const top = Math.ceil(widest(kind.cols) * font * 0.62) + 4;
+  canvas.width = left + cols * cell;
+  canvas.height = top + rows * cell;
+  g.fillStyle = 'white';
+  g.fillRect(0, 0, canvas.width, canvas.height);
   for (let i = 0; i < rows; i++)
     for (let j = 0; j < cols; j++) {
       g.fillStyle = color(w[i * cols + j]);
-      g.fillRect(j * cell, i * cell, cell, cell);
+      g.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
+  g.fillStyle = '#1b1f24';
+  g.font = font + 'px monospace';
+  g.textBaseline = 'middle';
+  g.textAlign = 'right';
+  kind.rows.forEach((t, i) => g.fillText(t.slice(0, 10), left - 3, top + (i + 0.5) * cell));
+  kind.cols.forEach((t, j) => {
+    g.save();
+    g.translate(left + (j + 0.5) * cell, top - 3);
+    g.rotate(-Math.PI / 2);
+    g.textAlign = 'left';
+    g.fillText(t.slice(0, 10), 0, 0);
+    g.restore();
+  });
+  canvas.grid = {left, top, cell};
+  return canvas.grid;
 }
 
 function cellAt(canvas, ev, rows, cols) {
-  const box = canvas.getBoundingClientRect();
-  const j = Math.floor((ev.clientX - box.left) / box.width * cols);
-  const i = Math.floor((ev.clientY - box.top) / box.height * rows);
+  const box = canvas.getBoundingClientRect(), g = canvas.grid;
+  const scale = box.width / canvas.width;
+  const j = Math.floor(((ev.clientX - box.left) / scale - g.left) / g.cell);
+  const i = Math.floor(((ev.clientY - box.top) / scale - g.top) / g.cell);
   return i >= 0 && i < rows && j >= 0 && j < cols ? [i, j] : null;
 }
 
-function hoverable(canvas, kind, w, title) {
+// Hovering a cell shows its query and key tokens and the weight; what() gives the map shown.
+function hoverable(canvas, what) {
   const tip = document.getElementById('tip');
-  const rows = kind.rows.length, cols = kind.cols.length;
   canvas.addEventListener('mousemove', ev => {
+    const {kind, w, title} = what();
+    const rows = kind.rows.length, cols = kind.cols.length;
     const at = cellAt(canvas, ev, rows, cols);
     if (!at) { tip.hidden = true; return; }
     const [i, j] = at;
@@ -315,40 +342,19 @@ function hoverable(canvas, kind, w, title) {
   canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
 }
 
-// The enlarged map: bigger cells, the tokens written on both axes.
+// The enlarged map: bigger cells and labels.
 function enlarge(kind, w, title) {
   const rows = kind.rows.length, cols = kind.cols.length;
   const cell = Math.max(14, Math.min(40, Math.floor(640 / Math.max(rows, cols))));
-  const labelW = 80, labelH = 60;
   const c = document.getElementById('zoom-canvas');
-  c.width = labelW + cols * cell;
-  c.height = labelH + rows * cell;
-  const g = c.getContext('2d');
-  g.fillStyle = 'white';
-  g.fillRect(0, 0, c.width, c.height);
-  for (let i = 0; i < rows; i++)
-    for (let j = 0; j < cols; j++) {
-      g.fillStyle = color(w[i * cols + j]);
-      g.fillRect(labelW + j * cell, labelH + i * cell, cell, cell);
-    }
-  g.fillStyle = '#1b1f24';
-  g.font = '12px monospace';
-  g.textAlign = 'right';
-  g.textBaseline = 'middle';
-  kind.rows.forEach((t, i) => g.fillText(t.slice(0, 10), labelW - 4, labelH + (i + 0.5) * cell));
-  kind.cols.forEach((t, j) => {
-    g.save();
-    g.translate(labelW + (j + 0.5) * cell, labelH - 4);
-    g.rotate(-Math.PI / 2);
-    g.textAlign = 'left';
-    g.fillText(t.slice(0, 8), 0, 0);
-    g.restore();
-  });
-  document.getElementById('zoom-title').textContent = title + ' (rows: ' +
-      (kind.kind === 'encoder_self' ? 'source' : 'queries') + ', columns: keys)';
-  const zoom = document.getElementById('zoom');
-  zoom.hidden = false;
-  hoverable(c, kind, w, title);  // the same hover, offset by the labels below
+  paintMap(c, w, kind, cell, 12);
+  document.getElementById('zoom-title').textContent = title + ' (rows: queries, columns: keys)';
+  document.getElementById('zoom').hidden = false;
+  if (!c.hoverable) {  // one listener, reading the map shown now
+    c.hoverable = true;
+    hoverable(c, () => c.shown);
+  }
+  c.shown = {kind, w, title};
 }
 
 function renderGrid(att) {
@@ -356,7 +362,7 @@ function renderGrid(att) {
   grid.replaceChildren();
   for (const kind of att.kinds) {
     const rows = kind.rows.length, cols = kind.cols.length;
-    const cell = Math.max(3, Math.min(14, Math.floor(140 / Math.max(rows, cols))));
+    const cell = Math.max(4, Math.min(16, Math.floor(160 / Math.max(rows, cols))));
     const box = el('div', {class: 'kind', 'data-kind': kind.kind});
     box.append(el('h4', {text: kind.title + ' (' + rows + ' \u00d7 ' + cols + ')'}));
     const table = el('table', {class: 'maps'});
@@ -371,8 +377,8 @@ function renderGrid(att) {
                                 'data-head': h + 1, 'data-rows': rows, 'data-cols': cols,
                                 title: ''});
         c.weights = w;  // kept for the checks of the page's tests
-        paintMap(c, w, rows, cols, cell);
-        hoverable(c, kind, w, title);
+        paintMap(c, w, kind, cell, Math.min(11, Math.max(8, cell - 2)));
+        hoverable(c, () => ({kind, w, title}));
         c.addEventListener('click', () => enlarge(kind, w, title));
         tr.append(el('td', {}, c));
       });

@@ -171,8 +171,10 @@ def check_grid(b, want, what):
 
 
 def hover_and_enlarge(b):
-    box = b.js("(() => { const r = document.querySelector('canvas.map').getBoundingClientRect();"
-               " return [r.left + 2, r.top + 2]; })()")
+    # The middle of the first cell (below and right of the token labels).
+    box = b.js("(() => { const c = document.querySelector('canvas.map'), g = c.grid;"
+               " const r = c.getBoundingClientRect(), s = r.width / c.width;"
+               " return [r.left + (g.left + g.cell / 2) * s, r.top + (g.top + g.cell / 2) * s]; })()")
     b.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
     tip = b.js("(() => { const t = document.getElementById('tip'); return t.hidden ? '' : t.textContent; })()")
     check("\u2192" in tip and "layer 1, head 1" in tip, f"hovering a cell shows the tokens and the weight ({tip!r})")
