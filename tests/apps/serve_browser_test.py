@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """qkv serve in a real browser: headless Chromium, driven through its DevTools protocol.
 
-Trains a short copy run and a tiny character LM, keeps a third copy run training, serves the
-three (serve_fixture.py) and opens the page in headless Chromium (a fresh profile, no network
+Trains a short copy run and a tiny character LM, keeps a third copy run training, runs a short
+qkv saturation, serves the four folders (serve_fixture.py) and opens the page in headless Chromium (a fresh profile, no network
 but the server). For the copy run it types an input, presses Decode and waits for the grid; for
 the LM it types a prompt, presses Sample and waits for the streamed sample. Each time it checks
 that the grid has layers x heads maps of every kind, that every map's rows sum to 1 (and the
@@ -231,15 +231,22 @@ def main():
     live = server = b = None
     try:
         copy, lm = fx.train_runs(qkv, source, work)
+        sat = os.path.join(work, "saturation")
+        fx.run([qkv, "saturation", "--out", sat, "--d-k", "4,16,64", "--samples", "500",
+                "--rows", "50", "--batch", "2", "--train-steps", "0", "--threads", "1"])
         live, live_dir = fx.start_live(qkv, source, work)
-        server = fx.Server(qkv, [copy, lm, live_dir])
+        server = fx.Server(qkv, [copy, lm, live_dir, sat])
         b = Browser(chromium, tempfile.mkdtemp(prefix="profile_", dir=work))
         b.call("Page.navigate", url=server.url)
         b.wait("document.body && document.body.dataset.ready === 'true'", 60, "the page to load")
         title = b.js("document.title")
         check(title == "qkv serve", f"the page's title ({title!r})")
         cards = b.js("[...document.querySelectorAll('.run-card')].map(c => c.dataset.run)")
-        check(cards == ["copy", "lm", "live"], f"a card per run ({cards})")
+        check(cards == ["copy", "lm", "live", "saturation"], f"a card per folder ({cards})")
+        b.wait("[...document.querySelectorAll('#saturation img')].every(i => i.complete)", 30,
+               "the saturation charts")
+        shown = b.js("[...document.querySelectorAll('#saturation img')].map(i => i.naturalWidth > 0)")
+        check(len(shown) >= 5 and all(shown), f"the saturation study's charts are shown ({shown})")
 
         # The live run: its training curve grows while the page is open.
         b.wait("document.querySelector('#chart-train-loss polyline[data-run=\"live\"]') !== null",
