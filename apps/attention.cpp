@@ -35,19 +35,17 @@ std::vector<int64_t> layers_named(const std::string& layer, int64_t layers) {
 std::vector<std::vector<Heatmap>> attention_grid(const LoadedRun& r, const AttendedInput& att,
                                                  const AttentionArgs& a) {
   const bool lm = r.model->lm != nullptr;
-  std::vector<std::string> kinds;
+  std::vector<figures::MapKind> kinds;
   if (!a.kind.empty())
-    kinds = {a.kind};
+    kinds = {figures::parse_map_kind(a.kind, "attention")};
   else if (lm)
-    kinds = {"self"};
+    kinds = {figures::MapKind::self};
   else
-    kinds = {"self", "decoder-self", "cross"};
+    for (const auto& [name, kind] : figures::kMapKindNames) kinds.push_back(kind);
   const int64_t heads = attention_heads(att);
   std::vector<std::vector<Heatmap>> rows;
-  for (const std::string& kind : kinds) {
-    const auto& list = lm || kind == "decoder-self" ? att.maps.decoder_self
-                       : kind == "self"             ? att.maps.encoder_self
-                                                    : att.maps.decoder_cross;
+  for (const figures::MapKind kind : kinds) {
+    const auto& list = lm ? att.maps.decoder_self : figures::maps_of(att.maps, kind);
     for (const int64_t layer : layers_named(a.layer, static_cast<int64_t>(list.size()))) {
       std::vector<Heatmap> row;
       if (a.head == "all")
@@ -64,7 +62,7 @@ std::vector<std::vector<Heatmap>> attention_grid(const LoadedRun& r, const Atten
 }  // namespace
 
 figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
-                                   const std::string& kind, int64_t layer, const std::string& head,
+                                   figures::MapKind kind, int64_t layer, const std::string& head,
                                    int cell, const char* op) {
   const figures::AttentionLabels labels{
       serve::token_labels(a.src, r.data.src_vocab), serve::token_labels(a.tgt_in, r.data.tgt_vocab),
@@ -73,16 +71,17 @@ figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
 }
 
 int cmd_attention(const AttentionArgs& a) {
-  QKV_CHECK(a.kind.empty() || a.kind == "self" || a.kind == "cross" || a.kind == "decoder-self",
-            "attention", "--kind must be self (encoder), decoder-self or cross, got '", a.kind,
-            "'");
+  const std::optional<figures::MapKind> asked =
+      a.kind.empty() ? std::nullopt : std::optional(figures::parse_map_kind(a.kind, "attention"));
   QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
   apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                 a.threads > 0 ? "--threads" : "threads");
   const bool lm = r.model->lm != nullptr;
   // By default the map that shows the most: cross-attention, or a language model's only kind.
-  const std::string kind = !a.kind.empty() ? a.kind : lm ? "self" : "cross";
+  const figures::MapKind kind = asked ? *asked
+                                : lm  ? figures::MapKind::self
+                                      : figures::MapKind::cross;
   const data::Ids src =
       lm ? data::encode_lm_text(a.text, r.data.tgt_vocab, r.data.tgt_spm.get(), "attention: TEXT")
          : encode_source(r, a.text, a.run_dir, "attention");

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "figures/attention_maps.hpp"
 #include "figures/heatmap.hpp"
 #include "run/run.hpp"
 #include "serve/inspect.hpp"
@@ -19,8 +20,7 @@ using serve::target_text;
 // the last); head is "mean" or a 1-based head. Bad values throw qkv::Error naming `op` and the
 // valid range. cell: pixels per cell side.
 figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
-                                   const std::string& kind, const int64_t layer,
-                                   const std::string& head, int cell = 32,
-                                   const char* op = "attention");
+                                   figures::MapKind kind, int64_t layer, const std::string& head,
+                                   int cell = 32, const char* op = "attention");
 
 }  // namespace qkv::app

@@ -189,11 +189,8 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
       const int64_t longest = static_cast<int64_t>(std::max(ex.src.size(), att.tgt_out.size()));
       const int cell =
           static_cast<int>(std::clamp<int64_t>(300 / std::max<int64_t>(1, longest), 12, 28));
-      for (const char* kind : {"self", "decoder-self", "cross"}) {
-        const auto& list = std::string(kind) == "self"    ? att.maps.encoder_self
-                           : std::string(kind) == "cross" ? att.maps.decoder_cross
-                                                          : att.maps.decoder_self;
-        if (list.empty()) continue;
+      for (const auto& [name, kind] : figures::kMapKindNames) {
+        if (figures::maps_of(att.maps, kind).empty()) continue;
         maps += heatmap_figure(attention_heatmap(r, att, kind, 0, "mean", cell, "report"));
         if (a.heads && attention_heads(att) > 1)
           for (int64_t h = 1; h <= attention_heads(att); ++h)

@@ -7,22 +7,11 @@
 namespace qkv::data {
 
 SymbolTask parse_task(const std::string& name) {
-  if (name == "copy") return SymbolTask::copy;
-  if (name == "reverse") return SymbolTask::reverse;
-  if (name == "sort") return SymbolTask::sort;
+  if (const auto k = find_name<SymbolTask>(name)) return *k;
   throw Error(cat("parse_task: unknown task '", name, "' (expected copy, reverse or sort)"));
 }
 
-const char* task_name(SymbolTask k) {
-  switch (k) {
-    case SymbolTask::copy:
-      return "copy";
-    case SymbolTask::reverse:
-      return "reverse";
-    default:
-      return "sort";
-  }
-}
+const char* task_name(SymbolTask k) { return name_of(k).data(); }
 
 Vocab task_vocab(int64_t vocab_size) {
   QKV_CHECK(vocab_size >= 1, "task_vocab", "vocab_size must be >= 1, got ", vocab_size);

@@ -15,14 +15,19 @@
 // exactly as the original's Batch(src, tgt, pad=0).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 
+#include "core/names.hpp"
 #include "data/dataset.hpp"
 #include "data/vocab.hpp"
 
 namespace qkv::data {
 
 enum class SymbolTask { copy, reverse, sort };
+inline constexpr EnumName<SymbolTask> kSymbolTaskNames[] = {
+    {"copy", SymbolTask::copy}, {"reverse", SymbolTask::reverse}, {"sort", SymbolTask::sort}};
+constexpr std::span<const EnumName<SymbolTask>> names_of(SymbolTask) { return kSymbolTaskNames; }
 SymbolTask parse_task(const std::string& name);  // "copy", "reverse", "sort"
 const char* task_name(SymbolTask k);
 

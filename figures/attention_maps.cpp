@@ -26,31 +26,36 @@ std::pair<Tensor, std::string> pick_head(const Tensor& w, const std::string& hea
 }
 
 // Title and axes of a map of `kind` (a language model has only its causal self-attention).
-void label(Heatmap& hm, const AttentionLabels& labels, const std::string& kind,
-           const std::string& where) {
+void label(Heatmap& hm, const AttentionLabels& labels, MapKind kind, const std::string& where) {
   if (labels.language_model) {
     hm.title = "causal self-attention, " + where;
     hm.row_labels = hm.col_labels = labels.src;
     hm.x_label = "key (the text so far)";
     hm.y_label = "query (token)";
-  } else if (kind == "self") {
-    hm.title = "encoder self-attention, " + where;
-    hm.row_labels = hm.col_labels = labels.src;
-    hm.x_label = "key (source)";
-    hm.y_label = "query (source)";
-  } else if (kind == "cross") {
-    hm.title = "cross-attention, " + where;
-    hm.row_labels = labels.tgt_out;
-    hm.col_labels = labels.src;
-    hm.x_label = "key (source)";
-    hm.y_label = "output token";
-  } else {
-    hm.title = "decoder self-attention, " + where;
-    hm.row_labels = labels.tgt_out;
-    hm.col_labels = labels.tgt_in;
-    hm.x_label = "key (decoder input)";
-    hm.y_label = "output token";
+    return;
   }
+  switch (kind) {
+    case MapKind::self:
+      hm.title = "encoder self-attention, " + where;
+      hm.row_labels = hm.col_labels = labels.src;
+      hm.x_label = "key (source)";
+      hm.y_label = "query (source)";
+      return;
+    case MapKind::cross:
+      hm.title = "cross-attention, " + where;
+      hm.row_labels = labels.tgt_out;
+      hm.col_labels = labels.src;
+      hm.x_label = "key (source)";
+      hm.y_label = "output token";
+      return;
+    case MapKind::decoder_self:
+      break;
+  }
+  hm.title = "decoder self-attention, " + where;
+  hm.row_labels = labels.tgt_out;
+  hm.col_labels = labels.tgt_in;
+  hm.x_label = "key (decoder input)";
+  hm.y_label = "output token";
 }
 
 }  // namespace
@@ -61,19 +66,33 @@ int64_t attention_heads(const nn::AttentionMaps& maps) {
   return 0;
 }
 
+MapKind parse_map_kind(const std::string& name, const char* op) {
+  const std::optional<MapKind> k = find_name<MapKind>(name);
+  QKV_CHECK(k, op, "--kind must be self (encoder), decoder-self or cross, got '", name, "'");
+  return *k;
+}
+
+const std::vector<ag::Var>& maps_of(const nn::AttentionMaps& maps, MapKind kind) {
+  switch (kind) {
+    case MapKind::self:
+      return maps.encoder_self;
+    case MapKind::cross:
+      return maps.decoder_cross;
+    case MapKind::decoder_self:
+      break;
+  }
+  return maps.decoder_self;
+}
+
 Heatmap attention_heatmap(const nn::AttentionMaps& maps, const AttentionLabels& labels,
-                          const std::string& kind, int64_t layer_arg, const std::string& head,
-                          int cell, const char* op) {
-  QKV_CHECK(kind == "self" || kind == "cross" || kind == "decoder-self", op,
-            "--kind must be self (encoder), decoder-self or cross, got '", kind, "'");
+                          MapKind kind_enum, int64_t layer_arg, const std::string& head, int cell,
+                          const char* op) {
+  const std::string kind(name_of(kind_enum));
   const bool lm = labels.language_model;
-  QKV_CHECK(!lm || kind != "cross", op,
+  QKV_CHECK(!lm || kind_enum != MapKind::cross, op,
             "a language model (model.kind = \"decoder\") has only causal self-attention: --kind "
             "self, not cross");
-  const std::vector<ag::Var>& list = lm                ? maps.decoder_self
-                                     : kind == "self"  ? maps.encoder_self
-                                     : kind == "cross" ? maps.decoder_cross
-                                                       : maps.decoder_self;
+  const std::vector<ag::Var>& list = lm ? maps.decoder_self : maps_of(maps, kind_enum);
   const int64_t layers = static_cast<int64_t>(list.size());
   QKV_CHECK(layers > 0, op, "the model has no ", kind, "-attention layers");
   const int64_t layer = layer_arg == 0 ? layers : layer_arg;
@@ -86,7 +105,7 @@ Heatmap attention_heatmap(const nn::AttentionMaps& maps, const AttentionLabels& 
   hm.cols = mat.size(1);
   hm.values = to_vector<double>(mat.contiguous());
   hm.cell = cell;
-  label(hm, labels, kind,
+  label(hm, labels, kind_enum,
         "layer " + std::to_string(layer) + "/" + std::to_string(layers) + ", " + head_text);
   return hm;
 }

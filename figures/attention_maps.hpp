@@ -2,9 +2,11 @@
 // attention maps on `qkv report`'s page (apps/attention_maps.hpp runs the model to get them).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/names.hpp"
 #include "figures/heatmap.hpp"
 #include "nn/seq2seq.hpp"
 
@@ -19,12 +21,23 @@ struct AttentionLabels {
   bool language_model = false;
 };
 
+// Which attention a map shows: the encoder's self-attention, the decoder's, or the decoder's
+// cross-attention over the source (`qkv attention --kind`).
+enum class MapKind { self, decoder_self, cross };
+inline constexpr EnumName<MapKind> kMapKindNames[] = {
+    {"self", MapKind::self}, {"decoder-self", MapKind::decoder_self}, {"cross", MapKind::cross}};
+constexpr std::span<const EnumName<MapKind>> names_of(MapKind) { return kMapKindNames; }
+// The kind a --kind names; else Error("OP: --kind must be self (encoder), ...").
+MapKind parse_map_kind(const std::string& name, const char* op);
+// The maps of one kind, one per layer (a language model's are all decoder_self).
+const std::vector<ag::Var>& maps_of(const nn::AttentionMaps& maps, MapKind kind);
+
 // One map as a heatmap: kind is self (encoder), decoder-self or cross; layer is 1-based (0:
 // the last); head is "mean" or a 1-based head. maps: each layer's weights (1, h, n, m). Bad
 // values throw qkv::Error naming `op` and the valid range. cell: pixels per cell side.
 Heatmap attention_heatmap(const nn::AttentionMaps& maps, const AttentionLabels& labels,
-                          const std::string& kind, int64_t layer, const std::string& head,
-                          int cell = 32, const char* op = "attention");
+                          MapKind kind, int64_t layer, const std::string& head, int cell = 32,
+                          const char* op = "attention");
 
 // Heads per layer of the maps (0 when there are none).
 int64_t attention_heads(const nn::AttentionMaps& maps);

@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "data/task_kind.hpp"
 #include "figures/report.hpp"
 #include "run/run.hpp"
 
@@ -172,7 +173,7 @@ void check_same_task(const std::vector<RunData>& runs) {
   auto task = [](const RunData& r) {
     const ojson d = r.config.contains("data") ? r.config["data"] : ojson::object();
     std::string t = d.value("task", std::string("?"));
-    if (t == "tsv" || d.contains("path")) {
+    if (find_name<data::TaskKind>(t) == data::TaskKind::tsv || d.contains("path")) {
       const std::string path = d.value("path", std::string());
       if (!path.empty()) t += " (" + path + ")";
     }
