@@ -4,8 +4,10 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <list>
 #include <map>
@@ -104,6 +106,12 @@ class Server {
     http_.new_task_queue = [] { return new httplib::ThreadPool(24); };
     http_.set_payload_max_length(static_cast<size_t>(opts_.max_body_bytes));
     http_.set_keep_alive_max_count(100);
+    // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a second server
+    // listen on a port already taken (and share its connections) instead of failing.
+    http_.set_socket_options([](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     routes();
     const int port = opts_.port == 0
                          ? http_.bind_to_any_port(opts_.host)
@@ -318,14 +326,16 @@ int serve(const ServeOptions& o) {
   std::fflush(stdout);
   std::atomic<bool> done{false};
   std::atomic<int> got{0};
+  // After a signal, stop() again until listen() returns: a stop that comes before listen()
+  // has started does nothing, and the signal may come as soon as the address is printed.
   std::thread watcher([&] {
-    const timespec tick{0, 200 * 1000 * 1000};
+    const timespec tick{0, 50 * 1000 * 1000};
     while (!done) {
-      const int s = sigtimedwait(&stop_signals, nullptr, &tick);
-      if (s > 0) {
-        got = s;
+      const int s = got ? 0 : sigtimedwait(&stop_signals, nullptr, &tick);
+      if (s > 0) got = s;
+      if (got) {
         server.stop();
-        return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
   });

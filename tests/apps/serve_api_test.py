@@ -174,6 +174,12 @@ def signals_and_host(qkv, copy):
     srv = fx.Server(qkv, [copy], ["--host", "0.0.0.0"])
     code, out, err = srv.stop()
     check("warning" in err and "0.0.0.0" in err, f"--host 0.0.0.0 warns ({err!r})")
+    srv = fx.Server(qkv, [copy])
+    r = subprocess.run([qkv, "serve", copy, "--port", str(srv.port)], capture_output=True,
+                       text=True, timeout=30)
+    srv.stop()
+    check(r.returncode == 1 and "cannot listen on 127.0.0.1:" in r.stderr,
+          f"a port already taken: one line, exit 1 ({r.returncode} {r.stderr!r})")
     r = subprocess.run([qkv, "serve", os.path.dirname(copy) + "/no-such-run"], capture_output=True,
                        text=True, timeout=30)
     check(r.returncode == 1 and r.stderr.count("\n") == 1 and "no such run folder" in r.stderr,
