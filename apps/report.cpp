@@ -38,7 +38,7 @@ std::string missing_list(const std::vector<std::string>& m) {
 // The model's parameter count, from the config and the saved vocabularies (-1: unknown).
 int64_t parameter_count(const RunData& r) {
   try {
-    TomlDoc doc;
+    ConfigDoc doc;
     doc.root = r.config;
     doc.path = (fs::path(r.dir) / "config.toml").string();
     const RunConfig c = config_from_toml(doc);
@@ -294,7 +294,7 @@ RunData read_run(const std::string& dir) {
   r.name = named.filename().string();
   if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
   r.config_text = read_whole_file((p / "config.toml").string());
-  r.config = parse_toml(r.config_text, (p / "config.toml").string()).root;
+  r.config = parse_config(r.config_text, (p / "config.toml").string()).root;
   read_metrics((p / "metrics.jsonl").string(), r);
   r.checkpoint = find_checkpoint(dir, "latest");
   if (r.checkpoint.empty())

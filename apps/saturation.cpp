@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "apps/commands.hpp"
-#include "config/toml.hpp"
+#include "config/document.hpp"
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
@@ -115,7 +115,7 @@ RunConfig copy_config(const SaturationArgs& a, bool scaled) {
     << "\n[optim]\nname = \"adam\"\nlr = 5e-4\nbetas = [0.9, 0.98]\neps = 1e-9\nschedule = "
        "\"warmup\"\n"
        "warmup = 50\nclip_norm = 1.0\n";
-  return config_from_toml(parse_toml(t.str(), "<qkv saturation>"));
+  return config_from_toml(parse_config(t.str(), "<qkv saturation>"));
 }
 
 std::string num(double v) {

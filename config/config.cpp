@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
+
+#include "core/nearest.hpp"
 
 namespace qkv::app {
 namespace {
@@ -72,14 +75,25 @@ struct Reader {
       out = parse_name<E>(v->get<std::string>(), key(k));
     }
   }
+  // Anything the field list did not ask for is unknown; the nearest key it did ask for (or
+  // section, at the top level) is offered.
   void finish() const {
     if (!j.is_object()) return;
+    static constexpr std::string_view kSections[] = {"model", "data", "train", "optim",
+                                                     "checkpoint"};
+    std::vector<std::string_view> keys;
+    for (const std::string& u : used)
+      if (!section.empty() ||
+          std::find(std::begin(kSections), std::end(kSections), u) == std::end(kSections))
+        keys.push_back(u);
     for (auto it = j.begin(); it != j.end(); ++it)
       if (!used.count(it.key())) {
         if (section.empty() && it.value().is_object())
           throw Error("[" + it.key() +
-                      "]: unknown section (expected model, data, train, optim, checkpoint)");
-        throw Error(key(it.key().c_str()) + ": unknown key");
+                      "]: unknown section (expected model, data, train, optim, checkpoint)" +
+                      did_you_mean(it.key(), kSections, "[", "]"));
+        const std::string prefix = section.empty() ? "" : section + ".";
+        throw Error(key(it.key().c_str()) + ": unknown key" + did_you_mean(it.key(), keys, prefix));
       }
   }
 };
@@ -184,7 +198,7 @@ void checkpoint_fields(V& v, C& c) {
 // Prefixes an error from a section parser with where the key was set. An error about a key of
 // the file that a command-line value made wrong ("heads: d_model 100 is not divisible by heads
 // 3" after --model.d_model 100) is blamed on the flag, with the file's line beside it.
-[[noreturn]] void rethrow_located(const Error& e, const TomlDoc& doc,
+[[noreturn]] void rethrow_located(const Error& e, const ConfigDoc& doc,
                                   const std::map<std::string, std::string>& from_cli) {
   std::string msg = e.what();
   const std::string key = msg.substr(0, msg.find(':'));
@@ -318,13 +332,13 @@ std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std:
   return out;
 }
 
-RunConfig config_from_toml(const TomlDoc& doc_in,
+RunConfig config_from_toml(const ConfigDoc& doc_in,
                            const std::vector<std::pair<std::string, std::string>>& overrides) {
-  TomlDoc doc = doc_in;
+  ConfigDoc doc = doc_in;
   std::map<std::string, std::string> from_cli;
   for (const auto& [key, text] : overrides) {
     const size_t dot = key.find('.');
-    const ojson v = parse_toml_value_or_string(text);
+    const ojson v = parse_value_or_string(text);
     if (dot == std::string::npos) {
       doc.root[key] = v;
     } else {
@@ -389,7 +403,7 @@ RunConfig config_from_toml(const TomlDoc& doc_in,
 
 RunConfig load_config(const std::string& path,
                       const std::vector<std::pair<std::string, std::string>>& overrides) {
-  return config_from_toml(read_toml_file(path), overrides);
+  return config_from_toml(read_config_file(path), overrides);
 }
 
 std::string effective_toml(const RunConfig& c) {
@@ -406,7 +420,7 @@ std::string effective_toml(const RunConfig& c) {
   root["train"] = t.j;
   root["optim"] = ojson::parse(optim::to_json(c.optim).dump());
   root["checkpoint"] = k.j;
-  return write_toml(root);
+  return write_config(root);
 }
 
 }  // namespace qkv::app

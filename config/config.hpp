@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "config/toml.hpp"
+#include "config/document.hpp"
 #include "data/config.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/config.hpp"
@@ -67,8 +67,8 @@ struct RunConfig {
 // overrides: ("model.d_model", "256") pairs from the command line.
 RunConfig load_config(const std::string& path,
                       const std::vector<std::pair<std::string, std::string>>& overrides = {});
-// From parsed TOML (tests, and the effective config of a run).
-RunConfig config_from_toml(const TomlDoc& doc,
+// From a parsed config (tests, and the effective config of a run).
+RunConfig config_from_toml(const ConfigDoc& doc,
                            const std::vector<std::pair<std::string, std::string>>& overrides = {});
 // The effective config, every key, as TOML text that load_config reads back to the same config.
 std::string effective_toml(const RunConfig& c);

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "core/nearest.hpp"
 
 namespace qkv::optim {
 namespace {
@@ -9,6 +12,11 @@ namespace {
 using nlohmann::json;
 
 std::string key_of(const std::string& k) { return "optim." + k; }
+
+constexpr std::string_view kKeys[] = {
+    "name",     "lr",          "betas",       "eps",       "weight_decay", "momentum", "dampening",
+    "nesterov", "amsgrad",     "no_decay_1d", "no_decay",  "schedule",     "warmup",   "factor",
+    "d_model",  "total_steps", "min_lr",      "clip_norm", "clip_value"};
 
 double number(const json& v, const std::string& k) {
   QKV_CHECK(v.is_number(), key_of(k), "expected a number, got ", v.type_name());
@@ -91,11 +99,11 @@ OptimSection parse_optim_section(const json& j) {
     else if (k == "clip_value")
       s.clip_value = number(v, k);
     else
-      throw Error(
-          cat(key_of(k),
-              ": unknown key (expected one of name, lr, betas, eps, weight_decay, "
-              "momentum, dampening, nesterov, amsgrad, no_decay_1d, no_decay, schedule, warmup, "
-              "factor, d_model, total_steps, min_lr, clip_norm, clip_value)"));
+      throw Error(cat(key_of(k),
+                      ": unknown key (expected one of name, lr, betas, eps, weight_decay, "
+                      "momentum, dampening, nesterov, amsgrad, no_decay_1d, no_decay, schedule, "
+                      "warmup, factor, d_model, total_steps, min_lr, clip_norm, clip_value)",
+                      did_you_mean(k, kKeys, "optim.")));
   }
   c.lr = o.lr;
   o.validate();

@@ -82,7 +82,8 @@ TEST_CASE("errors: config files name the file, the line and the key", "[e2e]") {
     std::vector<std::string> expect;
   };
   const std::vector<Row> rows = {
-      {"[model]\nd_modle = 64\n", {"bad.toml:2:", "model.d_modle: unknown key"}},
+      {"[model]\nd_modle = 64\n",
+       {"bad.toml:2:", "model.d_modle: unknown key; did you mean model.d_model?"}},
       {"seed = 1\n[modle]\nd_model = 64\n", {"[modle]: unknown section"}},
       {"[model]\nd_model = \"big\"\n", {"bad.toml:2:", "model.d_model: expected an integer"}},
       {"[data]\nbatch_size = 1.5\n", {"bad.toml:2:", "data.batch_size"}},
@@ -92,7 +93,7 @@ TEST_CASE("errors: config files name the file, the line and the key", "[e2e]") {
       {"[model]\nd_model = \n", {"bad.toml:2:"}},
       {"[optim]\nbetas = [0.9, 0.98\n", {"bad.toml:2:"}},
       // found by fuzz_config: invalid UTF-8 once escaped as a JSON exception
-      {"[data]\ntask = \"co\xffpy\"\n", {"bad.toml:2:", "invalid UTF-8"}},
+      {"[data]\ntask = \"co\xffpy\"\n", {"bad.toml:2:", "invalid utf-8"}},
       // a combination the model does not support
       {"[model]\nattention = \"linear\"\nwindow = 3\n",
        {"bad.toml:3:", "model.window: sliding windows need attention = \"dot\""}},

@@ -5,41 +5,15 @@
 #include <filesystem>
 
 #include "config/config.hpp"
-#include "config/toml.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
 
 namespace {
 RunConfig from(const std::string& text, std::vector<std::pair<std::string, std::string>> ov = {}) {
-  return config_from_toml(parse_toml(text, "test.toml"), ov);
+  return config_from_toml(parse_config(text, "test.toml"), ov);
 }
 }  // namespace
-
-TEST_CASE("toml: values, sections, comments") {
-  const TomlDoc d = parse_toml(
-      "seed = 7 # the seed\n"
-      "[model]\nd_model = 256\nname = \"a \\\"q\\\" \\u00e9\"\nx = 1e-3\nflag = true\n"
-      "arr = [0.9, 0.98]\nlit = 'c:\\path'\n",
-      "t.toml");
-  CHECK(d.root["seed"] == 7);
-  CHECK(d.root["model"]["d_model"] == 256);
-  CHECK(d.root["model"]["name"] == "a \"q\" \xc3\xa9");
-  CHECK(d.root["model"]["x"].get<double>() == Approx(1e-3));
-  CHECK(d.root["model"]["flag"] == true);
-  CHECK(d.root["model"]["arr"].size() == 2);
-  CHECK(d.root["model"]["lit"] == "c:\\path");
-  CHECK(d.lines.at("model.d_model") == 3);
-}
-
-TEST_CASE("toml: malformed input names the file and line") {
-  CHECK_THROWS_WITH(parse_toml("a = 1\nb = \n", "f.toml"), Catch::StartsWith("f.toml:2:"));
-  CHECK_THROWS_WITH(parse_toml("[model\n", "f.toml"), Catch::StartsWith("f.toml:1:"));
-  CHECK_THROWS_WITH(parse_toml("a = \"open\n", "f.toml"), Catch::Contains("unterminated"));
-  CHECK_THROWS_WITH(parse_toml("a = 1\na = 2\n", "f.toml"), Catch::Contains("twice"));
-  CHECK_THROWS_WITH(parse_toml("a = word\n", "f.toml"), Catch::Contains("quotes"));
-  CHECK_THROWS_WITH(parse_toml("a = 1 2\n", "f.toml"), Catch::Contains("f.toml:1:"));
-}
 
 TEST_CASE("config: defaults, file, then command line") {
   const RunConfig def = from("");
@@ -83,7 +57,7 @@ TEST_CASE("config: the effective config reads back to the same config") {
       "[optim]\nname = \"adamw\"\nweight_decay = 0.01\nschedule = \"noam\"\nwarmup = 100\n",
       {{"train.label_smoothing", "0.1"}});
   const std::string text = effective_toml(c);
-  const RunConfig back = config_from_toml(parse_toml(text, "effective.toml"));
+  const RunConfig back = config_from_toml(parse_config(text, "effective.toml"));
   CHECK(effective_toml(back) == text);
   CHECK(back.model.d_model == 48);
   CHECK(back.optim.schedule.d_model == 48);  // noam's d_model filled from the model
@@ -119,7 +93,7 @@ TEST_CASE("config: [model] attention and window, with errors that name the key a
                     Catch::Contains("model.window: expected an integer"));
   // the effective config carries both keys
   const RunConfig back =
-      config_from_toml(parse_toml(effective_toml(from("[model]\nwindow = 5\n")), "e.toml"));
+      config_from_toml(parse_config(effective_toml(from("[model]\nwindow = 5\n")), "e.toml"));
   CHECK(back.model.window == 5);
   CHECK(qkv::name_of(back.model.attention) == "dot");
   CHECK_THROWS_WITH(from("[model]\nattention = \"linear\"\nposition = \"relative\"\n"),
@@ -173,7 +147,7 @@ TEST_CASE("config: train.best_metric and the parallel corpus keys") {
   CHECK(c.data.spm_type == "bpe");
   CHECK(c.data.valid_split == "valid");
   // The effective config reads back to the same keys.
-  const RunConfig back = config_from_toml(parse_toml(effective_toml(c), "eff.toml"));
+  const RunConfig back = config_from_toml(parse_config(effective_toml(c), "eff.toml"));
   CHECK(back.data.spm_vocab_size == 500);
   CHECK(back.data.src_lang == "de");
   CHECK(qkv::name_of(back.train.best_metric) == "bleu");

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "config/config.hpp"
-#include "config/toml.hpp"
+#include "config/document.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
@@ -36,7 +36,7 @@ void check_reader(const std::string& section, const std::string& key, const std:
         extra + "[" + section + "]\n" + key + " = \"" + std::string(n.name) + "\"\n";
     RunConfig c;
     try {
-      c = config_from_toml(parse_toml(text, "kinds.toml"));
+      c = config_from_toml(parse_config(text, "kinds.toml"));
     } catch (const Error& e) {
       // a kind that needs other keys (validation) is still parsed: the error is not about it
       CHECK_THAT(std::string(e.what()), !Catch::Contains(section + "." + key + ": must be"));
@@ -44,7 +44,7 @@ void check_reader(const std::string& section, const std::string& key, const std:
     }
     const std::string written = effective_toml(c);
     CHECK_THAT(written, Catch::Contains(key + " = \"" + std::string(name_of(n.value)) + "\""));
-    CHECK(effective_toml(config_from_toml(parse_toml(written, ""))) == written);
+    CHECK(effective_toml(config_from_toml(parse_config(written, ""))) == written);
   }
 }
 
@@ -71,9 +71,9 @@ TEST_CASE("kinds: the config reader parses each name once and prints it back") {
   check_reader<BestMetric>("train", "best_metric", "");
   check_reader<optim::ScheduleKind>("optim", "schedule", "");
   check_reader<optim::OptimizerKind>("optim", "name", "");
-  CHECK_THROWS_WITH(config_from_toml(parse_toml("[model]\nposition = \"rotary\"\n", "k.toml")),
+  CHECK_THROWS_WITH(config_from_toml(parse_config("[model]\nposition = \"rotary\"\n", "k.toml")),
                     Catch::StartsWith("k.toml:2: model.position: must be sinusoidal, learned, "
                                       "relative, rope or none, got 'rotary'"));
-  CHECK_THROWS_WITH(config_from_toml(parse_toml("[model]\nposition = 3\n", "k.toml")),
+  CHECK_THROWS_WITH(config_from_toml(parse_config("[model]\nposition = 3\n", "k.toml")),
                     Catch::Contains("model.position: expected a string"));
 }

@@ -1,4 +1,4 @@
-// libFuzzer target: the config reader. Arbitrary bytes go through parse_toml and then
+// libFuzzer target: the config reader. Arbitrary bytes go through parse_config (toml++) and then
 // config_from_toml (which validates every key); a qkv::Error is the expected answer to bad
 // input, anything else (a crash, a sanitizer report, another exception type) is a finding.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "config/toml.hpp"
+#include "config/document.hpp"
 #include "core/error.hpp"
 
 namespace qkv::fuzz {
@@ -14,11 +14,11 @@ namespace qkv::fuzz {
 int config(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const qkv::app::TomlDoc doc = qkv::app::parse_toml(text, "fuzz.toml");
+    const qkv::app::ConfigDoc doc = qkv::app::parse_config(text, "fuzz.toml");
     const qkv::app::RunConfig cfg = qkv::app::config_from_toml(doc);
     // A valid config must survive its own round trip.
     (void)qkv::app::config_from_toml(
-        qkv::app::parse_toml(qkv::app::effective_toml(cfg), "effective.toml"));
+        qkv::app::parse_config(qkv::app::effective_toml(cfg), "effective.toml"));
   } catch (const qkv::Error&) {
   }
   return 0;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "config/toml.hpp"
+#include "config/document.hpp"
 #include "core/error.hpp"
 
 namespace qkv::fuzz {
@@ -50,7 +50,7 @@ int overrides(const uint8_t* data, size_t size) {
   try {
     const auto ov = qkv::app::take_overrides(args);
     const qkv::app::RunConfig c =
-        qkv::app::config_from_toml(qkv::app::parse_toml(kBase, "base.toml"), ov);
+        qkv::app::config_from_toml(qkv::app::parse_config(kBase, "base.toml"), ov);
     // No silent substitution: whatever was accepted is finite.
     const auto& o = c.optim;
     for (double v : {o.optim.lr, o.optim.eps, o.optim.weight_decay, o.optim.momentum, o.optim.beta1,
@@ -59,7 +59,7 @@ int overrides(const uint8_t* data, size_t size) {
                      c.train.label_smoothing})
       require(std::isfinite(v));
     (void)qkv::app::config_from_toml(
-        qkv::app::parse_toml(qkv::app::effective_toml(c), "effective.toml"));
+        qkv::app::parse_config(qkv::app::effective_toml(c), "effective.toml"));
   } catch (const qkv::Error&) {
   }
   return 0;
