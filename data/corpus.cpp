@@ -1,9 +1,12 @@
 #include "data/corpus.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/random.hpp"
+#include "data/text_file.hpp"
 #include "data/utf8.hpp"
 
 namespace qkv::data {
@@ -56,9 +59,12 @@ TsvCorpus parse_tsv(std::istream& in, const std::string& name, const TsvOptions&
 }
 
 TsvCorpus read_tsv(const std::string& path, const TsvOptions& o) {
-  std::ifstream f(path, std::ios::binary);
-  QKV_CHECK(f.good(), "read_tsv", "cannot open ", path);
-  return parse_tsv(f, path, o);
+  std::error_code ec;
+  QKV_CHECK(std::filesystem::exists(path, ec), "read_tsv", "cannot open ", path, " (no such file)");
+  // Read whole and bounded (a device, an endless line or a FIFO nobody writes is an error, not a
+  // hang), then split: a pair per line.
+  std::istringstream in(read_text_file(path, corpus_rules(kMaxCorpusLine)));
+  return parse_tsv(in, path, o);
 }
 
 void write_tsv(const std::string& path, const std::vector<TextPair>& pairs) {

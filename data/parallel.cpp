@@ -18,7 +18,7 @@ bool blank(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> read_lines(const std::string& path) {
-  const std::string text = read_text_file(path);
+  const std::string text = read_text_file(path, corpus_rules(kMaxCorpusLine));
   std::vector<std::string> lines;
   size_t at = 0;
   while (at < text.size()) {
