@@ -12,8 +12,15 @@ struct TrainArgs {
   std::string config, run_dir, resume;
   std::vector<std::pair<std::string, std::string>> overrides;  // ("model.d_model", "256")
   bool quiet = false, verbose = false;
+  bool overwrite = false;  // replace an existing run folder (after taking its lock)
+  bool dry_run = false;    // print the plan (cmd_config) instead of training
+  bool json = false;       // the plan as one JSON object
 };
 int cmd_train(const TrainArgs& a);  // train.cpp
+// qkv config CONFIG [--section.key VALUE ...] and qkv train ... --dry-run: the effective config
+// with every default, the parameter count, steps and epochs, tokens per step and the memory
+// estimate; reads the data, builds the model, writes nothing. (dry_run.cpp)
+int cmd_config(const TrainArgs& a);
 
 struct EvalArgs {
   std::string run_dir, split = "valid", checkpoint = "best";

@@ -13,6 +13,7 @@
 #include "core/parallel.hpp"
 #include "run/limits.hpp"
 #include "run/lm.hpp"
+#include "run/provenance.hpp"
 #include "run/run.hpp"
 
 namespace qkv::app {
@@ -220,6 +221,9 @@ void print_eval_text(const EvalArgs& a, const LoadedRun& r, const Metrics& m, in
 
 int cmd_eval(const EvalArgs& a) {
   LoadedRun r = load_run(a.run_dir, a.checkpoint);
+  // On stderr: --json's stdout stays one JSON object.
+  if (const std::string note = kernel_change(a.run_dir, "eval"); !note.empty())
+    std::fprintf(stderr, "qkv: note: %s\n", note.c_str());
   apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                 a.threads > 0 ? "--threads" : "threads");
   if (r.model->lm) return eval_lm(a, r);

@@ -29,6 +29,21 @@ void add_train(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--resume", a.resume, "continue the run in this folder from its last checkpoint");
   cmd->add_flag("--quiet", a.quiet, "only warnings and errors");
   cmd->add_flag("--verbose", a.verbose, "a log line every step");
+  cmd->add_flag("--overwrite", a.overwrite,
+                "replace the run folder's old run (after taking its lock)");
+  cmd->add_flag("--dry-run", a.dry_run,
+                "print the effective config and the plan (as qkv config); train nothing");
+  cmd->add_flag("--json", a.json, "with --dry-run: print one JSON object");
+}
+
+void add_config(CLI::App& app, TrainArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "config",
+      "the effective config with every default, parameters, steps, tokens per step and memory; "
+      "writes nothing (--section.key VALUE overrides a key)");
+  cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml")->required();
+  cmd->add_option("--run-dir", a.run_dir, "run folder (default runs/<config name>)");
+  cmd->add_flag("--json", a.json, "print one JSON object");
 }
 
 void add_eval(CLI::App& app, EvalArgs& a) {
@@ -235,6 +250,7 @@ void add_serve(CLI::App& app, ServeArgs& a) {
 // Every subcommand's arguments, filled in by the parse.
 struct CommandArgs {
   TrainArgs train;
+  TrainArgs config;
   EvalArgs eval;
   ScoreArgs score;
   TranslateArgs translate;
@@ -250,6 +266,7 @@ struct CommandArgs {
 // The subcommands in the order `qkv --help` lists them.
 void add_subcommands(CLI::App& app, CommandArgs& c) {
   add_train(app, c.train);
+  add_config(app, c.config);
   add_eval(app, c.eval);
   add_score(app, c.score);
   add_translate(app, c.translate);
@@ -266,8 +283,16 @@ void add_subcommands(CLI::App& app, CommandArgs& c) {
 // not both). Returns 2 (command-line misuse) after printing the error, 0 when the line is fine.
 int check_train_usage(const CLI::App& app, const TrainArgs& train) {
   const bool is_train = app.got_subcommand("train");
-  if (!train.overrides.empty() && !is_train) {
-    std::fprintf(stderr, "qkv: --section.key overrides are for qkv train\n");
+  if (!train.overrides.empty() && !is_train && !app.got_subcommand("config")) {
+    std::fprintf(stderr, "qkv: --section.key overrides are for qkv train and qkv config\n");
+    return 2;
+  }
+  if (is_train && !train.resume.empty() && train.overwrite) {
+    std::fprintf(stderr, "qkv: train --overwrite starts a new run; it does not go with --resume\n");
+    return 2;
+  }
+  if (is_train && train.json && !train.dry_run) {
+    std::fprintf(stderr, "qkv: train --json goes with --dry-run\n");
     return 2;
   }
   if (is_train && !train.resume.empty() && (!train.config.empty() || !train.overrides.empty())) {
@@ -298,7 +323,9 @@ int fail(const char* what) {
 
 // Runs the subcommand the command line named; its exit code.
 int run_command(const CLI::App& app, const CommandArgs& c) {
-  if (app.got_subcommand("train")) return cmd_train(c.train);
+  if (app.got_subcommand("train"))
+    return c.train.dry_run ? cmd_config(c.train) : cmd_train(c.train);
+  if (app.got_subcommand("config")) return cmd_config(c.config);
   if (app.got_subcommand("eval")) return cmd_eval(c.eval);
   if (app.got_subcommand("translate")) return cmd_translate(c.translate);
   if (app.got_subcommand("generate")) return cmd_generate(c.generate);
@@ -333,11 +360,12 @@ int run_reporting_errors(const CLI::App& app, const CommandArgs& c) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  // --section.key VALUE overrides belong to `train`; take them out before CLI11 sees them
-  // (it would read their values as positionals).
+  // --section.key VALUE overrides belong to `train` and `config`; take them out before CLI11 sees
+  // them (it would read their values as positionals).
   CommandArgs c;
   try {
     if (!args.empty() && args[0] == "train") c.train.overrides = take_overrides(args);
+    if (!args.empty() && args[0] == "config") c.config.overrides = take_overrides(args);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv: %s\n", e.what());
     return 2;

@@ -113,7 +113,8 @@ void final_report(TrainingRun& r, const train::TrainState& st, MetricsLog& metri
 
 int cmd_train(const TrainArgs& a) {
   TrainingRun r;
-  open_training_run(r, {a.config, a.run_dir, a.resume, a.overrides}, dist::rank(), dist::size());
+  open_training_run(r, {a.config, a.run_dir, a.resume, a.overrides, a.overwrite, false},
+                    dist::rank(), dist::size());
   dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
   prepare_run_folder(r, ctx);
   const bool root = ctx.is_root();

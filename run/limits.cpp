@@ -103,6 +103,11 @@ void check_data_memory(const RunConfig& c) {
 }
 
 void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
+  const MemoryEstimate e = estimate_model_memory(c, src_vocab, tgt_vocab);
+  require_memory(e.key, e.bytes, e.what);
+}
+
+MemoryEstimate estimate_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
   const nn::ModelConfig& m = c.model;
   const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
   const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
@@ -158,7 +163,7 @@ void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab
                 static_cast<long long>(m.d_model), static_cast<long long>(m.d_ff),
                 static_cast<long long>(m.encoder_layers), static_cast<long long>(m.decoder_layers),
                 static_cast<long long>(tgt_vocab), tokens, params, opt.c_str());
-  require_memory(key, total, what);
+  return {total, key, what};
 }
 
 int usable_cores() {

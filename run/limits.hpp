@@ -30,6 +30,14 @@ void require_memory(const std::string& key, double bytes, const std::string& wha
 void check_data_memory(const RunConfig& c);
 void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab);
 
+// check_model_memory's estimate: the bytes of training c's model (parameters, gradients,
+// optimizer state and one batch's activations), the key that drives it most, and in words.
+struct MemoryEstimate {
+  double bytes = 0;
+  std::string key, what;
+};
+MemoryEstimate estimate_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab);
+
 // The CPUs this process may run on (sched_getaffinity).
 int usable_cores();
 // Sets the thread count from `requested` (0: all cores); above 4x the cores it is capped there

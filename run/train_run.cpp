@@ -12,6 +12,7 @@
 #include "data/lm.hpp"
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
+#include "run/provenance.hpp"
 #include "run/task.hpp"
 
 namespace qkv::app {
@@ -37,7 +38,7 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
         ": not a run folder (no config.toml; a run killed before writing it has nothing to resume:"
         " delete the folder and start again)");
     // One writer: taken before reading anything, so the checkpoint found below stays the newest.
-    if (rank == 0) r.lock.emplace(run_dir.string());
+    if (rank == 0 && !a.dry_run) r.lock.emplace(run_dir.string());
     r.cfg = load_config((run_dir / "config.toml").string());
     r.resume_from = find_checkpoint(run_dir.string());
     // Killed before its first checkpoint: config.toml fixes everything, so the run restarts
@@ -49,9 +50,19 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
     const fs::path run_dir =
         a.run_dir.empty() ? fs::path("runs") / r.cfg.name : fs::path(a.run_dir);
     r.dir = run_dir.string();
-    QKV_CHECK(!folder_has_files(run_dir), "train", "run folder ", run_dir.string(),
+    if (!folder_has_files(run_dir) || a.dry_run) return;
+    QKV_CHECK(a.overwrite, "train", "run folder ", run_dir.string(),
               " already exists; resume it with --resume ", run_dir.string(),
-              ", or choose another with --run-dir");
+              ", replace it with --overwrite, or choose another with --run-dir");
+    // Only a run folder is replaced, never a folder that happens to be named.
+    QKV_CHECK(fs::is_directory(run_dir) &&
+                  (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / ".lock")),
+              "train", run_dir.string(),
+              " is not a run folder (no config.toml); --overwrite replaces run folders only");
+    // Taken now, so a training still writing it is found before any work; the old files go
+    // once the new run has passed every check (create_folder).
+    if (rank == 0) r.lock.emplace(run_dir.string());
+    r.replace = true;
   }
 }
 
@@ -85,7 +96,11 @@ train::TrainerOptions trainer_options(const RunConfig& cfg, const Task& task, in
 
 void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int ranks) {
   read_config(r, a, rank);
-  apply_threads(r.cfg.threads, "threads");
+  // threads = 0 (all cores) is saved as the count it became: the run's bits depend on it.
+  r.cfg.threads = apply_threads(r.cfg.threads, "threads");
+  if (r.resuming && rank == 0)
+    if (const std::string note = kernel_change(r.dir, "resume"); !note.empty())
+      spdlog::warn("{}", note);
   if (rank != 0) spdlog::set_level(spdlog::level::err);  // data-parallel: rank 0 says it once
   check_data_memory(r.cfg);                              // before generating or reading anything
   r.cfg.data.spm_dir = r.dir;  // SentencePiece: a resumed run loads its own models
@@ -125,6 +140,12 @@ void repair_resumed(const TrainingRun& r, int ranks) {
 
 void create_folder(TrainingRun& r) {
   const fs::path run_dir = r.dir;
+  if (r.replace) {
+    // --overwrite: the old run's files go, the lock this process holds stays.
+    for (const auto& e : fs::directory_iterator(run_dir))
+      if (e.path().filename() != ".lock") fs::remove_all(e.path());
+    spdlog::info("--overwrite: replaced the old run in {}", r.dir);
+  }
   fs::create_directories(run_dir);
   if (!r.lock) {
     // A new run: two trainings started at once may both have seen no folder; the lock lets
@@ -135,7 +156,12 @@ void create_folder(TrainingRun& r) {
                 " already exists; resume it with --resume ", r.dir,
                 ", or choose another with --run-dir");
   }
-  if (!r.restart) atomic_write_file((run_dir / "config.toml").string(), effective_toml(r.cfg));
+  if (!r.restart) {
+    atomic_write_file((run_dir / "config.toml").string(), effective_toml(r.cfg));
+    // What produced the run (run/provenance.hpp); not in config.toml, which runs again as is.
+    atomic_write_file((run_dir / "provenance.json").string(),
+                      provenance(static_cast<int>(r.cfg.threads)).dump(2) + "\n");
+  }
   // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
   for (const auto& [file, vocab] : {std::pair{"src_vocab.txt", &r.data.src_vocab},
                                     std::pair{"tgt_vocab.txt", &r.data.tgt_vocab}}) {

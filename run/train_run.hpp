@@ -27,6 +27,8 @@ namespace qkv::app {
 struct TrainRunArgs {
   std::string config, run_dir, resume;                         // resume: the run folder to continue
   std::vector<std::pair<std::string, std::string>> overrides;  // ("model.d_model", "256")
+  bool overwrite = false;  // a new run replaces the run folder's old one (after taking its lock)
+  bool dry_run = false;    // read and build everything, take no lock, write nothing
 };
 
 struct TrainingRun {
@@ -36,6 +38,7 @@ struct TrainingRun {
   bool resuming = false;        // --resume
   std::string resume_from;      // the checkpoint resumed ("" for a new run)
   bool restart = false;         // --resume of a run killed before its first checkpoint
+  bool replace = false;         // --overwrite of a folder that holds an old run
   data::DataSplits data;
   std::unique_ptr<nn::Seq2Seq> model;
   std::unique_ptr<optim::Optimizer> opt;

@@ -1,0 +1,98 @@
+#include "run/provenance.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "bench/bench_runtime.hpp"
+#include "core/atomic_file.hpp"
+#include "run/build_info.hpp"
+#include "run/limits.hpp"
+
+namespace qkv::app {
+
+using nlohmann::json;
+
+namespace {
+
+// The first "model name" and "flags" lines of /proc/cpuinfo (x86; other machines may lack them).
+json cpu_info() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown";
+  std::vector<std::string> features;
+  bool have_flags = false;
+  while (std::getline(in, line) && (model == "unknown" || !have_flags)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model == "unknown") model = value;
+    if ((key == "flags" || key == "Features") && !have_flags) {
+      std::istringstream words(value);
+      for (std::string w; words >> w;) features.push_back(w);
+      have_flags = true;
+    }
+  }
+  return {{"model", model}, {"features", features}};
+}
+
+// oneDNN: its version and the ISA its kernels dispatch to, once qkv is built with it.
+json onednn_info() {
+  // Hook: when qkv links oneDNN (libdnnl-dev), report dnnl_version() and
+  // dnnl_get_effective_cpu_isa() here and add the ISA to the kernels line.
+  return {{"built", false}};
+}
+
+std::string kernels_of(const bench::RuntimeInfo& r, const json& onednn) {
+  std::string k =
+      r.blas == "openblas"
+          ? "OpenBLAS " + (r.openblas_corename.empty() ? std::string("?") : r.openblas_corename)
+          : r.blas + " BLAS";
+  if (onednn.value("built", false)) k += ", oneDNN " + onednn.value("isa", std::string("?"));
+  return k;
+}
+
+}  // namespace
+
+json provenance(int threads) {
+  const bench::RuntimeInfo r = bench::this_process(threads);
+  const json onednn = onednn_info();
+  return {{"qkv", {{"version", kQkvVersion}, {"commit", kGitCommit}, {"describe", kGitDescribe}}},
+          {"compiler", kCompiler},
+          {"blas",
+           {{"library", r.blas},
+            {"config", r.openblas_config},
+            {"core", r.openblas_corename},
+            {"threading", r.blas_threading},
+            {"file", r.sgemm_file},
+            {"coretype_env", r.coretype_env}}},
+          {"onednn", onednn},
+          {"cpu", cpu_info()},
+          {"cores", usable_cores()},
+          {"threads", threads},
+          {"kernels", kernels_of(r, onednn)}};
+}
+
+std::string kernels_now() { return kernels_of(bench::this_process(0), onednn_info()); }
+
+json read_provenance(const std::string& run_dir) {
+  const std::string path = run_dir + "/provenance.json";
+  std::ifstream probe(path);
+  if (!probe) return nullptr;
+  try {
+    return json::parse(read_whole_file(path));
+  } catch (const json::exception&) {
+    return nullptr;  // damaged: the run still evaluates, it only cannot be compared
+  }
+}
+
+std::string kernel_change(const std::string& run_dir, const std::string& doing) {
+  const json p = read_provenance(run_dir);
+  if (!p.is_object() || !p.contains("kernels") || !p["kernels"].is_string()) return "";
+  const std::string then = p["kernels"].get<std::string>(), now = kernels_now();
+  if (then == now) return "";
+  return run_dir + " was trained on " + then + " kernels; this " + doing + " runs on " + now +
+         ": the last bits of its numbers can differ";
+}
+
+}  // namespace qkv::app
