@@ -38,9 +38,7 @@ void add_train(CLI::App& app, TrainArgs& a) {
 
 void add_config(CLI::App& app, TrainArgs& a) {
   auto* cmd = app.add_subcommand(
-      "config",
-      "the effective config with every default, parameters, steps, tokens per step and memory; "
-      "writes nothing (--section.key VALUE overrides a key)");
+      "config", "print a config with every default, and its run's size, steps and memory");
   cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml")->required();
   cmd->add_option("--run-dir", a.run_dir, "run folder (default runs/<config name>)");
   cmd->add_flag("--json", a.json, "print one JSON object");
