@@ -18,8 +18,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/nearest.hpp"
 
 namespace qkv {
 
@@ -71,11 +73,16 @@ std::string names_list() {
   return out;
 }
 
-// The value named name; else throws Error("KEY: must be a, b or c, got 'name'").
+// The value named name; else throws Error("KEY: must be a, b or c, got 'name'"), with
+// "; did you mean 'b'?" when a name is near (core/nearest.hpp).
 template <NamedEnum E>
 E parse_name(std::string_view name, const std::string& key) {
   if (const std::optional<E> v = find_name<E>(name)) return *v;
-  throw Error(cat(key, ": must be ", names_list<E>(), ", got '", name, "'"));
+  // "...; did you mean 'sinusoidal'?": the nearest name of the table, aliases included
+  std::vector<std::string_view> names;
+  for (const EnumName<E>& n : names_table<E>()) names.push_back(n.name);
+  throw Error(cat(key, ": must be ", names_list<E>(), ", got '", name, "'",
+                  did_you_mean(name, names, "'", "'")));
 }
 
 }  // namespace qkv

@@ -189,7 +189,7 @@ TEST_CASE("toml: command-line values are TOML values, or else bare strings") {
   const RunConfig c = from(
       kPlain, {{"model.d_model", "0x20"}, {"data.task", "sort"}, {"optim.betas", "[0.8, 0.9]"}});
   CHECK(c.model.d_model == 32);
-  CHECK(c.data.task == "sort");
+  CHECK(c.data.task == data::TaskKind::sort);
   CHECK(c.optim.optim.beta1 == 0.8);
 }
 
@@ -228,4 +228,16 @@ TEST_CASE("config: an unknown key or section names the nearest known one") {
   // nothing near: no guess
   CHECK_THROWS_WITH(from("[model]\nzebra = 1\n"),
                     Catch::Contains("unknown key") && !Catch::Contains("did you mean"));
+}
+
+TEST_CASE("config: a mistyped name of a kind names the nearest one") {
+  CHECK_THROWS_WITH(from("[model]\nposition = \"sinusoid\"\n"),
+                    Catch::StartsWith("test.toml:2: model.position: must be ") &&
+                        Catch::EndsWith("got 'sinusoid'; did you mean 'sinusoidal'?"));
+  CHECK_THROWS_WITH(from("", {{"optim.name", "adan"}}),
+                    Catch::Contains("--optim.name") && Catch::Contains("did you mean 'adam'?"));
+  CHECK_THROWS_WITH(from("[data]\ntask = \"revrese\"\n"),
+                    Catch::Contains("did you mean 'reverse'?"));
+  CHECK_THROWS_WITH(from("[model]\nactivation = \"swish\"\n"),
+                    Catch::Contains("got 'swish'") && !Catch::Contains("did you mean"));
 }
