@@ -12,6 +12,7 @@
 
 #include "apps/commands.hpp"
 #include "config/document.hpp"
+#include "data/task_kind.hpp"
 #include "run/limits.hpp"
 #include "run/train_run.hpp"
 
@@ -22,9 +23,11 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+bool lm(const TrainingRun& r) { return data::is_language_model(r.cfg.data.task); }
+
 // The mean tokens of a training step: source and target (with <bos>/<eos>) over an epoch.
 std::pair<double, double> tokens_per_step(const TrainingRun& r) {
-  if (r.lm()) return {0.0, static_cast<double>(r.cfg.data.batch_size * r.cfg.data.block_size)};
+  if (lm(r)) return {0.0, static_cast<double>(r.cfg.data.batch_size * r.cfg.data.block_size)};
   double src = 0, tgt = 0;
   for (const data::Example& e : r.data.train.examples) {
     src += static_cast<double>(e.src.size());
@@ -47,7 +50,7 @@ json plan_json(const TrainingRun& r) {
   j["run_dir_exists"] = fs::exists(r.dir);
   j["parameters"] = r.model->parameter_count();
   j["vocabulary"] = {{"source", r.data.src_vocab.size()}, {"target", r.data.tgt_vocab.size()}};
-  if (r.lm())
+  if (lm(r))
     j["train_tokens"] = r.data.lm_train.size();
   else
     j["train_examples"] = r.data.train.size();
@@ -74,7 +77,7 @@ void print_plan(const json& j, const TrainingRun& r) {
   std::printf("# vocabulary       %lld source, %lld target\n",
               static_cast<long long>(j["vocabulary"]["source"].get<int64_t>()),
               static_cast<long long>(j["vocabulary"]["target"].get<int64_t>()));
-  if (r.lm())
+  if (lm(r))
     std::printf("# training text    %lld tokens\n",
                 static_cast<long long>(j["train_tokens"].get<int64_t>()));
   else
@@ -83,7 +86,7 @@ void print_plan(const json& j, const TrainingRun& r) {
   std::printf("# steps            %lld (%lld per epoch: %.2f epochs), validating every %lld\n",
               static_cast<long long>(r.options.total_steps), static_cast<long long>(r.per_epoch),
               j["epochs"].get<double>(), static_cast<long long>(r.options.eval_every));
-  if (r.lm())
+  if (lm(r))
     std::printf("# tokens per step  %.0f (batch_size x block_size)\n",
                 j["tokens_per_step"]["target"].get<double>());
   else
