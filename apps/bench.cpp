@@ -28,6 +28,7 @@
 #include "bench/bench_util.hpp"
 #include "bench/gemm_shapes.hpp"
 #include "core/parallel.hpp"
+#include "core/precision.hpp"
 #include "core/tensor.hpp"
 #include "run/distributed.hpp"
 
@@ -226,7 +227,8 @@ void print_data_parallel_line(const std::string& name, const json& j) {
 // rank 0 reports), each as one JSON line, or with --data-parallel and no --json one text line.
 int bench_in_process(const BenchArgs& a, const std::vector<std::string>& names) {
   for (const std::string& n : names) {
-    const json j = run_one(find_model(n), a.min_seconds, a.data_parallel, a.gemm_shapes);
+    const json j = run_one(find_model(n), a.min_seconds, a.data_parallel, a.gemm_shapes,
+                           resolve_precision(parse_precision(a.precision), "bench: --precision"));
     if (!dist::is_root()) continue;  // data-parallel: rank 0 reports
     if (a.child || a.json)
       std::printf("%s\n", j.dump().c_str());
@@ -248,8 +250,20 @@ struct Children {
 // peak.
 struct Rounds {
   std::map<std::string, std::vector<json>> qkv, torch;
+  std::map<std::string, std::vector<json>> qkv_bf16, torch_bf16;  // empty: bf16 not run
   std::vector<double> peaks;
 };
+
+// The precisions both sides run: --precision, with auto meaning fp32 and, where bf16 can run
+// here, bf16 too. bf16 asked for where it cannot run is one error before any child starts.
+std::vector<Precision> bench_precisions(const BenchArgs& a) {
+  const Precision p = parse_precision(a.precision);
+  if (p == Precision::auto_) {
+    if (resolve_precision(p) == Precision::bf16) return {Precision::fp32, Precision::bf16};
+    return {Precision::fp32};
+  }
+  return {resolve_precision(p, "bench: --precision")};
+}
 
 // --repeats rounds, each model's qkv child then (with --compare) its PyTorch child, so machine
 // load hits both alike; a progress line per model and round on stderr unless --json.
@@ -261,16 +275,20 @@ Rounds run_rounds(const BenchArgs& a, const std::vector<std::string>& names, con
       const std::string common = " --model " + n + " --threads " + std::to_string(c.threads) +
                                  " --min-seconds " + std::to_string(a.min_seconds);
       const std::string shapes = a.gemm_shapes ? " --gemm-shapes" : "";
-      rounds.qkv[n].push_back(run_child(c.env + c.self + " bench --child" + common + shapes));
-      if (a.compare)
-        rounds.torch[n].push_back(
-            run_child(c.env + "/usr/bin/python3 " + shell_quote(c.script) + common));
-      if (!a.json) {
-        std::fprintf(stderr, "round %d/%d %s: qkv %.2f ms", r + 1, a.repeats, n.c_str(),
-                     rounds.qkv[n].back()["ms_per_step"].get<double>());
+      for (Precision p : bench_precisions(a)) {
+        const bool bf16 = p == Precision::bf16;
+        auto& qkv = bf16 ? rounds.qkv_bf16 : rounds.qkv;
+        auto& torch = bf16 ? rounds.torch_bf16 : rounds.torch;
+        const std::string prec = std::string(" --precision ") + precision_name(p);
+        qkv[n].push_back(run_child(c.env + c.self + " bench --child" + common + shapes + prec));
         if (a.compare)
-          std::fprintf(stderr, ", torch %.2f ms",
-                       rounds.torch[n].back()["ms_per_step"].get<double>());
+          torch[n].push_back(
+              run_child(c.env + "/usr/bin/python3 " + shell_quote(c.script) + common + prec));
+        if (a.json) continue;
+        std::fprintf(stderr, "round %d/%d %s %s: qkv %.2f ms", r + 1, a.repeats, n.c_str(),
+                     precision_name(p), qkv[n].back()["ms_per_step"].get<double>());
+        if (a.compare)
+          std::fprintf(stderr, ", torch %.2f ms", torch[n].back()["ms_per_step"].get<double>());
         std::fprintf(stderr, "\n");
       }
     }
@@ -317,6 +335,20 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
     e["torch"] = summarize(torch_runs, m, peak);
     e["torch"]["runtime"] = torch_runs.back()["runtime"];
     e["ratio"] = e["qkv"]["ms_per_step"].get<double>() / e["torch"]["ms_per_step"].get<double>();
+  }
+  if (rounds.qkv_bf16.count(n)) {  // bf16 beside fp32: each side's step, and its ratios
+    const std::vector<json>& runs = rounds.qkv_bf16.at(n);
+    e["qkv_bf16"] = summarize(runs, m, peak);
+    if (a.gemm_shapes) e["qkv_bf16"]["gemm_shapes"] = runs.back()["gemm_shapes"];
+    e["qkv_bf16_over_fp32"] =
+        e["qkv_bf16"]["ms_per_step"].get<double>() / e["qkv"]["ms_per_step"].get<double>();
+    if (a.compare) {
+      e["torch_bf16"] = summarize(rounds.torch_bf16.at(n), m, peak);
+      e["ratio_bf16"] =
+          e["qkv_bf16"]["ms_per_step"].get<double>() / e["torch_bf16"]["ms_per_step"].get<double>();
+      e["torch_bf16_over_fp32"] =
+          e["torch_bf16"]["ms_per_step"].get<double>() / e["torch"]["ms_per_step"].get<double>();
+    }
   }
   return e;
 }
@@ -366,6 +398,34 @@ void print_bench_header(const BenchArgs& a, const json& result, const Sides& sid
   std::printf("\n");
 }
 
+// bf16 beside fp32, a row per model: each side's step in both precisions and the ratios.
+void print_bf16_table(const BenchArgs& a, const json& result) {
+  if (!result["models"].front().contains("qkv_bf16")) return;
+  std::printf(
+      "\nMixed precision (bf16 products, f32 accumulation; PyTorch under torch.autocast):\n\n");
+  if (a.compare)
+    std::printf(
+        "| model | qkv fp32 ms | torch fp32 ms | qkv/torch fp32 | qkv bf16 ms | torch bf16 ms | "
+        "qkv/torch bf16 | qkv bf16/fp32 | torch bf16/fp32 |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  else
+    std::printf("| model | qkv fp32 ms | qkv bf16 ms | bf16/fp32 |\n|---|---:|---:|---:|\n");
+  for (const json& e : result["models"]) {
+    const double qf = e["qkv"]["ms_per_step"].get<double>();
+    const double qb = e["qkv_bf16"]["ms_per_step"].get<double>();
+    if (!a.compare) {
+      std::printf("| %s | %.2f | %.2f | %.2f |\n", e["model"].get<std::string>().c_str(), qf, qb,
+                  qb / qf);
+      continue;
+    }
+    const double tf = e["torch"]["ms_per_step"].get<double>();
+    const double tb = e["torch_bf16"]["ms_per_step"].get<double>();
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                e["model"].get<std::string>().c_str(), qf, tf, qf / tf, qb, tb, qb / tb, qb / qf,
+                tb / tf);
+  }
+}
+
 // The Markdown table, a row per model (with --compare both sides), then the problems found.
 void print_bench_table(const BenchArgs& a, const json& result, const Sides& sides) {
   // A side the checks found unfair (run with --allow-unfair) is marked "!" beside its time.
@@ -398,6 +458,7 @@ void print_bench_table(const BenchArgs& a, const json& result, const Sides& side
                   100 * q["fraction_of_sgemm_peak"].get<double>(), q["peak_rss_mb"].get<double>());
     }
   }
+  print_bf16_table(a, result);
   for (const auto* list : {&sides.qkv_problems, &sides.torch_problems})
     for (const std::string& p : *list) std::printf("\n! %s", p.c_str());
   if (!sides.qkv_problems.empty() || !sides.torch_problems.empty()) std::printf("\n");
@@ -431,6 +492,10 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
       print_gemm_shapes(e["model"].get<std::string>(), e["qkv"]["gemm_shapes"],
                         rounds.qkv.at(e["model"].get<std::string>()).back()["ms_per_step"], peak);
       print_parallel_regions(e["qkv"]["parallel_regions"]);
+      if (e.contains("qkv_bf16"))
+        print_gemm_shapes(e["model"].get<std::string>() + " in bf16", e["qkv_bf16"]["gemm_shapes"],
+                          rounds.qkv_bf16.at(e["model"].get<std::string>()).back()["ms_per_step"],
+                          peak);
     }
   return 0;
 }

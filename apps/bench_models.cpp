@@ -87,15 +87,16 @@ struct BenchStep {
 };
 
 // Only what a step needs: no gradient-norm pass unless clipping.
-train::TrainerOptions bench_options(double clip_norm) {
+train::TrainerOptions bench_options(double clip_norm, Precision precision) {
   train::TrainerOptions o;
+  o.precision = precision;
   o.measure_grad_norm = false;
   o.clip_norm = clip_norm;
   return o;
 }
 
 // A decoder-only GPT trained as configs/shakespeare-char.toml: AdamW, clipping at 1.0.
-void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen) {
+void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen, Precision p) {
   nn::ModelConfig c = nn::ModelConfig::decoder_defaults();
   c.src_vocab = c.tgt_vocab = m.vocab;
   c.d_model = m.d_model, c.heads = m.heads, c.d_ff = m.d_ff, c.decoder_layers = m.dec_layers;
@@ -112,14 +113,14 @@ void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen) {
         const ag::Var logits = lm->forward(Tensor(), b.tgt_in, Tensor(), Tensor());
         return train::Forward{ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), b.tgt_out), 0};
       },
-      bench_options(1.0));
+      bench_options(1.0, p));
 }
 
 // An encoder-decoder (nn.Transformer's layout) with Adam. Data-parallel: every rank drew the
 // same global batch and keeps rows rank, rank + N, ... (as data::shard_indices); its loss is
 // its rows' share of the global mean.
 void build_seq2seq(BenchStep& b, const BenchModel& m, int64_t rank, int64_t ranks,
-                   bool data_parallel, Generator& gen) {
+                   bool data_parallel, Generator& gen, Precision p) {
   nn::ModelConfig c;
   c.src_vocab = c.tgt_vocab = m.vocab;
   c.d_model = m.d_model;
@@ -158,16 +159,17 @@ void build_seq2seq(BenchStep& b, const BenchModel& m, int64_t rank, int64_t rank
         if (ranks > 1) loss = loss * share;
         return train::Forward{loss, 0};
       },
-      bench_options(0));
+      bench_options(0, p));
 }
 
 // One MultiHeadAttention layer's forward and backward: not a training step (no optimizer).
-void build_attention(BenchStep& b, const BenchModel& m, Generator& gen) {
+void build_attention(BenchStep& b, const BenchModel& m, Generator& gen, Precision p) {
   auto mha = std::make_shared<nn::MultiHeadAttention>(m.d_model, m.heads, gen);
   b.model = mha;
   b.x_data = randn({m.batch, m.length, m.d_model}, gen);
   b.g_out = randn({m.batch, m.length, m.d_model}, gen);
-  b.step = [&b, mha] {
+  b.step = [&b, mha, p] {
+    PrecisionScope scope(p);
     mha->zero_grad();
     const ag::Var x(b.x_data, true);
     const ag::Var y = mha->forward(x, x, x);
@@ -177,7 +179,8 @@ void build_attention(BenchStep& b, const BenchModel& m, Generator& gen) {
 
 }  // namespace
 
-json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool gemm_shapes) {
+json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool gemm_shapes,
+             Precision precision) {
   QKV_CHECK(!data_parallel || m.seq2seq, "bench",
             "--data-parallel needs a Seq2Seq model (tiny, "
             "small, annotated), not ",
@@ -189,11 +192,11 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   Generator gen(1);
   auto bench = std::make_unique<BenchStep>();
   if (m.gpt)
-    build_gpt(*bench, m, gen);
+    build_gpt(*bench, m, gen, precision);
   else if (m.seq2seq)
-    build_seq2seq(*bench, m, rank, ranks, data_parallel, gen);
+    build_seq2seq(*bench, m, rank, ranks, data_parallel, gen, precision);
   else
-    build_attention(*bench, m, gen);
+    build_attention(*bench, m, gen, precision);
   const std::function<void()>& step = bench->step;
   dist::GradReducer* reducer = bench->ctx ? &bench->ctx->reducer() : nullptr;
   for (int i = 0; i < 3; ++i) step();  // warm-up: fills the allocator's cache
@@ -209,6 +212,7 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   json j;
   j["model"] = m.name;
   j["framework"] = "qkv";
+  j["precision"] = precision_name(precision);
   j["threads"] = get_num_threads();
   j["ms_per_step"] = median(ms);
   j["steps"] = ms.size();

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+#include "core/precision.hpp"
 
 namespace qkv::app {
 
@@ -29,7 +30,8 @@ double tokens_per_step(const BenchModel& m);
 // memory, allocations and page faults per step, the runtime, timed_from_monotonic_s; with
 // gemm_shapes the step's GEMMs, bench/gemm_shapes.hpp). data_parallel: this process is one
 // rank of mpirun and trains on its rows of the global batch.
+// precision: the products' (core/precision.hpp; fp32 or bf16).
 nlohmann::json run_one(const BenchModel& m, double min_seconds, bool data_parallel,
-                       bool gemm_shapes);
+                       bool gemm_shapes, Precision precision = Precision::fp32);
 
 }  // namespace qkv::app

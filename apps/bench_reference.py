@@ -29,6 +29,7 @@ usage: bench_reference.py --model NAME [--model NAME ...] [--threads N] [--min-s
        bench_reference.py --describe [--threads N]
 """
 import argparse
+import contextlib
 import ctypes
 import json
 import math
@@ -91,6 +92,20 @@ def loaded(name):
         return None
 
 
+def onednn_info():
+    """The oneDNN PyTorch was built with ("2.6.3 (Git Hash ...)" from torch.__config__.show())
+    and the ISA its kernels use here (DNNL_VERBOSE's header names it; PyTorch 1.13 has no API
+    for it, so it is the CPU's best ISA capped by ONEDNN_MAX_CPU_ISA, as oneDNN picks it)."""
+    text = torch.__config__.show()
+    version = ""
+    for line in text.splitlines():
+        if "oneDNN" in line or "MKL-DNN" in line:
+            version = line.split(" v", 1)[-1].strip() if " v" in line else line.strip()
+            break
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", ""))
+    return version + ("" if not cap else ", capped at " + cap)
+
+
 def runtime_info():
     entries = maps_entries()
     files = list(dict.fromkeys(p for _, _, p in entries))
@@ -113,7 +128,8 @@ def runtime_info():
             "blas_threads": -1, "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE", ""),
             "threads": torch.get_num_threads(),
             "interop_threads": torch.get_num_interop_threads(),
-            "omp_max_threads": 0, "cores": len(os.sched_getaffinity(0))}
+            "omp_max_threads": 0, "cores": len(os.sched_getaffinity(0)),
+            "onednn": onednn_info()}
     for f in blas_files:  # OpenBLAS reports itself
         lib = loaded(f)
         if lib is None or getattr(lib, "openblas_get_parallel", None) is None:
@@ -211,7 +227,16 @@ class GPT(nn.Module):
         return F.linear(self.ln_f(x), self.wte.weight)  # the head tied to the embedding
 
 
-def gpt_step(name, foreach):
+def autocast(precision):
+    """The forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16) for bf16 (its
+    linear layers and matmuls then run oneDNN's bf16 kernels; backward follows the forward's
+    dtypes), or nothing for fp32."""
+    if precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def gpt_step(name, foreach, precision):
     _, d, heads, d_ff, _, layers, vocab, length, batch = MODELS[name]
     model = GPT(d, heads, d_ff, layers, vocab, length)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -224,7 +249,8 @@ def gpt_step(name, foreach):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x).reshape(-1, vocab), y)
+        with autocast(precision):
+            loss = F.cross_entropy(model(x).reshape(-1, vocab), y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -241,12 +267,12 @@ def time_steps(step, min_steps, min_seconds):
     return ms
 
 
-def run_one(name, min_seconds, foreach):
+def run_one(name, min_seconds, foreach, precision="fp32"):
     seq2seq, d, heads, d_ff, enc, dec, vocab, length, batch = MODELS[name]
     base = status_mb("VmRSS")
     torch.manual_seed(1)
     if name == "gpt-char":
-        step = gpt_step(name, foreach)
+        step = gpt_step(name, foreach, precision)
     elif seq2seq:
         tl = TARGET_LENGTH.get(name, length)
         model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length, tl)
@@ -257,8 +283,9 @@ def run_one(name, min_seconds, foreach):
 
         def step():
             opt.zero_grad(set_to_none=True)
-            logits = model(src, tgt_in)
-            loss = F.cross_entropy(logits.reshape(-1, vocab), tgt_out)
+            with autocast(precision):
+                logits = model(src, tgt_in)
+                loss = F.cross_entropy(logits.reshape(-1, vocab), tgt_out)
             loss.backward()
             opt.step()
     else:
@@ -269,13 +296,15 @@ def run_one(name, min_seconds, foreach):
         def step():
             mha.zero_grad(set_to_none=True)
             x.grad = None
-            y, _ = mha(x, x, x, need_weights=False)
+            with autocast(precision):
+                y, _ = mha(x, x, x, need_weights=False)
             y.backward(g)
 
     for _ in range(3):
         step()
     ms = time_steps(step, 5, min_seconds)
     return {"model": name, "framework": "torch", "threads": torch.get_num_threads(),
+            "precision": precision,
             "ms_per_step": statistics.median(ms), "steps": len(ms),
             "peak_rss_mb": status_mb("VmHWM") - base}
 
@@ -314,6 +343,8 @@ def main():
     ap.add_argument("--keep-memory", type=on_off, default=True,
                     help="glibc malloc keeps freed memory for reuse (on) instead of returning "
                          "it to the system and page-faulting it back every step (off: the default)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
     ap.add_argument("--describe", action="store_true",
                     help="print what this process computes on (one JSON object) and exit")
     a = ap.parse_args()
@@ -330,7 +361,7 @@ def main():
         print(json.dumps({"runtime": runtime_info(), "options": options}), flush=True)
         return
     for name in a.model:
-        r = run_one(name, a.min_seconds, a.adam_foreach)
+        r = run_one(name, a.min_seconds, a.adam_foreach, a.precision)
         r["runtime"] = runtime_info()
         r["options"] = options
         print(json.dumps(r), flush=True)

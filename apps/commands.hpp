@@ -35,6 +35,7 @@ struct EvalArgs {
   double alpha = 1.0;
   bool lowercase = false;
   std::string hyp_out;
+  std::string precision;  // fp32, bf16 or auto; empty: the run's (core/precision.hpp)
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 
@@ -45,6 +46,7 @@ struct TranslateArgs {
   double alpha = 1.0;
   int max_len = 0;  // 0: source length + train.max_decode_extra
   int threads = 0;
+  std::string precision;  // fp32, bf16 or auto; empty: the run's
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
@@ -59,6 +61,7 @@ struct GenerateArgs {
   bool no_cache = false;  // re-read the whole context for every token (the reference)
   bool quiet = false;     // no summary line on stderr
   int threads = 0;
+  std::string precision;  // fp32, bf16 or auto; empty: the run's
 };
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
@@ -80,6 +83,8 @@ struct BenchArgs {
   std::string reference;     // the reference script (default: apps/bench_reference.py)
   bool passive = false;      // OMP_WAIT_POLICY=passive for both sides (busy machines)
   bool child = false;        // internal: run the models in this process, print JSON lines
+  // fp32, bf16, or auto: fp32 and, where bf16 can run, bf16 too (each side in both, side by side)
+  std::string precision = "auto";
   // compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside OpenMP
   // threads or more threads than cores (bench/bench_runtime.hpp); flagged in the table
   bool allow_unfair = false;

@@ -226,6 +226,8 @@ int cmd_eval(const EvalArgs& a) {
     std::fprintf(stderr, "qkv: note: %s\n", note.c_str());
   apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                 a.threads > 0 ? "--threads" : "threads");
+  // The products' precision for all the decoding below (the weights stay fixed in it).
+  const PrecisionScope precision(choose_precision(a.precision, r.config.precision, "precision"));
   if (r.model->lm) return eval_lm(a, r);
   if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
   const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);

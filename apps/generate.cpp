@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
+#include "run/limits.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
 
@@ -23,6 +24,8 @@ int cmd_generate(const GenerateArgs& a) {
   QKV_CHECK(r.model->lm, "generate", a.run_dir,
             " is not a language model (model.kind = \"decoder\"); use qkv translate");
   set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+  // The products' precision for all the decoding below (the weights stay fixed in it).
+  const PrecisionScope precision(choose_precision(a.precision, r.config.precision, "precision"));
   const data::Vocab& vocab = r.data.tgt_vocab;
   const data::SentencePiece* spm = r.data.tgt_spm.get();  // null: characters
   const data::Ids prompt = data::encode_lm_text(a.prompt, vocab, spm, "generate: --prompt");

@@ -21,6 +21,13 @@ namespace {
 
 // One add_<command> per subcommand: its arguments, help texts, defaults and checks, bound to
 // the fields of its Args (apps/commands.hpp).
+// --precision of the inference commands: the run's precision unless given.
+void add_precision(CLI::App* cmd, std::string& precision) {
+  cmd->add_option("--precision", precision,
+                  "fp32, bf16 or auto: the linear layers' products (default: the run's)")
+      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
+}
+
 void add_train(CLI::App& app, TrainArgs& a) {
   auto* cmd = app.add_subcommand(
       "train", "train a model from a TOML config (--section.key VALUE overrides a key)");
@@ -67,6 +74,7 @@ void add_eval(CLI::App& app, EvalArgs& a) {
       ->capture_default_str();
   cmd->add_option("--hyp-out", a.hyp_out, "text tasks: write the detokenized hypotheses here");
   cmd->add_flag("--lowercase", a.lowercase, "text tasks: case-insensitive BLEU and chrF");
+  add_precision(cmd, a.precision);
 }
 
 void add_score(CLI::App& app, ScoreArgs& a) {
@@ -97,6 +105,7 @@ void add_translate(CLI::App& app, TranslateArgs& a) {
       ->capture_default_str()
       ->check(checkpoint_name());
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
 }
 
 void add_generate(CLI::App& app, GenerateArgs& a) {
@@ -117,6 +126,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "best or latest")->capture_default_str();
   cmd->add_option("--threads", a.threads, "threads (default: the run's)");
   cmd->add_flag("--quiet", a.quiet, "no tokens/s line on stderr");
+  add_precision(cmd, a.precision);
 }
 
 void add_bench(CLI::App& app, BenchArgs& a) {
@@ -143,6 +153,11 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   cmd->add_flag("--gemm-shapes", a.gemm_shapes,
                 "also time qkv's step GEMM by GEMM: per shape calls, ms and GFLOP/s (a table per "
                 "model, from the last round), and its time in and between parallel regions");
+  cmd->add_option("--precision", a.precision,
+                  "fp32, bf16 or auto (fp32 and, where the CPU runs bf16, bf16 too; with "
+                  "--compare PyTorch under torch.autocast beside qkv bf16)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
   cmd->add_flag("--child", a.child, "internal: run in this process")->group("");
   cmd->add_flag(
       "--attention-sweep", a.attention_sweep,

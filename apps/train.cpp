@@ -115,6 +115,9 @@ int cmd_train(const TrainArgs& a) {
   TrainingRun r;
   open_training_run(r, {a.config, a.run_dir, a.resume, a.overrides, a.overwrite, false},
                     dist::rank(), dist::size());
+  // Validation and the final test decode in the run's precision too; each training step opens
+  // its own scope inside this one (train/trainer.hpp).
+  const PrecisionScope precision(r.precision);
   dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
   prepare_run_folder(r, ctx);
   const bool root = ctx.is_root();

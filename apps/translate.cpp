@@ -17,6 +17,8 @@ int cmd_translate(const TranslateArgs& a) {
             " is a language model (model.kind = \"decoder\"): sample from it with qkv generate");
   apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                 a.threads > 0 ? "--threads" : "threads");
+  // The products' precision for all the decoding below (the weights stay fixed in it).
+  const PrecisionScope precision(choose_precision(a.precision, r.config.precision, "precision"));
   QKV_CHECK(std::isfinite(a.alpha) && a.alpha >= 0, "translate",
             "--alpha must be a finite number >= 0, got ", a.alpha);
   const bool symbols = is_symbol_task(r.config.data);

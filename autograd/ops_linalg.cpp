@@ -33,9 +33,9 @@ Var linear(const Var& x, const Var& w, const Var& b) {
                  rw = w.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
                   const Tensor g2 = g.reshape({-1, g.size(-1)});  // (N, out)
                   std::vector<Tensor> grads = {
-                      rx ? qkv::matmul(g2, w_).reshape(xs) : Tensor(),  // dx = g W
-                      rw ? qkv::matmul(g2.t(), x2) : Tensor()};         // dW = g^T x
-                  if (has_b) grads.push_back(sum_rows(g2));             // db = sum_N g
+                      rx ? linear_input_grad(g2, w_).reshape(xs) : Tensor(),  // dx = g W
+                      rw ? linear_weight_grad(g2, x2) : Tensor()};            // dW = g^T x
+                  if (has_b) grads.push_back(sum_rows(g2));                   // db = sum_N g
                   return grads;
                 });
 }

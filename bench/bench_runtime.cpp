@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/onednn.hpp"
+
 namespace qkv::bench {
 namespace {
 
@@ -131,6 +133,7 @@ RuntimeInfo this_process(int threads) {
   if (auto n = reinterpret_cast<IntFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads")))
     r.blas_threads = n();
   if (const char* e = std::getenv("OPENBLAS_CORETYPE")) r.coretype_env = e;
+  r.onednn = onednn_version() + ", " + onednn_isa();
   r.threads = threads;
   r.omp_max_threads = omp_get_max_threads();
   cpu_set_t set;
@@ -200,6 +203,7 @@ std::string describe(const RuntimeInfo& r) {
     << r.threads << " threads";
   if (r.interop_threads > 0) s << " (+" << r.interop_threads << " inter-op)";
   s << ", OpenMP max " << r.omp_max_threads << ", " << r.cores << " cores";
+  if (!r.onednn.empty()) s << "; oneDNN " << r.onednn;
   return s.str();
 }
 
@@ -216,7 +220,8 @@ nlohmann::json to_json(const RuntimeInfo& r) {
           {"threads", r.threads},
           {"interop_threads", r.interop_threads},
           {"omp_max_threads", r.omp_max_threads},
-          {"cores", r.cores}};
+          {"cores", r.cores},
+          {"onednn", r.onednn}};
 }
 
 RuntimeInfo runtime_from_json(const nlohmann::json& j) {
@@ -234,6 +239,7 @@ RuntimeInfo runtime_from_json(const nlohmann::json& j) {
   r.interop_threads = j.value("interop_threads", 0);
   r.omp_max_threads = j.value("omp_max_threads", 0);
   r.cores = j.value("cores", 0);
+  r.onednn = j.value("onednn", "");
   return r;
 }
 

@@ -30,6 +30,7 @@ struct RuntimeInfo {
   int interop_threads = 0;              // torch.get_num_interop_threads() (0 for qkv)
   int omp_max_threads = 0;              // omp_get_max_threads()
   int cores = 0;                        // online CPUs this process may run on
+  std::string onednn;                   // oneDNN's version and ISA ("2.6.3, avx512_core_bf16")
 };
 
 // The distinct file paths of a /proc/<pid>/maps listing, in order of first appearance.

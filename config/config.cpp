@@ -314,8 +314,9 @@ std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std:
     const std::string& a = args[i];
     const bool dotted =
         a.rfind("--", 0) == 0 && a.find('.') != std::string::npos && a.find('.') < a.find('=');
-    const bool top = a == "--seed" || a == "--threads" || a.rfind("--seed=", 0) == 0 ||
-                     a.rfind("--threads=", 0) == 0;
+    const bool top = a == "--seed" || a == "--threads" || a == "--precision" ||
+                     a.rfind("--seed=", 0) == 0 || a.rfind("--threads=", 0) == 0 ||
+                     a.rfind("--precision=", 0) == 0;
     if (!dotted && !top) {
       rest.push_back(a);
       continue;
@@ -357,6 +358,9 @@ RunConfig config_from_toml(const ConfigDoc& doc_in,
     Reader top{doc.root, "", {}};
     top("seed", c.seed);
     top("threads", c.threads);
+    std::string precision = precision_name(c.precision);
+    top("precision", precision);
+    c.precision = parse_precision(precision);
     static const ojson kEmpty = ojson::object();
     auto section = [&](const char* name) -> const ojson& {
       top.used.insert(name);
@@ -410,6 +414,7 @@ std::string effective_toml(const RunConfig& c) {
   ojson root = ojson::object();
   root["seed"] = c.seed;
   root["threads"] = c.threads;
+  root["precision"] = precision_name(c.precision);
   Writer m, d, t, k;
   model_fields(m, c.model);
   data_fields(d, c.data);

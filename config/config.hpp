@@ -3,6 +3,7 @@
 //
 //   seed = 1            # model init, dropout, data generation and shuffling
 //   threads = 0         # 0: all cores
+//   precision = "fp32"  # the linear layers' products: fp32, bf16 or auto (core/precision.hpp)
 //   [model]  nn::ModelConfig        [data]  data::DataConfig
 //   [train]  TrainOptions           [optim] optim::OptimSection (optimizer, schedule, clipping)
 //   [checkpoint] CheckpointOptions
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "config/document.hpp"
+#include "core/precision.hpp"
 #include "data/config.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/config.hpp"
@@ -54,6 +56,7 @@ struct CheckpointOptions {
 struct RunConfig {
   uint64_t seed = 1;
   int64_t threads = 0;
+  Precision precision = Precision::fp32;
   nn::ModelConfig model;
   data::DataConfig data;
   TrainOptions train;

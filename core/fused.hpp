@@ -34,7 +34,13 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
 // --- linear layers (core/matmul.cpp, core/reduce.cpp) ---
 // x: (N, in), w: (out, in), b: (out) or undefined -> (N, out) = x w^T + b: each thread writes
 // the bias into its band of rows and its GEMM adds onto it (no parallel region for the bias).
+// In bf16 (core/precision.hpp) the product takes bfloat16 operands on oneDNN, with w's copy
+// rounded once per PrecisionScope; float32 accumulation, result and bias either way.
 Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b);
+// The backward's products in the same precision: g: (N, out), w: (out, in) -> dx = g w (N, in);
+// g: (N, out), x: (N, in) -> dW = g^T x (out, in). In fp32: matmul(g, w) and matmul(g.t(), x).
+Tensor linear_input_grad(const Tensor& g, const Tensor& w);
+Tensor linear_weight_grad(const Tensor& g, const Tensor& x);
 // x: (N, C) -> (C): the sum of the rows (a bias gradient), each column accumulated in double
 // in row order, so the result does not depend on the thread count.
 Tensor sum_rows(const Tensor& x);

@@ -9,7 +9,7 @@
 namespace qkv {
 namespace {
 
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>;
 
 struct Registry {
   std::atomic<bool> on{false};
@@ -47,11 +47,11 @@ std::vector<GemmShapeStats> gemm_stats() {
 }
 
 void detail::gemm_stats_record(int64_t n, int64_t m, int64_t k, bool ta, bool tb, double seconds,
-                               int64_t calls) {
+                               int64_t calls, bool bf16) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  GemmShapeStats& s = r.shapes[Key{n, m, k, ta, tb}];
-  s.n = n, s.m = m, s.k = k, s.trans_a = ta, s.trans_b = tb;
+  GemmShapeStats& s = r.shapes[Key{n, m, k, ta, tb, bf16}];
+  s.n = n, s.m = m, s.k = k, s.trans_a = ta, s.trans_b = tb, s.bf16 = bf16;
   s.calls += calls;
   s.seconds += seconds;
 }

@@ -16,6 +16,7 @@ namespace qkv {
 struct GemmShapeStats {
   int64_t n = 0, m = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  bool bf16 = false;  // true: bfloat16 operands on oneDNN; false: float32 on OpenBLAS
   int64_t calls = 0;
   double seconds = 0;  // summed over the calls
 };
@@ -29,7 +30,7 @@ namespace detail {
 // Called by matmul and linear_forward: `calls` products of one shape (a batched matmul's
 // matrices), timed together.
 void gemm_stats_record(int64_t n, int64_t m, int64_t k, bool ta, bool tb, double seconds,
-                       int64_t calls);
+                       int64_t calls, bool bf16 = false);
 }  // namespace detail
 
 }  // namespace qkv

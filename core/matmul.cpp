@@ -13,10 +13,13 @@
 
 #include <chrono>
 
+#include "bf16_cache.hpp"
 #include "fused.hpp"
 #include "gemm_stats.hpp"
 #include "kernel_util.hpp"
+#include "onednn.hpp"
 #include "parallel.hpp"
+#include "precision.hpp"
 #include "tensor.hpp"
 
 namespace qkv {
@@ -42,13 +45,42 @@ Operand as_blas(const Tensor& m) {
 // (core/gemm_stats.hpp), records its time. Products run from inside a parallel region are
 // parts of another op and are not timed.
 template <class F>
-void timed_products(int64_t n, int64_t m, int64_t k, bool ta, bool tb, int64_t calls,
-                    F&& products) {
+void timed_products(int64_t n, int64_t m, int64_t k, bool ta, bool tb, int64_t calls, F&& products,
+                    bool bf16 = false) {
   if (!gemm_stats_enabled() || in_parallel_region()) return products();
   const auto t0 = std::chrono::steady_clock::now();
   products();
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  detail::gemm_stats_record(n, m, k, ta, tb, dt.count(), calls);
+  detail::gemm_stats_record(n, m, k, ta, tb, dt.count(), calls, bf16);
+}
+
+// The stored matrix behind an operand read as (r, c): itself, or a (c, r) one read transposed.
+detail::StoredMatrix stored(const Operand& o, int64_t r, int64_t c) {
+  return o.trans ? detail::StoredMatrix{o.t, c, r, o.ld} : detail::StoredMatrix{o.t, r, c, o.ld};
+}
+
+// Whether a product of these float tensors runs in bf16 (core/precision.hpp).
+bool bf16_product(const Tensor& a, const Tensor& b) {
+  return a.dtype() == DType::f32 && b.dtype() == DType::f32 &&
+         current_precision() == Precision::bf16;
+}
+
+// out (n, m), contiguous = op(a) (n, k) op(b) (k, m) [+ bias] on oneDNN in bf16; each operand
+// a weight (rounded once per scope) or an activation (rounded now). a_weight / b_weight say which.
+void bf16_product_into(const Tensor& a, bool a_weight, const Tensor& b, bool b_weight,
+                       const Tensor& bias, Tensor& out) {
+  const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  const Operand oa = as_blas(a), ob = as_blas(b);
+  const detail::StoredMatrix sa = stored(oa, n, k), sb = stored(ob, k, m);
+  timed_products(
+      n, m, k, oa.trans, ob.trans, 1,
+      [&] {
+        const bf16_t* pa = a_weight ? detail::bf16_weight(sa) : detail::bf16_activation(sa, 0);
+        const bf16_t* pb = b_weight ? detail::bf16_weight(sb) : detail::bf16_activation(sb, 1);
+        kernel::gemm_bf16(oa.trans, ob.trans, n, m, k, pa, sa.cols, pb, sb.cols, out.data<float>(),
+                          m, bias.defined() ? bias.data<float>() : nullptr);
+      },
+      true);
 }
 
 }  // namespace
@@ -186,8 +218,15 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
   QKV_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.dtype() == w.dtype(),
             "linear", "input ", x.shape(), " and weight ", w.shape(),
             " do not fit (x: (N, in), w: (out, in), one dtype)");
-  if (!b.defined()) return matmul(x, w.t());
   const int64_t n = x.size(0), in = x.size(1), out_f = w.size(0);
+  if (bf16_product(x, w) && n > 0 && in > 0) {
+    QKV_CHECK(!b.defined() || (b.shape() == Shape{out_f} && b.dtype() == x.dtype()), "linear",
+              "bias ", b.shape(), " for weight ", w.shape());
+    Tensor y = empty({n, out_f}, x.dtype());
+    bf16_product_into(x, false, w.t(), true, b.defined() ? b.contiguous() : Tensor(), y);
+    return y;
+  }
+  if (!b.defined()) return matmul(x, w.t());
   QKV_CHECK(b.shape() == Shape{out_f} && b.dtype() == x.dtype(), "linear", "bias ", b.shape(),
             " for weight ", w.shape());
   Tensor y = empty({n, out_f}, x.dtype());
@@ -205,6 +244,24 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
     });
   });
   return y;
+}
+
+Tensor linear_input_grad(const Tensor& g, const Tensor& w) {
+  if (!bf16_product(g, w) || g.dim() != 2 || w.dim() != 2 || g.size(1) != w.size(0) ||
+      g.numel() == 0 || w.numel() == 0)
+    return matmul(g, w);
+  Tensor dx = empty({g.size(0), w.size(1)}, g.dtype());
+  bf16_product_into(g, false, w, true, Tensor(), dx);
+  return dx;
+}
+
+Tensor linear_weight_grad(const Tensor& g, const Tensor& x) {
+  if (!bf16_product(g, x) || g.dim() != 2 || x.dim() != 2 || g.size(0) != x.size(0) ||
+      g.numel() == 0 || x.numel() == 0)
+    return matmul(g.t(), x);
+  Tensor dw = empty({g.size(1), x.size(1)}, g.dtype());
+  bf16_product_into(g.t(), false, x, false, Tensor(), dw);
+  return dw;
 }
 
 }  // namespace qkv

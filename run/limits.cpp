@@ -204,4 +204,17 @@ int apply_threads(int64_t requested, const std::string& key) {
   return get_num_threads();
 }
 
+Precision choose_precision(const std::string& flag, Precision configured, const std::string& key) {
+  const Precision asked = flag.empty() ? configured : parse_precision(flag);
+  const std::string what = flag.empty() ? key : "--precision";
+  const Precision p = resolve_precision(asked, what);
+  if (asked == Precision::auto_) {
+    const std::string why = bf16_unsupported_reason();
+    std::fprintf(stderr, "[qkv] %s = auto: %s\n", what.c_str(),
+                 why.empty() ? "bf16 (AVX512_BF16, oneDNN's bf16 kernels)"
+                             : ("fp32, as bf16 cannot run here: " + why).c_str());
+  }
+  return p;
+}
+
 }  // namespace qkv::app

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include "core/precision.hpp"
 
 #include "config/config.hpp"
 
@@ -44,5 +45,10 @@ int usable_cores();
 // with a warning naming `key` (oversubscribed threads only slow BLAS down and each costs
 // memory). Negative counts are refused. Returns the count in use.
 int apply_threads(int64_t requested, const std::string& key);
+
+// The precision to run in: `flag` (--precision: "fp32", "bf16" or "auto"; empty: none given)
+// over the run's `configured` one, resolved (core/precision.hpp): bf16 where it cannot run is
+// qkv::Error naming `key` and the missing CPU feature; auto says on stderr what it picked.
+Precision choose_precision(const std::string& flag, Precision configured, const std::string& key);
 
 }  // namespace qkv::app

@@ -1,5 +1,7 @@
 #include "run/run.hpp"
 
+#include "core/precision.hpp"
+
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
 
@@ -177,6 +179,9 @@ data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data
 Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
                  int64_t batch_size, int64_t max_decode_extra, int64_t limit,
                  const data::DataSplits* text) {
+  // A scope boundary: the weights may have changed since the last products (a checkpoint was
+  // loaded), so their bf16 copies are made afresh; the precision stays the caller's.
+  const PrecisionScope boundary(current_precision());
   const bool score_text = text != nullptr && !ds.text.empty();
   EvalMode eval(model);
   ag::NoGrad no_grad;

@@ -44,7 +44,8 @@ struct TrainingRun {
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<data::BatchSource> loader;
   int64_t per_epoch = 0;  // steps per epoch, from the first epoch's plan
-  train::TrainerOptions options;
+  train::TrainerOptions options;          // options.precision: cfg.precision resolved
+  Precision precision = Precision::fp32;  // cfg.precision resolved (auto: what it picked)
   train::TrainState state;  // the resumed checkpoint's, or a new run's
   const Task& task() const { return task_of(cfg.data.task); }  // the family of data.task
 };

@@ -90,6 +90,7 @@ std::optional<StepStats> Trainer::step(bool* stop_out) {
   for (Hook* h : hooks_) h->on_step_begin(*this);
   Forward f;
   double loss = 0;
+  std::optional<PrecisionScope> precision(std::in_place, options_.precision);
   try {
     f = forward_();
     if (f.loss.defined()) loss = f.loss.item();
@@ -112,6 +113,7 @@ std::optional<StepStats> Trainer::step(bool* stop_out) {
     if (!handle_error(e)) throw;
     return std::nullopt;
   }
+  precision.reset();  // the update changes the weights: their bf16 copies end here
   const StepStats s = update(loss, f.tokens);
   for (Hook* h : hooks_) h->on_step_end(*this, s);
   return s;

@@ -57,6 +57,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "core/precision.hpp"
 
 #include "autograd/var.hpp"
 #include "data/loader.hpp"
@@ -91,6 +92,10 @@ struct TrainerOptions {
   std::optional<optim::ScheduleConfig> schedule;  // none: the optimizer's own lr throughout
   bool skip_nonfinite = false;    // skip a step with a non-finite loss instead of stopping
   bool measure_grad_norm = true;  // false: no norm pass when not clipping (stats.grad_norm 0)
+  // The products' precision during forward and backward (core/precision.hpp; fp32 or bf16,
+  // resolved): each step's forward and backward run in one PrecisionScope, so the weights'
+  // bf16 copies are made once per step, before the optimizer updates the float32 weights.
+  Precision precision = Precision::fp32;
 };
 
 enum class StopReason { completed, early_stopping, requested };

@@ -32,6 +32,17 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   CHECK(calls["NN"] == 33);
   CHECK(calls["TN"] == 33);
   CHECK(calls.size() == 3);
+  for (const nlohmann::json& s : shapes) CHECK(s["backend"] == "OpenBLAS f32");
+  // Where bf16 runs (--precision auto, the default), the bf16 step's same 99 linear products all
+  // run on oneDNN in bf16; attention's tiles are not among them (they stay f32 on OpenBLAS).
+  if (j["models"][0].contains("qkv_bf16")) {
+    std::map<std::string, double> bf16_calls;
+    for (const nlohmann::json& s : j["models"][0]["qkv_bf16"]["gemm_shapes"]) {
+      CHECK(s["backend"] == "oneDNN bf16");
+      bf16_calls[s["op"].get<std::string>()] += s["calls_per_step"].get<double>();
+    }
+    CHECK(bf16_calls == calls);
+  }
   // (Not compared with the step's time: the GEMMs are timed in other steps, and under ctest -j
   // another test's load may land on those and not on the timed ones.)
   CHECK(ms > 0);
@@ -50,7 +61,8 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   INFO(t.output);
   REQUIRE(t.status == 0);
   CHECK(t.output.find("GEMMs in one training step of tiny") != std::string::npos);
-  CHECK(t.output.find("| 2048 x 64, k 64 | NT | 24 |") != std::string::npos);  // q, k, v, o
+  CHECK(t.output.find("| 2048 x 64, k 64 | NT | OpenBLAS f32 | 24 |") !=
+        std::string::npos);  // q, k, v, o
   CHECK(t.output.find("| all GEMMs |") != std::string::npos);
   CHECK(t.output.find("Parallel regions in the same steps:") != std::string::npos);
 }

@@ -1,0 +1,51 @@
+#include "bf16.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "parallel.hpp"
+
+namespace qkv {
+
+void to_bf16(const float* src, bf16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512BF16__)
+  for (; i + 32 <= n; i += 32) {
+    const __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
+    const __m512bh h = _mm512_cvtne2ps_pbh(hi, lo);  // lanes 0..15 from lo, 16..31 from hi
+    _mm512_storeu_si512(dst + i, reinterpret_cast<__m512i>(h));
+  }
+  if (i + 16 <= n) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), reinterpret_cast<__m256i>(h));
+    i += 16;
+  }
+#endif
+  for (; i < n; ++i) dst[i] = bf16_round(src[i]);
+}
+
+void to_bf16_rows(const float* src, int64_t rows, int64_t cols, int64_t ld, bf16_t* dst) {
+  if (ld == cols) {  // one stream, split into 32-aligned chunks
+    const int64_t n = rows * cols, chunks = (n + 1023) / 1024;
+    parallel_for(chunks, 1024, [&](int64_t lo, int64_t hi) {
+      const int64_t a = lo * 1024, b = std::min(hi * 1024, n);
+      to_bf16(src + a, dst + a, b - a);
+    });
+    return;
+  }
+  parallel_for(rows, cols, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) to_bf16(src + r * ld, dst + r * cols, cols);
+  });
+}
+
+bool bf16_convert_vectorized() {
+#if defined(__AVX512BF16__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace qkv

@@ -1,0 +1,26 @@
+// Internal to core/: the bfloat16 copies that bf16 products read (core/precision.hpp).
+#pragma once
+#include <cstdint>
+
+#include "bf16.hpp"
+#include "tensor.hpp"
+
+namespace qkv::detail {
+
+// A stored row-major float32 matrix: `rows` rows of `cols` elements, row stride ld, starting at
+// t's data. t keeps the storage alive.
+struct StoredMatrix {
+  Tensor t;
+  int64_t rows = 0, cols = 0, ld = 0;
+};
+
+// The matrix rounded to bfloat16, packed (ld = cols): converted at its first use since the last
+// PrecisionScope boundary (a scope's start or end) and reused until the next one. The buffer is
+// kept for the next copy of the same matrix.
+const bf16_t* bf16_weight(const StoredMatrix& w);
+
+// The matrix rounded to bfloat16 into this thread's scratch buffer `slot` (0 or 1), packed;
+// valid until the next call with the same slot on this thread.
+const bf16_t* bf16_activation(const StoredMatrix& x, int slot);
+
+}  // namespace qkv::detail

@@ -1,0 +1,144 @@
+#include "onednn.hpp"
+
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "error.hpp"
+#include "parallel.hpp"
+
+namespace qkv {
+namespace {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+using Dims = dnnl::memory::dims;
+using DT = dnnl::memory::data_type;
+
+// A stored row-major matrix read as (rows, cols) of op: (rows, cols) itself, or the transpose
+// of a (cols, rows) matrix with row stride ld.
+dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, bool trans, int64_t ld, DT dt) {
+  return trans ? dnnl::memory::desc(Dims{rows, cols}, dt, Dims{1, ld})
+               : dnnl::memory::desc(Dims{rows, cols}, dt, Dims{ld, 1});
+}
+
+// One product shape's primitive, with its memory objects (pointed at the operands per call),
+// argument map and scratchpad, all made once.
+struct Product {
+  dnnl::matmul prim;
+  dnnl::memory src, wei, bias, dst, scratch;
+  std::vector<uint8_t> scratch_buf;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, bool, int>;
+
+std::unique_ptr<Product> make_product(const Key& key) {
+  const auto [n, m, k, ta, tb, lda, ldb, ldc, has_bias, threads] = key;
+  (void)threads;  // the primitive splits its work for omp_get_max_threads() at creation
+  const dnnl::engine& eng = cpu_engine();
+  const auto a_md = operand_desc(n, k, ta, lda, DT::bf16);
+  const auto b_md = operand_desc(k, m, tb, ldb, DT::bf16);
+  const auto c_md = dnnl::memory::desc(Dims{n, m}, DT::f32, Dims{ldc, 1});
+  const auto bias_md =
+      has_bias ? dnnl::memory::desc(Dims{1, m}, DT::f32, Dims{m, 1}) : dnnl::memory::desc();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::desc d(a_md, b_md, bias_md, c_md);
+  const dnnl::matmul::primitive_desc pd(d, attr, eng);
+  auto p = std::make_unique<Product>();
+  p->prim = dnnl::matmul(pd);
+  p->src = dnnl::memory(a_md, eng, DNNL_MEMORY_NONE);
+  p->wei = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
+  p->dst = dnnl::memory(c_md, eng, DNNL_MEMORY_NONE);
+  p->scratch_buf.resize(std::max<size_t>(pd.scratchpad_desc().get_size(), 1));
+  p->scratch = dnnl::memory(pd.scratchpad_desc(), eng, p->scratch_buf.data());
+  p->args = {{DNNL_ARG_SRC, p->src},
+             {DNNL_ARG_WEIGHTS, p->wei},
+             {DNNL_ARG_DST, p->dst},
+             {DNNL_ARG_SCRATCHPAD, p->scratch}};
+  if (has_bias) {
+    p->bias = dnnl::memory(bias_md, eng, DNNL_MEMORY_NONE);
+    p->args[DNNL_ARG_BIAS] = p->bias;
+  }
+  return p;
+}
+
+Product& product_for(const Key& key) {
+  thread_local std::map<Key, std::unique_ptr<Product>> cache;
+  std::unique_ptr<Product>& p = cache[key];
+  if (!p) p = make_product(key);
+  return *p;
+}
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+std::string onednn_version() {
+  const dnnl::version_t* v = dnnl::version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+std::string onednn_isa() { return isa_name(dnnl::get_effective_cpu_isa()); }
+
+bool onednn_isa_has_bf16() {
+  const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & want) == want;
+}
+
+bool cpu_has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
+
+namespace kernel {
+
+void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
+               const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
+  QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,
+            ", k ", k, ")");
+  Product& p = product_for(Key{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()});
+  p.src.set_data_handle(const_cast<bf16_t*>(a));
+  p.wei.set_data_handle(const_cast<bf16_t*>(b));
+  p.dst.set_data_handle(c);
+  if (bias) p.bias.set_data_handle(const_cast<float*>(bias));
+  p.prim.execute(thread_stream(), p.args);
+  thread_stream().wait();
+}
+
+}  // namespace kernel
+}  // namespace qkv

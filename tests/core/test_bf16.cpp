@@ -1,0 +1,184 @@
+// bfloat16 rounding against its reference, and the bf16 products (oneDNN) of the linear layers
+// against float64 products of the rounded operands, at every transpose combination and at
+// shapes that cross oneDNN's and qkv's tile boundaries.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/bf16.hpp"
+#include "core/fused.hpp"
+#include "core/onednn.hpp"
+#include "core/precision.hpp"
+#include "core/random.hpp"
+#include "support/tensors.hpp"
+
+using namespace qkv;
+using namespace qkv::testing;
+
+namespace {
+
+float from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+#define REQUIRE_BF16_SUPPORTED()                                         \
+  do {                                                                   \
+    const std::string why = bf16_unsupported_reason();                   \
+    if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why); \
+  } while (0)
+
+// A float64 copy of x's values after rounding each to bfloat16.
+Tensor rounded(const Tensor& x) {
+  Tensor c = x.contiguous().clone();
+  float* p = c.data<float>();
+  for (int64_t i = 0; i < c.numel(); ++i) p[i] = bf16_to_float(bf16_round(p[i]));
+  return c.to(DType::f64);
+}
+
+// Largest |a - b| over max(1, |b|): a is float32, b float64.
+double max_rel_err(const Tensor& a, const Tensor& b) {
+  const Tensor a64 = a.to(DType::f64).contiguous(), b64 = b.contiguous();
+  double e = 0;
+  for (int64_t i = 0; i < a64.numel(); ++i) {
+    const double r = b64.data<double>()[i];
+    e = std::max(e, std::abs(a64.data<double>()[i] - r) / std::max(1.0, std::abs(r)));
+  }
+  return e;
+}
+
+// t of the given logical shape, stored either row-major or as the transpose of a stored matrix.
+Tensor maybe_transposed(const Shape& s, bool trans, Generator& g) {
+  return trans ? randn({s[1], s[0]}, g).t() : randn(s, g);
+}
+
+}  // namespace
+
+TEST_CASE("bf16_round: ties to even, NaN, Inf, subnormals, overflow") {
+  CHECK(bf16_round(1.0f) == 0x3f80);
+  CHECK(bf16_round(from_bits(0x3f808000u)) == 0x3f80);  // tie, even below
+  CHECK(bf16_round(from_bits(0x3f818000u)) == 0x3f82);  // tie, even above
+  CHECK(bf16_round(from_bits(0x3f808001u)) == 0x3f81);  // above the tie
+  CHECK(bf16_round(from_bits(0x3f807fffu)) == 0x3f80);  // below the tie
+  CHECK(bf16_round(-2.5f) == 0xc020);
+  CHECK(bf16_round(INFINITY) == 0x7f80);
+  CHECK(bf16_round(-INFINITY) == 0xff80);
+  CHECK(bf16_round(from_bits(0x7f7fffffu)) == 0x7f80);    // FLT_MAX rounds past bf16's max
+  CHECK(bf16_round(from_bits(0x7f7f0000u)) == 0x7f7f);    // bf16's max is exact
+  const bf16_t nan = bf16_round(from_bits(0x7f800001u));  // a signalling NaN with a low payload
+  CHECK(std::isnan(bf16_to_float(nan)));
+  CHECK(nan == 0x7fc0);
+  CHECK(bf16_round(from_bits(0xffc00001u)) == 0xffc0);
+  CHECK(bf16_round(from_bits(0x00000001u)) == 0x0000);  // subnormals become signed zeros
+  CHECK(bf16_round(from_bits(0x807fffffu)) == 0x8000);
+  CHECK(bf16_round(from_bits(0x00800000u)) == 0x0080);  // the smallest normal stays
+  CHECK(bf16_round(-0.0f) == 0x8000);
+  CHECK(bf16_to_float(0x3f80) == 1.0f);
+}
+
+TEST_CASE("to_bf16: the same bits as bf16_round at every length and on every kind of value") {
+  std::vector<float> src(1000);
+  uint32_t state = 12345;
+  for (size_t i = 0; i < src.size(); ++i) {  // random bit patterns cover NaNs and subnormals too
+    state = state * 1664525u + 1013904223u;
+    src[i] = from_bits(state);
+  }
+  const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x00000001u,
+                               0x80000001u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x80000000u};
+  for (size_t i = 0; i < std::size(specials); ++i) src[3 * i + 1] = from_bits(specials[i]);
+  for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 999, 1000}) {
+    std::vector<bf16_t> out(n + 1, 0xabcd);
+    to_bf16(src.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      INFO("n " << n << " i " << i);
+      REQUIRE(out[i] == bf16_round(src[i]));
+    }
+    CHECK(out[n] == 0xabcd);  // nothing written past the end
+  }
+  std::vector<float> big(3 * 40000 + 7);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = std::sin(0.001 * double(i)) * 1e3f;
+  std::vector<bf16_t> packed(big.size());
+  to_bf16_rows(big.data(), 3, 40000, 40002, packed.data());  // strided rows, threaded
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 40000; c += 997)
+      REQUIRE(packed[r * 40000 + c] == bf16_round(big[r * 40002 + c]));
+}
+
+TEST_CASE("precision names parse and print, unknown names are errors") {
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::auto_})
+    CHECK(parse_precision(precision_name(p)) == p);
+  CHECK_THROWS_WITH(parse_precision("fp16"), Catch::Contains("\"fp32\", \"bf16\" or \"auto\""));
+  CHECK(resolve_precision(Precision::fp32) == Precision::fp32);
+  const Precision a = resolve_precision(Precision::auto_);
+  CHECK(a == (bf16_unsupported_reason().empty() ? Precision::bf16 : Precision::fp32));
+  CHECK(current_precision() == Precision::fp32);
+}
+
+TEST_CASE("bf16 linear products against float64 of the rounded operands, all transposes") {
+  REQUIRE_BF16_SUPPORTED();
+  Generator g(7);
+  // Sizes crossing 16-row bands, 32-wide vectors and oneDNN's brgemm blocks (16, 32, 64).
+  const int64_t sizes[][3] = {{1, 1, 1},     {3, 5, 7},      {17, 33, 15},    {64, 64, 64},
+                              {65, 31, 129}, {130, 65, 256}, {768, 128, 128}, {300, 97, 513}};
+  for (const auto& s : sizes) {
+    const int64_t n = s[0], in = s[1], out = s[2];
+    for (int combo = 0; combo < 4; ++combo) {
+      const bool tx = combo & 1, tw = combo & 2;
+      INFO("n " << n << " in " << in << " out " << out << " x^T " << tx << " w^T " << tw);
+      const Tensor x = maybe_transposed({n, in}, tx, g), w = maybe_transposed({out, in}, tw, g);
+      const Tensor b = randn({out}, g), gy = maybe_transposed({n, out}, tx, g);
+      Tensor y, dx, dw;
+      {
+        PrecisionScope scope(Precision::bf16);
+        y = linear_forward(x, w, b);
+        dx = linear_input_grad(gy, w);
+        dw = linear_weight_grad(gy, x);
+      }
+      const Tensor x64 = rounded(x), w64 = rounded(w), g64 = rounded(gy);
+      const Tensor y_ref = matmul(x64, w64.t()) + b.to(DType::f64);
+      // f32 accumulation of exact bf16 products: error ~ k * 2^-24 relative to the row's scale
+      const double tol = 2e-6 * std::sqrt(double(std::max(in, out) + n));
+      CHECK(max_rel_err(y, y_ref) < tol);
+      CHECK(max_rel_err(dx, matmul(g64, w64)) < tol);
+      CHECK(max_rel_err(dw, matmul(g64.t(), x64)) < tol);
+    }
+  }
+}
+
+TEST_CASE("bf16 weight copies are made once per scope and remade in the next one") {
+  REQUIRE_BF16_SUPPORTED();
+  Generator g(3);
+  const Tensor x = randn({40, 24}, g), b = zeros({16});
+  Tensor w = randn({16, 24}, g);
+  Tensor y1, y_again;
+  {
+    PrecisionScope scope(Precision::bf16);
+    y1 = linear_forward(x, w, b);
+    y_again = linear_forward(x, w, b);
+  }
+  CHECK(max_rel_err(y_again, y1.to(DType::f64)) == 0);  // same copy, same primitive: same bits
+  w.fill_(0.5);  // what an optimizer step does between scopes
+  Tensor y2;
+  {
+    PrecisionScope scope(Precision::bf16);
+    y2 = linear_forward(x, w, b);
+  }
+  CHECK(max_rel_err(y2, matmul(rounded(x), rounded(w).t())) < 1e-5);
+  // Outside a scope the products are float32 on OpenBLAS, bit for bit matmul's.
+  CHECK(max_rel_err(linear_input_grad(x, w.t()), matmul(x, w.t()).to(DType::f64)) == 0);
+}
+
+TEST_CASE("bf16 products are deterministic: the same bits on every call") {
+  REQUIRE_BF16_SUPPORTED();
+  Generator g(11);
+  const Tensor x = randn({768, 128}, g), w = randn({512, 128}, g), gy = randn({768, 512}, g);
+  PrecisionScope scope(Precision::bf16);
+  const Tensor a = linear_weight_grad(gy, x), b = linear_weight_grad(gy, x);
+  CHECK(max_rel_err(a, b.to(DType::f64)) == 0);
+}
+
+TEST_CASE("oneDNN describes itself") {
+  CHECK(!onednn_version().empty());
+  CHECK(onednn_isa() != "");
+}
