@@ -17,6 +17,7 @@
 #include "figures/attention_stats.hpp"
 #include "figures/plot.hpp"
 #include "figures/progress.hpp"
+#include "figures/report.hpp"
 #include "run/distributed.hpp"
 #include "run/run.hpp"
 #include "run/train_hooks.hpp"
@@ -32,23 +33,18 @@ using namespace figures;
 
 namespace {
 
-// loss.svg from metrics.jsonl: the training loss and the validation loss against steps.
+// loss.svg from metrics.jsonl (read as qkv report reads it): the training loss and the
+// validation loss against steps.
 void plot_losses(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "metrics.jsonl");
+  report::RunData run;
+  report::read_metrics((run_dir / "metrics.jsonl").string(), run);
   Series train{"train loss", {}, {}, ""}, valid{"valid loss", {}, {}, ""};
-  std::string line;
-  while (std::getline(in, line)) {
-    try {
-      const json j = json::parse(line);
-      if (!j.contains("split")) {
-        train.x.push_back(j.at("step").get<double>());
-        train.y.push_back(j.at("loss").get<double>());
-      } else if (j.at("split") == "valid") {
-        valid.x.push_back(j.at("step").get<double>());
-        valid.y.push_back(j.at("loss").get<double>());
-      }
-    } catch (const json::exception&) {
-    }
+  for (const ojson& j : run.records) {
+    if (!j.contains("loss") || !j["loss"].is_number()) continue;  // e.g. a skipped step
+    Series* s = !j.contains("split") ? &train : j["split"] == "valid" ? &valid : nullptr;
+    if (s == nullptr) continue;
+    s->x.push_back(j["step"].get<double>());
+    s->y.push_back(j["loss"].get<double>());
   }
   LineChart c{"Loss", "step", "cross-entropy (nats / token)", false, false, {train, valid}};
   write_svg((run_dir / "loss.svg").string(), c);
