@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
-#include "config/toml.hpp"
+#include "config/document.hpp"
 #include "support/common.hpp"
 
 using namespace qkv;
@@ -18,7 +18,7 @@ namespace {
 // "section.key" -> default, from the effective config of a default RunConfig (every key the
 // field visitor writes, the optimizer's included).
 std::map<std::string, ojson> reader_defaults() {
-  const TomlDoc doc = parse_toml(effective_toml(RunConfig{}), "defaults");
+  const ConfigDoc doc = parse_config(effective_toml(RunConfig{}), "defaults");
   std::map<std::string, ojson> out;
   for (auto it = doc.root.begin(); it != doc.root.end(); ++it) {
     if (!it.value().is_object()) {
@@ -56,7 +56,7 @@ TEST_CASE("docs/config.md lists every config key with its default") {
   for (const auto& [key, value] : reader) {
     INFO(key << " (reader default " << value.dump() << ")");
     REQUIRE(doc.count(key) == 1);
-    const ojson documented = parse_toml_value_or_string(doc.at(key));
+    const ojson documented = parse_value_or_string(doc.at(key));
     if (value.is_number())
       CHECK(documented.get<double>() == value.get<double>());
     else
