@@ -53,9 +53,7 @@ struct Recorder : train::Hook {
   std::string log;
   int64_t stop_at = 0;  // should_stop answers true from this step on (0: never)
   void on_train_begin(train::Trainer&) override { log += "b "; }
-  void on_step_begin(train::Trainer& t) override {
-    log += cat("s", t.state().step, " ");
-  }
+  void on_step_begin(train::Trainer& t) override { log += cat("s", t.state().step, " "); }
   void on_step_end(train::Trainer&, const train::StepStats& s) override {
     log += cat("e", s.step, " ");
   }
@@ -63,12 +61,8 @@ struct Recorder : train::Hook {
     log += skipping ? "n(skip) " : "n(stop) ";
     return "a note";
   }
-  void on_validate(train::Trainer& t) override {
-    log += cat("v", t.state().step, " ");
-  }
-  void on_checkpoint(train::Trainer& t) override {
-    log += cat("c", t.state().step, " ");
-  }
+  void on_validate(train::Trainer& t) override { log += cat("v", t.state().step, " "); }
+  void on_checkpoint(train::Trainer& t) override { log += cat("c", t.state().step, " "); }
   bool should_stop(train::Trainer& t) override {
     log += "q ";
     return stop_at > 0 && t.state().step >= stop_at;
