@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "config/toml_ascii.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "data/utf8.hpp"
@@ -100,6 +101,10 @@ std::string toml_text(const ojson& v) {
 ConfigDoc parse_config(const std::string& text, const std::string& path) {
   ConfigDoc doc;
   doc.path = path;
+  if (const auto p = first_non_ascii_outside_strings(text))
+    throw Error(path + ":" + std::to_string(p->line) + ":" + std::to_string(p->column) +
+                ": a non-ASCII character outside a string or comment (TOML keys and values are "
+                "ASCII unless quoted)");
   toml::table t;
   try {
     t = toml::parse(std::string_view(text), std::string_view(path));
@@ -121,6 +126,8 @@ ConfigDoc read_config_file(const std::string& path) {
 
 ojson parse_value_or_string(const std::string& text) {
   QKV_CHECK(data::valid_utf8(text), "command line", "value is not valid UTF-8");
+  // Unquoted non-ASCII text is a string, never TOML (and toml++ must not see it, toml_ascii.hpp).
+  if (first_non_ascii_outside_strings(text)) return text;
   try {
     const toml::table t =
         toml::parse(std::string_view("v = " + text), std::string_view("command line"));

@@ -6,15 +6,12 @@
 
 #include "config/config.hpp"
 #include "config/document.hpp"
+#include "support/config.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
 
-namespace {
-RunConfig from(const std::string& text, std::vector<std::pair<std::string, std::string>> ov = {}) {
-  return config_from_toml(parse_config(text, "test.toml"), ov);
-}
-}  // namespace
+using qkv::test::config_from;
 
 TEST_CASE("toml: values, sections, comments and their lines") {
   const ConfigDoc d = parse_config(
@@ -54,7 +51,7 @@ max_steps = 1000
 )";
 
 TEST_CASE("toml: every TOML 1.0 spelling gives the plain spelling's effective config") {
-  const std::string plain = effective_toml(from(kPlain));
+  const std::string plain = effective_toml(config_from(kPlain));
   struct Spelling {
     const char* what;
     const char* toml;
@@ -101,10 +98,11 @@ TEST_CASE("toml: every TOML 1.0 spelling gives the plain spelling's effective co
   };
   for (const Spelling& s : spellings) {
     INFO(s.what << ":\n" << s.toml);
-    CHECK(effective_toml(from(s.toml)) == plain);
+    CHECK(effective_toml(config_from(s.toml)) == plain);
   }
   // the same key from the command line instead of the file
-  CHECK(effective_toml(from(std::string(kPlain).replace(0, 9, ""), {{"seed", "3"}})) == plain);
+  CHECK(effective_toml(config_from(std::string(kPlain).replace(0, 9, ""), {{"seed", "3"}})) ==
+        plain);
 }
 
 TEST_CASE("toml: invalid TOML is one error naming the file, line and column") {
@@ -144,6 +142,33 @@ TEST_CASE("toml: invalid TOML is one error naming the file, line and column") {
   }
 }
 
+TEST_CASE("toml: a non-ASCII character outside strings and comments is one error") {
+  // toml++ 3.3.0 reaches undefined behaviour on some of these (config/toml_ascii.hpp); the
+  // guard answers first, at the character's line and column.
+  const std::pair<const char*, const char*> bad[] = {
+      {"[train]\nepoc\xd1\x86 = 1\n", "f.toml:2:5: a non-ASCII"},      // Cyrillic in a key
+      {"a = \xc3\xa9\n", "f.toml:1:5: a non-ASCII"},                   // a bare value
+      {"a = 'x' # c\n\xe3\x81\x82 = 1\n", "f.toml:2:1: a non-ASCII"},  // after a comment
+      {"a = \"\\\"\" \xc2\xa0\n", "f.toml:1:10: a non-ASCII"},         // past an escaped quote
+      {"a = \"\"\"x\n\"\"\"\"\xc3\xa9\n", "f.toml:2:5: a non-ASCII"},  // past four closing quotes
+  };
+  for (const auto& [toml, where] : bad) {
+    INFO(toml);
+    CHECK_THROWS_WITH(parse_config(toml, "f.toml"), Catch::StartsWith(where));
+  }
+  const char* good[] = {
+      "a = \"\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87\" # \xc3\xbc\n",     // a string and a comment
+      "\"\xc3\xa9\" = 1\n'\xc3\xa8' = 2\n",                        // quoted keys
+      "a = '''\n\xc3\xa9'''\nb = \"\"\"\\\"\"\"\xc3\xa9\"\"\"\n",  // multi-line strings
+      "a = \"\\\\\" # \xc3\xa9\n",                                 // an escaped backslash
+  };
+  for (const char* toml : good) {
+    INFO(toml);
+    CHECK_NOTHROW(parse_config(toml, "f.toml"));
+  }
+  CHECK(parse_value_or_string("\xd1\x86") == "\xd1\x86");  // unquoted: a bare string
+}
+
 TEST_CASE("toml: what TOML 1.0 allows parses, and wrong types still name the key") {
   const ConfigDoc d = parse_config(
       "a = 0xDEAD\nb = 0o755\nc = 0b1010\nd = 1_000_000\ne = \"\"\"line one\nline two\"\"\"\n"
@@ -166,12 +191,13 @@ TEST_CASE("toml: what TOML 1.0 allows parses, and wrong types still name the key
                       Catch::StartsWith("t.toml:3: data.path: a date or time"));
   }
   // arrays of tables and nested tables read; qkv then names what it does not know
-  CHECK_THROWS_WITH(from("[[model]]\nd_model = 64\n"),
+  CHECK_THROWS_WITH(config_from("[[model]]\nd_model = 64\n"),
                     Catch::Contains("model: expected a [model] section"));
-  CHECK_THROWS_WITH(from("[model.extra]\nx = 1\n"), Catch::Contains("model.extra: unknown key"));
-  CHECK(from("[model]\nd_model = 0x40\n").model.d_model == 64);
+  CHECK_THROWS_WITH(config_from("[model.extra]\nx = 1\n"),
+                    Catch::Contains("model.extra: unknown key"));
+  CHECK(config_from("[model]\nd_model = 0x40\n").model.d_model == 64);
   CHECK_THROWS_WITH(
-      from("[model]\nd_model = 64.0\n"),
+      config_from("[model]\nd_model = 64.0\n"),
       Catch::Contains("test.toml:2") && Catch::Contains("model.d_model: expected an integer"));
 }
 
@@ -186,7 +212,7 @@ TEST_CASE("toml: command-line values are TOML values, or else bare strings") {
   CHECK(parse_value_or_string("2024-01-01") == "2024-01-01");    // a file named as a date
   CHECK(parse_value_or_string("1\nseed = 2") == "1\nseed = 2");  // one value, not two keys
   CHECK(parse_value_or_string("007") == "007");
-  const RunConfig c = from(
+  const RunConfig c = config_from(
       kPlain, {{"model.d_model", "0x20"}, {"data.task", "sort"}, {"optim.betas", "[0.8, 0.9]"}});
   CHECK(c.model.d_model == 32);
   CHECK(c.data.task == data::TaskKind::sort);
@@ -194,7 +220,7 @@ TEST_CASE("toml: command-line values are TOML values, or else bare strings") {
 }
 
 TEST_CASE("toml: the saved effective config reads back identically") {
-  const RunConfig c = from(
+  const RunConfig c = config_from(
       std::string(kPlain) + "[checkpoint]\nkeep = 3\n",
       {{"train.label_smoothing", "0.1"}, {"optim.lr", "3e-4"}, {"data.path", "/a \"q\" \\ é"}});
   const std::string text = effective_toml(c);
@@ -212,32 +238,34 @@ TEST_CASE("toml: the saved effective config reads back identically") {
 }
 
 TEST_CASE("config: an unknown key or section names the nearest known one") {
-  CHECK_THROWS_WITH(from("[model]\nd_modle = 64\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nd_modle = 64\n"),
                     Catch::StartsWith("test.toml:2: model.d_modle: unknown key; did you mean "
                                       "model.d_model?"));
-  CHECK_THROWS_WITH(from("model.haeds = 4\n"),
+  CHECK_THROWS_WITH(config_from("model.haeds = 4\n"),
                     Catch::Contains("model.haeds: unknown key; did you mean model.heads?"));
-  CHECK_THROWS_WITH(from("sede = 4\n"), Catch::Contains("sede: unknown key; did you mean seed?"));
-  CHECK_THROWS_WITH(from("[modl]\nd_model = 1\n"), Catch::Contains("[modl]: unknown section") &&
-                                                       Catch::Contains("did you mean [model]?"));
-  CHECK_THROWS_WITH(from("[optim]\nweight_dekay = 0.1\n"),
+  CHECK_THROWS_WITH(config_from("sede = 4\n"),
+                    Catch::Contains("sede: unknown key; did you mean seed?"));
+  CHECK_THROWS_WITH(
+      config_from("[modl]\nd_model = 1\n"),
+      Catch::Contains("[modl]: unknown section") && Catch::Contains("did you mean [model]?"));
+  CHECK_THROWS_WITH(config_from("[optim]\nweight_dekay = 0.1\n"),
                     Catch::Contains("did you mean optim.weight_decay?"));
-  CHECK_THROWS_WITH(from("", {{"train.epoch", "3"}}),
+  CHECK_THROWS_WITH(config_from("", {{"train.epoch", "3"}}),
                     Catch::Contains("command line: --train.epoch") &&
                         Catch::Contains("did you mean train.epochs?"));
   // nothing near: no guess
-  CHECK_THROWS_WITH(from("[model]\nzebra = 1\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nzebra = 1\n"),
                     Catch::Contains("unknown key") && !Catch::Contains("did you mean"));
 }
 
 TEST_CASE("config: a mistyped name of a kind names the nearest one") {
-  CHECK_THROWS_WITH(from("[model]\nposition = \"sinusoid\"\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nposition = \"sinusoid\"\n"),
                     Catch::StartsWith("test.toml:2: model.position: must be ") &&
                         Catch::EndsWith("got 'sinusoid'; did you mean 'sinusoidal'?"));
-  CHECK_THROWS_WITH(from("", {{"optim.name", "adan"}}),
+  CHECK_THROWS_WITH(config_from("", {{"optim.name", "adan"}}),
                     Catch::Contains("--optim.name") && Catch::Contains("did you mean 'adam'?"));
-  CHECK_THROWS_WITH(from("[data]\ntask = \"revrese\"\n"),
+  CHECK_THROWS_WITH(config_from("[data]\ntask = \"revrese\"\n"),
                     Catch::Contains("did you mean 'reverse'?"));
-  CHECK_THROWS_WITH(from("[model]\nactivation = \"swish\"\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nactivation = \"swish\"\n"),
                     Catch::Contains("got 'swish'") && !Catch::Contains("did you mean"));
 }
