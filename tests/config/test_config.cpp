@@ -5,54 +5,51 @@
 #include <filesystem>
 
 #include "config/config.hpp"
+#include "support/config.hpp"
 
 using namespace qkv;
 using namespace qkv::app;
 
-namespace {
-RunConfig from(const std::string& text, std::vector<std::pair<std::string, std::string>> ov = {}) {
-  return config_from_toml(parse_config(text, "test.toml"), ov);
-}
-}  // namespace
+using qkv::test::config_from;
 
 TEST_CASE("config: defaults, file, then command line") {
-  const RunConfig def = from("");
+  const RunConfig def = config_from("");
   CHECK(def.model.d_model == nn::ModelConfig{}.d_model);
-  const RunConfig f = from("[model]\nd_model = 96\nheads = 4\n");
+  const RunConfig f = config_from("[model]\nd_model = 96\nheads = 4\n");
   CHECK(f.model.d_model == 96);
   const RunConfig c =
-      from("[model]\nd_model = 96\nheads = 4\n", {{"model.d_model", "32"}, {"seed", "9"}});
+      config_from("[model]\nd_model = 96\nheads = 4\n", {{"model.d_model", "32"}, {"seed", "9"}});
   CHECK(c.model.d_model == 32);
   CHECK(c.seed == 9);
-  const RunConfig s = from("", {{"optim.name", "sgd"}, {"data.task", "reverse"}});
+  const RunConfig s = config_from("", {{"optim.name", "sgd"}, {"data.task", "reverse"}});
   CHECK(qkv::name_of(s.optim.optim.name) == "sgd");
   CHECK(qkv::name_of(s.data.task) == "reverse");
 }
 
 TEST_CASE("config: unknown keys and wrong types name the key and where it was set") {
-  CHECK_THROWS_WITH(from("[model]\nd_modle = 64\n"), Catch::Contains("test.toml:2") &&
-                                                         Catch::Contains("model.d_modle") &&
-                                                         Catch::Contains("unknown key"));
-  CHECK_THROWS_WITH(from("[model]\nd_model = \"big\"\n"), Catch::Contains("test.toml:2") &&
-                                                              Catch::Contains("model.d_model") &&
-                                                              Catch::Contains("integer"));
-  CHECK_THROWS_WITH(from("[modl]\nd_model = 1\n"), Catch::Contains("unknown section"));
-  CHECK_THROWS_WITH(from("", {{"train.epochs", "many"}}),
+  CHECK_THROWS_WITH(config_from("[model]\nd_modle = 64\n"), Catch::Contains("test.toml:2") &&
+                                                                Catch::Contains("model.d_modle") &&
+                                                                Catch::Contains("unknown key"));
+  CHECK_THROWS_WITH(config_from("[model]\nd_model = \"big\"\n"),
+                    Catch::Contains("test.toml:2") && Catch::Contains("model.d_model") &&
+                        Catch::Contains("integer"));
+  CHECK_THROWS_WITH(config_from("[modl]\nd_model = 1\n"), Catch::Contains("unknown section"));
+  CHECK_THROWS_WITH(config_from("", {{"train.epochs", "many"}}),
                     Catch::Contains("command line") && Catch::Contains("train.epochs"));
-  CHECK_THROWS_WITH(from("[optim]\nlr = \"fast\"\n"), Catch::Contains("optim.lr"));
+  CHECK_THROWS_WITH(config_from("[optim]\nlr = \"fast\"\n"), Catch::Contains("optim.lr"));
 }
 
 TEST_CASE("config: out-of-range and inconsistent values") {
-  CHECK_THROWS_WITH(from("[model]\nd_model = 100\nheads = 3\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nd_model = 100\nheads = 3\n"),
                     Catch::Contains("model.heads") && Catch::Contains("not divisible"));
-  CHECK_THROWS_WITH(from("[optim]\nlr = -1.0\n"), Catch::Contains("optim.lr"));
-  CHECK_THROWS_WITH(from("[data]\nbatch_size = 0\n"), Catch::Contains("data.batch_size"));
-  CHECK_THROWS_WITH(from("[model]\ndropout = 1.5\n"), Catch::Contains("model.dropout"));
-  CHECK_THROWS_WITH(from("threads = -2\n"), Catch::Contains("threads"));
+  CHECK_THROWS_WITH(config_from("[optim]\nlr = -1.0\n"), Catch::Contains("optim.lr"));
+  CHECK_THROWS_WITH(config_from("[data]\nbatch_size = 0\n"), Catch::Contains("data.batch_size"));
+  CHECK_THROWS_WITH(config_from("[model]\ndropout = 1.5\n"), Catch::Contains("model.dropout"));
+  CHECK_THROWS_WITH(config_from("threads = -2\n"), Catch::Contains("threads"));
 }
 
 TEST_CASE("config: the effective config reads back to the same config") {
-  const RunConfig c = from(
+  const RunConfig c = config_from(
       "seed = 3\n[model]\nd_model = 48\nheads = 6\nnorm_first = true\n[data]\ntask = \"sort\"\n"
       "[optim]\nname = \"adamw\"\nweight_decay = 0.01\nschedule = \"noam\"\nwarmup = 100\n",
       {{"train.label_smoothing", "0.1"}});
@@ -78,44 +75,46 @@ TEST_CASE("overrides are taken out of the argument list") {
 }
 
 TEST_CASE("config: [model] attention and window, with errors that name the key and line") {
-  const RunConfig c = from("[model]\nattention = \"linear\"\n");
+  const RunConfig c = config_from("[model]\nattention = \"linear\"\n");
   CHECK(qkv::name_of(c.model.attention) == "linear");
   CHECK(c.model.window == 0);
-  CHECK(from("", {{"model.window", "4"}}).model.window == 4);
+  CHECK(config_from("", {{"model.window", "4"}}).model.window == 4);
   CHECK_THROWS_WITH(
-      from("[model]\nattention = \"cosine\"\n"),
+      config_from("[model]\nattention = \"cosine\"\n"),
       Catch::StartsWith("test.toml:2: model.attention:") && Catch::Contains("cosine"));
-  CHECK_THROWS_WITH(from("[model]\nattention = \"additive\"\nwindow = 3\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nattention = \"additive\"\nwindow = 3\n"),
                     Catch::StartsWith("test.toml:3: model.window:") && Catch::Contains("dot"));
-  CHECK_THROWS_WITH(from("", {{"model.window", "-2"}}),
+  CHECK_THROWS_WITH(config_from("", {{"model.window", "-2"}}),
                     Catch::StartsWith("command line: --model.window"));
-  CHECK_THROWS_WITH(from("[model]\nwindow = \"wide\"\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nwindow = \"wide\"\n"),
                     Catch::Contains("model.window: expected an integer"));
   // the effective config carries both keys
-  const RunConfig back =
-      config_from_toml(parse_config(effective_toml(from("[model]\nwindow = 5\n")), "e.toml"));
+  const RunConfig back = config_from_toml(
+      parse_config(effective_toml(config_from("[model]\nwindow = 5\n")), "e.toml"));
   CHECK(back.model.window == 5);
   CHECK(qkv::name_of(back.model.attention) == "dot");
-  CHECK_THROWS_WITH(from("[model]\nattention = \"linear\"\nposition = \"relative\"\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nattention = \"linear\"\nposition = \"relative\"\n"),
                     Catch::Contains("model.position") && Catch::Contains("dot"));
 }
 
 TEST_CASE("config: position kinds and relative_clip, errors naming the key") {
-  CHECK(from("[model]\nposition = \"rope\"\n").model.position == qkv::nn::PositionKind::rope);
-  const RunConfig r = from("[model]\nposition = \"relative\"\nrelative_clip = 4\n");
+  CHECK(config_from("[model]\nposition = \"rope\"\n").model.position ==
+        qkv::nn::PositionKind::rope);
+  const RunConfig r = config_from("[model]\nposition = \"relative\"\nrelative_clip = 4\n");
   CHECK(qkv::name_of(r.model.position) == "relative");
   CHECK(r.model.relative_clip == 4);
-  CHECK(from("").model.relative_clip == 16);
-  CHECK_THROWS_WITH(from("[model]\nposition = \"rotary\"\n"),
+  CHECK(config_from("").model.relative_clip == 16);
+  CHECK_THROWS_WITH(config_from("[model]\nposition = \"rotary\"\n"),
                     Catch::Contains("test.toml:2") && Catch::Contains("model.position") &&
                         Catch::Contains("rope") && Catch::Contains("'rotary'"));
-  CHECK_THROWS_WITH(from("[model]\nrelative_clip = 0\n"), Catch::Contains("model.relative_clip"));
-  CHECK_THROWS_WITH(from("", {{"model.relative_clip", "-3"}}),
+  CHECK_THROWS_WITH(config_from("[model]\nrelative_clip = 0\n"),
+                    Catch::Contains("model.relative_clip"));
+  CHECK_THROWS_WITH(config_from("", {{"model.relative_clip", "-3"}}),
                     Catch::Contains("--model.relative_clip"));
   // rope turns pairs of each head's coordinates: the head width must be even
-  CHECK_THROWS_WITH(from("[model]\nposition = \"rope\"\nd_model = 12\nheads = 4\n"),
+  CHECK_THROWS_WITH(config_from("[model]\nposition = \"rope\"\nd_model = 12\nheads = 4\n"),
                     Catch::Contains("model.position") && Catch::Contains("even"));
-  CHECK_NOTHROW(from("[model]\nposition = \"relative\"\nd_model = 12\nheads = 4\n"));
+  CHECK_NOTHROW(config_from("[model]\nposition = \"relative\"\nd_model = 12\nheads = 4\n"));
   // the effective config keeps the new key
   CHECK(effective_toml(r).find("relative_clip = 4") != std::string::npos);
 }
@@ -134,13 +133,14 @@ TEST_CASE("config: every shipped variant config loads") {
 }
 
 TEST_CASE("config: train.best_metric and the parallel corpus keys") {
-  CHECK(from("").train.best_metric == BestMetric::exact_match);  // today's behaviour by default
-  CHECK_THROWS_WITH(from("[train]\nbest_metric = \"accuracy\"\n"),
+  CHECK(config_from("").train.best_metric ==
+        BestMetric::exact_match);  // today's behaviour by default
+  CHECK_THROWS_WITH(config_from("[train]\nbest_metric = \"accuracy\"\n"),
                     Catch::Contains("test.toml:2") && Catch::Contains("train.best_metric") &&
                         Catch::Contains("exact_match, bleu or loss"));
-  CHECK_THROWS_WITH(from("[train]\nbest_metric = \"bleu\"\n"),
+  CHECK_THROWS_WITH(config_from("[train]\nbest_metric = \"bleu\"\n"),
                     Catch::Contains("bleu needs a text task") && Catch::Contains("copy"));
-  const RunConfig c = from(
+  const RunConfig c = config_from(
       "[data]\ntask = \"parallel\"\npath = \"/corpus\"\nsrc_lang = \"de\"\ntgt_lang = \"en\"\n"
       "tokenizer = \"sentencepiece\"\nspm_vocab_size = 500\nspm_type = \"bpe\"\n"
       "[train]\nbest_metric = \"bleu\"\n");
@@ -151,8 +151,9 @@ TEST_CASE("config: train.best_metric and the parallel corpus keys") {
   CHECK(back.data.spm_vocab_size == 500);
   CHECK(back.data.src_lang == "de");
   CHECK(qkv::name_of(back.train.best_metric) == "bleu");
-  CHECK_THROWS_WITH(from("[data]\ntask = \"parallel\"\npath = \"/c\"\nsrc_lang = \"de\"\n"),
+  CHECK_THROWS_WITH(config_from("[data]\ntask = \"parallel\"\npath = \"/c\"\nsrc_lang = \"de\"\n"),
                     Catch::Contains("data.tgt_lang"));
-  CHECK_THROWS_WITH(from("[data]\ntokenizer = \"sentencepiece\"\nspm_type = \"wordpiece\"\n"),
-                    Catch::Contains("data.spm_type"));
+  CHECK_THROWS_WITH(
+      config_from("[data]\ntokenizer = \"sentencepiece\"\nspm_type = \"wordpiece\"\n"),
+      Catch::Contains("data.spm_type"));
 }

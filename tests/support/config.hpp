@@ -1,0 +1,17 @@
+// config in tests: a RunConfig from TOML text and command-line overrides, as `qkv train` reads
+// a file ("test.toml" in its errors).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace qkv::test {
+
+inline app::RunConfig config_from(const std::string& text,
+                                  std::vector<std::pair<std::string, std::string>> ov = {}) {
+  return app::config_from_toml(app::parse_config(text, "test.toml"), ov);
+}
+
+}  // namespace qkv::test
