@@ -5,6 +5,7 @@
 
 #include "bench/bench_runtime.hpp"
 #include "core/atomic_file.hpp"
+#include "core/onednn.hpp"
 #include "run/build_info.hpp"
 #include "run/limits.hpp"
 
@@ -36,11 +37,13 @@ json cpu_info() {
   return {{"model", model}, {"features", features}};
 }
 
-// oneDNN: its version and the ISA its kernels dispatch to, once qkv is built with it.
+// oneDNN: its version, the ISA its kernels dispatch to here (after ONEDNN_MAX_CPU_ISA) and
+// whether that ISA runs bf16 products.
 json onednn_info() {
-  // Hook: when qkv links oneDNN (libdnnl-dev), report dnnl_version() and
-  // dnnl_get_effective_cpu_isa() here and add the ISA to the kernels line.
-  return {{"built", false}};
+  return {{"built", true},
+          {"version", onednn_version()},
+          {"isa", onednn_isa()},
+          {"bf16", onednn_isa_has_bf16()}};
 }
 
 std::string kernels_of(const bench::RuntimeInfo& r, const json& onednn) {

@@ -5,7 +5,7 @@
 //    "compiler": "GNU 12.2.0",
 //    "blas": {"library": "openblas", "config": "OpenBLAS 0.3.21 ...", "core": "Cooperlake",
 //             "threading": "openmp", "file": "/usr/lib/.../libopenblas.so.0"},
-//    "onednn": {"built": false} | {"built": true, "version": "2.6.3", ...},
+//    "onednn": {"built": true, "version": "2.6.3 ...", "isa": "avx512_core_bf16", "bf16": true},
 //    "cpu": {"model": "Intel(R) Xeon(R) ...", "features": ["avx2", "avx512f", ...]},
 //    "cores": 2, "threads": 2,
 //    "kernels": "OpenBLAS Cooperlake"}

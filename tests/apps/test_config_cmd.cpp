@@ -133,10 +133,15 @@ TEST_CASE(
   CHECK(p["blas"]["library"] == "openblas");
   CHECK(!p["blas"]["core"].get<std::string>().empty());
   CHECK(p["blas"]["config"].get<std::string>().find("OpenBLAS") != std::string::npos);
-  CHECK(p["onednn"].contains("built"));
+  CHECK(p["onednn"]["built"] == true);
+  CHECK(p["onednn"]["version"].get<std::string>().rfind("2.", 0) == 0);
+  CHECK(!p["onednn"]["isa"].get<std::string>().empty());
+  CHECK(p["onednn"]["bf16"].is_boolean());
   CHECK(!p["cpu"]["model"].get<std::string>().empty());
   CHECK(p["cpu"]["features"].size() > 5);
   CHECK(p["kernels"].get<std::string>().rfind("OpenBLAS ", 0) == 0);
+  CHECK(p["kernels"].get<std::string>().find(", oneDNN " + p["onednn"]["isa"].get<std::string>()) !=
+        std::string::npos);
   // threads = 0 saved as the count it became, in both files
   const int threads = p["threads"];
   CHECK(threads >= 1);
