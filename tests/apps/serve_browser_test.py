@@ -7,7 +7,8 @@ but the server). For the copy run it types an input, presses Decode and waits fo
 the LM it types a prompt, presses Sample and waits for the streamed sample. Each time it checks
 that the grid has layers x heads maps of every kind, that every map's rows sum to 1 (and the
 LM's maps are causal), that the output text appears and is what `qkv translate` / `qkv
-generate` print, and that hovering a cell and clicking a map work. It checks that the training
+generate` print, and that hovering a cell and clicking a map work; for the copy run it also picks an
+earlier checkpoint in the selector and checks that it answers as `qkv translate --checkpoint` does. It checks that the training
 curve of the live run gains points while the page is open, that no console message, script
 error or failed load is reported (an injected error must be caught, so the listener is known to
 work), and saves screenshots that must not be blank.
@@ -274,6 +275,21 @@ def main():
         rows = b.js("document.querySelectorAll('#next table tr').length")
         check(rows == len(cli.split()) + 2, f"copy: next-token probabilities at each output step ({rows - 1})")
         hover_and_enlarge(b)
+        best_next = b.js("document.getElementById('next').textContent")
+
+        # The checkpoint selector: an earlier checkpoint answers as qkv translate --checkpoint does.
+        kept = b.js("[...document.getElementById('checkpoint').options].map(o => o.value)")
+        check("step-00000100" in kept and "best" in kept,
+              f"copy: the kept checkpoints are offered ({kept})")
+        ask(b, "copy", "3 1 4 1 5", "document.getElementById('checkpoint').value = 'step-00000100';")
+        early = b.js("document.getElementById('greedy').textContent")
+        cli_early = fx.run([qkv, "translate", copy, "3 1 4 1 5",
+                            "--checkpoint", "step-00000100"]).stdout.strip()
+        check(early == cli_early,
+              f"copy: step-00000100 decodes as qkv translate --checkpoint does ({early!r})")
+        check(b.js("document.getElementById('next').textContent") != best_next,
+              "copy: step-00000100's next-token probabilities are not the best checkpoint's")
+        ask(b, "copy", "3 1 4 1 5", "document.getElementById('checkpoint').value = 'best';")
         shot = opts.get("--screenshot") or os.path.join(work, "copy.png")
         b.js("window.scrollTo(0, 0)")
         b.screenshot(shot)
