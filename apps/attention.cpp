@@ -32,7 +32,7 @@ std::vector<int64_t> layers_named(const std::string& layer, int64_t layers) {
 
 // --layer all and/or --head all: one figure, a row per layer of each kind (encoder self,
 // decoder self, cross; or the one --kind), a column per head.
-std::vector<std::vector<Heatmap>> attention_grid(const LoadedRun& r, const AttendedInput& att,
+std::vector<std::vector<Heatmap>> attention_grid(const run::LoadedRun& r, const AttendedInput& att,
                                                  const AttentionArgs& a) {
   const bool lm = r.model->lm != nullptr;
   std::vector<figures::MapKind> kinds;
@@ -61,7 +61,7 @@ std::vector<std::vector<Heatmap>> attention_grid(const LoadedRun& r, const Atten
 
 }  // namespace
 
-figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
+figures::Heatmap attention_heatmap(const run::LoadedRun& r, const AttendedInput& a,
                                    figures::MapKind kind, int64_t layer, const std::string& head,
                                    int cell, const char* op) {
   const figures::AttentionLabels labels{
@@ -74,9 +74,9 @@ int cmd_attention(const AttentionArgs& a) {
   const std::optional<figures::MapKind> asked =
       a.kind.empty() ? std::nullopt : std::optional(figures::parse_map_kind(a.kind, "attention"));
   QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
-  LoadedRun r = load_run(a.run_dir, a.checkpoint);
-  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
-                a.threads > 0 ? "--threads" : "threads");
+  run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
+  run::apply_threads(a.threads > 0 ? a.threads : r.config.threads,
+                     a.threads > 0 ? "--threads" : "threads");
   const bool lm = r.model->lm != nullptr;
   // By default the map that shows the most: cross-attention, or a language model's only kind.
   const figures::MapKind kind = asked ? *asked
@@ -84,7 +84,7 @@ int cmd_attention(const AttentionArgs& a) {
                                       : figures::MapKind::cross;
   const data::Ids src =
       lm ? data::encode_lm_text(a.text, r.data.tgt_vocab, r.data.tgt_spm.get(), "attention: TEXT")
-         : encode_source(r, a.text, a.run_dir, "attention");
+         : run::encode_source(r, a.text, a.run_dir, "attention");
   const AttendedInput att = attend(r, src);
   if (a.layer == "all" || a.head == "all") {
     const std::vector<std::vector<Heatmap>> rows = attention_grid(r, att, a);

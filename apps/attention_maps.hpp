@@ -19,7 +19,7 @@ using serve::target_text;
 // One map as a heatmap: kind is self (encoder), decoder-self or cross; layer is 1-based (0:
 // the last); head is "mean" or a 1-based head. Bad values throw qkv::Error naming `op` and the
 // valid range. cell: pixels per cell side.
-figures::Heatmap attention_heatmap(const LoadedRun& r, const AttendedInput& a,
+figures::Heatmap attention_heatmap(const run::LoadedRun& r, const AttendedInput& a,
                                    figures::MapKind kind, int64_t layer, const std::string& head,
                                    int cell = 32, const char* op = "attention");
 

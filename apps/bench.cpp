@@ -153,8 +153,10 @@ void print_scaling_table(const BenchArgs& a, const json& result, double load_bef
 // The data-parallel scaling table: each model with N=1 x T threads and N=2 x T/2 threads
 // (mpirun -np 2), alternating for --repeats rounds; the median step time of each side.
 int bench_scaling(const BenchArgs& a, const std::vector<std::string>& names) {
-  QKV_CHECK(dist::compiled_with_mpi(), "bench", "--scaling needs qkv built with MPI (QKV_MPI=ON)");
-  QKV_CHECK(dist::size() == 1, "bench", "--scaling starts mpirun itself; run it without mpirun");
+  QKV_CHECK(run::dist::compiled_with_mpi(), "bench",
+            "--scaling needs qkv built with MPI (QKV_MPI=ON)");
+  QKV_CHECK(run::dist::size() == 1, "bench",
+            "--scaling starts mpirun itself; run it without mpirun");
   QKV_CHECK(a.threads >= 2 && a.threads % 2 == 0, "bench",
             "--scaling splits --threads between 2 "
             "processes: give an even number >= 2, got ",
@@ -229,7 +231,7 @@ int bench_in_process(const BenchArgs& a, const std::vector<std::string>& names) 
   for (const std::string& n : names) {
     const json j = run_one(find_model(n), a.min_seconds, a.data_parallel, a.gemm_shapes,
                            resolve_precision(parse_precision(a.precision), "bench: --precision"));
-    if (!dist::is_root()) continue;  // data-parallel: rank 0 reports
+    if (!run::dist::is_root()) continue;  // data-parallel: rank 0 reports
     if (a.child || a.json)
       std::printf("%s\n", j.dump().c_str());
     else

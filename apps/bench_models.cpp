@@ -74,7 +74,7 @@ namespace {
 struct BenchStep {
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> opt;
-  std::unique_ptr<dist::Context> ctx;  // data-parallel: mpirun's ranks
+  std::unique_ptr<run::dist::Context> ctx;  // data-parallel: mpirun's ranks
   std::unique_ptr<train::Trainer> trainer;
   Tensor src, tgt_in, tgt_out, valid, tgt_valid, x_data, g_out;
   std::function<void()> step;
@@ -150,7 +150,7 @@ void build_seq2seq(BenchStep& b, const BenchModel& m, int64_t rank, int64_t rank
   oc.name = optim::OptimizerKind::adam;
   oc.lr = 1e-4;
   b.opt = optim::make_optimizer(oc, b.model->named_parameters());
-  if (data_parallel) b.ctx = std::make_unique<dist::Context>(b.model->parameters());
+  if (data_parallel) b.ctx = std::make_unique<run::dist::Context>(b.model->parameters());
   b.train_with(
       [&b, &m, s2s, rows, share, ranks] {
         const ag::Var logits = s2s->forward(b.src, b.tgt_in, b.valid, b.tgt_valid);
@@ -185,7 +185,8 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
             "--data-parallel needs a Seq2Seq model (tiny, "
             "small, annotated), not ",
             m.name);
-  const int64_t ranks = data_parallel ? dist::size() : 1, rank = data_parallel ? dist::rank() : 0;
+  const int64_t ranks = data_parallel ? run::dist::size() : 1,
+                rank = data_parallel ? run::dist::rank() : 0;
   QKV_CHECK(m.batch >= ranks, "bench", m.name, ": a batch of ", m.batch, " rows cannot feed ",
             ranks, " ranks");
   const double base_mb = proc_status_mb("VmRSS");
@@ -198,7 +199,7 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   else
     build_attention(*bench, m, gen, precision);
   const std::function<void()>& step = bench->step;
-  dist::GradReducer* reducer = bench->ctx ? &bench->ctx->reducer() : nullptr;
+  run::dist::GradReducer* reducer = bench->ctx ? &bench->ctx->reducer() : nullptr;
   for (int i = 0; i < 3; ++i) step();  // warm-up: fills the allocator's cache
   const AllocatorStats a0 = allocator_stats();
   const double reduce0 = reducer ? reducer->seconds() : 0;
@@ -234,7 +235,7 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
     j["allreduce_ms_per_step"] = 1e3 * (reducer->seconds() - reduce0) / double(ms.size());
     std::vector<double> alone;
     for (int i = 0; i < 5; ++i) {
-      dist::barrier();
+      run::dist::barrier();
       const double before = reducer->seconds();
       reducer->reduce();
       alone.push_back(1e3 * (reducer->seconds() - before));

@@ -56,7 +56,7 @@ inline std::string plain_message(const std::exception& e) {
     if (!fe->path2().empty()) where += " -> " + fe->path2().string();
     return (where.empty() ? "" : where + ": ") + op + ": " + fe->code().message();
   }
-  return json_message(e.what());
+  return run::json_message(e.what());
 }
 
 }  // namespace qkv::app

@@ -23,10 +23,10 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-bool lm(const TrainingRun& r) { return data::is_language_model(r.cfg.data.task); }
+bool lm(const run::TrainingRun& r) { return data::is_language_model(r.cfg.data.task); }
 
 // The mean tokens of a training step: source and target (with <bos>/<eos>) over an epoch.
-std::pair<double, double> tokens_per_step(const TrainingRun& r) {
+std::pair<double, double> tokens_per_step(const run::TrainingRun& r) {
   if (lm(r)) return {0.0, static_cast<double>(r.cfg.data.batch_size * r.cfg.data.block_size)};
   double src = 0, tgt = 0;
   for (const data::Example& e : r.data.train.examples) {
@@ -37,14 +37,14 @@ std::pair<double, double> tokens_per_step(const TrainingRun& r) {
   return {src / steps, tgt / steps};
 }
 
-json plan_json(const TrainingRun& r) {
+json plan_json(const run::TrainingRun& r) {
   const auto [src, tgt] = tokens_per_step(r);
-  const MemoryEstimate mem =
-      estimate_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
-  const MemoryInfo avail = available_memory();
-  const std::string toml = effective_toml(r.cfg);
+  const run::MemoryEstimate mem =
+      run::estimate_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
+  const run::MemoryInfo avail = run::available_memory();
+  const std::string toml = config::effective_toml(r.cfg);
   json j;
-  j["config"] = json::parse(parse_config(toml, "config.toml").root.dump());
+  j["config"] = json::parse(config::parse_config(toml, "config.toml").root.dump());
   j["config_toml"] = toml;
   j["run_dir"] = r.dir;
   j["run_dir_exists"] = fs::exists(r.dir);
@@ -67,7 +67,7 @@ json plan_json(const TrainingRun& r) {
   return j;
 }
 
-void print_plan(const json& j, const TrainingRun& r) {
+void print_plan(const json& j, const run::TrainingRun& r) {
   std::printf("%s", j["config_toml"].get<std::string>().c_str());
   std::printf("\n# plan (nothing was written)\n");
   std::printf(
@@ -94,9 +94,9 @@ void print_plan(const json& j, const TrainingRun& r) {
                 j["tokens_per_step"]["source"].get<double>(),
                 j["tokens_per_step"]["target"].get<double>());
   std::printf("# memory           about %s (mostly %s) of %s available (%s)\n",
-              human_bytes(j["memory"]["estimate_bytes"].get<double>()).c_str(),
+              run::human_bytes(j["memory"]["estimate_bytes"].get<double>()).c_str(),
               j["memory"]["largest_term"].get<std::string>().c_str(),
-              human_bytes(j["memory"]["available_bytes"].get<double>()).c_str(),
+              run::human_bytes(j["memory"]["available_bytes"].get<double>()).c_str(),
               j["memory"]["available_from"].get<std::string>().c_str());
   std::printf("# threads          %lld\n", static_cast<long long>(r.cfg.threads));
 }
@@ -104,9 +104,9 @@ void print_plan(const json& j, const TrainingRun& r) {
 }  // namespace
 
 int cmd_config(const TrainArgs& a) {
-  TrainingRun r;
-  TrainRunArgs args{a.config, a.run_dir, a.resume, a.overrides, a.overwrite, true};
-  open_training_run(r, args, 0, 1);
+  run::TrainingRun r;
+  run::TrainRunArgs args{a.config, a.run_dir, a.resume, a.overrides, a.overwrite, true};
+  run::open_training_run(r, args, 0, 1);
   const json j = plan_json(r);
   if (a.json)
     std::printf("%s\n", j.dump().c_str());

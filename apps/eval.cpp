@@ -21,7 +21,7 @@ namespace {
 
 // Length generalisation: the run's synthetic task again, with lengths in [min_len, max_len]
 // and the same seeds, so only the lengths change. Text tasks (tsv, dates) have no length knob.
-void regenerate(LoadedRun& r, int64_t min_len, int64_t max_len) {
+void regenerate(run::LoadedRun& r, int64_t min_len, int64_t max_len) {
   data::DataConfig c = r.config.data;
   // annotated_copy is synthetic too, but of one fixed length
   if (!data::is_synthetic(c.task) || c.task == data::TaskKind::annotated_copy)
@@ -40,7 +40,7 @@ void regenerate(LoadedRun& r, int64_t min_len, int64_t max_len) {
 
 // Learned positions end at model.max_len: say so, naming the key, instead of failing mid-way.
 // (Up to model.max_len the table has rows, trained or not: those are evaluated.)
-void check_learned(const LoadedRun& r, const data::Dataset& ds) {
+void check_learned(const run::LoadedRun& r, const data::Dataset& ds) {
   if (r.config.model.position != nn::PositionKind::learned) return;
   int64_t need = 0;
   for (const auto& e : ds.examples) {
@@ -57,7 +57,7 @@ void check_learned(const LoadedRun& r, const data::Dataset& ds) {
 }
 
 // A language model: the exact loss over the whole split (apps/lm.hpp, lm_loss_full).
-int eval_lm(const EvalArgs& a, const LoadedRun& r) {
+int eval_lm(const EvalArgs& a, const run::LoadedRun& r) {
   QKV_CHECK(a.max_len == 0 && a.min_len == 0, "eval",
             "--max-len / --min-len regenerate synthetic"
             " tasks; a language model has none");
@@ -69,8 +69,8 @@ int eval_lm(const EvalArgs& a, const LoadedRun& r) {
   QKV_CHECK(d.tgt_vocab == r.data.tgt_vocab, "eval", a.run_dir,
             ": the text's vocabulary differs from the run's; the data changed since training");
   const int64_t block = r.config.data.block_size;
-  const LmLoss m = lm_loss_full(*r.model, a.split == "valid" ? d.lm_valid : d.lm_train, block,
-                                r.config.data.batch_size);
+  const run::LmLoss m = run::lm_loss_full(*r.model, a.split == "valid" ? d.lm_valid : d.lm_train,
+                                          block, r.config.data.batch_size);
   if (a.json) {
     std::printf(
         "%s\n",
@@ -94,7 +94,7 @@ struct Decoded {
   std::vector<std::string> hyps;
   double seconds = 0;
 };
-Decoded decode_all(const LoadedRun& r, const data::Dataset& ds, int beam, double alpha) {
+Decoded decode_all(const run::LoadedRun& r, const data::Dataset& ds, int beam, double alpha) {
   const int64_t extra = r.config.train.max_decode_extra;
   Decoded d;
   const auto t0 = std::chrono::steady_clock::now();
@@ -108,8 +108,8 @@ Decoded decode_all(const LoadedRun& r, const data::Dataset& ds, int beam, double
       lens.push_back(static_cast<int64_t>(srcs.back().size()) + extra);
     }
     std::vector<data::Ids> o =
-        beam > 1 ? beam_decode_batch(*r.model, srcs, r.data.framing, beam, lens, alpha)
-                 : greedy_decode(*r.model, srcs, r.data.framing, lens);
+        beam > 1 ? run::beam_decode_batch(*r.model, srcs, r.data.framing, beam, lens, alpha)
+                 : run::greedy_decode(*r.model, srcs, r.data.framing, lens);
     for (auto& x : o) outs.push_back(std::move(x));
   }
   d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -119,7 +119,8 @@ Decoded decode_all(const LoadedRun& r, const data::Dataset& ds, int beam, double
 
 // The split to evaluate: valid, test or train, or for a parallel corpus any split of its folder
 // by name (its configured split names too), loaded into `named`.
-const data::Dataset& select_split(const EvalArgs& a, const LoadedRun& r, data::Dataset& named) {
+const data::Dataset& select_split(const EvalArgs& a, const run::LoadedRun& r,
+                                  data::Dataset& named) {
   const data::Dataset* ds = a.split == "valid"   ? &r.data.valid
                             : a.split == "test"  ? &r.data.test
                             : a.split == "train" ? &r.data.train
@@ -150,7 +151,7 @@ struct TextScores {
 };
 
 // Decodes ds (--beam, --alpha), scores BLEU and chrF (--lowercase) and writes --hyp-out.
-TextScores score_text(const EvalArgs& a, const LoadedRun& r, const data::Dataset& ds) {
+TextScores score_text(const EvalArgs& a, const run::LoadedRun& r, const data::Dataset& ds) {
   TextScores t;
   t.dec = decode_all(r, ds, a.beam, a.alpha);
   std::vector<std::string> refs;
@@ -168,7 +169,7 @@ TextScores score_text(const EvalArgs& a, const LoadedRun& r, const data::Dataset
 
 // The metrics as one JSON object; `text` null for the symbol tasks. lo: the regenerated
 // split's shortest length (with --max-len).
-void print_eval_json(const EvalArgs& a, const Metrics& m, int64_t lo, const TextScores* text) {
+void print_eval_json(const EvalArgs& a, const run::Metrics& m, int64_t lo, const TextScores* text) {
   nlohmann::json j = {{"loss", m.loss},
                       {"token_accuracy", m.token_accuracy},
                       {"exact_match", m.exact_match},
@@ -196,7 +197,7 @@ void print_eval_json(const EvalArgs& a, const Metrics& m, int64_t lo, const Text
 }
 
 // The metrics as text, the same as print_eval_json holds.
-void print_eval_text(const EvalArgs& a, const LoadedRun& r, const Metrics& m, int64_t lo,
+void print_eval_text(const EvalArgs& a, const run::LoadedRun& r, const run::Metrics& m, int64_t lo,
                      const TextScores* text) {
   std::printf("%s (%s, %s split, %lld examples", a.run_dir.c_str(), r.checkpoint.c_str(),
               a.split.c_str(), static_cast<long long>(m.examples));
@@ -220,14 +221,15 @@ void print_eval_text(const EvalArgs& a, const LoadedRun& r, const Metrics& m, in
 }  // namespace
 
 int cmd_eval(const EvalArgs& a) {
-  LoadedRun r = load_run(a.run_dir, a.checkpoint);
+  run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
   // On stderr: --json's stdout stays one JSON object.
-  if (const std::string note = kernel_change(a.run_dir, "eval"); !note.empty())
+  if (const std::string note = run::kernel_change(a.run_dir, "eval"); !note.empty())
     std::fprintf(stderr, "qkv: note: %s\n", note.c_str());
-  apply_threads(a.threads > 0 ? a.threads : r.config.threads,
-                a.threads > 0 ? "--threads" : "threads");
+  run::apply_threads(a.threads > 0 ? a.threads : r.config.threads,
+                     a.threads > 0 ? "--threads" : "threads");
   // The products' precision for all the decoding below (the weights stay fixed in it).
-  const PrecisionScope precision(choose_precision(a.precision, r.config.precision, "precision"));
+  const PrecisionScope precision(
+      run::choose_precision(a.precision, r.config.precision, "precision"));
   if (r.model->lm) return eval_lm(a, r);
   if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
   const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
@@ -235,12 +237,12 @@ int cmd_eval(const EvalArgs& a) {
   data::Dataset named;
   const data::Dataset& ds = select_split(a, r, named);
   check_learned(r, ds);
-  const bool text = !is_symbol_task(r.config.data);
+  const bool text = !run::is_symbol_task(r.config.data);
   QKV_CHECK(text || (a.beam == 1 && a.hyp_out.empty() && !a.lowercase), "eval",
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
             name_of(r.config.data.task));
-  const Metrics m = evaluate(*r.model, ds, r.data.framing, r.config.data.batch_size,
-                             r.config.train.max_decode_extra);
+  const run::Metrics m = run::evaluate(*r.model, ds, r.data.framing, r.config.data.batch_size,
+                                       r.config.train.max_decode_extra);
   TextScores scores;
   if (text) scores = score_text(a, r, ds);
   if (a.json)

@@ -18,14 +18,15 @@ namespace qkv::app {
 int cmd_generate(const GenerateArgs& a) {
   // Bad options first: they need no run folder.
   QKV_CHECK(a.tokens >= 1, "generate", "--tokens must be >= 1, got ", a.tokens);
-  SampleOptions o{a.temperature, a.top_k, a.top_p};
-  validate(o);
-  LoadedRun r = load_run(a.run_dir, a.checkpoint);
+  run::SampleOptions o{a.temperature, a.top_k, a.top_p};
+  run::validate(o);
+  run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
   QKV_CHECK(r.model->lm, "generate", a.run_dir,
             " is not a language model (model.kind = \"decoder\"); use qkv translate");
   set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
   // The products' precision for all the decoding below (the weights stay fixed in it).
-  const PrecisionScope precision(choose_precision(a.precision, r.config.precision, "precision"));
+  const PrecisionScope precision(
+      run::choose_precision(a.precision, r.config.precision, "precision"));
   const data::Vocab& vocab = r.data.tgt_vocab;
   const data::SentencePiece* spm = r.data.tgt_spm.get();  // null: characters
   const data::Ids prompt = data::encode_lm_text(a.prompt, vocab, spm, "generate: --prompt");
@@ -44,7 +45,7 @@ int cmd_generate(const GenerateArgs& a) {
   int64_t made = 0;
   const auto t0 = std::chrono::steady_clock::now();
   data::LmDetokenizer text(vocab, spm != nullptr, a.prompt.empty() || a.prompt.back() == '\n');
-  generate(*r.model, prompt, a.tokens, context, o, gen, !a.no_cache, [&](int64_t id) {
+  run::generate(*r.model, prompt, a.tokens, context, o, gen, !a.no_cache, [&](int64_t id) {
     const std::string s = text.next(id);
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);  // streamed: each token as soon as it is made

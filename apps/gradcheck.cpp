@@ -37,7 +37,7 @@ int cmd_gradcheck(const GradcheckArgs& a) {
     rows.insert(rows.end(), r.begin(), r.end());
   }
   if (!a.config.empty()) {
-    const RunConfig cfg = load_config(a.config);
+    const config::RunConfig cfg = config::load_config(a.config);
     const std::vector<GradcheckRow> r =
         run_gradcheck("config:" + cfg.name, model_gradcheck_problem(cfg.model, opt));
     rows.insert(rows.end(), r.begin(), r.end());

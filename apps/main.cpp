@@ -16,6 +16,8 @@
 #include "run/distributed.hpp"
 
 using namespace qkv::app;
+namespace run = qkv::run;
+namespace config = qkv::config;
 
 namespace {
 
@@ -325,10 +327,10 @@ int check_train_usage(const CLI::App& app, const TrainArgs& train) {
 // A failed run: one line and exit 1. A failing rank must stop the whole job, not leave the
 // others waiting in a collective.
 int fail(const char* what) {
-  if (dist::size() > 1) {
-    std::fprintf(stderr, "qkv: rank %d: %s\n", dist::rank(), what);
+  if (run::dist::size() > 1) {
+    std::fprintf(stderr, "qkv: rank %d: %s\n", run::dist::rank(), what);
     std::fflush(stderr);
-    dist::abort(1);
+    run::dist::abort(1);
   }
   std::fprintf(stderr, "qkv: %s\n", what);
   return 1;
@@ -377,8 +379,8 @@ int main(int argc, char** argv) {
   // them (it would read their values as positionals).
   CommandArgs c;
   try {
-    if (!args.empty() && args[0] == "train") c.train.overrides = take_overrides(args);
-    if (!args.empty() && args[0] == "config") c.config.overrides = take_overrides(args);
+    if (!args.empty() && args[0] == "train") c.train.overrides = config::take_overrides(args);
+    if (!args.empty() && args[0] == "config") c.config.overrides = config::take_overrides(args);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv: %s\n", e.what());
     return 2;
@@ -398,7 +400,7 @@ int main(int argc, char** argv) {
   }
   if (const int misuse = check_train_usage(app, c.train)) return misuse;
   // MPI (data-parallel train and bench) only under mpirun; every rank parsed the same line.
-  std::optional<dist::Session> mpi;
+  std::optional<run::dist::Session> mpi;
   if (app.got_subcommand("train") || app.got_subcommand("bench")) mpi.emplace();
   return run_reporting_errors(app, c);
 }

@@ -38,10 +38,10 @@ std::string missing_list(const std::vector<std::string>& m) {
 // The model's parameter count, from the config and the saved vocabularies (-1: unknown).
 int64_t parameter_count(const RunData& r) {
   try {
-    ConfigDoc doc;
+    config::ConfigDoc doc;
     doc.root = r.config;
     doc.path = (fs::path(r.dir) / "config.toml").string();
-    const RunConfig c = config_from_toml(doc);
+    const config::RunConfig c = config::config_from_toml(doc);
     nn::ModelConfig m = c.model;
     m.src_vocab = data::Vocab::load((fs::path(r.dir) / "src_vocab.txt").string()).size();
     m.tgt_vocab = data::Vocab::load((fs::path(r.dir) / "tgt_vocab.txt").string()).size();
@@ -55,7 +55,7 @@ int64_t parameter_count(const RunData& r) {
 std::string summary_html(const std::vector<RunData>& runs) {
   std::vector<std::vector<std::string>> rows;
   for (const RunData& r : runs) {
-    const ojson& d = r.config.contains("data") ? r.config["data"] : ojson::object();
+    const config::ojson& d = r.config.contains("data") ? r.config["data"] : config::ojson::object();
     const int64_t params = parameter_count(r);
     rows.push_back(
         {html_escape(r.name), "<code>" + html_escape(r.dir) + "</code>",
@@ -79,7 +79,7 @@ std::string summary_html(const std::vector<RunData>& runs) {
 std::string final_metrics_html(const std::vector<RunData>& runs) {
   std::vector<std::string> keys;  // every numeric key of any run's test record, in order
   for (const RunData& r : runs) {
-    const ojson t = final_test(r);
+    const config::ojson t = final_test(r);
     if (t.is_object())
       for (auto it = t.begin(); it != t.end(); ++it)
         if (it.value().is_number() && it.key() != "step" &&
@@ -93,7 +93,7 @@ std::string final_metrics_html(const std::vector<RunData>& runs) {
   for (const std::string& k : keys) header.push_back(html_escape(k));
   std::vector<std::vector<std::string>> rows;
   for (const RunData& r : runs) {
-    const ojson t = final_test(r);
+    const config::ojson t = final_test(r);
     if (!t.is_object()) {
       std::vector<std::string> row{html_escape(r.name),
                                    "<span class=\"missing\">no test metrics: the run has not "
@@ -141,12 +141,12 @@ std::string config_html(const std::vector<RunData>& runs) {
 }
 
 // The run's inputs as text: the generated tasks' symbols, or the source sentence.
-std::string source_text(const LoadedRun& r, int64_t i) {
+std::string source_text(const run::LoadedRun& r, int64_t i) {
   const data::Dataset& v = r.data.valid;
   if (static_cast<size_t>(i) < v.text.size()) return v.text[i].src;
   std::vector<std::string> toks;
   for (int64_t id : v.examples[i].src) toks.push_back(r.data.src_vocab.token(id));
-  if (!is_symbol_task(r.config.data)) return data::detokenize(toks);
+  if (!run::is_symbol_task(r.config.data)) return data::detokenize(toks);
   std::string s;
   for (size_t k = 0; k < toks.size(); ++k) s += (k ? " " : "") + toks[k];
   return s;
@@ -169,7 +169,7 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
     return "<p class=\"missing\">No checkpoint yet: nothing to decode.</p>";
   std::string o;
   try {
-    const LoadedRun r = load_run(run.dir, "latest");
+    const run::LoadedRun r = run::load_run(run.dir, "latest");
     set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
     const int64_t n = std::min<int64_t>(a.examples, r.data.valid.size());
     o += "<p>Checkpoint <code>" + html_escape(fs::path(r.checkpoint).filename().string()) +
@@ -232,7 +232,8 @@ std::string runs_page(const std::vector<RunData>& runs, const ReportArgs& a, int
   std::string title = "qkv report: " + runs[0].name;
   for (size_t i = 1; i < runs.size(); ++i)
     title += (i + 1 == runs.size() ? " vs " : ", ") + runs[i].name;
-  const ojson& d = runs[0].config.contains("data") ? runs[0].config["data"] : ojson::object();
+  const config::ojson& d =
+      runs[0].config.contains("data") ? runs[0].config["data"] : config::ojson::object();
   return render_page(title,
                      html_escape(std::to_string(runs.size()) + " run(s) of the " +
                                  d.value("task", std::string("?")) + " task"),
@@ -294,9 +295,9 @@ RunData read_run(const std::string& dir) {
   r.name = named.filename().string();
   if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
   r.config_text = read_whole_file((p / "config.toml").string());
-  r.config = parse_config(r.config_text, (p / "config.toml").string()).root;
+  r.config = config::parse_config(r.config_text, (p / "config.toml").string()).root;
   read_metrics((p / "metrics.jsonl").string(), r);
-  r.checkpoint = find_checkpoint(dir, "latest");
+  r.checkpoint = run::find_checkpoint(dir, "latest");
   if (r.checkpoint.empty())
     r.missing.push_back("no checkpoint yet: no attention maps or example outputs");
   return r;

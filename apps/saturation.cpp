@@ -102,7 +102,7 @@ GradNorms mha_grad_norms(int64_t d, int64_t m, int64_t batch, nn::Scale scale, u
 }
 
 // The copy task at one head of width d_model, scaled or not.
-RunConfig copy_config(const SaturationArgs& a, bool scaled) {
+config::RunConfig copy_config(const SaturationArgs& a, bool scaled) {
   std::ostringstream t;
   t << "seed = " << a.seed << "\nthreads = " << a.threads
     << "\n[model]\nd_model = " << a.train_d_model << "\nheads = " << a.train_heads
@@ -115,7 +115,7 @@ RunConfig copy_config(const SaturationArgs& a, bool scaled) {
     << "\n[optim]\nname = \"adam\"\nlr = 5e-4\nbetas = [0.9, 0.98]\neps = 1e-9\nschedule = "
        "\"warmup\"\n"
        "warmup = 50\nclip_norm = 1.0\n";
-  return config_from_toml(parse_config(t.str(), "<qkv saturation>"));
+  return config::config_from_toml(config::parse_config(t.str(), "<qkv saturation>"));
 }
 
 std::string num(double v) {
@@ -141,12 +141,13 @@ void check_saturation_memory(const SaturationArgs& a, const std::vector<int64_t>
   const double d = static_cast<double>(worst_d);
   const double weights = 8 * 5 * b * m * m, widths = 8 * (12 * b * m * d + 12 * d * d);
   const std::string key = weights >= widths ? "--keys" : "--d-k";
-  require_memory("saturation " + key, worst,
-                 std::to_string(a.keys) + " keys x batch " + std::to_string(a.batch) + " at d_k " +
-                     std::to_string(worst_d) + " (float64 attention weights and gradients)");
+  run::require_memory("saturation " + key, worst,
+                      std::to_string(a.keys) + " keys x batch " + std::to_string(a.batch) +
+                          " at d_k " + std::to_string(worst_d) +
+                          " (float64 attention weights and gradients)");
   if (a.train_steps > 0) {
-    RunConfig c = copy_config(a, true);
-    check_model_memory(c, 14, 14);
+    config::RunConfig c = copy_config(a, true);
+    run::check_model_memory(c, 14, 14);
   }
 }
 
@@ -197,15 +198,15 @@ class CurveHook : public train::Hook {
 
 // Trains for `steps` optimizer steps (the cosine schedule, when chosen without a length,
 // decays over them). Deterministic for a given config and thread count.
-Curve train_curve(const RunConfig& cfg_in, int64_t steps) {
+Curve train_curve(const config::RunConfig& cfg_in, int64_t steps) {
   QKV_CHECK(steps > 0, "saturation", "training steps must be > 0, got ", steps);
-  RunConfig cfg = cfg_in;
+  config::RunConfig cfg = cfg_in;
   cfg.validate();
   cfg.optim.schedule = optim::fill_schedule(cfg.optim.schedule, 0, steps);
   const auto t0 = std::chrono::steady_clock::now();
   data::DataSplits data = data::load_data(cfg.data);
   Generator init(cfg.seed);
-  nn::Seq2Seq model(model_config(cfg, data), init);
+  nn::Seq2Seq model(run::model_config(cfg, data), init);
   auto opt = optim::make_optimizer(cfg.optim.optim, model.named_parameters());
   data::LoaderOptions lopt = data::loader_options(cfg.data);
   lopt.prefetch = 0;
@@ -479,7 +480,7 @@ void write_sweep_figures(const SaturationArgs& a, const fs::path& out,
 int cmd_saturation(const SaturationArgs& a) {
   const std::vector<int64_t> dks = checked_d_k(a);
   check_saturation_memory(a, dks);
-  apply_threads(a.threads, "--threads");
+  run::apply_threads(a.threads, "--threads");
   fs::create_directories(a.out);
   const double log_m = std::log(static_cast<double>(a.keys));
 

@@ -39,7 +39,7 @@ void plot_losses(const fs::path& run_dir) {
   report::RunData run;
   report::read_metrics((run_dir / "metrics.jsonl").string(), run);
   Series train{"train loss", {}, {}, ""}, valid{"valid loss", {}, {}, ""};
-  for (const ojson& j : run.records) {
+  for (const config::ojson& j : run.records) {
     if (!j.contains("loss") || !j["loss"].is_number()) continue;  // e.g. a skipped step
     Series* s = !j.contains("split") ? &train : j["split"] == "valid" ? &valid : nullptr;
     if (s == nullptr) continue;
@@ -65,7 +65,7 @@ std::vector<double> global_entropy(const std::vector<ag::Var>& maps, size_t laye
 }
 
 // train.log_attention_entropy: the mean attention entropy of each layer in a metrics record.
-void add_entropy(json& j, const train::Seq2SeqStep& fwd, const RunConfig& cfg,
+void add_entropy(json& j, const train::Seq2SeqStep& fwd, const config::RunConfig& cfg,
                  train::Distributed& dist) {
   const nn::AttentionMaps& maps = fwd.attention_maps();
   if (dist.size() == 1) {
@@ -99,7 +99,8 @@ class ProgressHook : public train::Hook {
 };
 
 // The held-out result: the test split with the best checkpoint (an LM: its best estimate).
-void final_report(TrainingRun& r, const train::TrainState& st, MetricsLog& metrics, bool quiet) {
+void final_report(run::TrainingRun& r, const train::TrainState& st, run::MetricsLog& metrics,
+                  bool quiet) {
   const std::string line = r.task().final_result(r, st, metrics);
   plot_losses(r.dir);
   if (!quiet) spdlog::info("{}", line);
@@ -108,19 +109,19 @@ void final_report(TrainingRun& r, const train::TrainState& st, MetricsLog& metri
 }  // namespace
 
 int cmd_train(const TrainArgs& a) {
-  TrainingRun r;
-  open_training_run(r, {a.config, a.run_dir, a.resume, a.overrides, a.overwrite, false},
-                    dist::rank(), dist::size());
+  run::TrainingRun r;
+  run::open_training_run(r, {a.config, a.run_dir, a.resume, a.overrides, a.overwrite, false},
+                         run::dist::rank(), run::dist::size());
   // Validation and the final test decode in the run's precision too; each training step opens
   // its own scope inside this one (train/trainer.hpp).
   const PrecisionScope precision(r.precision);
-  dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
-  prepare_run_folder(r, ctx);
+  run::dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
+  run::prepare_run_folder(r, ctx);
   const bool root = ctx.is_root();
-  MetricsLog metrics((fs::path(r.dir) / "metrics.jsonl").string(), root);
+  run::MetricsLog metrics((fs::path(r.dir) / "metrics.jsonl").string(), root);
   Progress progress(r.options.total_steps, r.state.step, r.cfg.train.log_every, a.quiet || !root,
                     a.verbose && root);
-  progress.message(run_summary(r, ctx.size()));
+  progress.message(run::run_summary(r, ctx.size()));
 
   // Label 0 is <pad> (ignored), except in a language model's vocabulary (no specials).
   train::Seq2SeqStep fwd(
@@ -129,20 +130,21 @@ int cmd_train(const TrainArgs& a) {
   train::Trainer trainer(r.model->parameters(), *r.opt, fwd.forward_fn(), r.options, &ctx);
   trainer.set_loader(r.loader.get());
   trainer.state() = r.state;
-  RunContext c{r.cfg,     r.dir,  *r.model, *r.opt,
-               *r.loader, r.data, metrics,  [&](const std::string& s) { progress.message(s); }};
+  run::RunContext c{
+      r.cfg,     r.dir,  *r.model, *r.opt,
+      *r.loader, r.data, metrics,  [&](const std::string& s) { progress.message(s); }};
   ProgressHook bar(progress);
-  TrainLog log(
+  run::TrainLog log(
       c, [&](int64_t s, double loss, double lr, double tps) { progress.update(s, loss, lr, tps); },
       [&](json& j) {
         if (r.cfg.train.log_attention_entropy) add_entropy(j, fwd, r.cfg, ctx);
       });
   // A resumed run's checkpoint is of its current step.
-  Checkpointer ckpt(c, r.resume_from.empty() ? -1 : r.state.step);
-  Validator validator(c, ckpt, [&] { plot_losses(r.dir); });
+  run::Checkpointer ckpt(c, r.resume_from.empty() ? -1 : r.state.step);
+  run::Validator validator(c, ckpt, [&] { plot_losses(r.dir); });
   train::EarlyStopping early(r.cfg.train.early_stopping);
-  StopOnSignal signals(c, ckpt);
-  DropoutPerRank dropout(c);
+  run::StopOnSignal signals(c, ckpt);
+  run::DropoutPerRank dropout(c);
   for (train::Hook* h : std::initializer_list<train::Hook*>{&bar, &log, &validator, &early, &ckpt,
                                                             &signals, &dropout})
     trainer.add_hook(*h);

@@ -29,7 +29,7 @@ std::vector<double> time_steps(F&& step, int warmup, int min_steps, double min_s
     const bool m = static_cast<int>(ms.size()) < min_steps ||
                    (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds &&
                     ms.size() < 200);
-    return app::dist::size() == 1 ? m : app::dist::from_root(m ? 1 : 0) != 0;
+    return run::dist::size() == 1 ? m : run::dist::from_root(m ? 1 : 0) != 0;
   };
   while (more()) {
     const auto t0 = Clock::now();

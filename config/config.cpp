@@ -10,7 +10,7 @@
 
 #include "core/nearest.hpp"
 
-namespace qkv::app {
+namespace qkv::config {
 namespace {
 
 // Reads typed fields out of one section, remembering which keys it used, so that anything
@@ -428,4 +428,4 @@ std::string effective_toml(const RunConfig& c) {
   return write_config(root);
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::config

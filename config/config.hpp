@@ -22,7 +22,7 @@
 #include "nn/seq2seq.hpp"
 #include "optim/config.hpp"
 
-namespace qkv::app {
+namespace qkv::config {
 
 // What makes a validation the best (and its checkpoint "best"): exact_match (ties: lower
 // loss), bleu (greedy, text tasks; ties: lower loss) or loss.
@@ -80,4 +80,4 @@ std::string effective_toml(const RunConfig& c);
 // option without a value. Other arguments are left in args.
 std::vector<std::pair<std::string, std::string>> take_overrides(std::vector<std::string>& args);
 
-}  // namespace qkv::app
+}  // namespace qkv::config

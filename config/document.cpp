@@ -11,7 +11,7 @@
 #include "core/input_file.hpp"
 #include "data/utf8.hpp"
 
-namespace qkv::app {
+namespace qkv::config {
 namespace {
 
 std::string at(const std::string& path, const toml::source_region& s) {
@@ -154,4 +154,4 @@ std::string write_config(const ojson& root) {
   return out;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::config

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace qkv::app {
+namespace qkv::config {
 
 using ojson = nlohmann::ordered_json;
 
@@ -33,4 +33,4 @@ ojson parse_value_or_string(const std::string& text);
 // each value written by toml++. parse_config reads it back to the same root.
 std::string write_config(const ojson& root);
 
-}  // namespace qkv::app
+}  // namespace qkv::config

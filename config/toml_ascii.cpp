@@ -1,6 +1,6 @@
 #include "config/toml_ascii.hpp"
 
-namespace qkv::app {
+namespace qkv::config {
 namespace {
 
 enum class Where { code, comment, basic, literal, ml_basic, ml_literal };
@@ -99,4 +99,4 @@ std::optional<TextPos> first_non_ascii_outside_strings(std::string_view toml) {
   return Scanner(toml).run();
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::config

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string_view>
 
-namespace qkv::app {
+namespace qkv::config {
 
 struct TextPos {
   std::size_t line = 1;    // 1-based
@@ -22,4 +22,4 @@ struct TextPos {
 // when there is none.
 std::optional<TextPos> first_non_ascii_outside_strings(std::string_view toml);
 
-}  // namespace qkv::app
+}  // namespace qkv::config

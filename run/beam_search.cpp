@@ -4,7 +4,7 @@
 
 #include "run/run.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 namespace {
 
@@ -166,4 +166,4 @@ std::vector<data::Ids> beam_decode_batch(const nn::Seq2Seq& model,
   return out;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

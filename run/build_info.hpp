@@ -3,11 +3,11 @@
 // checkout), and the compiler.
 #pragma once
 
-namespace qkv::app {
+namespace qkv::run {
 
 extern const char* const kQkvVersion;   // "0.1.0"
 extern const char* const kGitCommit;    // 40 hex digits, or "unknown"
 extern const char* const kGitDescribe;  // "7369057-dirty", or "unknown"
 extern const char* const kCompiler;     // "GNU 12.2.0"
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -15,7 +15,7 @@
 #include <mpi.h>
 #endif
 
-namespace qkv::app::dist {
+namespace qkv::run::dist {
 
 namespace {
 int g_rank = 0;
@@ -207,4 +207,4 @@ void Context::agree(double& loss, bool& stop) {
   stop = r[1] > 0;
 }
 
-}  // namespace qkv::app::dist
+}  // namespace qkv::run::dist

@@ -17,7 +17,7 @@
 #include "autograd/var.hpp"
 #include "train/distributed.hpp"
 
-namespace qkv::app::dist {
+namespace qkv::run::dist {
 
 // True when this binary was built with MPI support.
 bool compiled_with_mpi();
@@ -103,4 +103,4 @@ class Context final : public train::Distributed {
   GradReducer reducer_;
 };
 
-}  // namespace qkv::app::dist
+}  // namespace qkv::run::dist

@@ -17,7 +17,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -194,4 +194,4 @@ std::string repair_metrics(const std::string& run_dir, const std::string& ckpt,
   return log + " " + what + "; restored it from the checkpoint's copy";
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -12,7 +12,7 @@
 
 #include "nn/safetensors.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 // The checkpoint's files, read once; verified is false for a checkpoint without manifest.json
 // (written by an older qkv).
@@ -42,9 +42,9 @@ void fsync_file(const std::string& path);
 std::string repair_metrics(const std::string& run_dir, const std::string& ckpt,
                            uint64_t metrics_bytes);
 
-}  // namespace qkv::app
+}  // namespace qkv::run
 
-namespace qkv::app {
+namespace qkv::run {
 // nlohmann's exception text without its "[json.exception.parse_error.101] " prefix.
 std::string json_message(const std::string& what);
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 namespace {
 
@@ -72,7 +72,7 @@ void require_memory(const std::string& key, double bytes, const std::string& wha
               human_bytes(m.available) + " of memory available (" + m.source + ")");
 }
 
-void check_data_memory(const RunConfig& c) {
+void check_data_memory(const config::RunConfig& c) {
   const data::DataConfig& d = c.data;
   const double examples = static_cast<double>(d.train_size) + static_cast<double>(d.valid_size) +
                           static_cast<double>(d.test_size);
@@ -102,12 +102,13 @@ void check_data_memory(const RunConfig& c) {
   if (symbols) check_model_memory(c, d.vocab_size + 4, d.vocab_size + 4);
 }
 
-void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
+void check_model_memory(const config::RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
   const MemoryEstimate e = estimate_model_memory(c, src_vocab, tgt_vocab);
   require_memory(e.key, e.bytes, e.what);
 }
 
-MemoryEstimate estimate_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab) {
+MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_vocab,
+                                     int64_t tgt_vocab) {
   const nn::ModelConfig& m = c.model;
   const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
   const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
@@ -217,4 +218,4 @@ Precision choose_precision(const std::string& flag, Precision configured, const 
   return p;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

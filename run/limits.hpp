@@ -13,7 +13,7 @@
 
 #include "config/config.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 struct MemoryInfo {
   double available = 0;  // bytes
@@ -28,8 +28,8 @@ void require_memory(const std::string& key, double bytes, const std::string& wha
 
 // A training run of c: its data before loading it (generated examples, symbol vocabulary), and
 // its model, optimizer state and one batch's activations once the vocabularies are known.
-void check_data_memory(const RunConfig& c);
-void check_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab);
+void check_data_memory(const config::RunConfig& c);
+void check_model_memory(const config::RunConfig& c, int64_t src_vocab, int64_t tgt_vocab);
 
 // check_model_memory's estimate: the bytes of training c's model (parameters, gradients,
 // optimizer state and one batch's activations), the key that drives it most, and in words.
@@ -37,7 +37,8 @@ struct MemoryEstimate {
   double bytes = 0;
   std::string key, what;
 };
-MemoryEstimate estimate_model_memory(const RunConfig& c, int64_t src_vocab, int64_t tgt_vocab);
+MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_vocab,
+                                     int64_t tgt_vocab);
 
 // The CPUs this process may run on (sched_getaffinity).
 int usable_cores();
@@ -51,4 +52,4 @@ int apply_threads(int64_t requested, const std::string& key);
 // qkv::Error naming `key` and the missing CPU feature; auto says on stderr what it picked.
 Precision choose_precision(const std::string& flag, Precision configured, const std::string& key);
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -6,7 +6,7 @@
 
 #include "data/lm.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 namespace {
 
@@ -147,4 +147,4 @@ void generate(const nn::Seq2Seq& model, const data::Ids& prompt, int64_t n, int6
   }
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -8,7 +8,7 @@
 #include "data/dataset.hpp"
 #include "nn/seq2seq.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 // nanoGPT's estimate_loss for one split: the mean cross-entropy of `iters` batches of
 // batch_size windows at random offsets drawn from gen, in eval mode, without recording.
@@ -48,4 +48,4 @@ void generate(const nn::Seq2Seq& model, const data::Ids& prompt, int64_t n, int6
               const SampleOptions& o, Generator& gen, bool cached,
               const std::function<void(int64_t)>& on_token);
 
-}  // namespace qkv::app
+}  // namespace qkv::run

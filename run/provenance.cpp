@@ -9,7 +9,7 @@
 #include "run/build_info.hpp"
 #include "run/limits.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 using nlohmann::json;
 
@@ -98,4 +98,4 @@ std::string kernel_change(const std::string& run_dir, const std::string& doing) 
          ": the last bits of its numbers can differ";
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

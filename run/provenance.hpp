@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace qkv::app {
+namespace qkv::run {
 
 // This process, running `threads` threads.
 nlohmann::json provenance(int threads);
@@ -28,4 +28,4 @@ nlohmann::json read_provenance(const std::string& run_dir);
 // from this process's; "" when they match or the run records none. `doing`: "eval", "resume".
 std::string kernel_change(const std::string& run_dir, const std::string& doing);
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -19,12 +19,12 @@
 #include "data/utf8.hpp"
 #include "nn/safetensors.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-nn::ModelConfig model_config(const RunConfig& c, const data::DataSplits& d) {
+nn::ModelConfig model_config(const config::RunConfig& c, const data::DataSplits& d) {
   nn::ModelConfig m = c.model;
   m.src_vocab = d.src_vocab.size();
   m.tgt_vocab = d.tgt_vocab.size();
@@ -455,7 +455,7 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   if (!fs::exists(dir / "config.toml"))
     throw Error(run_dir + ": not a run folder (no config.toml)");
   LoadedRun r;
-  r.config = load_config((dir / "config.toml").string());
+  r.config = config::load_config((dir / "config.toml").string());
   // A character language model samples with its saved vocabulary alone: no need to read its
   // text. (A SentencePiece one loads its model from the run folder through load_data.)
   if (r.config.data.task != data::TaskKind::lm ||
@@ -518,4 +518,4 @@ data::Ids encode_source(const LoadedRun& r, const std::string& input, const std:
   return src;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -24,7 +24,7 @@
 #include "optim/optimizers.hpp"
 #include "train/state.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 struct Metrics {
   double loss = 0;            // teacher-forced cross-entropy per target token (no smoothing)
@@ -39,7 +39,7 @@ struct Metrics {
 };
 
 // Model config with the vocabulary sizes of the data filled in.
-nn::ModelConfig model_config(const RunConfig& c, const data::DataSplits& d);
+nn::ModelConfig model_config(const config::RunConfig& c, const data::DataSplits& d);
 
 // Teacher-forced loss and accuracy plus greedy exact match over (at most limit, 0 = all)
 // examples of ds, in order, in eval mode and without recording. With text (a text task's
@@ -90,7 +90,7 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, opti
 // A trained run, ready to evaluate or translate: its config, data, vocabularies and model
 // loaded from the best checkpoint (else the latest).
 struct LoadedRun {
-  RunConfig config;
+  config::RunConfig config;
   data::DataSplits data;
   std::unique_ptr<nn::Seq2Seq> model;
   std::string checkpoint;
@@ -106,4 +106,4 @@ bool is_symbol_task(const data::DataConfig& dc);
 data::Ids encode_source(const LoadedRun& r, const std::string& text, const std::string& run_dir,
                         const char* op);
 
-}  // namespace qkv::app
+}  // namespace qkv::run

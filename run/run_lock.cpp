@@ -14,7 +14,7 @@
 
 #include "core/error.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 long lock_holder(const std::string& path) {
   struct stat sb {};
@@ -60,4 +60,4 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

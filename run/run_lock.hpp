@@ -7,7 +7,7 @@
 #pragma once
 #include <string>
 
-namespace qkv::app {
+namespace qkv::run {
 
 class RunLock {
  public:
@@ -25,4 +25,4 @@ class RunLock {
 // The process holding a flock on path (from /proc/locks), or 0 when unknown.
 long lock_holder(const std::string& path);
 
-}  // namespace qkv::app
+}  // namespace qkv::run

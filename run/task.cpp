@@ -4,10 +4,10 @@
 
 #include "run/task_families.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
-int64_t Task::total_steps(const RunConfig& cfg, int64_t per_epoch) const {
-  const TrainOptions& t = cfg.train;
+int64_t Task::total_steps(const config::RunConfig& cfg, int64_t per_epoch) const {
+  const config::TrainOptions& t = cfg.train;
   if (t.epochs == 0) return t.max_steps;  // as many epochs as max_steps takes
   return t.max_steps > 0 ? std::min(t.max_steps, t.epochs * per_epoch) : t.epochs * per_epoch;
 }
@@ -30,4 +30,4 @@ const Task& task_of(data::TaskKind kind) {
   return lm;
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

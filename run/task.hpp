@@ -17,7 +17,7 @@
 #include "data/loader.hpp"
 #include "train/state.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 struct RunContext;   // run/train_hooks.hpp
 class MetricsLog;    // run/train_hooks.hpp
@@ -33,15 +33,16 @@ class Task {
   virtual int64_t ignore_label() const = 0;
 
   // Refuses, naming the key, data the model's positions cannot hold (before any file exists).
-  virtual void check_positions(const RunConfig& cfg, const data::DataSplits& d) const = 0;
+  virtual void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const = 0;
   // This rank's training batches (rank of ranks, data-parallel).
-  virtual std::unique_ptr<data::BatchSource> make_loader(const RunConfig& cfg,
+  virtual std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
                                                          const data::DataSplits& d, int rank,
                                                          int ranks) const = 0;
   // Steps in an epoch (from the first epoch's plan); error when the training split is empty.
-  virtual int64_t steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const = 0;
+  virtual int64_t steps_per_epoch(const config::RunConfig& cfg,
+                                  const data::DataSplits& d) const = 0;
   // The run's length in steps, given the steps of an epoch.
-  virtual int64_t total_steps(const RunConfig& cfg, int64_t per_epoch) const;
+  virtual int64_t total_steps(const config::RunConfig& cfg, int64_t per_epoch) const;
   // "1000 train / 100 valid examples": the summary line's sizes.
   virtual std::string split_sizes(const data::DataSplits& d) const = 0;
 
@@ -56,4 +57,4 @@ class Task {
 // The family of a data.task.
 const Task& task_of(data::TaskKind kind);
 
-}  // namespace qkv::app
+}  // namespace qkv::run

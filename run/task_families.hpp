@@ -2,17 +2,18 @@
 #pragma once
 #include "run/task.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 // Pairs (source, target): run/task_seq2seq.cpp.
 class Seq2SeqTask : public Task {
  public:
   bool language_model() const override { return false; }
   int64_t ignore_label() const override { return 0; }
-  void check_positions(const RunConfig& cfg, const data::DataSplits& d) const override;
-  std::unique_ptr<data::BatchSource> make_loader(const RunConfig& cfg, const data::DataSplits& d,
-                                                 int rank, int ranks) const override;
-  int64_t steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const override;
+  void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const override;
+  std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
+                                                 const data::DataSplits& d, int rank,
+                                                 int ranks) const override;
+  int64_t steps_per_epoch(const config::RunConfig& cfg, const data::DataSplits& d) const override;
   std::string split_sizes(const data::DataSplits& d) const override;
   bool validate(RunContext& c, train::TrainState& st) const override;
   std::string final_result(TrainingRun& r, const train::TrainState& st,
@@ -24,15 +25,16 @@ class LanguageModelTask : public Task {
  public:
   bool language_model() const override { return true; }
   int64_t ignore_label() const override { return -1; }
-  void check_positions(const RunConfig&, const data::DataSplits&) const override {}
-  std::unique_ptr<data::BatchSource> make_loader(const RunConfig& cfg, const data::DataSplits& d,
-                                                 int rank, int ranks) const override;
-  int64_t steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const override;
-  int64_t total_steps(const RunConfig& cfg, int64_t per_epoch) const override;
+  void check_positions(const config::RunConfig&, const data::DataSplits&) const override {}
+  std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
+                                                 const data::DataSplits& d, int rank,
+                                                 int ranks) const override;
+  int64_t steps_per_epoch(const config::RunConfig& cfg, const data::DataSplits& d) const override;
+  int64_t total_steps(const config::RunConfig& cfg, int64_t per_epoch) const override;
   std::string split_sizes(const data::DataSplits& d) const override;
   bool validate(RunContext& c, train::TrainState& st) const override;
   std::string final_result(TrainingRun& r, const train::TrainState& st,
                            MetricsLog& metrics) const override;
 };
 
-}  // namespace qkv::app
+}  // namespace qkv::run

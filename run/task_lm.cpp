@@ -13,9 +13,9 @@
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
-std::unique_ptr<data::BatchSource> LanguageModelTask::make_loader(const RunConfig& cfg,
+std::unique_ptr<data::BatchSource> LanguageModelTask::make_loader(const config::RunConfig& cfg,
                                                                   const data::DataSplits& d,
                                                                   int rank, int ranks) const {
   return std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(d.lm_train),
@@ -23,12 +23,13 @@ std::unique_ptr<data::BatchSource> LanguageModelTask::make_loader(const RunConfi
                                           ranks);
 }
 
-int64_t LanguageModelTask::steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const {
+int64_t LanguageModelTask::steps_per_epoch(const config::RunConfig& cfg,
+                                           const data::DataSplits& d) const {
   return std::max<int64_t>(
       1, static_cast<int64_t>(d.lm_train.size()) / (cfg.data.batch_size * cfg.data.block_size));
 }
 
-int64_t LanguageModelTask::total_steps(const RunConfig& cfg, int64_t per_epoch) const {
+int64_t LanguageModelTask::total_steps(const config::RunConfig& cfg, int64_t per_epoch) const {
   if (cfg.train.max_steps > 0) return cfg.train.max_steps;
   return Task::total_steps(cfg, per_epoch);
 }
@@ -40,7 +41,7 @@ std::string LanguageModelTask::split_sizes(const data::DataSplits& d) const {
 // nanoGPT's estimate_loss: eval_iters random batches of each split, drawn from a generator
 // of (seed, step), so a resumed run estimates exactly as an uninterrupted one.
 bool LanguageModelTask::validate(RunContext& c, train::TrainState& st) const {
-  const RunConfig& cfg = c.cfg;
+  const config::RunConfig& cfg = c.cfg;
   Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
   const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
   const double train_loss = lm_loss_estimate(c.model, c.data.lm_train, bs, b, it, g);
@@ -65,9 +66,9 @@ bool LanguageModelTask::validate(RunContext& c, train::TrainState& st) const {
 // No test split: the best validation estimate is the result.
 std::string LanguageModelTask::final_result(TrainingRun& r, const train::TrainState& st,
                                             MetricsLog&) const {
-  const RunConfig& cfg = r.cfg;
+  const config::RunConfig& cfg = r.cfg;
   return fmt::format("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
                      st.best_loss, cfg.train.eval_iters, cfg.data.batch_size, cfg.data.block_size);
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -9,13 +9,13 @@
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 using nlohmann::json;
 
 // Learned positions end at model.max_len: refuse data that needs more before the run folder
 // exists, rather than failing at the first long batch (or at validation) mid-run.
-void Seq2SeqTask::check_positions(const RunConfig& cfg, const data::DataSplits& d) const {
+void Seq2SeqTask::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
   if (cfg.model.position != nn::PositionKind::learned) return;
   int64_t need = 0;
   std::string where;
@@ -43,7 +43,7 @@ void Seq2SeqTask::check_positions(const RunConfig& cfg, const data::DataSplits& 
             " with data.max_seq_len");
 }
 
-std::unique_ptr<data::BatchSource> Seq2SeqTask::make_loader(const RunConfig& cfg,
+std::unique_ptr<data::BatchSource> Seq2SeqTask::make_loader(const config::RunConfig& cfg,
                                                             const data::DataSplits& d, int rank,
                                                             int ranks) const {
   data::LoaderOptions lopt = data::loader_options(cfg.data);
@@ -54,7 +54,8 @@ std::unique_ptr<data::BatchSource> Seq2SeqTask::make_loader(const RunConfig& cfg
 }
 
 // From the first epoch's plan (a copy of the loader's generator).
-int64_t Seq2SeqTask::steps_per_epoch(const RunConfig& cfg, const data::DataSplits& d) const {
+int64_t Seq2SeqTask::steps_per_epoch(const config::RunConfig& cfg,
+                                     const data::DataSplits& d) const {
   Generator plan_gen(cfg.seed);
   const data::LoaderOptions lopt = data::loader_options(cfg.data);
   return static_cast<int64_t>(data::plan_batches(d.train, d.framing, lopt.batch, plan_gen).size());
@@ -65,7 +66,7 @@ std::string Seq2SeqTask::split_sizes(const data::DataSplits& d) const {
 }
 
 bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
-  const RunConfig& cfg = c.cfg;
+  const config::RunConfig& cfg = c.cfg;
   const Metrics m = evaluate(c.model, c.data.valid, c.data.framing, cfg.data.batch_size,
                              cfg.train.max_decode_extra, cfg.train.eval_examples,
                              is_symbol_task(cfg.data) ? nullptr : &c.data);
@@ -81,13 +82,13 @@ bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
   // train.best_metric: the score to beat (higher is better); ties go to the lower loss
   double score = m.exact_match;
   switch (cfg.train.best_metric) {
-    case BestMetric::bleu:
+    case config::BestMetric::bleu:
       score = m.bleu;
       break;
-    case BestMetric::loss:
+    case config::BestMetric::loss:
       score = -m.loss;
       break;
-    case BestMetric::exact_match:
+    case config::BestMetric::exact_match:
       break;
   }
   bool better = score > st.best_score || (score == st.best_score && m.loss < st.best_loss);
@@ -110,7 +111,7 @@ bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
 // The held-out test split with the best checkpoint.
 std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& st,
                                       MetricsLog& metrics) const {
-  const RunConfig& cfg = r.cfg;
+  const config::RunConfig& cfg = r.cfg;
   const std::string best = find_checkpoint(r.dir, "best");
   if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
   const Metrics test =
@@ -132,4 +133,4 @@ std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& s
                      : "");
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -12,7 +12,7 @@
 #include "run/run.hpp"
 #include "run/task.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -215,4 +215,4 @@ void DropoutPerRank::on_step_begin(train::Trainer& t) {
   c_.model.dropout_generator().set_state(stream, static_cast<uint64_t>(t.state().step) << 32);
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

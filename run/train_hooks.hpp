@@ -31,7 +31,7 @@
 #include "optim/optimizers.hpp"
 #include "train/trainer.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 // metrics.jsonl, appended one record per line and flushed, so a crash loses at most a line.
 // Inactive (writes nothing, bytes() 0) when constructed with active = false (ranks other than 0).
@@ -48,7 +48,7 @@ class MetricsLog {
 };
 
 struct RunContext {
-  const RunConfig& cfg;
+  const config::RunConfig& cfg;
   std::string run_dir;
   nn::Seq2Seq& model;
   optim::Optimizer& opt;
@@ -131,4 +131,4 @@ class DropoutPerRank : public train::Hook {
   RunContext& c_;
 };
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -15,7 +15,7 @@
 #include "run/provenance.hpp"
 #include "run/task.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 namespace fs = std::filesystem;
 
@@ -39,14 +39,14 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
         " delete the folder and start again)");
     // One writer: taken before reading anything, so the checkpoint found below stays the newest.
     if (rank == 0 && !a.dry_run) r.lock.emplace(run_dir.string());
-    r.cfg = load_config((run_dir / "config.toml").string());
+    r.cfg = config::load_config((run_dir / "config.toml").string());
     r.resume_from = find_checkpoint(run_dir.string());
     // Killed before its first checkpoint: config.toml fixes everything, so the run restarts
     // from step 0 and still ends exactly as an uninterrupted one.
     r.restart = r.resume_from.empty();
   } else {
     QKV_CHECK(!a.config.empty(), "train", "no config file given (try configs/copy.toml)");
-    r.cfg = load_config(a.config, a.overrides);
+    r.cfg = config::load_config(a.config, a.overrides);
     const fs::path run_dir =
         a.run_dir.empty() ? fs::path("runs") / r.cfg.name : fs::path(a.run_dir);
     r.dir = run_dir.string();
@@ -68,7 +68,7 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
 
 // Data, model, optimizer and this rank's loader; the steps of an epoch and of the run.
 void build(TrainingRun& r, int rank, int ranks) {
-  const RunConfig& cfg = r.cfg;
+  const config::RunConfig& cfg = r.cfg;
   Generator init(cfg.seed);
   r.model = std::make_unique<nn::Seq2Seq>(model_config(cfg, r.data), init);
   r.opt = optim::make_optimizer(cfg.optim.optim, r.model->named_parameters());
@@ -79,7 +79,8 @@ void build(TrainingRun& r, int rank, int ranks) {
 
 // The Trainer's options: the run's length (the task's), validations (once per epoch unless
 // train.eval_every), clipping and the schedule.
-train::TrainerOptions trainer_options(const RunConfig& cfg, const Task& task, int64_t per_epoch) {
+train::TrainerOptions trainer_options(const config::RunConfig& cfg, const Task& task,
+                                      int64_t per_epoch) {
   train::TrainerOptions o;
   o.total_steps = task.total_steps(cfg, per_epoch);
   o.eval_every = cfg.train.eval_every > 0 ? cfg.train.eval_every : per_epoch;
@@ -160,7 +161,7 @@ void create_folder(TrainingRun& r) {
                 ", or choose another with --run-dir");
   }
   if (!r.restart) {
-    atomic_write_file((run_dir / "config.toml").string(), effective_toml(r.cfg));
+    atomic_write_file((run_dir / "config.toml").string(), config::effective_toml(r.cfg));
     // What produced the run (run/provenance.hpp); not in config.toml, which runs again as is.
     atomic_write_file((run_dir / "provenance.json").string(),
                       provenance(static_cast<int>(r.cfg.threads)).dump(2) + "\n");
@@ -215,4 +216,4 @@ std::string run_summary(const TrainingRun& r, int ranks) {
                      ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : "");
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::run

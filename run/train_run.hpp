@@ -22,7 +22,7 @@
 #include "run/task.hpp"
 #include "train/trainer.hpp"
 
-namespace qkv::app {
+namespace qkv::run {
 
 struct TrainRunArgs {
   std::string config, run_dir, resume;                         // resume: the run folder to continue
@@ -32,7 +32,7 @@ struct TrainRunArgs {
 };
 
 struct TrainingRun {
-  RunConfig cfg;
+  config::RunConfig cfg;
   std::string dir;
   std::optional<RunLock> lock;  // held while this process writes the run folder
   bool resuming = false;        // --resume
@@ -61,4 +61,4 @@ void prepare_run_folder(TrainingRun& r, train::Distributed& dist);
 // The first line of the run: what it trains, how long, on how many threads and processes.
 std::string run_summary(const TrainingRun& r, int ranks);
 
-}  // namespace qkv::app
+}  // namespace qkv::run

@@ -18,7 +18,7 @@ Tensor row_of(const data::Ids& ids) {
 
 // A language model: the text itself is the context. One causal pass gives every layer's
 // self-attention (a.maps.decoder_self) and the model's next-token guess at each position.
-AttendedInput attend_lm(const app::LoadedRun& r, const data::Ids& ids) {
+AttendedInput attend_lm(const run::LoadedRun& r, const data::Ids& ids) {
   const nn::DecoderLM& lm = *r.model->lm;
   const int64_t context = std::min(r.config.data.block_size, lm.max_positions());
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
@@ -39,7 +39,7 @@ AttendedInput attend_lm(const app::LoadedRun& r, const data::Ids& ids) {
 
 }  // namespace
 
-AttendedInput attend(const app::LoadedRun& r, const data::Ids& src) {
+AttendedInput attend(const run::LoadedRun& r, const data::Ids& src) {
   if (r.model->lm) return attend_lm(r, src);
   const nn::Seq2Seq& model = *r.model;
   const data::Framing& f = r.data.framing;
@@ -47,7 +47,7 @@ AttendedInput attend(const app::LoadedRun& r, const data::Ids& src) {
   a.src = src;
   // The model's own output (greedy), then one teacher-forced pass over it to get the maps.
   const int64_t max_len = static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
-  a.out = app::greedy_decode(model, {src}, f, {max_len})[0];
+  a.out = run::greedy_decode(model, {src}, f, {max_len})[0];
   data::Ids full{f.bos};
   full.insert(full.end(), a.out.begin(), a.out.end());
   if (f.eos >= 0) full.push_back(f.eos);
@@ -89,7 +89,7 @@ std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v
   return t;
 }
 
-std::string target_text(const app::LoadedRun& r, const data::Ids& ids) {
+std::string target_text(const run::LoadedRun& r, const data::Ids& ids) {
   if (r.model->lm) {  // the text, with a line break shown as \n to keep the line whole
     data::LmDetokenizer text(r.data.tgt_vocab, r.data.tgt_spm != nullptr);
     std::string shown;
@@ -99,7 +99,7 @@ std::string target_text(const app::LoadedRun& r, const data::Ids& ids) {
     }
     return shown;
   }
-  if (!app::is_symbol_task(r.config.data)) return data::decode_target(r.data, ids);
+  if (!run::is_symbol_task(r.config.data)) return data::decode_target(r.data, ids);
   const std::vector<std::string> toks = r.data.tgt_vocab.decode(ids);
   std::string shown;
   for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];

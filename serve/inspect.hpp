@@ -21,7 +21,7 @@ struct AttendedInput {
 };
 // Runs the model in eval mode without recording; the model's training flag is restored.
 // Not safe to call for one model from two threads at once (the flag is shared).
-AttendedInput attend(const app::LoadedRun& r, const data::Ids& src);
+AttendedInput attend(const run::LoadedRun& r, const data::Ids& src);
 
 // Heads per layer of the model that produced a (0 when it has no attention layers).
 int64_t attention_heads(const AttendedInput& a);
@@ -33,6 +33,6 @@ std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v
 // Target-side ids as text: the generated tasks' symbols separated by spaces, text tasks
 // detokenized (stops at <eos>, drops <pad> and <bos>), a language model's text with a line
 // break shown as \n.
-std::string target_text(const app::LoadedRun& r, const data::Ids& ids);
+std::string target_text(const run::LoadedRun& r, const data::Ids& ids);
 
 }  // namespace qkv::serve

@@ -19,7 +19,7 @@ using nlohmann::json;
 namespace qkv::serve {
 
 struct Model::Impl {
-  app::LoadedRun run;
+  run::LoadedRun run;
   std::string folder;  // the run folder's name, for messages
 };
 
@@ -45,19 +45,19 @@ void check_text(const std::string& text, const Limits& lim, const char* what) {
 
 // The longest input the model can read: a language model's context; a Seq2Seq source bounded
 // by the limit and, with learned positions, by model.max_len.
-int64_t max_input_tokens(const app::LoadedRun& r, const Limits& lim) {
+int64_t max_input_tokens(const run::LoadedRun& r, const Limits& lim) {
   if (r.model->lm) return std::min(r.config.data.block_size, r.model->lm->max_positions());
   int64_t n = lim.max_source_tokens;
   if (r.config.model.position == nn::PositionKind::learned) n = std::min(n, r.config.model.max_len);
   return n;
 }
 
-data::Ids encode(const app::LoadedRun& r, const std::string& folder, const std::string& text,
+data::Ids encode(const run::LoadedRun& r, const std::string& folder, const std::string& text,
                  const Limits& lim) {
   check_text(text, lim, "the text");
   const data::Ids ids = as_bad_input([&] {
     return r.model->lm ? data::encode_lm_text(text, r.data.tgt_vocab, r.data.tgt_spm.get(), "text")
-                       : app::encode_source(r, text, folder, "text");
+                       : run::encode_source(r, text, folder, "text");
   });
   if (ids.empty()) throw BadInput("the text is empty");
   const int64_t most = max_input_tokens(r, lim);
@@ -93,7 +93,7 @@ json kind_of(const std::string& kind, const std::string& title,
 }  // namespace
 
 Model::Model(const std::string& run_dir, const std::string& which) : impl_(new Impl) {
-  impl_->run = app::load_run(run_dir, which);
+  impl_->run = run::load_run(run_dir, which);
   impl_->folder = fs::path(run_dir).filename().string();
   checkpoint_ = fs::path(impl_->run.checkpoint).filename().string();
 }
@@ -103,16 +103,16 @@ Model::~Model() = default;
 bool Model::language_model() const { return impl_->run.model->lm != nullptr; }
 
 json Model::translate(const std::string& text, int64_t beam, const Limits& lim) {
-  const app::LoadedRun& r = impl_->run;
+  const run::LoadedRun& r = impl_->run;
   if (r.model->lm) throw BadInput("a language model does not translate; use generate");
   if (beam < 1 || beam > lim.max_beam)
     throw BadInput(cat("beam must be in 1..", lim.max_beam, ", got ", beam));
   const data::Ids src = encode(r, impl_->folder, text, lim);
   const int64_t max_len = static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
   std::lock_guard<std::mutex> hold(mu_);
-  const data::Ids greedy = app::greedy_decode(*r.model, {src}, r.data.framing, {max_len})[0];
+  const data::Ids greedy = run::greedy_decode(*r.model, {src}, r.data.framing, {max_len})[0];
   const data::Ids beamed =
-      beam == 1 ? greedy : app::beam_decode(*r.model, src, r.data.framing, beam, max_len);
+      beam == 1 ? greedy : run::beam_decode(*r.model, src, r.data.framing, beam, max_len);
   return {{"source_tokens", token_labels(src, r.data.src_vocab)},
           {"greedy", target_text(r, greedy)},
           {"beam", target_text(r, beamed)},
@@ -120,18 +120,18 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim) 
 }
 
 void Model::check_sample(const SampleRequest& q, const Limits& lim) {
-  const app::LoadedRun& r = impl_->run;
+  const run::LoadedRun& r = impl_->run;
   if (!r.model->lm) throw BadInput("not a language model; use translate");
   if (q.tokens < 1 || q.tokens > lim.max_new_tokens)
     throw BadInput(cat("tokens must be in 1..", lim.max_new_tokens, ", got ", q.tokens));
-  as_bad_input([&] { app::validate(app::SampleOptions{q.temperature, q.top_k, q.top_p}); });
+  as_bad_input([&] { run::validate(run::SampleOptions{q.temperature, q.top_k, q.top_p}); });
   encode(r, impl_->folder, q.prompt, lim);
 }
 
 void Model::generate(const SampleRequest& q, const Limits& lim,
                      const std::function<bool(const std::string&)>& on_text) {
   check_sample(q, lim);
-  const app::LoadedRun& r = impl_->run;
+  const run::LoadedRun& r = impl_->run;
   const data::Ids prompt = encode(r, impl_->folder, q.prompt, lim);
   const int64_t context = max_input_tokens(r, lim);
   data::LmDetokenizer text(r.data.tgt_vocab, r.data.tgt_spm != nullptr, q.prompt.back() == '\n');
@@ -139,8 +139,8 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
   struct Stopped {};  // the client went away: unwind out of generate
   std::lock_guard<std::mutex> hold(mu_);
   try {
-    app::generate(*r.model, prompt, q.tokens, context,
-                  app::SampleOptions{q.temperature, q.top_k, q.top_p}, gen, true, [&](int64_t id) {
+    run::generate(*r.model, prompt, q.tokens, context,
+                  run::SampleOptions{q.temperature, q.top_k, q.top_p}, gen, true, [&](int64_t id) {
                     if (!on_text(text.next(id))) throw Stopped{};
                   });
   } catch (const Stopped&) {  // generate's eval scope restored the training flag
@@ -148,7 +148,7 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
 }
 
 json Model::attention(const std::string& text, const Limits& lim) {
-  const app::LoadedRun& r = impl_->run;
+  const run::LoadedRun& r = impl_->run;
   const data::Ids src = encode(r, impl_->folder, text, lim);
   AttendedInput a;
   {
@@ -176,7 +176,7 @@ json Model::attention(const std::string& text, const Limits& lim) {
 json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim) {
   if (k < 1 || k > lim.max_top_k)
     throw BadInput(cat("k must be in 1..", lim.max_top_k, ", got ", k));
-  const app::LoadedRun& r = impl_->run;
+  const run::LoadedRun& r = impl_->run;
   const data::Ids src = encode(r, impl_->folder, text, lim);
   AttendedInput a;
   {
@@ -224,11 +224,11 @@ json list_checkpoints(const std::string& run_dir) {
 }
 
 std::string resolve_checkpoint_name(const std::string& run_dir, const std::string& which) {
-  return fs::path(app::resolve_checkpoint(run_dir, which)).filename().string();
+  return fs::path(run::resolve_checkpoint(run_dir, which)).filename().string();
 }
 
 json run_facts(const std::string& run_dir) {
-  const app::RunConfig c = app::load_config((fs::path(run_dir) / "config.toml").string());
+  const config::RunConfig c = config::load_config((fs::path(run_dir) / "config.toml").string());
   const bool lm = c.model.kind == nn::ModelKind::decoder;
   json f{{"task", std::string(name_of(c.data.task))},
          {"model", lm ? "decoder-only language model" : "encoder-decoder"},

@@ -48,8 +48,8 @@ TEST_CASE("qkv config: the effective config with every default and the plan, wri
   CHECK(!fs::exists(run));  // nothing written: no folder, no lock
   // The printed config is the one train saves: it reads back, every default in it.
   const std::string text = r.output.substr(0, r.output.find("\n# plan"));
-  const qkv::app::RunConfig c =
-      qkv::app::config_from_toml(qkv::app::parse_config(text, "printed.toml"));
+  const qkv::config::RunConfig c =
+      qkv::config::config_from_toml(qkv::config::parse_config(text, "printed.toml"));
   CHECK(c.model.d_model == 16);
   CHECK(c.threads >= 1);  // threads = 0 shown as the count it becomes
   for (const char* k :
@@ -91,7 +91,7 @@ TEST_CASE("qkv train --overwrite replaces a run folder after taking its lock", "
   CHECK(fs::exists(run + "/old-file"));
   // while another process writes it: refused, nothing touched
   {
-    qkv::app::RunLock held(run);
+    qkv::run::RunLock held(run);
     const RunResult busy = run_qkv("train " + copy_toml() + " --run-dir " + quoted(run) +
                                    " --overwrite --threads 1" + kTiny);
     CHECK(busy.status == 1);

@@ -89,9 +89,9 @@ bool kill_at(const std::vector<std::string>& args, const std::string& run, int64
 // The checkpoint --resume would take loads: weights into the run's model, the optimizer file,
 // the state. Returns its name ("" when there is none).
 std::string check_loadable(const std::string& run) {
-  const std::string ckpt = qkv::app::find_checkpoint(run, "latest");
+  const std::string ckpt = qkv::run::find_checkpoint(run, "latest");
   if (ckpt.empty()) return "";
-  const qkv::app::LoadedRun r = qkv::app::load_run(run, "latest");
+  const qkv::run::LoadedRun r = qkv::run::load_run(run, "latest");
   CHECK(r.checkpoint == ckpt);
   CHECK_FALSE(qkv::nn::load_safetensors(ckpt + "/optim.safetensors").tensors.empty());
   CHECK(fs::exists(fs::path(ckpt) / "state.json"));

@@ -30,7 +30,7 @@ std::string quoted(const std::string& s) {
 
 // Why the data-parallel tests cannot run here, or empty when they can.
 std::string skip_reason() {
-  if (!qkv::app::dist::compiled_with_mpi()) return "qkv was built without MPI (QKV_MPI=OFF)";
+  if (!qkv::run::dist::compiled_with_mpi()) return "qkv was built without MPI (QKV_MPI=OFF)";
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) return "mpirun is not on PATH";
   return "";
 }

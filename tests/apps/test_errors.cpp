@@ -201,7 +201,7 @@ TEST_CASE("errors: damaged checkpoints are named and left as they are", "[e2e]")
     row.damage(model);
     // A checksum mismatch would be found first (test_reliability.cpp flips a byte); the manifest
     // is rewritten to match, so these rows reach the parsing and shape checks behind it.
-    qkv::app::write_manifest(fs::path(model).parent_path().string());
+    qkv::run::write_manifest(fs::path(model).parent_path().string());
     const auto before = snapshot(run);
     INFO(row.name);
     expect_error("train --resume " + run + " --quiet", 1, row.expect);

@@ -12,7 +12,7 @@
 #include "support/process.hpp"
 
 using namespace qkv;
-using namespace qkv::app;
+using namespace qkv::config;
 using namespace qkv::nn;
 using namespace qkv::testing;
 

@@ -298,7 +298,7 @@ TEST_CASE("reliability: damaged checkpoints are refused, naming the file", "[e2e
     expect_error(cmd, 1,
                  {model + ": damaged: its checksum is xxh3", "changed after it was written"});
   // "last good checkpoint" skips it.
-  CHECK(qkv::app::last_good_checkpoint(flipped) == flipped + "/checkpoints/step-00000004");
+  CHECK(qkv::run::last_good_checkpoint(flipped) == flipped + "/checkpoints/step-00000004");
 
   // Weights made NaN (and the manifest rewritten to match): refused as well.
   const std::string nan = t.file("nan");
@@ -307,16 +307,16 @@ TEST_CASE("reliability: damaged checkpoints are refused, naming the file", "[e2e
   qkv::nn::SafetensorsFile sf = qkv::nn::load_safetensors(nan_model);
   sf.tensors.front().second.fill_(std::nan(""));
   qkv::nn::save_safetensors(nan_model, sf.tensors, sf.metadata);
-  qkv::app::write_manifest(latest(nan));
+  qkv::run::write_manifest(latest(nan));
   expect_error("eval " + quoted(nan) + " --checkpoint latest", 1,
                {nan_model + ": tensor '", "NaN or Inf values"});
-  CHECK(qkv::app::last_good_checkpoint(nan) == nan + "/checkpoints/step-00000004");
+  CHECK(qkv::run::last_good_checkpoint(nan) == nan + "/checkpoints/step-00000004");
 
   // A corrupt state.json: the message is qkv's, not the JSON library's.
   const std::string st = t.file("state");
   fs::copy(run, st, fs::copy_options::recursive);
   std::ofstream(latest(st) + "/state.json") << "{\"step\": 6";
-  qkv::app::write_manifest(latest(st));
+  qkv::run::write_manifest(latest(st));
   const RunResult r = run_qkv("train --resume " + quoted(st) + " --quiet");
   CHECK(r.status == 1);
   CHECK(r.output.find("state.json: corrupt checkpoint state: parse error") != std::string::npos);

@@ -13,6 +13,7 @@
 
 using namespace qkv;
 using namespace qkv::app;
+using namespace qkv::config;
 using namespace qkv::figures;
 using namespace qkv::figures::report;
 using namespace qkv::testing;

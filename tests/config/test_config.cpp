@@ -8,7 +8,7 @@
 #include "support/config.hpp"
 
 using namespace qkv;
-using namespace qkv::app;
+using namespace qkv::config;
 
 using qkv::test::config_from;
 

@@ -11,7 +11,7 @@
 #include "support/common.hpp"
 
 using namespace qkv;
-using namespace qkv::app;
+using namespace qkv::config;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include "config/document.hpp"
 
 using namespace qkv;
-using namespace qkv::app;
+using namespace qkv::config;
 
 namespace {
 

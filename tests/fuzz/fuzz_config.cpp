@@ -14,11 +14,11 @@ namespace qkv::fuzz {
 int config(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const qkv::app::ConfigDoc doc = qkv::app::parse_config(text, "fuzz.toml");
-    const qkv::app::RunConfig cfg = qkv::app::config_from_toml(doc);
+    const qkv::config::ConfigDoc doc = qkv::config::parse_config(text, "fuzz.toml");
+    const qkv::config::RunConfig cfg = qkv::config::config_from_toml(doc);
     // A valid config must survive its own round trip.
-    (void)qkv::app::config_from_toml(
-        qkv::app::parse_config(qkv::app::effective_toml(cfg), "effective.toml"));
+    (void)qkv::config::config_from_toml(
+        qkv::config::parse_config(qkv::config::effective_toml(cfg), "effective.toml"));
   } catch (const qkv::Error&) {
   }
   return 0;

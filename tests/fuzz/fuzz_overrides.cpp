@@ -48,9 +48,9 @@ int overrides(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
   for (std::string line; std::getline(in, line);) args.push_back(line);
   try {
-    const auto ov = qkv::app::take_overrides(args);
-    const qkv::app::RunConfig c =
-        qkv::app::config_from_toml(qkv::app::parse_config(kBase, "base.toml"), ov);
+    const auto ov = qkv::config::take_overrides(args);
+    const qkv::config::RunConfig c =
+        qkv::config::config_from_toml(qkv::config::parse_config(kBase, "base.toml"), ov);
     // No silent substitution: whatever was accepted is finite.
     const auto& o = c.optim;
     for (double v : {o.optim.lr, o.optim.eps, o.optim.weight_decay, o.optim.momentum, o.optim.beta1,
@@ -58,8 +58,8 @@ int overrides(const uint8_t* data, size_t size) {
                      c.model.dropout, c.model.layer_norm_eps, c.model.attention_scale,
                      c.train.label_smoothing})
       require(std::isfinite(v));
-    (void)qkv::app::config_from_toml(
-        qkv::app::parse_config(qkv::app::effective_toml(c), "effective.toml"));
+    (void)qkv::config::config_from_toml(
+        qkv::config::parse_config(qkv::config::effective_toml(c), "effective.toml"));
   } catch (const qkv::Error&) {
   }
   return 0;

@@ -17,7 +17,8 @@
 #include "train/trainer.hpp"
 
 using namespace qkv;
-using namespace qkv::app;
+using namespace qkv::config;
+using namespace qkv::run;
 using qkv::testing::TempDir;
 
 namespace {

@@ -9,9 +9,9 @@
 
 namespace qkv::test {
 
-inline app::RunConfig config_from(const std::string& text,
-                                  std::vector<std::pair<std::string, std::string>> ov = {}) {
-  return app::config_from_toml(app::parse_config(text, "test.toml"), ov);
+inline config::RunConfig config_from(const std::string& text,
+                                     std::vector<std::pair<std::string, std::string>> ov = {}) {
+  return config::config_from_toml(config::parse_config(text, "test.toml"), ov);
 }
 
 }  // namespace qkv::test
