@@ -9,6 +9,9 @@ copies the weights in, runs forward, backpropagates L = sum(out * R), and writes
 DIR/<case>.out.safetensors with "out", "grad.input.<name>" and "grad.param.<qkv name>"
 (gradients mapped back to qkv names).
 
+A "gpt" case with "autocast": true runs its forward under torch.autocast("cpu",
+dtype=torch.bfloat16), PyTorch's mixed precision, and its backward outside it, as training does.
+
 Masks are built here by torch, never taken from qkv: from the sequence lengths in the config
 ("key_lengths", "src_lengths", "tgt_lengths") as key_padding_mask (True = padding), and, when
 "causal" is set, nn.Transformer.generate_square_subsequent_mask. Config options: "activation"
@@ -313,7 +316,12 @@ def run_case(path):
     elif kind == "gpt":
         module = GPT(c)
         load_into(module, params)
-        out = module(inputs["ids"])
+        if c.get("autocast"):  # PyTorch's mixed precision: bf16 products under autocast
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = module(inputs["ids"])
+            out = out.float()
+        else:
+            out = module(inputs["ids"])
     elif kind == "cross_entropy":
         out = F.cross_entropy(inputs["logits"], inputs["targets"], ignore_index=c["ignore_index"],
                               label_smoothing=c["label_smoothing"])
