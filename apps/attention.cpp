@@ -34,7 +34,7 @@ std::vector<int64_t> layers_named(const std::string& layer, int64_t layers) {
 // decoder self, cross; or the one --kind), a column per head.
 std::vector<std::vector<Heatmap>> attention_grid(const run::LoadedRun& r, const AttendedInput& att,
                                                  const AttentionArgs& a) {
-  const bool lm = r.model->lm != nullptr;
+  const bool lm = r.task().language_model();
   std::vector<figures::MapKind> kinds;
   if (!a.kind.empty())
     kinds = {figures::parse_map_kind(a.kind, "attention")};
@@ -66,7 +66,7 @@ figures::Heatmap attention_heatmap(const run::LoadedRun& r, const AttendedInput&
                                    int cell, const char* op) {
   const figures::AttentionLabels labels{
       serve::token_labels(a.src, r.data.src_vocab), serve::token_labels(a.tgt_in, r.data.tgt_vocab),
-      serve::token_labels(a.tgt_out, r.data.tgt_vocab), r.model->lm != nullptr};
+      serve::token_labels(a.tgt_out, r.data.tgt_vocab), r.task().language_model()};
   return figures::attention_heatmap(a.maps, labels, kind, layer, head, cell, op);
 }
 
@@ -77,7 +77,7 @@ int cmd_attention(const AttentionArgs& a) {
   run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
   run::apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                      a.threads > 0 ? "--threads" : "threads");
-  const bool lm = r.model->lm != nullptr;
+  const bool lm = r.task().language_model();
   // By default the map that shows the most: cross-attention, or a language model's only kind.
   const figures::MapKind kind = asked ? *asked
                                 : lm  ? figures::MapKind::self

@@ -10,6 +10,7 @@
 #include "bench/gemm_shapes.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "nn/decoder_lm.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/clip.hpp"
 #include "optim/optimizers.hpp"
@@ -101,7 +102,7 @@ void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen, Precision p) {
   c.src_vocab = c.tgt_vocab = m.vocab;
   c.d_model = m.d_model, c.heads = m.heads, c.d_ff = m.d_ff, c.decoder_layers = m.dec_layers;
   c.dropout = 0, c.max_len = m.length, c.bias = false;
-  auto lm = std::make_shared<nn::Seq2Seq>(c, gen);
+  auto lm = std::make_shared<nn::DecoderLM>(c, gen);
   b.model = lm;
   b.tgt_in = randint({m.batch, m.length}, 0, m.vocab, gen);
   b.tgt_out = randint({m.batch * m.length}, 0, m.vocab, gen);
@@ -110,7 +111,7 @@ void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen, Precision p) {
   b.opt = optim::make_optimizer(gc, b.model->named_parameters());
   b.train_with(
       [&b, &m, lm] {
-        const ag::Var logits = lm->forward(Tensor(), b.tgt_in, Tensor(), Tensor());
+        const ag::Var logits = lm->forward(b.tgt_in);
         return train::Forward{ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), b.tgt_out), 0};
       },
       bench_options(1.0, p));

@@ -69,8 +69,8 @@ int eval_lm(const EvalArgs& a, const run::LoadedRun& r) {
   QKV_CHECK(d.tgt_vocab == r.data.tgt_vocab, "eval", a.run_dir,
             ": the text's vocabulary differs from the run's; the data changed since training");
   const int64_t block = r.config.data.block_size;
-  const run::LmLoss m = run::lm_loss_full(*r.model, a.split == "valid" ? d.lm_valid : d.lm_train,
-                                          block, r.config.data.batch_size);
+  const run::LmLoss m = run::lm_loss_full(
+      r.lm("eval"), a.split == "valid" ? d.lm_valid : d.lm_train, block, r.config.data.batch_size);
   if (a.json) {
     std::printf(
         "%s\n",
@@ -108,8 +108,8 @@ Decoded decode_all(const run::LoadedRun& r, const data::Dataset& ds, int beam, d
       lens.push_back(static_cast<int64_t>(srcs.back().size()) + extra);
     }
     std::vector<data::Ids> o =
-        beam > 1 ? run::beam_decode_batch(*r.model, srcs, r.data.framing, beam, lens, alpha)
-                 : run::greedy_decode(*r.model, srcs, r.data.framing, lens);
+        beam > 1 ? run::beam_decode(r.seq2seq("eval"), srcs, r.data.framing, beam, lens, alpha)
+                 : run::greedy_decode(r.seq2seq("eval"), srcs, r.data.framing, lens);
     for (auto& x : o) outs.push_back(std::move(x));
   }
   d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -230,7 +230,7 @@ int cmd_eval(const EvalArgs& a) {
   // The products' precision for all the decoding below (the weights stay fixed in it).
   const PrecisionScope precision(
       run::choose_precision(a.precision, r.config.precision, "precision"));
-  if (r.model->lm) return eval_lm(a, r);
+  if (r.task().language_model()) return eval_lm(a, r);
   if (a.min_len > 0 && a.max_len == 0) throw Error("eval: --min-len needs --max-len");
   const int64_t lo = a.min_len > 0 ? a.min_len : std::min(r.config.data.min_len, a.max_len);
   if (a.max_len > 0) regenerate(r, lo, a.max_len);
@@ -241,8 +241,8 @@ int cmd_eval(const EvalArgs& a) {
   QKV_CHECK(text || (a.beam == 1 && a.hyp_out.empty() && !a.lowercase), "eval",
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
             name_of(r.config.data.task));
-  const run::Metrics m = run::evaluate(*r.model, ds, r.data.framing, r.config.data.batch_size,
-                                       r.config.train.max_decode_extra);
+  const run::Metrics m = run::evaluate(r.seq2seq("eval"), ds, r.data.framing,
+                                       r.config.data.batch_size, r.config.train.max_decode_extra);
   TextScores scores;
   if (text) scores = score_text(a, r, ds);
   if (a.json)

@@ -21,7 +21,7 @@ int cmd_generate(const GenerateArgs& a) {
   run::SampleOptions o{a.temperature, a.top_k, a.top_p};
   run::validate(o);
   run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
-  QKV_CHECK(r.model->lm, "generate", a.run_dir,
+  QKV_CHECK(r.task().language_model(), "generate", a.run_dir,
             " is not a language model (model.kind = \"decoder\"); use qkv translate");
   set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
   // The products' precision for all the decoding below (the weights stay fixed in it).
@@ -31,7 +31,7 @@ int cmd_generate(const GenerateArgs& a) {
   const data::SentencePiece* spm = r.data.tgt_spm.get();  // null: characters
   const data::Ids prompt = data::encode_lm_text(a.prompt, vocab, spm, "generate: --prompt");
   QKV_CHECK(!prompt.empty(), "generate", "--prompt is empty (the default is a newline)");
-  const int64_t block = r.config.data.block_size, positions = r.model->lm->max_positions();
+  const int64_t block = r.config.data.block_size, positions = r.lm("generate").max_positions();
   const int64_t context = std::min(block, positions);
   QKV_CHECK(static_cast<int64_t>(prompt.size()) <= context, "generate", "--prompt has ",
             prompt.size(), spm ? " pieces" : " characters", ", more than the model's context of ",
@@ -45,7 +45,7 @@ int cmd_generate(const GenerateArgs& a) {
   int64_t made = 0;
   const auto t0 = std::chrono::steady_clock::now();
   data::LmDetokenizer text(vocab, spm != nullptr, a.prompt.empty() || a.prompt.back() == '\n');
-  run::generate(*r.model, prompt, a.tokens, context, o, gen, !a.no_cache, [&](int64_t id) {
+  run::generate(r.lm("generate"), prompt, a.tokens, context, o, gen, !a.no_cache, [&](int64_t id) {
     const std::string s = text.next(id);
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);  // streamed: each token as soon as it is made

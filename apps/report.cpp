@@ -13,6 +13,7 @@
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
+#include "run/task.hpp"
 
 namespace qkv::app {
 
@@ -46,7 +47,7 @@ int64_t parameter_count(const RunData& r) {
     m.src_vocab = data::Vocab::load((fs::path(r.dir) / "src_vocab.txt").string()).size();
     m.tgt_vocab = data::Vocab::load((fs::path(r.dir) / "tgt_vocab.txt").string()).size();
     Generator g(c.seed);
-    return nn::Seq2Seq(m, g).parameter_count();
+    return run::task_of(c.data.task).make_model(m, g)->parameter_count();
   } catch (const Error&) {
     return -1;
   }

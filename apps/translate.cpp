@@ -13,7 +13,7 @@ namespace qkv::app {
 
 int cmd_translate(const TranslateArgs& a) {
   run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
-  QKV_CHECK(!r.model->lm, "translate", a.run_dir,
+  QKV_CHECK(!r.task().language_model(), "translate", a.run_dir,
             " is a language model (model.kind = \"decoder\"): sample from it with qkv generate");
   run::apply_threads(a.threads > 0 ? a.threads : r.config.threads,
                      a.threads > 0 ? "--threads" : "threads");
@@ -23,14 +23,15 @@ int cmd_translate(const TranslateArgs& a) {
   QKV_CHECK(std::isfinite(a.alpha) && a.alpha >= 0, "translate",
             "--alpha must be a finite number >= 0, got ", a.alpha);
   const bool symbols = run::is_symbol_task(r.config.data);
+  const nn::Seq2Seq& model = r.seq2seq("translate");
   auto one = [&](const std::string& text) {
     const data::Ids src = run::encode_source(r, text, a.run_dir, "translate");
     const int64_t max_len =
         a.max_len > 0 ? a.max_len
                       : static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
     const data::Ids out =
-        a.beam > 1 ? run::beam_decode(*r.model, src, r.data.framing, a.beam, max_len, a.alpha)
-                   : run::greedy_decode(*r.model, {src}, r.data.framing, {max_len})[0];
+        a.beam > 1 ? run::beam_decode(model, {src}, r.data.framing, a.beam, {max_len}, a.alpha)[0]
+                   : run::greedy_decode(model, {src}, r.data.framing, {max_len})[0];
     std::vector<std::string> toks = r.data.tgt_vocab.decode(out);
     std::string line;
     if (symbols) {

@@ -12,18 +12,27 @@ void normal_init(Var& w, double std, Generator& gen) {
   w.data().copy_(mul(randn(w.shape(), gen, w.dtype()), std));
 }
 
+const ModelConfig& validated_lm(const ModelConfig& c) {
+  c.validate();
+  QKV_CHECK(c.kind == ModelKind::decoder, "DecoderLM",
+            "model.kind = \"encoder_decoder\" is nn::Seq2Seq, not a language model");
+  return c;
+}
+
 }  // namespace
 
-DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dgen) {
+// Its tensors are saved under "lm.": the name the language model had in every run folder.
+DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dgen)
+    : Model(std::move(dgen), "lm") {
   QKV_CHECK(c.tgt_vocab > 0 && c.decoder_layers > 0, "DecoderLM", "needs a vocabulary (got ",
             c.tgt_vocab, ") and at least one layer (got ", c.decoder_layers, ")");
   embed = register_module(
       "embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, gen, c.scale_embedding));
   pos = register_module("pos", std::make_shared<PositionalEncoding>(
-                                   c.position, c.d_model, c.max_len, gen, c.dropout, dgen));
-  blocks =
-      register_module("blocks", std::make_shared<Encoder>(c.decoder_layers, c.block(),
-                                                          c.final_norm || c.norm_first, gen, dgen));
+                                   c.position, c.d_model, c.max_len, gen, c.dropout, dropout_gen_));
+  blocks = register_module(
+      "blocks", std::make_shared<Encoder>(c.decoder_layers, c.block(), c.final_norm || c.norm_first,
+                                          gen, dropout_gen_));
   // GPT-2's initialisation, drawn after construction (which drew the default one).
   const double std = 0.02, residual = std / std::sqrt(2.0 * static_cast<double>(c.decoder_layers));
   normal_init(embed->weight, std, gen);
@@ -35,6 +44,14 @@ DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Gener
     normal_init(layer->ffn->linear1->weight, std, gen);
     normal_init(layer->ffn->linear2->weight, residual, gen);
   }
+}
+
+DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen)
+    : DecoderLM(validated_lm(c), gen, std::make_shared<Generator>(gen.next_u64())) {}
+
+Var DecoderLM::forward(const Tensor&, const Tensor& tgt_in, const Tensor&, const Tensor& tgt_valid,
+                       AttentionMaps* maps) const {
+  return forward(tgt_in, tgt_valid, maps ? &maps->decoder_self : nullptr);
 }
 
 Var DecoderLM::forward(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const {

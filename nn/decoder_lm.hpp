@@ -18,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "nn/model.hpp"
 #include "nn/positional.hpp"
 #include "nn/transformer.hpp"
 
@@ -25,16 +26,23 @@ namespace qkv::nn {
 
 struct ModelConfig;
 
-class DecoderLM : public Module {
+class DecoderLM : public Model {
  public:
   // c.tgt_vocab tokens, c.decoder_layers blocks of c.block(); dropout masks from dropout_gen.
   DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen);
+  // A run's language model: c (kind = "decoder") validated, the dropout generator seeded from
+  // gen before any weight is drawn.
+  DecoderLM(const ModelConfig& c, Generator& gen);
 
   // ids: (B, T) int64 -> logits (B, T, V). valid, when defined: (B, T) bool, true on real
   // tokens (padding is masked as keys). weights, when non-null, receives each layer's
   // attention weights (B, h, T, T).
   Var forward(const Tensor& ids, const Tensor& valid = Tensor(),
               std::vector<Var>* weights = nullptr) const;
+  // nn::Model's forward: tgt_in alone (src and src_valid are ignored), the weights in
+  // maps->decoder_self.
+  Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const override;
 
   // The keys and values of every layer for the tokens fed so far.
   struct Cache {

@@ -65,12 +65,10 @@ BlockConfig ModelConfig::block() const {
 }
 
 Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
-    : config(c), dropout_gen_(std::make_shared<Generator>(gen.next_u64())) {
+    : Model(std::make_shared<Generator>(gen.next_u64()), ""), config(c) {
   c.validate();
-  if (c.kind == ModelKind::decoder) {
-    lm = register_module("lm", std::make_shared<DecoderLM>(c, gen, dropout_gen_));
-    return;
-  }
+  QKV_CHECK(c.kind == ModelKind::encoder_decoder, "Seq2Seq",
+            "model.kind = \"decoder\" is a language model: nn::DecoderLM, not Seq2Seq");
   src_embed = register_module(
       "src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, gen, c.scale_embedding));
   tgt_embed =
@@ -98,8 +96,6 @@ Var Seq2Seq::project(const Var& h) const {
 }
 
 Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights) const {
-  QKV_CHECK(!lm, "Seq2Seq::encode",
-            "a decoder-only model (model.kind = \"decoder\") has no encoder");
   QKV_CHECK(src.dim() == 2 && src_valid.shape() == src.shape(), "Seq2Seq::encode", "src ",
             src.shape(), " and src_valid ", src_valid.shape(), " must both be (B, S)");
   ag::ModuleScope scope("encoder");
@@ -109,8 +105,6 @@ Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>
 
 Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
                     const Tensor& tgt_valid, AttentionMaps* maps) const {
-  QKV_CHECK(!lm, "Seq2Seq::decode",
-            "a decoder-only model (model.kind = \"decoder\") has no memory");
   QKV_CHECK(tgt_in.dim() == 2 && tgt_valid.shape() == tgt_in.shape(), "Seq2Seq::decode", "tgt_in ",
             tgt_in.shape(), " and tgt_valid ", tgt_valid.shape(), " must both be (B, T)");
   ag::ModuleScope scope("decoder");
@@ -125,7 +119,6 @@ Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tg
 
 Var Seq2Seq::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                      const Tensor& tgt_valid, AttentionMaps* maps) const {
-  if (lm) return lm->forward(tgt_in, tgt_valid, maps ? &maps->decoder_self : nullptr);
   QKV_CHECK(src.size(0) == tgt_in.size(0), "Seq2Seq", "batch sizes differ: src ", src.shape(),
             ", tgt_in ", tgt_in.shape());
   const Var memory = encode(src, src_valid, maps ? &maps->encoder_self : nullptr);
@@ -133,8 +126,6 @@ Var Seq2Seq::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_
 }
 
 Seq2Seq::DecodeState Seq2Seq::start_decoding(const Var& memory, const Tensor& src_valid) const {
-  QKV_CHECK(!lm, "Seq2Seq::start_decoding",
-            "a decoder-only model (model.kind = \"decoder\") decodes with DecoderLM::step");
   DecodeState s;
   s.memory = memory;
   s.cross_mask = key_padding_mask(src_valid);

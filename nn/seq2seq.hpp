@@ -1,6 +1,6 @@
-// Seq2Seq: the encoder-decoder Transformer of the lesson, and the run's model: with
-// ModelConfig::kind = "decoder" it holds a decoder-only language model instead (nn::DecoderLM,
-// the member lm), which forward() runs on tgt_in alone, so one training loop serves both.
+// Seq2Seq: the encoder-decoder Transformer of the lesson (ModelConfig::kind = "encoder_decoder").
+// The decoder-only language model (kind = "decoder") is nn::DecoderLM; both are nn::Model.
+// ModelConfig, the [model] section, describes either.
 //
 //   src (B, S) int64 -> embed * sqrt(d) + PE -> Encoder -> memory (B, S, d)
 //   tgt_in (B, T) int64 -> embed * sqrt(d) + PE -> Decoder(memory) -> Linear -> logits (B, T, V)
@@ -11,7 +11,7 @@
 #pragma once
 #include <string>
 
-#include "nn/decoder_lm.hpp"
+#include "nn/model.hpp"
 #include "nn/positional.hpp"
 #include "nn/transformer.hpp"
 
@@ -54,19 +54,13 @@ struct ModelConfig {
   BlockConfig block() const;
 };
 
-// Per-layer attention weights, when asked for.
-struct AttentionMaps {
-  std::vector<Var> encoder_self, decoder_self, decoder_cross;  // each (B, h, n, m)
-};
-
-class Seq2Seq : public Module {
+class Seq2Seq : public Model {
  public:
+  // c.kind must be encoder_decoder. The dropout generator is seeded from gen first.
   Seq2Seq(const ModelConfig& c, Generator& gen);
 
-  // kind = "decoder": src and src_valid are ignored (may be undefined); logits of tgt_in under
-  // a causal mask, its layers' weights in maps->decoder_self.
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const;
+              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const override;
   // memory: (B, S, d)
   Var encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights = nullptr) const;
   // Full decoder pass over tgt_in: (B, T, V) logits.
@@ -86,20 +80,15 @@ class Seq2Seq : public Module {
   Var decode_step(DecodeState& state, const Tensor& tokens,
                   std::vector<Var>* cross_weights = nullptr) const;
 
-  // The generator used by every dropout in the model (saved in checkpoints).
-  Generator& dropout_generator() const { return *dropout_gen_; }
-
   ModelConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;
   std::shared_ptr<PositionalEncoding> src_pos, tgt_pos;
   std::shared_ptr<Encoder> encoder;
   std::shared_ptr<Decoder> decoder;
   std::shared_ptr<Linear> output;  // null when tied to tgt_embed
-  std::shared_ptr<DecoderLM> lm;   // kind = "decoder" only (every other member is then null)
 
  private:
   Var project(const Var& h) const;  // (..., d) -> (..., V)
-  std::shared_ptr<Generator> dropout_gen_;
 };
 
 }  // namespace qkv::nn

@@ -1,4 +1,4 @@
-// Batched beam search: the per-source rules of beam_decode (run.cpp), for B sources at once.
+// Beam search (run.hpp), for B sources at once: B * beam decoder rows a step.
 #include <algorithm>
 #include <cmath>
 
@@ -25,8 +25,8 @@ struct Search {
   bool done = false;
 };
 
-// The best `keep` tokens of one row of log-probabilities (never <bos> or <pad>), in beam_decode's
-// order: higher score first, ties to the lower token id.
+// The best `keep` tokens of one row of log-probabilities (never <bos> or <pad>): higher score
+// first, ties to the lower token id.
 void top_tokens(const float* lp, int64_t v, double base, int64_t from, int64_t keep,
                 const data::Framing& f, std::vector<Cand>& out) {
   std::vector<int64_t> idx;
@@ -40,7 +40,7 @@ void top_tokens(const float* lp, int64_t v, double base, int64_t from, int64_t k
     out.push_back({base + static_cast<double>(lp[idx[i]]), from, idx[i]});
 }
 
-// Advances one source by a step's candidates (beam_decode's rules); returns, for each of its
+// Advances one source by a step's candidates; returns, for each of its
 // `beam` rows, the row (within the source) whose history it continues.
 std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, int64_t max_len,
                              const data::Framing& f) {
@@ -75,7 +75,7 @@ std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, 
 }
 
 data::Ids best_of(Search& s, double alpha, const data::Framing& f) {
-  for (const Hyp& h : s.live) s.finished.push_back(h);  // as beam_decode: the live ones compete
+  for (const Hyp& h : s.live) s.finished.push_back(h);  // the live ones compete too
   if (s.finished.empty()) return {};
   const int64_t extra = f.eos >= 0 ? 1 : 0;
   auto norm = [&](const Hyp& h) {
@@ -90,12 +90,11 @@ data::Ids best_of(Search& s, double alpha, const data::Framing& f) {
 
 }  // namespace
 
-std::vector<data::Ids> beam_decode_batch(const nn::Seq2Seq& model,
-                                         const std::vector<data::Ids>& srcs, const data::Framing& f,
-                                         int64_t beam, const std::vector<int64_t>& max_lens,
-                                         double alpha) {
-  QKV_CHECK(beam >= 1, "beam_decode_batch", "beam must be >= 1, got ", beam);
-  QKV_CHECK(max_lens.size() == srcs.size(), "beam_decode_batch", srcs.size(), " sources but ",
+std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
+                                   const data::Framing& f, int64_t beam,
+                                   const std::vector<int64_t>& max_lens, double alpha) {
+  QKV_CHECK(beam >= 1, "beam_decode", "beam must be >= 1, got ", beam);
+  QKV_CHECK(max_lens.size() == srcs.size(), "beam_decode", srcs.size(), " sources but ",
             max_lens.size(), " lengths");
   const int64_t b = static_cast<int64_t>(srcs.size());
   if (b == 0) return {};

@@ -23,7 +23,7 @@ struct EvalScope {
 
 }  // namespace
 
-double lm_loss_estimate(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block,
+double lm_loss_estimate(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block,
                         int64_t batch, int64_t iters, Generator& gen) {
   EvalScope eval(model);
   ag::NoGrad no_grad;
@@ -31,14 +31,14 @@ double lm_loss_estimate(const nn::Seq2Seq& model, const data::Ids& tokens, int64
   for (int64_t i = 0; i < iters; ++i) {
     const data::Batch b = data::lm_batch(
         tokens, data::lm_offsets(static_cast<int64_t>(tokens.size()), block, batch, gen), block);
-    const ag::Var logits = model.forward(Tensor(), b.tgt_in, Tensor(), Tensor());
+    const ag::Var logits = model.forward(b.tgt_in);
     sum += ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), -1)
                .item();
   }
   return sum / static_cast<double>(iters);
 }
 
-LmLoss lm_loss_full(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block,
+LmLoss lm_loss_full(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block,
                     int64_t batch) {
   EvalScope eval(model);
   ag::NoGrad no_grad;
@@ -52,7 +52,7 @@ LmLoss lm_loss_full(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t b
         offsets.begin() + static_cast<std::ptrdiff_t>(at),
         offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), at + batch)));
     const data::Batch b = data::lm_batch(tokens, part, block);
-    const ag::Var logits = model.forward(Tensor(), b.tgt_in, Tensor(), Tensor());
+    const ag::Var logits = model.forward(b.tgt_in);
     const double mean =
         ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), -1)
             .item();
@@ -104,17 +104,15 @@ int64_t sample_token(const Tensor& logits_in, const SampleOptions& o, Generator&
   return order[keep - 1];  // rounding left u just past the last kept token
 }
 
-void generate(const nn::Seq2Seq& model, const data::Ids& prompt, int64_t n, int64_t context,
+void generate(const nn::DecoderLM& lm, const data::Ids& prompt, int64_t n, int64_t context,
               const SampleOptions& o, Generator& gen, bool cached,
               const std::function<void(int64_t)>& on_token) {
-  QKV_CHECK(model.lm, "generate", "the run's model is not a decoder-only language model");
   QKV_CHECK(!prompt.empty(), "generate", "empty prompt");
   QKV_CHECK(context >= 2 && static_cast<int64_t>(prompt.size()) <= context, "generate",
             "a prompt of ", prompt.size(), " tokens does not fit the context of ", context);
   validate(o);
-  EvalScope eval(model);
+  EvalScope eval(lm);
   ag::NoGrad no_grad;
-  const nn::DecoderLM& lm = *model.lm;
   data::Ids seq = prompt;
   size_t start = 0;  // the context is seq[start:]
   nn::DecoderLM::Cache cache;

@@ -6,13 +6,13 @@
 
 #include "core/random.hpp"
 #include "data/dataset.hpp"
-#include "nn/seq2seq.hpp"
+#include "nn/decoder_lm.hpp"
 
 namespace qkv::run {
 
 // nanoGPT's estimate_loss for one split: the mean cross-entropy of `iters` batches of
 // batch_size windows at random offsets drawn from gen, in eval mode, without recording.
-double lm_loss_estimate(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block_size,
+double lm_loss_estimate(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block_size,
                         int64_t batch_size, int64_t iters, Generator& gen);
 
 // The mean cross-entropy over a whole token stream, cut into consecutive windows of
@@ -22,7 +22,7 @@ struct LmLoss {
   double loss = 0;
   int64_t tokens = 0, windows = 0;
 };
-LmLoss lm_loss_full(const nn::Seq2Seq& model, const data::Ids& tokens, int64_t block_size,
+LmLoss lm_loss_full(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block_size,
                     int64_t batch_size);
 
 struct SampleOptions {
@@ -44,7 +44,7 @@ int64_t sample_token(const Tensor& logits, const SampleOptions& o, Generator& ge
 // are read again in one pass. cached: each other token costs one position's work (the
 // key/value cache); uncached: every token re-reads the whole context (the reference, and
 // nanoGPT's way). Both see the same context at every step, so they give the same tokens.
-void generate(const nn::Seq2Seq& model, const data::Ids& prompt, int64_t n, int64_t context,
+void generate(const nn::DecoderLM& lm, const data::Ids& prompt, int64_t n, int64_t context,
               const SampleOptions& o, Generator& gen, bool cached,
               const std::function<void(int64_t)>& on_token);
 

@@ -94,88 +94,6 @@ std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector
   return out;
 }
 
-data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data::Framing& f,
-                      int64_t beam, int64_t max_len, double alpha) {
-  QKV_CHECK(beam >= 1, "beam_decode", "beam must be >= 1, got ", beam);
-  EvalMode eval(model);
-  ag::NoGrad no_grad;
-  auto [ids, valid] = pad_sources({src});
-  // The beam is a batch of `beam` copies of the source.
-  const Tensor ids_b = ids.expand({beam, ids.size(1)}).contiguous();
-  const Tensor valid_b = valid.expand({beam, valid.size(1)}).contiguous();
-  auto state = model.start_decoding(model.encode(ids_b, valid_b), valid_b);
-  struct Hyp {
-    data::Ids ids;
-    double logp;
-  };
-  std::vector<Hyp> live = {{{}, 0.0}};
-  std::vector<Hyp> finished;
-  auto norm = [alpha](const Hyp& h, int64_t extra) {
-    return h.logp / std::pow(static_cast<double>(
-                                 std::max<int64_t>(1, static_cast<int64_t>(h.ids.size()) + extra)),
-                             alpha);
-  };
-  for (int64_t t = 0; t < max_len && !live.empty(); ++t) {
-    // Feed each live hypothesis's last token (rows beyond live.size() repeat row 0).
-    std::vector<int64_t> last(beam);
-    for (int64_t i = 0; i < beam; ++i) {
-      const Hyp& h = live[std::min<size_t>(i, live.size() - 1)];
-      last[i] = h.ids.empty() ? f.bos : h.ids.back();
-    }
-    const Tensor logp =
-        log_softmax(model.decode_step(state, from_vector(last, {beam})).data(), -1).to(DType::f64);
-    const int64_t v = logp.size(1);
-    const double* lp = logp.data<double>();
-    struct Cand {
-      double score;
-      int64_t from, token;
-    };
-    std::vector<Cand> cands;
-    for (size_t i = 0; i < live.size(); ++i)
-      for (int64_t tok = 0; tok < v; ++tok) {
-        if (tok == f.bos || tok == 0) continue;  // never emit <bos> or <pad>
-        cands.push_back({live[i].logp + lp[i * v + tok], static_cast<int64_t>(i), tok});
-      }
-    std::stable_sort(cands.begin(), cands.end(),
-                     [](const Cand& a, const Cand& b) { return a.score > b.score; });
-    std::vector<Hyp> next;
-    std::vector<int64_t> rows;
-    for (const Cand& c : cands) {
-      if (static_cast<int64_t>(next.size()) >= beam) break;
-      Hyp h{live[c.from].ids, c.score};
-      if (f.eos >= 0 && c.token == f.eos) {
-        finished.push_back(h);
-        continue;
-      }
-      h.ids.push_back(c.token);
-      if (f.eos < 0 && static_cast<int64_t>(h.ids.size()) >= max_len) {
-        finished.push_back(h);
-        continue;
-      }
-      next.push_back(h);
-      rows.push_back(c.from);
-    }
-    // Stop once the best finished hypothesis beats every live one's best possible score.
-    if (static_cast<int64_t>(finished.size()) >= beam) break;
-    live = next;
-    if (live.empty()) break;
-    // Reorder the caches so row i holds the history of live[i].
-    std::vector<int64_t> order(beam);
-    for (int64_t i = 0; i < beam; ++i) order[i] = rows[std::min<size_t>(i, rows.size() - 1)];
-    const Tensor idx = from_vector(order, {beam});
-    for (auto& c : state.cache) {
-      c.self_k = ag::Var(index_select(c.self_k.data(), 0, idx));
-      c.self_v = ag::Var(index_select(c.self_v.data(), 0, idx));
-    }
-  }
-  for (const Hyp& h : live) finished.push_back(h);
-  if (finished.empty()) return {};
-  const Hyp* best = &finished[0];
-  for (const Hyp& h : finished)
-    if (norm(h, f.eos >= 0 ? 1 : 0) > norm(*best, f.eos >= 0 ? 1 : 0)) best = &h;
-  return best->ids;
-}
-
 Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
                  int64_t batch_size, int64_t max_decode_extra, int64_t limit,
                  const data::DataSplits* text) {
@@ -297,7 +215,7 @@ bool complete(const fs::path& ckpt) {
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model,
+std::string save_checkpoint(const std::string& run_dir, const nn::Model& model,
                             const optim::Optimizer& opt, const TrainState& st, int64_t keep,
                             bool is_best) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
@@ -307,7 +225,7 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model
   fs::remove_all(tmp);
   fs::create_directories(tmp);
 
-  nn::save_safetensors((tmp / "model.safetensors").string(), model.state_dict(),
+  nn::save_safetensors((tmp / "model.safetensors").string(), model.checkpoint_state(),
                        {{"format", "qkv"}, {"step", std::to_string(st.step)}});
   const optim::OptimState os = opt.state();
   nn::save_safetensors((tmp / "optim.safetensors").string(), os.tensors,
@@ -384,7 +302,7 @@ std::string find_checkpoint(const std::string& run_dir, const std::string& which
   return (dir / steps.back()).string();
 }
 
-TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, optim::Optimizer* opt) {
+TrainState load_checkpoint(const std::string& ckpt_dir, nn::Model& model, optim::Optimizer* opt) {
   // Every file read once and checked against the manifest; then parsed from those bytes.
   const CheckpointFiles files = read_checkpoint_files(ckpt_dir);
   const std::string model_path = files.path("model.safetensors");
@@ -392,7 +310,7 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, opti
   if (const std::string bad = first_nonfinite(mf.tensors); !bad.empty())
     throw Error(model_path + ": " + bad + "; this checkpoint cannot be used");
   try {
-    model.load_state_dict(mf.tensors);
+    model.load_checkpoint_state(mf.tensors);
   } catch (const Error& e) {
     throw Error(model_path + ": does not fit this model's config: " + e.what());
   }
@@ -471,7 +389,7 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
     r.data.tgt_vocab = data::Vocab::load((dir / "tgt_vocab.txt").string());
   check_model_memory(r.config, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   Generator gen(r.config.seed);
-  r.model = std::make_unique<nn::Seq2Seq>(model_config(r.config, r.data), gen);
+  r.model = r.task().make_model(model_config(r.config, r.data), gen);
   // A training may be writing this run meanwhile: a checkpoint resolved here can lose its name
   // (checkpoint.keep) before its files are opened. Then resolve again; once open, the files
   // are read whole, and a named checkpoint never changes.

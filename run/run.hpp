@@ -20,8 +20,10 @@
 
 #include "config/config.hpp"
 #include "data/config.hpp"
+#include "nn/decoder_lm.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
+#include "run/task.hpp"
 #include "train/state.hpp"
 
 namespace qkv::run {
@@ -54,18 +56,13 @@ Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::
 // first <eos> (or exactly max_len ids when the framing has no <eos>).
 std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                      const data::Framing& f, const std::vector<int64_t>& max_lens);
-// Beam search for one source with length normalisation: hypotheses are ranked by
-// log P / length^alpha.
-data::Ids beam_decode(const nn::Seq2Seq& model, const data::Ids& src, const data::Framing& f,
-                      int64_t beam, int64_t max_len, double alpha = 1.0);
-// The same beam search for many sources at once (beam_search.cpp): B sources x `beam`
-// hypotheses are one batch of B * beam decoder rows, so each step is one decoder call with
-// GEMMs B times taller. The rules are beam_decode's; results agree with it up to the float
-// rounding of differently shaped GEMMs.
-std::vector<data::Ids> beam_decode_batch(const nn::Seq2Seq& model,
-                                         const std::vector<data::Ids>& srcs, const data::Framing& f,
-                                         int64_t beam, const std::vector<int64_t>& max_lens,
-                                         double alpha = 1.0);
+// Beam search with length normalisation (beam_search.cpp): hypotheses are ranked by
+// log P / length^alpha; each source's output stops at <eos> or max_lens[i] ids. B sources x
+// `beam` hypotheses are one batch of B * beam decoder rows, so each step is one decoder call;
+// one source is a batch of one.
+std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
+                                   const data::Framing& f, int64_t beam,
+                                   const std::vector<int64_t>& max_lens, double alpha = 1.0);
 
 // --- checkpoints ---
 // The training state a checkpoint saves (train/state.hpp).
@@ -73,7 +70,7 @@ using TrainState = train::TrainState;
 
 // Writes checkpoints/step-N atomically, points "latest" at it, removes old ones beyond keep
 // (never the best), and points "best" at it when is_best.
-std::string save_checkpoint(const std::string& run_dir, const nn::Seq2Seq& model,
+std::string save_checkpoint(const std::string& run_dir, const nn::Model& model,
                             const optim::Optimizer& opt, const TrainState& st, int64_t keep,
                             bool is_best);
 // The checkpoint "latest" (or "best") names; falls back to the newest complete step-* folder.
@@ -85,15 +82,19 @@ std::string resolve_checkpoint(const std::string& run_dir, const std::string& wh
 // Loads model weights (and, when opt is non-null, the optimizer state) and returns the state.
 // Files are verified against the checkpoint's manifest.json, weights must be finite
 // (run/integrity.hpp); errors name the damaged file.
-TrainState load_checkpoint(const std::string& ckpt_dir, nn::Seq2Seq& model, optim::Optimizer* opt);
+TrainState load_checkpoint(const std::string& ckpt_dir, nn::Model& model, optim::Optimizer* opt);
 
 // A trained run, ready to evaluate or translate: its config, data, vocabularies and model
 // loaded from the best checkpoint (else the latest).
 struct LoadedRun {
   config::RunConfig config;
   data::DataSplits data;
-  std::unique_ptr<nn::Seq2Seq> model;
+  std::unique_ptr<nn::Model> model;  // the task's: nn::Seq2Seq or nn::DecoderLM
   std::string checkpoint;
+  const Task& task() const { return task_of(config.data.task); }  // the family of data.task
+  // The model as its family's type; qkv::Error naming op for the other family.
+  const nn::Seq2Seq& seq2seq(const char* op) const { return nn::model_as<nn::Seq2Seq>(*model, op); }
+  const nn::DecoderLM& lm(const char* op) const { return nn::model_as<nn::DecoderLM>(*model, op); }
 };
 LoadedRun load_run(const std::string& run_dir, const std::string& which = "best");
 

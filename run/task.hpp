@@ -1,10 +1,12 @@
-// A task family: what a run of it trains on, how it draws batches, validates and reports.
-// `qkv train` and the run hooks ask the run's Task instead of branching on data.task.
+// A task family: its model, what a run of it trains on, how it draws batches, validates and
+// reports. `qkv train`, the run hooks and the subcommands ask the run's Task instead of
+// branching on data.task.
 //
 //   Seq2SeqTask  (run/task_seq2seq.cpp)  pairs: copy, reverse, sort, annotated_copy, dates, tsv,
-//                                        parallel; teacher-forced loss, greedy decodes, a test
-//   LanguageModelTask (run/task_lm.cpp)  one token stream (lm): windows at random offsets,
-//                                        nanoGPT's loss estimates, no test split
+//                                        parallel; an nn::Seq2Seq, teacher-forced loss, greedy
+//                                        decodes, a test
+//   LanguageModelTask (run/task_lm.cpp)  one token stream (lm): an nn::DecoderLM, windows at
+//                                        random offsets, nanoGPT's loss estimates, no test split
 //
 // task_of (run/task.cpp) is the registry: the one switch from data::TaskKind to its family.
 #pragma once
@@ -13,8 +15,10 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "core/random.hpp"
 #include "data/config.hpp"
 #include "data/loader.hpp"
+#include "nn/model.hpp"
 #include "train/state.hpp"
 
 namespace qkv::run {
@@ -31,6 +35,10 @@ class Task {
   virtual bool language_model() const = 0;
   // The label the loss ignores: <pad> (0) for pairs; -1 (none) for running text.
   virtual int64_t ignore_label() const = 0;
+
+  // The family's model, nn::Seq2Seq or nn::DecoderLM, for c (vocabularies filled in), its
+  // weights drawn from gen.
+  virtual std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const = 0;
 
   // Refuses, naming the key, data the model's positions cannot hold (before any file exists).
   virtual void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const = 0;

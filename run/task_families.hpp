@@ -9,6 +9,7 @@ class Seq2SeqTask : public Task {
  public:
   bool language_model() const override { return false; }
   int64_t ignore_label() const override { return 0; }
+  std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
   void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const override;
   std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
                                                  const data::DataSplits& d, int rank,
@@ -25,6 +26,7 @@ class LanguageModelTask : public Task {
  public:
   bool language_model() const override { return true; }
   int64_t ignore_label() const override { return -1; }
+  std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
   void check_positions(const config::RunConfig&, const data::DataSplits&) const override {}
   std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
                                                  const data::DataSplits& d, int rank,

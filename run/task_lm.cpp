@@ -8,12 +8,18 @@
 
 #include "core/random.hpp"
 #include "data/lm.hpp"
+#include "nn/decoder_lm.hpp"
 #include "run/lm.hpp"
 #include "run/task_families.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 
 namespace qkv::run {
+
+std::unique_ptr<nn::Model> LanguageModelTask::make_model(const nn::ModelConfig& c,
+                                                         Generator& gen) const {
+  return std::make_unique<nn::DecoderLM>(c, gen);
+}
 
 std::unique_ptr<data::BatchSource> LanguageModelTask::make_loader(const config::RunConfig& cfg,
                                                                   const data::DataSplits& d,
@@ -44,8 +50,9 @@ bool LanguageModelTask::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.cfg;
   Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
   const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
-  const double train_loss = lm_loss_estimate(c.model, c.data.lm_train, bs, b, it, g);
-  const double loss = lm_loss_estimate(c.model, c.data.lm_valid, bs, b, it, g);
+  const auto& lm = nn::model_as<nn::DecoderLM>(c.model, "validate");
+  const double train_loss = lm_loss_estimate(lm, c.data.lm_train, bs, b, it, g);
+  const double loss = lm_loss_estimate(lm, c.data.lm_valid, bs, b, it, g);
   c.metrics.write({{"step", st.step},
                    {"split", "valid"},
                    {"loss", loss},

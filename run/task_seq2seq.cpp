@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "nn/seq2seq.hpp"
 #include "run/run.hpp"
 #include "run/task_families.hpp"
 #include "run/train_hooks.hpp"
@@ -65,11 +66,15 @@ std::string Seq2SeqTask::split_sizes(const data::DataSplits& d) const {
   return fmt::format("{} train / {} valid examples", d.train.size(), d.valid.size());
 }
 
+std::unique_ptr<nn::Model> Seq2SeqTask::make_model(const nn::ModelConfig& c, Generator& gen) const {
+  return std::make_unique<nn::Seq2Seq>(c, gen);
+}
+
 bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.cfg;
-  const Metrics m = evaluate(c.model, c.data.valid, c.data.framing, cfg.data.batch_size,
-                             cfg.train.max_decode_extra, cfg.train.eval_examples,
-                             is_symbol_task(cfg.data) ? nullptr : &c.data);
+  const Metrics m = evaluate(nn::model_as<nn::Seq2Seq>(c.model, "validate"), c.data.valid,
+                             c.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra,
+                             cfg.train.eval_examples, is_symbol_task(cfg.data) ? nullptr : &c.data);
   json j = {{"step", st.step},
             {"epoch", st.epoch},
             {"split", "valid"},
@@ -114,9 +119,9 @@ std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& s
   const config::RunConfig& cfg = r.cfg;
   const std::string best = find_checkpoint(r.dir, "best");
   if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
-  const Metrics test =
-      evaluate(*r.model, r.data.test, r.data.framing, cfg.data.batch_size,
-               cfg.train.max_decode_extra, 0, is_symbol_task(cfg.data) ? nullptr : &r.data);
+  const Metrics test = evaluate(nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test,
+                                r.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra, 0,
+                                is_symbol_task(cfg.data) ? nullptr : &r.data);
   json tj = {{"step", st.step},
              {"split", "test"},
              {"loss", test.loss},

@@ -92,7 +92,7 @@ std::string Checkpointer::save(train::Trainer& t, bool is_best) {
   if (!t.dist().is_root()) return std::string();
   // A checkpoint is only ever written from finite weights, so "last good" stays true. (The
   // next step's loss is then non-finite too: it stops the run, or is skipped.)
-  if (const std::string bad = first_nonfinite(c_.model.state_dict()); !bad.empty()) {
+  if (const std::string bad = first_nonfinite(c_.model.checkpoint_state()); !bad.empty()) {
     spdlog::warn("step {}: the parameters are no longer finite ({}); no checkpoint written",
                  st.step, bad);
     return std::string();

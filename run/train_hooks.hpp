@@ -50,7 +50,7 @@ class MetricsLog {
 struct RunContext {
   const config::RunConfig& cfg;
   std::string run_dir;
-  nn::Seq2Seq& model;
+  nn::Model& model;  // the task's (nn::Seq2Seq or nn::DecoderLM)
   optim::Optimizer& opt;
   data::BatchSource& loader;
   const data::DataSplits& data;

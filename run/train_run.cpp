@@ -70,8 +70,8 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
 void build(TrainingRun& r, int rank, int ranks) {
   const config::RunConfig& cfg = r.cfg;
   Generator init(cfg.seed);
-  r.model = std::make_unique<nn::Seq2Seq>(model_config(cfg, r.data), init);
-  r.opt = optim::make_optimizer(cfg.optim.optim, r.model->named_parameters());
+  r.model = r.task().make_model(model_config(cfg, r.data), init);
+  r.opt = optim::make_optimizer(cfg.optim.optim, r.model->checkpoint_parameters());
   r.loader = r.task().make_loader(cfg, r.data, rank, ranks);
   r.per_epoch = r.task().steps_per_epoch(cfg, r.data);
   QKV_CHECK(r.per_epoch > 0, "train", "the training split of ", r.data.train.name, " is empty");

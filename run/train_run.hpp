@@ -40,7 +40,7 @@ struct TrainingRun {
   bool restart = false;         // --resume of a run killed before its first checkpoint
   bool replace = false;         // --overwrite of a folder that holds an old run
   data::DataSplits data;
-  std::unique_ptr<nn::Seq2Seq> model;
+  std::unique_ptr<nn::Model> model;  // the task's: nn::Seq2Seq or nn::DecoderLM
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<data::BatchSource> loader;
   int64_t per_epoch = 0;                  // steps per epoch, from the first epoch's plan

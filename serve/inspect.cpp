@@ -19,7 +19,7 @@ Tensor row_of(const data::Ids& ids) {
 // A language model: the text itself is the context. One causal pass gives every layer's
 // self-attention (a.maps.decoder_self) and the model's next-token guess at each position.
 AttendedInput attend_lm(const run::LoadedRun& r, const data::Ids& ids) {
-  const nn::DecoderLM& lm = *r.model->lm;
+  const nn::DecoderLM& lm = r.lm("attention");
   const int64_t context = std::min(r.config.data.block_size, lm.max_positions());
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, "attention", "the text has ", ids.size(),
@@ -28,7 +28,7 @@ AttendedInput attend_lm(const run::LoadedRun& r, const data::Ids& ids) {
   AttendedInput a;
   a.src = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
   ag::NoGrad no_grad;
-  auto& m = const_cast<nn::Seq2Seq&>(*r.model);
+  auto& m = const_cast<nn::DecoderLM&>(lm);
   const bool was = m.is_training();
   m.eval();
   a.logits = lm.forward(row_of(ids), Tensor(), &a.maps.decoder_self).data().select(0, 0);
@@ -40,8 +40,8 @@ AttendedInput attend_lm(const run::LoadedRun& r, const data::Ids& ids) {
 }  // namespace
 
 AttendedInput attend(const run::LoadedRun& r, const data::Ids& src) {
-  if (r.model->lm) return attend_lm(r, src);
-  const nn::Seq2Seq& model = *r.model;
+  if (r.task().language_model()) return attend_lm(r, src);
+  const nn::Seq2Seq& model = r.seq2seq("attention");
   const data::Framing& f = r.data.framing;
   AttendedInput a;
   a.src = src;
@@ -90,7 +90,8 @@ std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v
 }
 
 std::string target_text(const run::LoadedRun& r, const data::Ids& ids) {
-  if (r.model->lm) {  // the text, with a line break shown as \n to keep the line whole
+  if (r.task()
+          .language_model()) {  // the text, with a line break shown as \n to keep the line whole
     data::LmDetokenizer text(r.data.tgt_vocab, r.data.tgt_spm != nullptr);
     std::string shown;
     for (const int64_t id : ids) {

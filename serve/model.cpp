@@ -46,7 +46,8 @@ void check_text(const std::string& text, const Limits& lim, const char* what) {
 // The longest input the model can read: a language model's context; a Seq2Seq source bounded
 // by the limit and, with learned positions, by model.max_len.
 int64_t max_input_tokens(const run::LoadedRun& r, const Limits& lim) {
-  if (r.model->lm) return std::min(r.config.data.block_size, r.model->lm->max_positions());
+  if (r.task().language_model())
+    return std::min(r.config.data.block_size, r.lm("context").max_positions());
   int64_t n = lim.max_source_tokens;
   if (r.config.model.position == nn::PositionKind::learned) n = std::min(n, r.config.model.max_len);
   return n;
@@ -56,14 +57,15 @@ data::Ids encode(const run::LoadedRun& r, const std::string& folder, const std::
                  const Limits& lim) {
   check_text(text, lim, "the text");
   const data::Ids ids = as_bad_input([&] {
-    return r.model->lm ? data::encode_lm_text(text, r.data.tgt_vocab, r.data.tgt_spm.get(), "text")
-                       : run::encode_source(r, text, folder, "text");
+    return r.task().language_model()
+               ? data::encode_lm_text(text, r.data.tgt_vocab, r.data.tgt_spm.get(), "text")
+               : run::encode_source(r, text, folder, "text");
   });
   if (ids.empty()) throw BadInput("the text is empty");
   const int64_t most = max_input_tokens(r, lim);
   if (static_cast<int64_t>(ids.size()) > most)
     throw BadInput(cat("the text has ", ids.size(), " tokens, more than the model's ", most,
-                       r.model->lm ? " positions of context" : " source positions"));
+                       r.task().language_model() ? " positions of context" : " source positions"));
   return ids;
 }
 
@@ -100,19 +102,22 @@ Model::Model(const std::string& run_dir, const std::string& which) : impl_(new I
 
 Model::~Model() = default;
 
-bool Model::language_model() const { return impl_->run.model->lm != nullptr; }
+bool Model::language_model() const { return impl_->run.task().language_model(); }
 
 json Model::translate(const std::string& text, int64_t beam, const Limits& lim) {
   const run::LoadedRun& r = impl_->run;
-  if (r.model->lm) throw BadInput("a language model does not translate; use generate");
+  if (r.task().language_model())
+    throw BadInput("a language model does not translate; use generate");
   if (beam < 1 || beam > lim.max_beam)
     throw BadInput(cat("beam must be in 1..", lim.max_beam, ", got ", beam));
   const data::Ids src = encode(r, impl_->folder, text, lim);
   const int64_t max_len = static_cast<int64_t>(src.size()) + r.config.train.max_decode_extra;
   std::lock_guard<std::mutex> hold(mu_);
-  const data::Ids greedy = run::greedy_decode(*r.model, {src}, r.data.framing, {max_len})[0];
-  const data::Ids beamed =
-      beam == 1 ? greedy : run::beam_decode(*r.model, src, r.data.framing, beam, max_len);
+  const data::Ids greedy =
+      run::greedy_decode(r.seq2seq("translate"), {src}, r.data.framing, {max_len})[0];
+  const data::Ids beamed = beam == 1 ? greedy
+                                     : run::beam_decode(r.seq2seq("translate"), {src},
+                                                        r.data.framing, beam, {max_len})[0];
   return {{"source_tokens", token_labels(src, r.data.src_vocab)},
           {"greedy", target_text(r, greedy)},
           {"beam", target_text(r, beamed)},
@@ -121,7 +126,7 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim) 
 
 void Model::check_sample(const SampleRequest& q, const Limits& lim) {
   const run::LoadedRun& r = impl_->run;
-  if (!r.model->lm) throw BadInput("not a language model; use translate");
+  if (!r.task().language_model()) throw BadInput("not a language model; use translate");
   if (q.tokens < 1 || q.tokens > lim.max_new_tokens)
     throw BadInput(cat("tokens must be in 1..", lim.max_new_tokens, ", got ", q.tokens));
   as_bad_input([&] { run::validate(run::SampleOptions{q.temperature, q.top_k, q.top_p}); });
@@ -139,7 +144,7 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
   struct Stopped {};  // the client went away: unwind out of generate
   std::lock_guard<std::mutex> hold(mu_);
   try {
-    run::generate(*r.model, prompt, q.tokens, context,
+    run::generate(r.lm("generate"), prompt, q.tokens, context,
                   run::SampleOptions{q.temperature, q.top_k, q.top_p}, gen, true, [&](int64_t id) {
                     if (!on_text(text.next(id))) throw Stopped{};
                   });
@@ -158,7 +163,7 @@ json Model::attention(const std::string& text, const Limits& lim) {
   const auto src_l =
       token_labels(a.src, r.data.src_vocab.size() ? r.data.src_vocab : r.data.tgt_vocab);
   json out{{"output", target_text(r, a.out)}, {"kinds", json::array()}};
-  if (r.model->lm) {
+  if (r.task().language_model()) {
     const auto t = token_labels(a.src, r.data.tgt_vocab);
     out["kinds"].push_back(kind_of("causal", "causal self-attention", t, t, a.maps.decoder_self));
     return out;
@@ -204,7 +209,7 @@ json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim) {
                      {"p", std::exp(row[order[i]] - mx) / z}});
     steps.push_back({{"at", at[t]}, {"top", std::move(top)}});
   }
-  return {{"steps", std::move(steps)}, {"language_model", r.model->lm != nullptr}};
+  return {{"steps", std::move(steps)}, {"language_model", r.task().language_model()}};
 }
 
 json list_checkpoints(const std::string& run_dir) {
@@ -229,7 +234,7 @@ std::string resolve_checkpoint_name(const std::string& run_dir, const std::strin
 
 json run_facts(const std::string& run_dir) {
   const config::RunConfig c = config::load_config((fs::path(run_dir) / "config.toml").string());
-  const bool lm = c.model.kind == nn::ModelKind::decoder;
+  const bool lm = run::task_of(c.data.task).language_model();
   json f{{"task", std::string(name_of(c.data.task))},
          {"model", lm ? "decoder-only language model" : "encoder-decoder"},
          {"language_model", lm},

@@ -4,7 +4,7 @@
 
 namespace qkv::train {
 
-Seq2SeqStep::Seq2SeqStep(const nn::Seq2Seq& model, data::BatchSource& loader, Seq2SeqLoss options)
+Seq2SeqStep::Seq2SeqStep(const nn::Model& model, data::BatchSource& loader, Seq2SeqLoss options)
     : model_(model), loader_(loader), options_(options) {}
 
 Forward Seq2SeqStep::operator()() {

@@ -1,4 +1,4 @@
-// The forward of a qkv::nn::Seq2Seq (encoder-decoder or decoder-only) for the Trainer: draws
+// The forward of a qkv::nn::Model (Seq2Seq or DecoderLM) for the Trainer: draws
 // the next batch from a data::BatchSource and returns its token-mean cross-entropy.
 //
 //   logits (B, T, V) = model.forward(src (B, S), tgt_in (B, T), src_mask, tgt_mask)
@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "data/loader.hpp"
-#include "nn/seq2seq.hpp"
+#include "nn/model.hpp"
 #include "train/trainer.hpp"
 
 namespace qkv::train {
@@ -25,7 +25,7 @@ struct Seq2SeqLoss {
 
 class Seq2SeqStep {
  public:
-  Seq2SeqStep(const nn::Seq2Seq& model, data::BatchSource& loader, Seq2SeqLoss options = {});
+  Seq2SeqStep(const nn::Model& model, data::BatchSource& loader, Seq2SeqLoss options = {});
   Forward operator()();
   // For Trainer: a ForwardFn calling this object (which must outlive it).
   ForwardFn forward_fn() {
@@ -35,7 +35,7 @@ class Seq2SeqStep {
   const nn::AttentionMaps& attention_maps() const { return maps_; }  // with keep_attention
 
  private:
-  const nn::Seq2Seq& model_;
+  const nn::Model& model_;
   data::BatchSource& loader_;
   Seq2SeqLoss options_;
   data::Batch batch_;

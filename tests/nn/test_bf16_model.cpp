@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/precision.hpp"
+#include "nn/decoder_lm.hpp"
 #include "support/nn.hpp"
 
 using namespace qkv;

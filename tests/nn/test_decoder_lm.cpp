@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "nn/decoder_lm.hpp"
 #include "support/nn.hpp"
 
 using namespace qkv;

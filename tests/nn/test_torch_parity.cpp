@@ -34,6 +34,7 @@
 #include <sstream>
 
 #include "core/precision.hpp"
+#include "nn/decoder_lm.hpp"
 #include "nn/safetensors.hpp"
 #include "support/nn.hpp"
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autograd/gradcheck.hpp"
+#include "nn/decoder_lm.hpp"
 #include "nn/gradcheck_layers.hpp"
 #include "nn/module.hpp"
 #include "nn/seq2seq.hpp"
