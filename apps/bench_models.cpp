@@ -208,7 +208,11 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   // steady_clock is CLOCK_MONOTONIC here: scripts/profile-bench.sh records perf's samples on
   // that clock and keeps those from this moment on, the timed steps without the warm-up's.
   const double timed_from = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-  const std::vector<double> ms = time_steps(step, 0, 5, min_seconds);
+  // under mpirun, rank 0 decides when to stop
+  auto rank0_decides = [](bool more) {
+    return run::dist::size() == 1 ? more : run::dist::from_root(more ? 1 : 0) != 0;
+  };
+  const std::vector<double> ms = time_steps(step, 0, 5, min_seconds, rank0_decides);
   const long faults1 = minor_page_faults();
   const AllocatorStats a1 = allocator_stats();
   json j;

@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "run/distributed.hpp"
-
 namespace qkv::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -18,10 +16,12 @@ double median(std::vector<double> v);
 long minor_page_faults();  // this process's so far (getrusage)
 
 // Times step() after warm-up: at least min_steps timings and min_seconds of them (at most 200).
-// Under mpirun rank 0 decides when to stop, so every rank runs the same steps (each has
-// collectives).
-template <class F>
-std::vector<double> time_steps(F&& step, int warmup, int min_steps, double min_seconds) {
+// agree(more) turns this process's wish to time another step into the decision: under mpirun,
+// rank 0's (every rank must run the same steps, each has collectives); alone, its own.
+inline bool decide_alone(bool more) { return more; }
+template <class F, class Agree = bool (*)(bool)>
+std::vector<double> time_steps(F&& step, int warmup, int min_steps, double min_seconds,
+                               Agree&& agree = decide_alone) {
   for (int i = 0; i < warmup; ++i) step();
   std::vector<double> ms;
   const auto start = Clock::now();
@@ -29,7 +29,7 @@ std::vector<double> time_steps(F&& step, int warmup, int min_steps, double min_s
     const bool m = static_cast<int>(ms.size()) < min_steps ||
                    (std::chrono::duration<double>(Clock::now() - start).count() < min_seconds &&
                     ms.size() < 200);
-    return run::dist::size() == 1 ? m : run::dist::from_root(m ? 1 : 0) != 0;
+    return agree(m);
   };
   while (more()) {
     const auto t0 = Clock::now();
