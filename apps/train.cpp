@@ -130,9 +130,9 @@ int cmd_train(const TrainArgs& a) {
   train::Trainer trainer(r.model->parameters(), *r.opt, fwd.forward_fn(), r.options, &ctx);
   trainer.set_loader(r.loader.get());
   trainer.state() = r.state;
-  run::RunContext c{
-      r.cfg,     r.dir,  *r.model, *r.opt,
-      *r.loader, r.data, metrics,  [&](const std::string& s) { progress.message(s); }};
+  run::RunContext c{r.cfg, r.dir, *r.model, *r.opt, r.data, metrics, [&](const std::string& s) {
+                      progress.message(s);
+                    }};
   ProgressHook bar(progress);
   run::TrainLog log(
       c, [&](int64_t s, double loss, double lr, double tps) { progress.update(s, loss, lr, tps); },

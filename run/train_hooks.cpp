@@ -83,7 +83,7 @@ Checkpointer::Checkpointer(RunContext& c, int64_t saved_step) : c_(c), saved_ste
 std::string Checkpointer::save(train::Trainer& t, bool is_best) {
   train::TrainState& st = t.state();
   saved_step_ = st.step;
-  st.loader = c_.loader.state();
+  // st.loader and st.epoch: the Trainer keeps them current after every step (set_loader)
   st.dropout_seed = c_.model.dropout_generator().seed();
   st.dropout_position = c_.model.dropout_generator().position();
   st.ranks = t.dist().size();

@@ -52,7 +52,6 @@ struct RunContext {
   std::string run_dir;
   nn::Model& model;  // the task's (nn::Seq2Seq or nn::DecoderLM)
   optim::Optimizer& opt;
-  data::BatchSource& loader;
   const data::DataSplits& data;
   MetricsLog& metrics;
   std::function<void(const std::string&)> say;  // a line for the user (not overwritten)

@@ -61,6 +61,12 @@ bool Trainer::handle_error(const Error& e) {
   return handle_nonfinite(msg);
 }
 
+void Trainer::follow_loader() {
+  if (loader_ == nullptr) return;
+  state_.loader = loader_->state();
+  state_.epoch = state_.loader.epoch;
+}
+
 // After backward: the gradient reduction, clipping, the schedule and the update.
 StepStats Trainer::update(double loss, int64_t tokens) {
   dist_->reduce_gradients();
@@ -77,10 +83,6 @@ StepStats Trainer::update(double loss, int64_t tokens) {
       options_.schedule ? optim::apply_schedule(optimizer_, *options_.schedule) : optimizer_.lr();
   optimizer_.step();
   optimizer_.zero_grad();
-  if (loader_ != nullptr) {
-    state_.loader = loader_->state();
-    state_.epoch = state_.loader.epoch;
-  }
   return s;
 }
 
@@ -93,8 +95,10 @@ std::optional<StepStats> Trainer::step(bool* stop_out) {
   std::optional<PrecisionScope> precision(std::in_place, options_.precision);
   try {
     f = forward_();
+    follow_loader();
     if (f.loss.defined()) loss = f.loss.item();
   } catch (const Error& e) {
+    follow_loader();  // the batch was drawn: a skipped step consumed it too
     if (!handle_error(e)) throw;
     return std::nullopt;
   }

@@ -159,7 +159,8 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   void add_hook(Hook& hook) { hooks_.push_back(&hook); }
-  // state().loader and state().epoch follow this loader after every step.
+  // state().loader and state().epoch follow this loader once each step has drawn its batch
+  // (skipped steps too): the one copy of the loader's position, which checkpoints save.
   void set_loader(data::BatchSource* loader) { loader_ = loader; }
 
   // Steps until total_steps, or until a hook stops the run.
@@ -183,6 +184,7 @@ class Trainer {
   bool poll_stop();
   bool handle_nonfinite(const std::string& what);
   bool handle_error(const Error& e);
+  void follow_loader();  // state_.loader and state_.epoch from loader_ (when set)
   StepStats update(double loss, int64_t tokens);
   bool validation_step(int64_t step) const;
 

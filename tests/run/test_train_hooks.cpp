@@ -71,8 +71,9 @@ struct HookedRun {
   }
   RunContext context() {
     return RunContext{
-        r.cfg,     r.dir,  *r.model, *r.opt,
-        *r.loader, r.data, *metrics, [this](const std::string& s) { said.push_back(s); }};
+        r.cfg, r.dir, *r.model, *r.opt, r.data, *metrics, [this](const std::string& s) {
+          said.push_back(s);
+        }};
   }
 };
 
