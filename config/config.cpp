@@ -67,6 +67,25 @@ struct Reader {
       out = v->get<std::string>();
     }
   }
+  void operator()(const char* k, std::vector<std::string>& out) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_array()) wrong(k, "a list of strings", *v);
+      out.clear();
+      for (const ojson& e : *v) {
+        if (!e.is_string()) wrong(k, "a list of strings", *v);
+        out.push_back(e.get<std::string>());
+      }
+    }
+  }
+  // Two numbers written as one list, [first, second] (optim.betas).
+  void operator()(const char* k, double& first, double& second) {
+    if (const ojson* v = find(k)) {
+      if (!v->is_array() || v->size() != 2 || !(*v)[0].is_number() || !(*v)[1].is_number())
+        wrong(k, "a list of two numbers", *v);
+      first = (*v)[0].get<double>();
+      second = (*v)[1].get<double>();
+    }
+  }
   // A kind: parsed here, once, by its names table.
   template <NamedEnum E>
   void operator()(const char* k, E& out) {
@@ -108,6 +127,7 @@ struct Writer {
     else
       j[k] = v;
   }
+  void operator()(const char* k, double first, double second) { j[k] = {first, second}; }
 };
 
 // The field lists: one place names each key, for reading and for writing.
@@ -229,7 +249,7 @@ void checkpoint_fields(V& v, C& c) {
 }
 
 // NaN and Inf are valid TOML, but no key of a run takes them: refused before any default or
-// validation could treat them as "unset" (JSON, which the [optim] reader takes, has no NaN).
+// validation could treat them as "unset".
 void check_finite(const ojson& j, const std::string& key) {
   if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it)
@@ -243,27 +263,6 @@ void check_finite(const ojson& j, const std::string& key) {
                  : v > 0       ? "inf"
                                : "-inf"));
   }
-}
-
-// An ordered_json value as plain json, exactly (no round trip through text, where NaN would
-// become null).
-nlohmann::json plain_json(const ojson& j) {
-  if (j.is_object()) {
-    nlohmann::json o = nlohmann::json::object();
-    for (auto it = j.begin(); it != j.end(); ++it) o[it.key()] = plain_json(it.value());
-    return o;
-  }
-  if (j.is_array()) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const ojson& e : j) a.push_back(plain_json(e));
-    return a;
-  }
-  if (j.is_number_float()) return j.get<double>();
-  if (j.is_number_unsigned()) return j.get<uint64_t>();
-  if (j.is_number_integer()) return j.get<int64_t>();
-  if (j.is_boolean()) return j.get<bool>();
-  if (j.is_string()) return j.get<std::string>();
-  return nullptr;
 }
 
 }  // namespace
@@ -302,7 +301,7 @@ void RunConfig::validate() const {
        "train.best_metric: bleu needs a text task (tsv, dates or parallel), not " + task);
   need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");
   need(checkpoint.keep >= 1, "checkpoint.keep: must be >= 1");
-  optim.optim.validate();
+  optim.validate();
   // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.
   optim::validate_unfilled(optim::fill_schedule(optim.schedule, model.d_model, 0));
 }
@@ -383,9 +382,11 @@ RunConfig config_from_toml(const ConfigDoc& doc_in,
     Reader k{section("checkpoint"), "checkpoint", {}};
     checkpoint_fields(k, c.checkpoint);
     k.finish();
-    // [optim] is parsed by optim/ itself (same rules: unknown keys and wrong types are errors).
-    const nlohmann::json oj = plain_json(section("optim"));
-    c.optim = optim::parse_optim_section(oj);
+    Reader o{section("optim"), "optim", {}};
+    optim::optim_fields(o, c.optim);  // the keys are optim/'s, the reading is this Reader's
+    o.finish();
+    optim::take_lr(c.optim);
+    c.optim.validate();
     top.finish();
     if (c.data.seed == 0) c.data.seed = c.seed;
     // A data path is relative to the config file; made absolute so the effective config
@@ -415,15 +416,16 @@ std::string effective_toml(const RunConfig& c) {
   root["seed"] = c.seed;
   root["threads"] = c.threads;
   root["precision"] = precision_name(c.precision);
-  Writer m, d, t, k;
+  Writer m, d, t, o, k;
   model_fields(m, c.model);
   data_fields(d, c.data);
   train_fields(t, c.train);
+  optim::optim_fields(o, c.optim);
   checkpoint_fields(k, c.checkpoint);
   root["model"] = m.j;
   root["data"] = d.j;
   root["train"] = t.j;
-  root["optim"] = ojson::parse(optim::to_json(c.optim).dump());
+  root["optim"] = o.j;
   root["checkpoint"] = k.j;
   return write_config(root);
 }

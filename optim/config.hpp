@@ -1,7 +1,7 @@
-// The [optim] section of a run's TOML config, read from its JSON form (a TOML table maps
-// one-to-one onto a JSON object), into the optimizer, schedule and clipping settings.
-// Unknown keys and wrongly typed values throw Error naming the key ("optim.lr: expected a
-// number, got string"); the values are then validated (OptimConfig/ScheduleConfig::validate).
+// The [optim] section of a run's config: the optimizer, schedule and clipping settings, and the
+// list of its keys. config/ reads and writes the section through optim_fields with the same
+// field visitor as every other section (unknown keys and wrongly typed values are errors
+// naming the key, "optim.lr: expected a number, got string"); validate() then checks values.
 //
 //   [optim]
 //   name = "adamw"          # sgd | adam | adamw
@@ -17,8 +17,6 @@
 //   d_model = 512         # may be omitted: 0, for the caller to fill from the model's width
 //   clip_norm = 1.0         # 0: off
 #pragma once
-#include <nlohmann/json_fwd.hpp>
-
 #include "optim/optimizers.hpp"
 #include "optim/schedule.hpp"
 
@@ -29,11 +27,39 @@ struct OptimSection {
   ScheduleConfig schedule;  // schedule.lr is optim.lr
   double clip_norm = 0.0;   // clip by global norm when > 0
   double clip_value = 0.0;  // clip by value when > 0
+
+  // Every value in range; noam's d_model and cosine's total_steps may still be 0, for the run
+  // to fill (fill_schedule). Errors name the key.
+  void validate() const;
 };
 
-// j: the [optim] table (an object; null or absent keys take the defaults).
-OptimSection parse_optim_section(const nlohmann::json& j);
-// The effective settings, every key present (for the run's log and config echo).
-nlohmann::json to_json(const OptimSection& s);
+// The section's keys, each with its field: v(key, field), and v(key, first, second) for the
+// pair betas. The order is the one run folders' config.toml files have always had
+// (alphabetical). After reading, schedule.lr is set from optim.lr (take_lr).
+template <class V, class S>
+void optim_fields(V& v, S& s) {
+  v("amsgrad", s.optim.amsgrad);
+  v("betas", s.optim.beta1, s.optim.beta2);
+  v("clip_norm", s.clip_norm);
+  v("clip_value", s.clip_value);
+  v("d_model", s.schedule.d_model);
+  v("dampening", s.optim.dampening);
+  v("eps", s.optim.eps);
+  v("factor", s.schedule.factor);
+  v("lr", s.optim.lr);
+  v("min_lr", s.schedule.min_lr);
+  v("momentum", s.optim.momentum);
+  v("name", s.optim.name);
+  v("nesterov", s.optim.nesterov);
+  v("no_decay", s.optim.no_decay);
+  v("no_decay_1d", s.optim.no_decay_1d);
+  v("schedule", s.schedule.name);
+  v("total_steps", s.schedule.total_steps);
+  v("warmup", s.schedule.warmup);
+  v("weight_decay", s.optim.weight_decay);
+}
+
+// The schedule's peak learning rate is the optimizer's lr (one key, two structs).
+inline void take_lr(OptimSection& s) { s.schedule.lr = s.optim.lr; }
 
 }  // namespace qkv::optim
