@@ -27,7 +27,9 @@ bool lm(const run::TrainingRun& r) { return data::is_language_model(r.cfg.data.t
 
 // The mean tokens of a training step: source and target (with <bos>/<eos>) over an epoch.
 std::pair<double, double> tokens_per_step(const run::TrainingRun& r) {
-  if (lm(r)) return {0.0, static_cast<double>(r.cfg.data.batch_size * r.cfg.data.block_size)};
+  if (lm(r))
+    return {0.0, static_cast<double>(r.cfg.data.batch_size * r.cfg.data.block_size *
+                                     r.cfg.train.grad_accum)};
   double src = 0, tgt = 0;
   for (const data::Example& e : r.data.train.examples) {
     src += static_cast<double>(e.src.size());

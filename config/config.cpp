@@ -207,6 +207,7 @@ void train_fields(V& v, T& t) {
   v("skip_nonfinite", t.skip_nonfinite);
   v("eval_iters", t.eval_iters);
   v("best_metric", t.best_metric);
+  v("grad_accum", t.grad_accum);
 }
 
 template <class V, class C>
@@ -289,6 +290,9 @@ void RunConfig::validate() const {
   need(train.max_decode_extra >= 0, "train.max_decode_extra: must be >= 0");
   need(train.early_stopping >= 0, "train.early_stopping: must be >= 0");
   need(train.eval_iters >= 1, "train.eval_iters: must be >= 1");
+  need(train.grad_accum >= 1,
+       "train.grad_accum: must be >= 1 (micro-batches per optimizer step), got " +
+           std::to_string(train.grad_accum));
   const bool lm = data::is_language_model(data.task);
   const std::string task(name_of(data.task));
   need(lm == (model.kind == nn::ModelKind::decoder),

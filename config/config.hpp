@@ -45,6 +45,10 @@ struct TrainOptions {
   bool log_attention_entropy = false;  // log mean attention entropy per layer
   bool skip_nonfinite = false;         // skip a step whose loss is NaN/Inf instead of stopping
   int64_t eval_iters = 200;            // data.task = "lm": batches per split of each loss estimate
+  // Micro-batches per optimizer step: each of data.batch_size (or data.max_tokens), their
+  // gradients summed and the loss a mean over all their tokens, as one batch K times larger.
+  // Steps (max_steps, log_every, eval_every, the schedule) count optimizer steps.
+  int64_t grad_accum = 1;
   BestMetric best_metric = BestMetric::exact_match;
 };
 

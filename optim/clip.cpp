@@ -118,4 +118,12 @@ void clip_grad_value(const NamedParams& params, double clip_value) {
   clip_grad_value(vars_of(params), clip_value);
 }
 
+void scale_grads(const std::vector<Var>& params, double factor) {
+  for (Var p : params) {
+    const Tensor& g = checked_grad(p, "scale_grads");
+    if (!g.defined()) continue;
+    for_each_element(g, [factor](auto v) { return v * static_cast<decltype(v)>(factor); });
+  }
+}
+
 }  // namespace qkv::optim

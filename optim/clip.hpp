@@ -24,4 +24,7 @@ double grad_norm(const NamedParams& params);
 void clip_grad_value(const std::vector<Var>& params, double clip_value);
 void clip_grad_value(const NamedParams& params, double clip_value);
 
+// Multiplies every gradient by factor (gradient accumulation's 1 / total weight).
+void scale_grads(const std::vector<Var>& params, double factor);
+
 }  // namespace qkv::optim

@@ -46,7 +46,8 @@ class Task {
   virtual std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
                                                          const data::DataSplits& d, int rank,
                                                          int ranks) const = 0;
-  // Steps in an epoch (from the first epoch's plan); error when the training split is empty.
+  // Batches in an epoch (from the first epoch's plan): its optimizer steps when
+  // train.grad_accum = 1. 0 when the training split is empty.
   virtual int64_t steps_per_epoch(const config::RunConfig& cfg,
                                   const data::DataSplits& d) const = 0;
   // The run's length in steps, given the steps of an epoch.

@@ -73,8 +73,10 @@ void build(TrainingRun& r, int rank, int ranks) {
   r.model = r.task().make_model(model_config(cfg, r.data), init);
   r.opt = optim::make_optimizer(cfg.optim.optim, r.model->checkpoint_parameters());
   r.loader = r.task().make_loader(cfg, r.data, rank, ranks);
-  r.per_epoch = r.task().steps_per_epoch(cfg, r.data);
-  QKV_CHECK(r.per_epoch > 0, "train", "the training split of ", r.data.train.name, " is empty");
+  const int64_t batches = r.task().steps_per_epoch(cfg, r.data);
+  QKV_CHECK(batches > 0, "train", "the training split of ", r.data.train.name, " is empty");
+  // train.grad_accum: an optimizer step takes that many batches; an epoch is still one pass.
+  r.per_epoch = (batches + cfg.train.grad_accum - 1) / cfg.train.grad_accum;
 }
 
 // The Trainer's options: the run's length (the task's), validations (once per epoch unless
@@ -88,6 +90,7 @@ train::TrainerOptions trainer_options(const config::RunConfig& cfg, const Task& 
   o.clip_norm = cfg.optim.clip_norm;
   o.clip_value = cfg.optim.clip_value;
   o.skip_nonfinite = cfg.train.skip_nonfinite;
+  o.grad_accum = cfg.train.grad_accum;
   // A cosine schedule without its length decays over the whole run (the saved config keeps 0).
   o.schedule = optim::fill_schedule(cfg.optim.schedule, 0, o.total_steps);
   return o;

@@ -13,7 +13,8 @@ Forward Seq2SeqStep::operator()() {
   const data::Batch& b = batch_;
   Forward f;
   f.tokens = b.global_src_tokens + b.global_tgt_tokens;
-  if (b.size() == 0) return f;  // data-parallel: a shard of a small last batch may be empty
+  f.loss_tokens = b.global_tgt_tokens;  // the loss is a mean over these (train.grad_accum)
+  if (b.size() == 0) return f;          // data-parallel: a shard of a small last batch may be empty
   const ag::Var logits = model_.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
                                         options_.keep_attention ? &maps_ : nullptr);
   f.loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(),

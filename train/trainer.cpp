@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/ops.hpp"
 #include "core/error.hpp"
 #include "optim/clip.hpp"
 
@@ -24,6 +25,8 @@ Trainer::Trainer(std::vector<ag::Var> params, optim::Optimizer& optimizer, Forwa
   QKV_CHECK(options_.total_steps >= 0 && options_.eval_every >= 0 && options_.checkpoint_every >= 0,
             "Trainer", "total_steps, eval_every and checkpoint_every must be >= 0, got ",
             options_.total_steps, ", ", options_.eval_every, ", ", options_.checkpoint_every);
+  QKV_CHECK(options_.grad_accum >= 1, "train.grad_accum", "must be >= 1, got ",
+            options_.grad_accum);
 }
 
 bool Trainer::poll_stop() {
@@ -86,21 +89,60 @@ StepStats Trainer::update(double loss, int64_t tokens) {
   return s;
 }
 
+// grad_accum = K > 1: K forward and backward passes, one micro-batch each. Each micro-batch's
+// mean loss is weighted by its tokens (backward runs from loss * weight) and the summed
+// gradients are divided by the total weight: the mean over every token of the K micro-batches,
+// as one batch of their rows gives. A non-finite micro-batch leaves non-finite gradients, which
+// the step then skips or stops on, as for one batch.
+std::optional<Trainer::Accumulated> Trainer::accumulate() {
+  Accumulated a;
+  double weight_sum = 0;
+  try {
+    for (int64_t i = 0; i < options_.grad_accum; ++i) {
+      const Forward f = forward_();
+      a.tokens += f.tokens;
+      const double w = f.loss_tokens > 0 ? static_cast<double>(f.loss_tokens) : 1.0;
+      weight_sum += w;
+      if (!f.loss.defined()) continue;  // data-parallel: this shard of the micro-batch is empty
+      a.loss += f.loss.item() * w;
+      ag::mul(f.loss, w).backward();
+    }
+  } catch (const Error& e) {
+    follow_loader();  // the micro-batches drawn so far were consumed
+    if (!handle_error(e)) throw;
+    return std::nullopt;
+  }
+  follow_loader();
+  a.loss /= weight_sum;
+  optim::scale_grads(params_, 1.0 / weight_sum);
+  return a;
+}
+
 std::optional<StepStats> Trainer::step(bool* stop_out) {
   ++state_.step;
   dist_->begin_step(state_.step);
   for (Hook* h : hooks_) h->on_step_begin(*this);
+  const bool single = options_.grad_accum == 1;
   Forward f;
   double loss = 0;
+  int64_t tokens = 0;
   std::optional<PrecisionScope> precision(std::in_place, options_.precision);
-  try {
-    f = forward_();
-    follow_loader();
-    if (f.loss.defined()) loss = f.loss.item();
-  } catch (const Error& e) {
-    follow_loader();  // the batch was drawn: a skipped step consumed it too
-    if (!handle_error(e)) throw;
-    return std::nullopt;
+  if (single) {
+    try {
+      f = forward_();
+      follow_loader();
+      if (f.loss.defined()) loss = f.loss.item();
+    } catch (const Error& e) {
+      follow_loader();  // the batch was drawn: a skipped step consumed it too
+      if (!handle_error(e)) throw;
+      return std::nullopt;
+    }
+    tokens = f.tokens;
+  } else {
+    const std::optional<Accumulated> a = accumulate();
+    if (!a) return std::nullopt;
+    loss = a->loss;
+    tokens = a->tokens;
   }
   // The global loss and "someone wants to stop", so that every process takes the same branch.
   bool stop = poll_stop();
@@ -112,13 +154,13 @@ std::optional<StepStats> Trainer::step(bool* stop_out) {
     if (handle_nonfinite(what.str())) return std::nullopt;
   }
   try {
-    if (f.loss.defined()) f.loss.backward();
+    if (single && f.loss.defined()) f.loss.backward();
   } catch (const Error& e) {
     if (!handle_error(e)) throw;
     return std::nullopt;
   }
   precision.reset();  // the update changes the weights: their bf16 copies end here
-  const StepStats s = update(loss, f.tokens);
+  const StepStats s = update(loss, tokens);
   for (Hook* h : hooks_) h->on_step_end(*this, s);
   return s;
 }

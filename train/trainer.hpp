@@ -5,8 +5,12 @@
 // A step (Trainer::step):
 //   forward   the ForwardFn: draws its batch and returns a scalar loss Var (this process's
 //             share of the batch's mean loss; undefined when this process has no rows)
-//   agree     the loss summed over processes, and "stop?" (Distributed::agree)
 //   backward  loss.backward()
+//             (grad_accum = K > 1: forward and backward K times, one micro-batch each, their
+//             gradients summed; each micro-batch's loss is weighted by its loss_tokens and the
+//             sum divided by theirs, so the step's loss and gradients are those of one batch
+//             of the K micro-batches' rows: the mean over all their tokens)
+//   agree     the loss summed over processes, and "stop?" (Distributed::agree)
 //   reduce    gradients summed over processes (Distributed::reduce_gradients)
 //   clip      clip_grad_norm (or only measure the norm), then clip_grad_value
 //   schedule  the learning rate of this step (optim::apply_schedule), when one is given
@@ -72,6 +76,9 @@ namespace qkv::train {
 struct Forward {
   ag::Var loss;        // scalar; undefined: this process had no rows this step (loss 0)
   int64_t tokens = 0;  // tokens the step processed over all processes (for throughput)
+  // The tokens the loss is a mean over, over all processes (grad_accum weights micro-batches
+  // by it); 0: not known, every micro-batch then weighs the same.
+  int64_t loss_tokens = 0;
 };
 using ForwardFn = std::function<Forward()>;
 
@@ -92,6 +99,7 @@ struct TrainerOptions {
   std::optional<optim::ScheduleConfig> schedule;  // none: the optimizer's own lr throughout
   bool skip_nonfinite = false;    // skip a step with a non-finite loss instead of stopping
   bool measure_grad_norm = true;  // false: no norm pass when not clipping (stats.grad_norm 0)
+  int64_t grad_accum = 1;         // micro-batches (forward calls) per optimizer step
   // The products' precision during forward and backward (core/precision.hpp; fp32 or bf16,
   // resolved): each step's forward and backward run in one PrecisionScope, so the weights'
   // bf16 copies are made once per step, before the optimizer updates the float32 weights.
@@ -186,6 +194,13 @@ class Trainer {
   bool handle_error(const Error& e);
   void follow_loader();  // state_.loader and state_.epoch from loader_ (when set)
   StepStats update(double loss, int64_t tokens);
+  struct Accumulated {
+    double loss = 0;     // this process's share of the step's loss
+    int64_t tokens = 0;  // for throughput
+  };
+  // The forward and backward passes of one step (grad_accum micro-batches); nullopt when an
+  // anomaly-mode finding skips the step. The loss is agreed over processes afterwards.
+  std::optional<Accumulated> accumulate();
   bool validation_step(int64_t step) const;
 
   std::vector<ag::Var> params_;
