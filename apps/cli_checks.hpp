@@ -32,13 +32,16 @@ inline CLI::Validator finite_range(double lo, double hi) {
 inline CLI::Validator checkpoint_name() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (s == "best" || s == "latest") return "";
+        if (s == "best" || s == "latest" || s == "average") return "";
+        if (s.find('/') != std::string::npos) return "";  // a checkpoint folder's path
         if (s.rfind("step-", 0) == 0 && s.size() > 5 &&
             s.find_first_not_of("0123456789", 5) == std::string::npos)
           return "";
-        return "'" + s + "' is not best, latest or a checkpoint's name (step-00000100)";
+        return "'" + s +
+               "' is not best, latest, average, a checkpoint's name (step-00000100) or a "
+               "checkpoint folder's path";
       },
-      "best|latest|step-N");
+      "best|latest|average|step-N|DIR");
 }
 
 // --threads: 0 (the default: the run's, or all cores) up to 4096; apply_threads caps it.

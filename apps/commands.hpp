@@ -65,6 +65,14 @@ struct GenerateArgs {
 };
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
+// qkv average RUN --last N [--out DIR]: the mean of the run's last N checkpoints' weights, as a
+// checkpoint folder (default RUN/checkpoints/average; run/average.hpp). (average.cpp)
+struct AverageArgs {
+  std::string run_dir, out;
+  int64_t last = 0;
+};
+int cmd_average(const AverageArgs& a);
+
 // qkv score REF HYP: corpus BLEU and chrF of two line-aligned text files, as `sacrebleu REF <
 // HYP -m bleu chrf` computes them by default.
 struct ScoreArgs {

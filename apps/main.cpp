@@ -79,6 +79,16 @@ void add_eval(CLI::App& app, EvalArgs& a) {
   add_precision(cmd, a.precision);
 }
 
+void add_average(CLI::App& app, AverageArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "average", "average the weights of a run's last N checkpoints into a checkpoint");
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("--last", a.last, "how many of the newest checkpoints")->required();
+  cmd->add_option("--out", a.out,
+                  "the averaged checkpoint folder (default RUN/checkpoints/average: "
+                  "--checkpoint average of eval, translate and generate)");
+}
+
 void add_score(CLI::App& app, ScoreArgs& a) {
   auto* cmd = app.add_subcommand(
       "score",
@@ -268,6 +278,7 @@ struct CommandArgs {
   TrainArgs config;
   EvalArgs eval;
   ScoreArgs score;
+  AverageArgs average;
   TranslateArgs translate;
   GenerateArgs generate;
   BenchArgs bench;
@@ -284,6 +295,7 @@ void add_subcommands(CLI::App& app, CommandArgs& c) {
   add_config(app, c.config);
   add_eval(app, c.eval);
   add_score(app, c.score);
+  add_average(app, c.average);
   add_translate(app, c.translate);
   add_generate(app, c.generate);
   add_bench(app, c.bench);
@@ -345,6 +357,7 @@ int run_command(const CLI::App& app, const CommandArgs& c) {
   if (app.got_subcommand("translate")) return cmd_translate(c.translate);
   if (app.got_subcommand("generate")) return cmd_generate(c.generate);
   if (app.got_subcommand("score")) return cmd_score(c.score);
+  if (app.got_subcommand("average")) return cmd_average(c.average);
   if (app.got_subcommand("gradcheck")) return cmd_gradcheck(c.gradcheck);
   if (app.got_subcommand("saturation")) return cmd_saturation(c.saturation);
   if (app.got_subcommand("attention")) return cmd_attention(c.attention);

@@ -214,6 +214,7 @@ template <class V, class C>
 void checkpoint_fields(V& v, C& c) {
   v("every", c.every);
   v("keep", c.keep);
+  v("average_last", c.average_last);
 }
 
 // Prefixes an error from a section parser with where the key was set. An error about a key of
@@ -305,6 +306,12 @@ void RunConfig::validate() const {
        "train.best_metric: bleu needs a text task (tsv, dates or parallel), not " + task);
   need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");
   need(checkpoint.keep >= 1, "checkpoint.keep: must be >= 1");
+  need(checkpoint.average_last >= 0, "checkpoint.average_last: must be >= 0 (0: off), got " +
+                                         std::to_string(checkpoint.average_last));
+  need(checkpoint.average_last <= checkpoint.keep,
+       "checkpoint.average_last: averages the last " + std::to_string(checkpoint.average_last) +
+           " checkpoints, but checkpoint.keep = " + std::to_string(checkpoint.keep) +
+           " keeps fewer; set checkpoint.keep >= " + std::to_string(checkpoint.average_last));
   optim.validate();
   // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.
   optim::validate_unfilled(optim::fill_schedule(optim.schedule, model.d_model, 0));

@@ -352,9 +352,16 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Model& model, optim:
 }
 
 std::string resolve_checkpoint(const std::string& run_dir, const std::string& which) {
-  const bool named = which.rfind("step-", 0) == 0;
+  if (which.find('/') != std::string::npos) {  // a checkpoint folder's path (qkv average --out)
+    QKV_CHECK(complete(which), "--checkpoint", which,
+              " is not a checkpoint folder (no model.safetensors, optim.safetensors, state.json)");
+    return which;
+  }
+  const bool named = which.rfind("step-", 0) == 0 || which == "average";
   QKV_CHECK(which == "best" || which == "latest" || named, "--checkpoint",
-            "must be best, latest or a checkpoint's name (step-00000100), got '", which, "'");
+            "must be best, latest, average, a checkpoint's name (step-00000100) or a checkpoint "
+            "folder's path, got '",
+            which, "'");
   if (named) {
     const fs::path p = fs::path(run_dir) / "checkpoints" / which;
     QKV_CHECK(which.find('/') == std::string::npos && complete(p), "--checkpoint", run_dir,

@@ -77,7 +77,8 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Model& model,
 // Empty when there is none.
 std::string find_checkpoint(const std::string& run_dir, const std::string& which = "latest");
 // The checkpoint folder `which` names: best, latest (each falling back to the newest complete
-// checkpoint) or a step-N folder's name; error naming --checkpoint for anything else.
+// checkpoint), average (run/average.hpp), a step-N folder's name, or (with a '/') the path of
+// a checkpoint folder; error naming --checkpoint for anything else.
 std::string resolve_checkpoint(const std::string& run_dir, const std::string& which);
 // Loads model weights (and, when opt is non-null, the optimizer state) and returns the state.
 // Files are verified against the checkpoint's manifest.json, weights must be finite

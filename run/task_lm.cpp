@@ -9,6 +9,7 @@
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "nn/decoder_lm.hpp"
+#include "run/average.hpp"
 #include "run/lm.hpp"
 #include "run/task_families.hpp"
 #include "run/train_hooks.hpp"
@@ -70,12 +71,27 @@ bool LanguageModelTask::validate(RunContext& c, train::TrainState& st) const {
   return better;
 }
 
-// No test split: the best validation estimate is the result.
+// No test split: the best validation estimate is the result; with checkpoint.average_last,
+// the average's estimate too (the batches of the last validation's generator).
 std::string LanguageModelTask::final_result(TrainingRun& r, const train::TrainState& st,
-                                            MetricsLog&) const {
+                                            MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
-  return fmt::format("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
-                     st.best_loss, cfg.train.eval_iters, cfg.data.batch_size, cfg.data.block_size);
+  std::string line =
+      fmt::format("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
+                  st.best_loss, cfg.train.eval_iters, cfg.data.batch_size, cfg.data.block_size);
+  const std::string averaged = load_final_average(r);
+  if (averaged.empty()) return line;
+  Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
+  const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
+  const auto& lm = nn::model_as<nn::DecoderLM>(*r.model, "final_result");
+  lm_loss_estimate(lm, r.data.lm_train, bs, b, it, g);  // as validation draws: train first
+  const double loss = lm_loss_estimate(lm, r.data.lm_valid, bs, b, it, g);
+  metrics.write({{"step", st.step},
+                 {"split", "valid_average"},  // not a point of the validation curve
+                 {"checkpoint", kAverageCheckpoint},
+                 {"loss", loss},
+                 {"batches", it}});
+  return line + fmt::format("; {}: val loss {:.4f}", averaged, loss);
 }
 
 }  // namespace qkv::run

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "nn/seq2seq.hpp"
+#include "run/average.hpp"
 #include "run/run.hpp"
 #include "run/task_families.hpp"
 #include "run/train_hooks.hpp"
@@ -117,8 +118,12 @@ bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
 std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& st,
                                       MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
-  const std::string best = find_checkpoint(r.dir, "best");
-  if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
+  std::string which = load_final_average(r);  // checkpoint.average_last, else the best
+  if (which.empty()) {
+    which = "best checkpoint";
+    const std::string best = find_checkpoint(r.dir, "best");
+    if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
+  }
   const Metrics test = evaluate(nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test,
                                 r.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra, 0,
                                 is_symbol_task(cfg.data) ? nullptr : &r.data);
@@ -129,11 +134,12 @@ std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& s
              {"exact_match", test.exact_match},
              {"examples", test.examples}};
   if (test.bleu >= 0) tj["bleu"] = test.bleu, tj["chrf"] = test.chrf;
+  if (cfg.checkpoint.average_last > 0) tj["checkpoint"] = kAverageCheckpoint;
   metrics.write(tj);
   return fmt::format(
-      "done: {} steps; test ({} examples, best checkpoint): loss {:.4f}  token acc {:.4f}  exact "
+      "done: {} steps; test ({} examples, {}): loss {:.4f}  token acc {:.4f}  exact "
       "match {:.4f}{}",
-      st.step, test.examples, test.loss, test.token_accuracy, test.exact_match,
+      st.step, test.examples, which, test.loss, test.token_accuracy, test.exact_match,
       test.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", test.bleu, test.chrf)
                      : "");
 }

@@ -10,6 +10,7 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"
+#include "run/average.hpp"
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
 #include "run/provenance.hpp"
@@ -207,6 +208,19 @@ void prepare_run_folder(TrainingRun& r, train::Distributed& dist) {
   else
     create_folder(r);
   if (r.resuming && fs::is_directory(fs::path(r.dir) / "checkpoints")) clean_checkpoints(r);
+}
+
+std::string load_final_average(TrainingRun& r) {
+  const int64_t n = r.cfg.checkpoint.average_last;
+  if (n == 0) return "";
+  const std::vector<std::string> ckpts = last_checkpoints(r.dir, n, false);
+  const std::string out = (fs::path(r.dir) / "checkpoints" / kAverageCheckpoint).string();
+  average_checkpoints(ckpts, out);
+  load_checkpoint(out, *r.model, nullptr);
+  return fmt::format("average of the last {} checkpoints{}", ckpts.size(),
+                     static_cast<int64_t>(ckpts.size()) < n
+                         ? fmt::format(" (of {} asked: the run wrote {})", n, ckpts.size())
+                         : "");
 }
 
 std::string run_summary(const TrainingRun& r, int ranks) {

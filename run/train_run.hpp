@@ -58,6 +58,10 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
 // pointer) or creates a new one (lock, config.toml, vocabularies, SentencePiece models).
 // Every rank calls it (a barrier first: all have read the folder before rank 0 changes it).
 void prepare_run_folder(TrainingRun& r, train::Distributed& dist);
+// checkpoint.average_last = N > 0 (rank 0, after training): averages the run's last N
+// checkpoints (fewer if it wrote fewer) into checkpoints/average and loads it into r.model.
+// Returns what it averaged ("average of the last 5 checkpoints"), "" when off.
+std::string load_final_average(TrainingRun& r);
 // The first line of the run: what it trains, how long, on how many threads and processes.
 std::string run_summary(const TrainingRun& r, int ranks);
 

@@ -69,3 +69,43 @@ TEST_CASE("features: train.grad_accum trains, one metrics record per optimizer s
   CHECK(bad.output.find("train.grad_accum: must be >= 1") != std::string::npos);
   CHECK_FALSE(fs::exists(t.path / "bad"));
 }
+
+TEST_CASE("features: checkpoint averaging, in training and by qkv average", "[e2e]") {
+  TempDir t("average-e2e");
+  const std::string run = t.file("run");
+  const RunResult r = run_qkv("train " + config("copy.toml") + " --run-dir " + run + kTiny +
+                              " --train.max_steps 15 --train.eval_every 5 --checkpoint.every 5"
+                              " --checkpoint.keep 3 --checkpoint.average_last 3");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(fs::exists(t.path / "run" / "checkpoints" / "average" / "model.safetensors"));
+  bool tested = false;
+  for (const auto& rec : records(t.path / "run" / "metrics.jsonl"))
+    if (rec.value("split", "") == "test") tested = rec.value("checkpoint", "") == "average";
+  CHECK(tested);  // the final test evaluated the average
+  const RunResult e = run_qkv("eval " + run + " --checkpoint average --split test --json");
+  INFO(e.output);
+  REQUIRE(e.status == 0);
+  CHECK(nlohmann::json::parse(e.output)["examples"].get<int64_t>() == 40);
+  // qkv average: any run, any folder; eval, translate load the folder by its path
+  const std::string out = t.file("avg2");
+  const RunResult a = run_qkv("average " + run + " --last 2 --out " + out);
+  INFO(a.output);
+  REQUIRE(a.status == 0);
+  CHECK(a.output.find("averaged 2 checkpoints (step-00000010 .. step-00000015)") !=
+        std::string::npos);
+  CHECK(run_qkv("eval " + run + " --checkpoint " + out + " --json").status == 0);
+  CHECK(run_qkv("translate " + run + " --checkpoint " + out + " '1 2 3'").status == 0);
+  // bad values: one line, exit 1 (or 2 for command-line misuse)
+  const RunResult many = run_qkv("average " + run + " --last 9");
+  CHECK(many.status == 1);
+  CHECK(many.output.find("keeps 3 checkpoints, fewer than the last 9 asked") != std::string::npos);
+  const RunResult none = run_qkv("average " + t.file("nope") + " --last 2");
+  CHECK(none.status == 1);
+  CHECK(none.output.find("not a run folder") != std::string::npos);
+  CHECK(run_qkv("average " + run).status == 2);  // --last is required
+  const RunResult keep = run_qkv("train " + config("copy.toml") + " --run-dir " + t.file("k") +
+                                 kTiny + " --checkpoint.average_last 5");
+  CHECK(keep.status == 1);
+  CHECK(keep.output.find("set checkpoint.keep >= 5") != std::string::npos);
+}
