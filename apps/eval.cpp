@@ -71,19 +71,25 @@ int eval_lm(const EvalArgs& a, const run::LoadedRun& r) {
   const int64_t block = r.config.data.block_size;
   const run::LmLoss m = run::lm_loss_full(
       r.lm("eval"), a.split == "valid" ? d.lm_valid : d.lm_train, block, r.config.data.batch_size);
+  // A character token is one Unicode code point of the text (line breaks included): its bits
+  // per token are bits per character. A SentencePiece piece has no such reading.
+  const bool chars = !d.tgt_spm;
   if (a.json) {
-    std::printf(
-        "%s\n",
-        nlohmann::json(
-            {{"loss", m.loss}, {"tokens", m.tokens}, {"windows", m.windows}, {"block_size", block}})
-            .dump()
-            .c_str());
+    nlohmann::json j = {{"loss", m.loss},
+                        {"perplexity", run::perplexity(m.loss)},
+                        {"tokens", m.tokens},
+                        {"windows", m.windows},
+                        {"block_size", block}};
+    if (chars) j["bits_per_char"] = run::bits_per_token(m.loss);
+    std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s (%s, %s split: %lld tokens in %lld windows of %lld)\n", a.run_dir.c_str(),
+    std::printf("%s (%s, %s split: %lld %s in %lld windows of %lld)\n", a.run_dir.c_str(),
                 r.checkpoint.c_str(), a.split.c_str(), static_cast<long long>(m.tokens),
-                static_cast<long long>(m.windows), static_cast<long long>(block));
-    std::printf("  loss            %.4f\n  bits per %-6s %.4f\n", m.loss,
-                d.tgt_spm ? "piece" : "char", m.loss / std::log(2.0));
+                chars ? "characters" : "pieces", static_cast<long long>(m.windows),
+                static_cast<long long>(block));
+    std::printf("  loss            %.4f\n  perplexity      %.4f (per %s)\n", m.loss,
+                run::perplexity(m.loss), chars ? "character" : "piece");
+    if (chars) std::printf("  bits per char   %.4f\n", run::bits_per_token(m.loss));
   }
   return 0;
 }
@@ -171,6 +177,7 @@ TextScores score_text(const EvalArgs& a, const run::LoadedRun& r, const data::Da
 // split's shortest length (with --max-len).
 void print_eval_json(const EvalArgs& a, const run::Metrics& m, int64_t lo, const TextScores* text) {
   nlohmann::json j = {{"loss", m.loss},
+                      {"perplexity", run::perplexity(m.loss)},
                       {"token_accuracy", m.token_accuracy},
                       {"exact_match", m.exact_match},
                       {"examples", m.examples}};
@@ -205,8 +212,9 @@ void print_eval_text(const EvalArgs& a, const run::LoadedRun& r, const run::Metr
     std::printf(", lengths %lld..%lld", static_cast<long long>(lo),
                 static_cast<long long>(a.max_len));
   std::printf(")\n");
-  std::printf("  loss            %.4f\n  token accuracy  %.4f\n  exact match     %.4f\n", m.loss,
-              m.token_accuracy, m.exact_match);
+  std::printf("  loss            %.4f\n  perplexity      %.4f (per target token)\n", m.loss,
+              run::perplexity(m.loss));
+  std::printf("  token accuracy  %.4f\n  exact match     %.4f\n", m.token_accuracy, m.exact_match);
   if (text) {
     std::printf("  %s\n    %s\n  %s\n    %s\n", text->bleu.format().c_str(),
                 text->bleu.signature.c_str(), text->chrf.format().c_str(),

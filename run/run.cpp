@@ -24,6 +24,9 @@ namespace qkv::run {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+double perplexity(double nats_per_token) { return std::exp(nats_per_token); }
+double bits_per_token(double nats_per_token) { return nats_per_token / std::log(2.0); }
+
 nn::ModelConfig model_config(const config::RunConfig& c, const data::DataSplits& d) {
   nn::ModelConfig m = c.model;
   m.src_vocab = d.src_vocab.size();

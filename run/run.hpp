@@ -40,6 +40,11 @@ struct Metrics {
   std::vector<std::string> hypotheses;  // the detokenized greedy decodes, in split order
 };
 
+// From a mean cross-entropy in nats per token: the perplexity exp(loss), and the bits per
+// token loss / ln 2 (bits per character for a character vocabulary).
+double perplexity(double nats_per_token);
+double bits_per_token(double nats_per_token);
+
 // Model config with the vocabulary sizes of the data filled in.
 nn::ModelConfig model_config(const config::RunConfig& c, const data::DataSplits& d);
 

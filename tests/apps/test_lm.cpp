@@ -139,7 +139,9 @@ TEST_CASE("lm: a SentencePiece GPT keeps its model in the run and generates whol
   CHECK(cached.output.find("\xE2\x96\x81") == std::string::npos);  // no word-start marks
   const RunResult ev = run_qkv("eval '" + run + "' --threads 1");
   CHECK(ev.status == 0);
-  CHECK(ev.output.find("bits per piece") != std::string::npos);
+  CHECK(ev.output.find("perplexity") != std::string::npos);  // per piece: no bits per char
+  CHECK(ev.output.find("per piece") != std::string::npos);
+  CHECK(ev.output.find("bits per char") == std::string::npos);
   const RunResult at =
       run_qkv("attention '" + run + "' 'KING RICHARD' --threads 1 --out '" + t.file("a.png") + "'");
   INFO(at.output);
