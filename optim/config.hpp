@@ -11,7 +11,7 @@
 //   weight_decay = 0.01
 //   no_decay_1d = true      # 1-D params (biases, LayerNorm) get no weight decay
 //   no_decay = ["embed"]    # nor do params whose name contains one of these
-//   schedule = "noam"       # constant | warmup | noam | cosine | inverse_sqrt
+//   schedule = "noam"       # constant | warmup | noam | cosine | inverse_sqrt | wsd
 //   warmup = 4000
 //   factor = 1.0
 //   d_model = 512         # may be omitted: 0, for the caller to fill from the model's width
@@ -44,6 +44,7 @@ void optim_fields(V& v, S& s) {
   v("clip_value", s.clip_value);
   v("d_model", s.schedule.d_model);
   v("dampening", s.optim.dampening);
+  v("decay_frac", s.schedule.decay_frac);
   v("eps", s.optim.eps);
   v("factor", s.schedule.factor);
   v("lr", s.optim.lr);

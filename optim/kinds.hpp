@@ -15,13 +15,14 @@ constexpr std::span<const EnumName<OptimizerKind>> names_of(OptimizerKind) {
 }
 
 // optim/schedule.hpp gives each one's formula.
-enum class ScheduleKind { constant, warmup, noam, cosine, inverse_sqrt };
+enum class ScheduleKind { constant, warmup, noam, cosine, inverse_sqrt, wsd };
 inline constexpr EnumName<ScheduleKind> kScheduleNames[] = {
     {"constant", ScheduleKind::constant},
     {"warmup", ScheduleKind::warmup},
     {"noam", ScheduleKind::noam},
     {"cosine", ScheduleKind::cosine},
-    {"inverse_sqrt", ScheduleKind::inverse_sqrt}};
+    {"inverse_sqrt", ScheduleKind::inverse_sqrt},
+    {"wsd", ScheduleKind::wsd}};
 constexpr std::span<const EnumName<ScheduleKind>> names_of(ScheduleKind) { return kScheduleNames; }
 
 }  // namespace qkv::optim

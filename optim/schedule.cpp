@@ -9,6 +9,23 @@
 
 namespace qkv::optim {
 
+int64_t ScheduleConfig::decay_steps() const {
+  return std::max<int64_t>(1, std::llround(decay_frac * static_cast<double>(total_steps)));
+}
+
+namespace {
+
+// wsd: the decay fraction in (0, 1], and warmup + decay within the run.
+void check_wsd(const ScheduleConfig& c) {
+  QKV_CHECK(std::isfinite(c.decay_frac) && c.decay_frac > 0 && c.decay_frac <= 1,
+            "optim.decay_frac", "must be in (0, 1], got ", c.decay_frac);
+  QKV_CHECK(c.total_steps > 0 && c.warmup <= c.total_steps - c.decay_steps(), "optim.warmup",
+            "wsd: ", c.warmup, " warmup steps and ", c.decay_steps(), " decay steps (decay_frac ",
+            c.decay_frac, ") do not fit in a run of ", c.total_steps, " steps");
+}
+
+}  // namespace
+
 void ScheduleConfig::validate() const {
   QKV_CHECK(std::isfinite(lr) && lr >= 0, "optim.lr", "must be finite and >= 0, got ", lr);
   QKV_CHECK(warmup >= 0, "optim.warmup", "must be >= 0, got ", warmup);
@@ -21,6 +38,11 @@ void ScheduleConfig::validate() const {
     case ScheduleKind::cosine:
       QKV_CHECK(total_steps > warmup, "optim.total_steps",
                 "cosine needs total_steps > warmup, got ", total_steps, " <= ", warmup);
+      QKV_CHECK(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "optim.min_lr",
+                "must be in [0, lr = ", lr, "], got ", min_lr);
+      break;
+    case ScheduleKind::wsd:
+      check_wsd(*this);
       QKV_CHECK(std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr, "optim.min_lr",
                 "must be in [0, lr = ", lr, "], got ", min_lr);
       break;
@@ -38,6 +60,10 @@ ScheduleConfig fill_schedule(ScheduleConfig c, int64_t d_model, int64_t run_step
               " warmup steps do not fit in a run of ", run_steps, " steps");
     c.total_steps = run_steps;
   }
+  if (c.name == ScheduleKind::wsd && c.total_steps == 0 && run_steps > 0) {
+    c.total_steps = run_steps;
+    check_wsd(c);
+  }
   return c;
 }
 
@@ -45,6 +71,11 @@ void validate_unfilled(const ScheduleConfig& c) {
   ScheduleConfig check = fill_schedule(c, 1, 0);
   if (check.name == ScheduleKind::cosine && check.total_steps == 0)
     check.total_steps = check.warmup + 1;
+  // wsd without its length: a run long enough for any warmup (fill_schedule checks the real one)
+  if (check.name == ScheduleKind::wsd && check.total_steps == 0) {
+    check.total_steps = (check.warmup + 1) * 1000;
+    if (check.decay_frac == 1) check.warmup = 0;  // the fit is fill_schedule's to judge
+  }
   check.validate();
 }
 
@@ -72,6 +103,12 @@ double schedule_lr(const ScheduleConfig& c, int64_t step) {
     case ScheduleKind::inverse_sqrt:
       if (warming) return c.lr * s / w;
       return c.warmup > 0 ? c.lr * std::sqrt(w / s) : c.lr / std::sqrt(std::max(s, 1.0));
+    case ScheduleKind::wsd: {
+      if (warming) return c.lr * s / w;
+      const int64_t d = c.decay_steps(), left = std::max<int64_t>(0, c.total_steps - step);
+      if (left >= d) return c.lr;
+      return c.min_lr + (c.lr - c.min_lr) * static_cast<double>(left) / static_cast<double>(d);
+    }
   }
   return c.lr;
 }

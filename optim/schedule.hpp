@@ -13,6 +13,10 @@
 //                 min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2,
 //                 p = min(1, (step - warmup) / (total_steps - warmup))
 //   inverse_sqrt  lr * step / warmup while step < warmup, then lr * sqrt(warmup / step)
+//   wsd           warmup-stable-decay: lr * step / warmup while step < warmup, lr until the
+//                 decay starts at total_steps - D, then linear to min_lr at total_steps:
+//                 min_lr + (lr - min_lr) * (total_steps - step) / D,
+//                 D = max(1, round(decay_frac * total_steps))
 //
 // A warmup of 0 means no warmup (warmup, cosine, inverse_sqrt; inverse_sqrt then decays as
 // lr / sqrt(max(step, 1))).
@@ -28,19 +32,24 @@ class Optimizer;
 
 struct ScheduleConfig {
   ScheduleKind name = ScheduleKind::constant;  // constant | warmup | noam | cosine | inverse_sqrt
+                                               // | wsd
   double lr = 1e-3;                            // peak learning rate (the [optim] lr)
   int64_t warmup = 0;                          // warmup steps
   double factor = 1.0;                         // noam
   int64_t d_model = 0;                         // noam: the model width (required)
-  int64_t total_steps = 0;                     // cosine: the step at which lr reaches min_lr
-  double min_lr = 0.0;                         // cosine
+  int64_t total_steps = 0;                     // cosine, wsd: the step at which lr reaches min_lr
+  double min_lr = 0.0;                         // cosine, wsd
+  double decay_frac = 0.2;  // wsd: the last fraction of total_steps, decaying linearly
+
+  // wsd: the steps of the decay, D above.
+  int64_t decay_steps() const;
 
   // Throws Error naming the bad key ("optim.warmup: noam needs warmup > 0").
   void validate() const;
 };
 
 // What a config may leave 0 for the run to fill in: noam's d_model (the model's width) and
-// cosine's total_steps (the run's length). A 0 argument leaves its value as it is. Throws
+// cosine's and wsd's total_steps (the run's length). A 0 argument leaves its value as it is. Throws
 // Error("optim.warmup: ...") when a cosine warmup does not fit in the run it is filled from.
 ScheduleConfig fill_schedule(ScheduleConfig c, int64_t d_model, int64_t run_steps);
 // Validates c as a config holds it, before the run fills in noam's d_model or cosine's length.

@@ -78,6 +78,53 @@ TEST_CASE("warmup + inverse square root", "[optim][schedule]") {
   CHECK(at(none, 4) == Approx(5e-4).epsilon(1e-14));
 }
 
+TEST_CASE("wsd: linear warmup, stable, linear decay to min_lr at its breakpoints",
+          "[optim][schedule]") {
+  ScheduleConfig c = sched("wsd", 1e-3, 100);
+  c.total_steps = 1000;
+  c.decay_frac = 0.25;  // the decay: steps 750 .. 1000
+  c.min_lr = 1e-4;
+  CHECK(c.decay_steps() == 250);
+  CHECK(at(c, 0) == 0.0);
+  CHECK(at(c, 50) == Approx(5e-4).epsilon(1e-14));
+  CHECK(at(c, 100) == 1e-3);  // the end of warmup
+  CHECK(at(c, 500) == 1e-3);
+  CHECK(at(c, 750) == 1e-3);  // the decay starts here, continuous
+  CHECK(at(c, 751) == Approx(1e-4 + 9e-4 * 249.0 / 250.0).epsilon(1e-14));
+  CHECK(at(c, 875) == Approx(1e-4 + 9e-4 * 0.5).epsilon(1e-14));  // half-way: the mean
+  CHECK(at(c, 999) == Approx(1e-4 + 9e-4 / 250.0).epsilon(1e-14));
+  CHECK(at(c, 1000) == 1e-4);  // min_lr at total_steps, and after
+  CHECK(at(c, 5000) == 1e-4);
+  // the default: to 0 over the last 20%, no warmup
+  ScheduleConfig d = sched("wsd", 2e-3, 0);
+  d.total_steps = 50;
+  CHECK(d.decay_steps() == 10);
+  CHECK(at(d, 0) == 2e-3);
+  CHECK(at(d, 40) == 2e-3);
+  CHECK(at(d, 45) == Approx(1e-3).epsilon(1e-14));
+  CHECK(at(d, 50) == 0.0);
+  // the run's length fills total_steps, as for cosine
+  const ScheduleConfig filled = fill_schedule(sched("wsd", 1e-3, 10), 0, 200);
+  CHECK(filled.total_steps == 200);
+  CHECK(at(filled, 160) == 1e-3);
+  CHECK(at(filled, 180) == Approx(5e-4).epsilon(1e-14));
+  // bad values name the key
+  ScheduleConfig bad = c;
+  bad.decay_frac = 0;
+  CHECK_THROWS_WITH(bad.validate(), Contains("optim.decay_frac: must be in (0, 1], got 0"));
+  bad.decay_frac = 1.5;
+  CHECK_THROWS_WITH(bad.validate(), Contains("optim.decay_frac"));
+  bad = c;
+  bad.warmup = 800;  // 800 warmup + 250 decay > 1000
+  CHECK_THROWS_WITH(bad.validate(),
+                    Contains("optim.warmup: wsd: 800 warmup steps and 250 decay steps"));
+  CHECK_THROWS_WITH(fill_schedule(sched("wsd", 1e-3, 90), 0, 100), Contains("optim.warmup: wsd"));
+  bad = c;
+  bad.min_lr = 2e-3;
+  CHECK_THROWS_WITH(bad.validate(), Contains("optim.min_lr"));
+  validate_unfilled(sched("wsd", 1e-3, 500));  // the length is the run's: not judged yet
+}
+
 TEST_CASE("schedule validation names the bad key", "[optim][schedule]") {
   CHECK_THROWS_WITH(sched("linear_decay", 1e-3, 0).validate(),
                     Contains("optim.schedule") && Contains("linear_decay"));
