@@ -107,6 +107,9 @@ Var embedding(const Var& weight, const Tensor& ids);
 // LayerNorm over the last dim: (x - mean) / sqrt(var_biased + eps) * gamma + beta, fused.
 // gamma, beta: (D) or undefined.
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-5);
+// RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * gamma (gamma undefined: no gain),
+// composed of the ops above. x: (..., d), gamma: (d).
+Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-6);
 
 // --- losses (ops_loss.cpp) ---
 // Cross-entropy of logits (N, C) against int64 targets (N), fused log-softmax + NLL, mean over

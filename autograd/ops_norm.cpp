@@ -25,4 +25,14 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
                 });
 }
 
+// Composed (not fused): RMSNorm is the blocks' alternative to LayerNorm, not its hot path.
+Var rms_norm(const Var& x, const Var& gamma, double eps) {
+  QKV_CHECK(x.dim() >= 1 && (!gamma.defined() || (gamma.dim() == 1 && gamma.size(0) == x.size(-1))),
+            "rms_norm", "x ", x.shape(), " and gamma ", gamma.defined() ? gamma.shape() : Shape{},
+            " do not fit (x: (..., d), gamma: (d))");
+  QKV_CHECK(eps > 0, "rms_norm", "eps must be > 0, got ", eps);
+  const Var y = mul(x, rsqrt(add(mean(mul(x, x), {-1}, true), eps)));
+  return gamma.defined() ? mul(y, gamma) : y;
+}
+
 }  // namespace qkv::ag

@@ -143,6 +143,8 @@ void model_fields(V& v, M& m) {
   v("attention_dropout", m.attention_dropout);
   v("norm_first", m.norm_first);
   v("final_norm", m.final_norm);
+  v("norm", m.norm);
+  v("qk_norm", m.qk_norm);
   v("activation", m.activation);
   v("position", m.position);
   v("max_len", m.max_len);
@@ -150,6 +152,7 @@ void model_fields(V& v, M& m) {
   v("scale_embedding", m.scale_embedding);
   v("share_embeddings", m.share_embeddings);
   v("tie_output", m.tie_output);
+  v("logit_softcap", m.logit_softcap);
   v("attention_scale", m.attention_scale);
   v("layer_norm_eps", m.layer_norm_eps);
   v("bias", m.bias);

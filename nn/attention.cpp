@@ -138,6 +138,7 @@ Var MultiHeadAttention::forward(const Var& query, const Var& key, const Var& val
 Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, const Tensor& mask,
                                Var* weights, int64_t q_offset) const {
   Var q = split_heads(w_q->forward(query));  // (B, h, n, d_head)
+  if (qk_norm_eps > 0) q = ag::rms_norm(q, Var(), qk_norm_eps);
   Var bias;
   if (position == PositionKind::rope) q = rotary(q, q_offset);
   if (position == PositionKind::relative)
@@ -172,7 +173,8 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
 // ------------------------------------------------------------------ positions inside attention
 
 Var MultiHeadAttention::project_key(const Var& key, int64_t offset) const {
-  const Var k = split_heads(w_k->forward(key));  // (B, h, m, d_head)
+  Var k = split_heads(w_k->forward(key));  // (B, h, m, d_head)
+  if (qk_norm_eps > 0) k = ag::rms_norm(k, Var(), qk_norm_eps);
   return position == PositionKind::rope ? rotary(k, offset) : k;
 }
 

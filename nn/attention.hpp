@@ -75,6 +75,12 @@ class MultiHeadAttention : public Module {
   PositionKind position = PositionKind::none;
   Var relative_bias;
 
+  // QK-norm (modded-nanogpt; Henry et al. 2020): each head's queries and keys RMS-normalised
+  // (no gain) before rope and the scores, so q.k stays within d_head whatever the weights.
+  // No parameters. Keys are normalised when projected (project_key), so caches hold them so.
+  void use_qk_norm(double eps) { qk_norm_eps = eps; }
+  double qk_norm_eps = 0;  // 0: off
+
   // Splits (B, n, d) into heads (B, h, n, d/h), and back.
   Var split_heads(const Var& x) const;
   Var merge_heads(const Var& x) const;

@@ -23,7 +23,8 @@ const ModelConfig& validated_lm(const ModelConfig& c) {
 
 // Its tensors are saved under "lm.": the name the language model had in every run folder.
 DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dgen)
-    : Model(std::move(dgen), "lm") {
+    : Model(std::move(dgen), "lm"),
+      logit_softcap(c.logit_softcap) {
   QKV_CHECK(c.tgt_vocab > 0 && c.decoder_layers > 0, "DecoderLM", "needs a vocabulary (got ",
             c.tgt_vocab, ") and at least one layer (got ", c.decoder_layers, ")");
   embed = register_module(
@@ -43,7 +44,18 @@ DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Gener
     normal_init(a.w_o->weight, residual, gen);
     normal_init(layer->ffn->linear1->weight, std, gen);
     normal_init(layer->ffn->linear2->weight, residual, gen);
+    if (layer->ffn->linear3) normal_init(layer->ffn->linear3->weight, std, gen);
   }
+  if (!c.tie_output) {  // drawn last: a tied model's parameters stay as they were
+    output =
+        register_module("output", std::make_shared<Linear>(c.d_model, c.tgt_vocab, gen, false));
+    normal_init(output->weight, std, gen);
+  }
+}
+
+Var DecoderLM::head(const Var& h) const {
+  const Var logits = output ? output->forward(h) : ag::linear(h, embed->weight);  // tied: h E^T
+  return soft_cap(logits, logit_softcap);
 }
 
 DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen)
@@ -65,7 +77,7 @@ Var DecoderLM::forward(const Tensor& ids, const Tensor& valid, std::vector<Var>*
   const Var x = pos->forward(embed->forward(ids));
   Tensor mask = causal_mask(t);
   if (valid.defined()) mask = combine_masks(mask, key_padding_mask(valid));
-  return ag::linear(blocks->forward(x, mask, weights), embed->weight);  // tied head: h E^T
+  return head(blocks->forward(x, mask, weights));
 }
 
 Var DecoderLM::step(Cache& cache, const Tensor& tokens) const {
@@ -79,7 +91,7 @@ Var DecoderLM::step(Cache& cache, const Tensor& tokens) const {
   const Var x = pos->forward(embed->forward(tokens), cache.length);
   const Var h = blocks->forward_step(x, cache.layers);
   cache.length += tokens.size(1);
-  return ag::linear(h, embed->weight);
+  return head(h);
 }
 
 }  // namespace qkv::nn

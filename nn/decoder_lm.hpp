@@ -1,7 +1,9 @@
 // DecoderLM: a decoder-only Transformer language model, GPT's layout ([model] kind = "decoder").
 //
-//   ids (B, T) int64 -> token embedding + positions -> N blocks -> final LayerNorm
-//                    -> logits (B, T, V) = h E^T (the head is tied to the embedding E)
+//   ids (B, T) int64 -> token embedding + positions -> N blocks -> final norm
+//                    -> logits (B, T, V) = h E^T (the head tied to the embedding E), or
+//                       h W^T with an output matrix W (V, d) of its own (tie_output = false),
+//                       soft-capped when logit_softcap > 0
 //
 // A block is a TransformerEncoderBlock under a causal mask: self-attention over the past and
 // the position itself, then the FFN (pre-LN by default). That is exactly
@@ -10,7 +12,8 @@
 //
 // Initialisation (GPT-2): every Linear weight, the embedding and the learned position table
 // ~ N(0, 0.02); the residual branches' output projections (attention w_o, FFN linear2)
-// ~ N(0, 0.02 / sqrt(2 * layers)); biases 0, LayerNorm gains 1.
+// ~ N(0, 0.02 / sqrt(2 * layers)); biases 0, norm gains 1; an untied output matrix
+// ~ N(0, 0.02), no bias (nanoGPT's lm_head).
 //
 // Incremental decoding: step() feeds new tokens with every layer's keys and values cached,
 // so a token costs one position's work instead of a pass over the whole prefix.
@@ -61,7 +64,12 @@ class DecoderLM : public Model {
 
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<PositionalEncoding> pos;
-  std::shared_ptr<Encoder> blocks;  // with the final LayerNorm when pre-LN (or final_norm)
+  std::shared_ptr<Encoder> blocks;  // with the final norm when pre-LN (or final_norm)
+  std::shared_ptr<Linear> output;   // null when tied to embed
+  double logit_softcap = 0;
+
+ private:
+  Var head(const Var& h) const;  // (..., d) -> logits (..., V)
 };
 
 }  // namespace qkv::nn

@@ -36,11 +36,21 @@ constexpr std::span<const EnumName<AttentionKind>> names_of(AttentionKind) {
   return kAttentionNames;
 }
 
-// The feed-forward network's nonlinearity.
-enum class Activation { relu, gelu };
+// The feed-forward network's nonlinearity: relu, gelu, relu2 (relu(x)^2, as modded-nanogpt) or
+// swiglu (a gated FFN, W2(silu(W1 x) * W3 x): a third matrix W3, nn/layers.hpp).
+enum class Activation { relu, gelu, relu2, swiglu };
 inline constexpr EnumName<Activation> kActivationNames[] = {{"relu", Activation::relu},
-                                                            {"gelu", Activation::gelu}};
+                                                            {"gelu", Activation::gelu},
+                                                            {"relu2", Activation::relu2},
+                                                            {"swiglu", Activation::swiglu}};
 constexpr std::span<const EnumName<Activation>> names_of(Activation) { return kActivationNames; }
+
+// Every normalisation of the blocks and stacks: LayerNorm, or RMSNorm (x / rms(x) * gain,
+// no mean subtracted, no bias).
+enum class NormKind { layernorm, rmsnorm };
+inline constexpr EnumName<NormKind> kNormNames[] = {{"layernorm", NormKind::layernorm},
+                                                    {"rmsnorm", NormKind::rmsnorm}};
+constexpr std::span<const EnumName<NormKind>> names_of(NormKind) { return kNormNames; }
 
 // A combination of attention settings that cannot work: the [model] key at fault and why.
 struct KindConflict {

@@ -37,6 +37,29 @@ LayerNorm::LayerNorm(int64_t d, double eps_) : eps(eps_) {
 
 Var LayerNorm::forward(const Var& x) const { return ag::layer_norm(x, weight, bias, eps); }
 
+RMSNorm::RMSNorm(int64_t d, double eps_) : eps(eps_) {
+  QKV_CHECK(d > 0 && eps_ > 0, "RMSNorm", "needs d > 0 and eps > 0, got d ", d, " eps ", eps_);
+  weight = register_parameter("weight", ones({d}));
+}
+
+Var RMSNorm::forward(const Var& x) const { return ag::rms_norm(x, weight, eps); }
+
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t d, double eps) {
+  switch (kind) {
+    case NormKind::rmsnorm:
+      return std::make_shared<RMSNorm>(d, eps);
+    case NormKind::layernorm:
+      break;
+  }
+  return std::make_shared<LayerNorm>(d, eps);
+}
+
+Var soft_cap(const Var& logits, double cap) {
+  if (cap == 0) return logits;
+  QKV_CHECK(cap > 0, "soft_cap", "cap must be >= 0 (0: off), got ", cap);
+  return ag::mul(ag::tanh(ag::mul(logits, 1.0 / cap)), cap);
+}
+
 Dropout::Dropout(double p_, std::shared_ptr<Generator> g) : p(p_), gen(std::move(g)) {
   QKV_CHECK(p_ >= 0 && p_ < 1, "Dropout", "p must be in [0, 1), got ", p_);
 }
@@ -54,11 +77,19 @@ Var activate(const Var& x, Activation a) {
   switch (a) {
     case Activation::relu:
       return ag::relu(x);
+    case Activation::relu2: {
+      const Var r = ag::relu(x);
+      return ag::mul(r, r);
+    }
+    case Activation::swiglu:
+      throw Error("activate: swiglu gates two inputs (nn::swiglu), not one");
     case Activation::gelu:
       break;
   }
   return ag::gelu(x);
 }
+
+Var swiglu(const Var& a, const Var& b) { return ag::mul(ag::mul(a, ag::sigmoid(a)), b); }
 
 PositionwiseFeedForward::PositionwiseFeedForward(int64_t d, int64_t d_ff, Generator& gen,
                                                  Activation a, double p,
@@ -67,10 +98,15 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d, int64_t d_ff, Genera
   linear1 = register_module("linear1", std::make_shared<Linear>(d, d_ff, gen));
   linear2 = register_module("linear2", std::make_shared<Linear>(d_ff, d, gen));
   dropout = register_module("dropout", std::make_shared<Dropout>(p, std::move(dropout_gen)));
+  // drawn last: the other kinds' parameters stay as they were
+  if (a == Activation::swiglu)
+    linear3 = register_module("linear3", std::make_shared<Linear>(d, d_ff, gen));
 }
 
 Var PositionwiseFeedForward::forward(const Var& x) const {
-  return linear2->forward(dropout->forward(activate(linear1->forward(x), act)));
+  const Var h = act == Activation::swiglu ? swiglu(linear1->forward(x), linear3->forward(x))
+                                          : activate(linear1->forward(x), act);
+  return linear2->forward(dropout->forward(h));
 }
 
 }  // namespace qkv::nn

@@ -1,4 +1,5 @@
-// The basic layers: Linear, Embedding, LayerNorm, Dropout, PositionwiseFeedForward.
+// The basic layers: Linear, Embedding, LayerNorm and RMSNorm (each a Norm), Dropout,
+// PositionwiseFeedForward, and the logits' soft cap.
 // Shapes: "..." is any number of leading dims (batch, sequence).
 #pragma once
 #include <memory>
@@ -32,14 +33,36 @@ class Embedding : public Module {
   bool scale_by_sqrt_dim;
 };
 
-// Normalises the last dim: (x - mean) / sqrt(var + eps) * weight + bias. x: (..., d).
-class LayerNorm : public Module {
+// A normalisation of the last dim, x: (..., d) -> (..., d); model.norm picks the kind.
+class Norm : public Module {
+ public:
+  virtual Var forward(const Var& x) const = 0;
+};
+
+// (x - mean) / sqrt(var + eps) * weight + bias.
+class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t d, double eps = 1e-5);
-  Var forward(const Var& x) const;
+  Var forward(const Var& x) const override;
   Var weight, bias;
   double eps;
 };
+
+// x / sqrt(mean(x^2) + eps) * weight (Zhang & Sennrich 2019; torch.nn.RMSNorm): weight (d),
+// ones at the start; no bias.
+class RMSNorm : public Norm {
+ public:
+  explicit RMSNorm(int64_t d, double eps = 1e-5);
+  Var forward(const Var& x) const override;
+  Var weight;
+  double eps;
+};
+
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t d, double eps);
+
+// cap > 0: cap * tanh(logits / cap) (Gemma 2, modded-nanogpt), logits squashed into
+// (-cap, cap) smoothly; cap == 0: the logits as they are.
+Var soft_cap(const Var& logits, double cap);
 
 // Inverted dropout with probability p while training; identity in eval mode or when p == 0.
 // The mask comes from a generator shared by the whole model, so a checkpoint that saves that
@@ -52,17 +75,22 @@ class Dropout : public Module {
   std::shared_ptr<Generator> gen;
 };
 
-Activation parse_activation(const std::string& name);  // "relu" | "gelu"
+Activation parse_activation(const std::string& name);  // "relu" | "gelu" | "relu2" | "swiglu"
+// relu, gelu, relu2: the nonlinearity of x. swiglu gates two inputs: use swiglu() instead.
 Var activate(const Var& x, Activation a);
+// silu(a) * b, silu(a) = a * sigmoid(a): the gate of a SwiGLU FFN (Shazeer 2020).
+Var swiglu(const Var& a, const Var& b);
 
 // FFN(x) = act(x W1^T + b1) W2^T + b2, with dropout after the activation (as PyTorch's
 // Transformer layers). x: (..., d) -> (..., d); inner width d_ff (default 4d).
+// swiglu: FFN(x) = (silu(x W1^T + b1) * (x W3^T + b3)) W2^T + b2, linear3 the third matrix
+// (d_ff as given: 1.5x the parameters of the other kinds at the same d_ff).
 class PositionwiseFeedForward : public Module {
  public:
   PositionwiseFeedForward(int64_t d, int64_t d_ff, Generator& gen, Activation act, double dropout,
                           std::shared_ptr<Generator> dropout_gen);
   Var forward(const Var& x) const;
-  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Linear> linear1, linear2, linear3;  // linear3: swiglu only
   std::shared_ptr<Dropout> dropout;
   Activation act;
 };

@@ -27,6 +27,8 @@ void ModelConfig::validate() const {
            std::to_string(tgt_vocab) + ")");
   need(attention_scale >= 0, "attention_scale", "must be >= 0 (0 means 1/sqrt(d_k))");
   need(layer_norm_eps > 0, "layer_norm_eps", "must be positive");
+  need(std::isfinite(logit_softcap) && logit_softcap >= 0, "logit_softcap",
+       "must be >= 0 (0: off), got " + std::to_string(logit_softcap));
   need(window >= 0, "window", "must be >= 0 (0: full attention), got " + std::to_string(window));
   if (const auto c =
           attention_conflict(attention, position, window, attention_dropout, d_model / heads))
@@ -54,6 +56,8 @@ BlockConfig ModelConfig::block() const {
   b.attention_dropout = attention_dropout;
   b.norm_first = norm_first;
   b.layer_norm_eps = layer_norm_eps;
+  b.norm = norm;
+  b.qk_norm = qk_norm;
   b.activation = activation;
   if (attention_scale > 0) b.scale = attention_scale;
   b.bias = bias;
@@ -91,8 +95,9 @@ Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
 }
 
 Var Seq2Seq::project(const Var& h) const {
-  if (output) return output->forward(h);
-  return ag::linear(h, tgt_embed->weight);  // tied: logits = h E^T
+  const Var logits =
+      output ? output->forward(h) : ag::linear(h, tgt_embed->weight);  // tied: logits = h E^T
+  return soft_cap(logits, config.logit_softcap);
 }
 
 Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights) const {

@@ -19,7 +19,7 @@ namespace qkv::nn {
 
 struct ModelConfig {
   // encoder_decoder (Seq2Seq) | decoder (DecoderLM: decoder_layers causal self-attention
-  // blocks; encoder_layers, share_embeddings and tie_output do not apply, the head is tied)
+  // blocks; encoder_layers and share_embeddings do not apply)
   ModelKind kind = ModelKind::encoder_decoder;
   int64_t src_vocab = 0;  // set from the data's vocabulary
   int64_t tgt_vocab = 0;
@@ -30,9 +30,11 @@ struct ModelConfig {
   int64_t decoder_layers = 2;
   double dropout = 0.1;
   double attention_dropout = 0.0;
-  bool norm_first = false;  // false: post-LN (the lesson's); true: pre-LN
-  bool final_norm = false;  // a LayerNorm after each stack (always on for pre-LN)
-  Activation activation = Activation::relu;
+  bool norm_first = false;              // false: post-LN (the lesson's); true: pre-LN
+  bool final_norm = false;              // a norm after each stack (always on for pre-LN)
+  NormKind norm = NormKind::layernorm;  // layernorm | rmsnorm: every norm of the model
+  bool qk_norm = false;  // RMSNorm over each head's queries and keys (every attention layer)
+  Activation activation = Activation::relu;  // relu | gelu | relu2 | swiglu
   // sinusoidal | learned (added to the embeddings) | relative | rope (inside self-attention,
   // encoder and decoder; cross-attention is content-only) | none
   PositionKind position = PositionKind::sinusoidal;
@@ -40,9 +42,11 @@ struct ModelConfig {
   int64_t relative_clip = 16;     // relative positions only: offsets clipped to +-K
   bool scale_embedding = true;    // embeddings * sqrt(d_model)
   bool share_embeddings = false;  // one table for source and target (same vocab)
-  bool tie_output = false;        // output projection = target embedding^T
+  bool tie_output = false;        // output projection = target embedding^T (decoder: the
+                                  // default; false gives it an output matrix of its own)
+  double logit_softcap = 0.0;     // > 0: logits = C * tanh(logits / C); 0: off
   double attention_scale = 0.0;   // 0: 1/sqrt(d_k) (default); else this number (1 = none)
-  double layer_norm_eps = 1e-5;
+  double layer_norm_eps = 1e-5;   // LayerNorm's or RMSNorm's eps (and qk_norm's)
   bool bias = true;
   AttentionKind attention = AttentionKind::dot;  // dot | additive | linear: every layer's scorer
   int64_t window = 0;  // > 0: sliding-window self-attention (dot only); 0 = full

@@ -10,9 +10,11 @@ namespace {
 std::shared_ptr<MultiHeadAttention> make_attention(const BlockConfig& c, Generator& gen,
                                                    const std::shared_ptr<Generator>& dgen,
                                                    bool self) {
-  return std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.bias, c.scale,
-                                              c.attention_dropout, dgen, c.attention,
-                                              self ? c.window : 0);
+  auto a = std::make_shared<MultiHeadAttention>(c.d_model, c.heads, gen, c.bias, c.scale,
+                                                c.attention_dropout, dgen, c.attention,
+                                                self ? c.window : 0);
+  if (c.qk_norm) a->use_qk_norm(c.layer_norm_eps);
+  return a;
 }
 
 }  // namespace
@@ -36,8 +38,8 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator
   self_attn->use_positions(c.position, c.relative_clip);
   ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
                                    c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  norm1 = register_module("norm1", make_norm(c.norm, c.d_model, c.layer_norm_eps));
+  norm2 = register_module("norm2", make_norm(c.norm, c.d_model, c.layer_norm_eps));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dgen));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dgen));
 }
@@ -73,9 +75,9 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator
   cross_attn = register_module("cross_attn", make_attention(c, gen, dgen, false));
   ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
                                    c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
-  norm3 = register_module("norm3", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  norm1 = register_module("norm1", make_norm(c.norm, c.d_model, c.layer_norm_eps));
+  norm2 = register_module("norm2", make_norm(c.norm, c.d_model, c.layer_norm_eps));
+  norm3 = register_module("norm3", make_norm(c.norm, c.d_model, c.layer_norm_eps));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dgen));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dgen));
   dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout, dgen));
@@ -130,8 +132,7 @@ Encoder::Encoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& ge
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(std::make_shared<TransformerEncoderBlock>(c, gen, dgen));
   register_module("layers", std::make_shared<ModuleList>(layers));
-  if (final_norm)
-    norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  if (final_norm) norm = register_module("norm", make_norm(c.norm, c.d_model, c.layer_norm_eps));
 }
 
 Var Encoder::forward(const Var& x, const Tensor& mask, std::vector<Var>* weights) const {
@@ -158,8 +159,7 @@ Decoder::Decoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& ge
   for (int64_t i = 0; i < n; ++i)
     layers.push_back(std::make_shared<TransformerDecoderBlock>(c, gen, dgen));
   register_module("layers", std::make_shared<ModuleList>(layers));
-  if (final_norm)
-    norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps));
+  if (final_norm) norm = register_module("norm", make_norm(c.norm, c.d_model, c.layer_norm_eps));
 }
 
 Var Decoder::forward(const Var& x, const Var& memory, const Tensor& self_mask,

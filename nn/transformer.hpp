@@ -18,7 +18,9 @@ struct BlockConfig {
   double dropout = 0.1;
   double attention_dropout = 0.0;
   bool norm_first = false;
-  double layer_norm_eps = 1e-5;
+  double layer_norm_eps = 1e-5;  // LayerNorm's or RMSNorm's eps (and qk_norm's)
+  NormKind norm = NormKind::layernorm;
+  bool qk_norm = false;  // RMSNorm (no gain) over each head's queries and keys, every layer
   Activation activation = Activation::relu;
   Scale scale = std::nullopt;  // attention scale; nullopt = 1/sqrt(d_k)
   bool bias = true;
@@ -57,7 +59,7 @@ class TransformerEncoderBlock : public Module {
   bool norm_first;
   std::shared_ptr<MultiHeadAttention> self_attn;
   std::shared_ptr<PositionwiseFeedForward> ffn;
-  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Norm> norm1, norm2;
   std::shared_ptr<Dropout> dropout1, dropout2;
 };
 
@@ -84,12 +86,12 @@ class TransformerDecoderBlock : public Module {
   bool norm_first;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<PositionwiseFeedForward> ffn;
-  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<Norm> norm1, norm2, norm3;
   std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
 };
 
-// N encoder blocks, with a final LayerNorm when final_norm (pre-LN stacks need one; PyTorch's
-// nn.Transformer adds one to post-LN stacks too).
+// N encoder blocks, with a final norm (BlockConfig::norm) when final_norm (pre-LN stacks need one;
+// PyTorch's nn.Transformer adds one to post-LN stacks too).
 class Encoder : public Module {
  public:
   Encoder(int64_t layers, const BlockConfig& c, bool final_norm, Generator& gen,
@@ -99,7 +101,7 @@ class Encoder : public Module {
   // Causal incremental form (decoder-only LMs): see TransformerEncoderBlock::forward_step.
   Var forward_step(const Var& x, std::vector<SelfAttentionCache>& cache) const;
   std::vector<std::shared_ptr<TransformerEncoderBlock>> layers;
-  std::shared_ptr<LayerNorm> norm;  // null without final_norm
+  std::shared_ptr<Norm> norm;  // null without final_norm
 };
 
 class Decoder : public Module {
@@ -113,7 +115,7 @@ class Decoder : public Module {
                    std::vector<DecoderBlockCache>& cache,
                    std::vector<Var>* cross_weights = nullptr) const;
   std::vector<std::shared_ptr<TransformerDecoderBlock>> layers;
-  std::shared_ptr<LayerNorm> norm;
+  std::shared_ptr<Norm> norm;
 };
 
 }  // namespace qkv::nn

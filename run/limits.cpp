@@ -131,12 +131,13 @@ MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_voc
       (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (d + 1));
   const double pos_params =
       m.position == nn::PositionKind::learned ? 2 * static_cast<double>(m.max_len) * d : 0;
-  const double block_params = enc * (4 * d * d + 2 * d * ff) + dec * (8 * d * d + 2 * d * ff);
+  const double ffm = m.activation == nn::Activation::swiglu ? 3 : 2;  // swiglu: a third matrix
+  const double block_params = enc * (4 * d * d + ffm * d * ff) + dec * (8 * d * d + ffm * d * ff);
   const double params = vocab_params + pos_params + block_params;
   const double t_vocab = per_param * vocab_params + 4 * tokens * 3 * tv;
   const double t_pos = per_param * pos_params;
   const double t_d = per_param * (enc * 4 + dec * 8) * d * d + 4 * tokens * layers * 16 * d;
-  const double t_ff = per_param * layers * 2 * d * ff + 4 * tokens * layers * 3 * ff;
+  const double t_ff = per_param * layers * ffm * d * ff + 4 * tokens * layers * (ffm + 1) * ff;
   // (batch, heads, n, n) weights exist only where the fused kernel is not used
   const bool weights = m.attention_dropout > 0 || m.attention != nn::AttentionKind::dot ||
                        c.train.log_attention_entropy || m.position == nn::PositionKind::relative;

@@ -55,6 +55,7 @@ TEST_CASE("kinds: every names table reads back what it writes") {
   check_table<nn::PositionKind>("model.position");
   check_table<nn::AttentionKind>("model.attention");
   check_table<nn::Activation>("model.activation");
+  check_table<nn::NormKind>("model.norm");
   check_table<data::TaskKind>("data.task");
   check_table<data::TokenizerKind>("data.tokenizer");
   check_table<optim::OptimizerKind>("optim.name");
@@ -67,6 +68,7 @@ TEST_CASE("kinds: the config reader parses each name once and prints it back") {
   check_reader<nn::PositionKind>("model", "position", "");
   check_reader<nn::AttentionKind>("model", "attention", "");
   check_reader<nn::Activation>("model", "activation", "");
+  check_reader<nn::NormKind>("model", "norm", "");
   check_reader<data::TokenizerKind>("data", "tokenizer", "");
   check_reader<BestMetric>("train", "best_metric", "");
   check_reader<optim::ScheduleKind>("optim", "schedule", "");
