@@ -14,14 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string config(const std::string& name) {
-  std::string s(1, '\'');
-  s += source_dir();
-  s += "/configs/";
-  s += name;
-  s += '\'';
-  return s;
-}
+std::string config(const std::string& name) { return shipped_config(name); }
 
 // A copy run of a few seconds.
 const std::string kData =

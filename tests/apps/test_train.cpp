@@ -13,15 +13,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Quoted for the shell. (Built with += : gcc 12 warns falsely about "'" + std::string.)
-std::string config(const std::string& name) {
-  std::string s(1, '\'');
-  s += source_dir();
-  s += "/configs/";
-  s += name;
-  s += '\'';
-  return s;
-}
+std::string config(const std::string& name) { return shipped_config(name); }
 
 // A small, fast copy run: 2000 examples, dropout on (so the dropout RNG must resume too).
 const std::string kSmall =

@@ -260,6 +260,24 @@ Prepared cross_entropy_case(DType dt, int64_t ignore_index, double smoothing) {
   return p;
 }
 
+// tests/nn/reference_nn.py run on every case in dir, its output kept for a failure's message.
+struct ReferenceRun {
+  std::string command, output;
+  int status = -1;
+};
+
+ReferenceRun run_reference(const fs::path& script, const TempDir& dir) {
+  ReferenceRun r;
+  const std::string log = dir.file("python.log");
+  r.command =
+      "/usr/bin/python3 '" + script.string() + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
+  r.status = std::system(r.command.c_str());
+  std::stringstream out;
+  out << std::ifstream(log).rdbuf();
+  r.output = out.str();
+  return r;
+}
+
 // Tolerances of the per-tensor error (see the top of the file).
 constexpr double kFloor = 1e-2;
 double tolerance(DType dt) { return dt == DType::f64 ? 1e-9 : 2e-5; }
@@ -420,14 +438,9 @@ TEST_CASE(
       prepared.emplace(id, std::make_pair(std::move(p), dt));
     }
 
-  const std::string log = dir.file("python.log");
-  const std::string cmd =
-      "/usr/bin/python3 '" + script.string() + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::stringstream out;
-  out << std::ifstream(log).rdbuf();
-  INFO("command: " << cmd << "\nexit status " << rc << "\noutput:\n" << out.str());
-  if (rc != 0)
+  const ReferenceRun ref = run_reference(script, dir);
+  INFO("command: " << ref.command << "\nexit status " << ref.status << "\noutput:\n" << ref.output);
+  if (ref.status != 0)
     FAIL(
         "the PyTorch reference failed; /usr/bin/python3 needs Debian's python3-torch and "
         "python3-numpy (make install)");
@@ -489,14 +502,9 @@ TEST_CASE("nn matches PyTorch autocast: the GPT layout in bf16, forward and grad
     save_safetensors(dir.file(id + ".in.safetensors"), p.to_torch, {{"config", p.config.dump()}});
     prepared.emplace(id, std::move(p));
   }
-  const std::string log = dir.file("python.log");
-  const std::string cmd =
-      "/usr/bin/python3 '" + script.string() + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::stringstream out;
-  out << std::ifstream(log).rdbuf();
-  INFO("command: " << cmd << "\nexit status " << rc << "\noutput:\n" << out.str());
-  REQUIRE(rc == 0);
+  const ReferenceRun ref = run_reference(script, dir);
+  INFO("command: " << ref.command << "\nexit status " << ref.status << "\noutput:\n" << ref.output);
+  REQUIRE(ref.status == 0);
   constexpr double kBf16OutputTolerance = 2e-2, kBf16GradTolerance = 8e-2;
   for (const auto& [id, p] : prepared) {
     const std::vector<TensorError> errors =

@@ -18,6 +18,17 @@ namespace qkv::testing {
 
 inline std::string qkv_binary() { return env_or("QKV_BUILD_DIR", ".") + "/apps/qkv"; }
 
+// A shipped config's path, quoted for the shell: configs/NAME under the source tree. (Built
+// with += : gcc 12 warns falsely about "'" + std::string.)
+inline std::string shipped_config(const std::string& name) {
+  std::string s(1, '\'');
+  s += source_dir();
+  s += "/configs/";
+  s += name;
+  s += '\'';
+  return s;
+}
+
 struct RunResult {
   int status = -1;     // exit code
   std::string output;  // stdout and stderr
