@@ -23,8 +23,7 @@ const ModelConfig& validated_lm(const ModelConfig& c) {
 
 // Its tensors are saved under "lm.": the name the language model had in every run folder.
 DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Generator> dgen)
-    : Model(std::move(dgen), "lm"),
-      logit_softcap(c.logit_softcap) {
+    : Model(std::move(dgen), "lm"), logit_softcap(c.logit_softcap) {
   QKV_CHECK(c.tgt_vocab > 0 && c.decoder_layers > 0, "DecoderLM", "needs a vocabulary (got ",
             c.tgt_vocab, ") and at least one layer (got ", c.decoder_layers, ")");
   embed = register_module(

@@ -30,10 +30,7 @@ TEST_CASE("perplexity: exp of the mean token NLL, bits per char its log2, by han
   ag::NoGrad no_grad;
   for (int64_t o = 0; o + block < static_cast<int64_t>(stream.size()); o += block) {
     const data::Ids in(stream.begin() + o, stream.begin() + o + block);
-    const Tensor logits =
-        model.forward(from_vector<int64_t>(in, {1, block}))
-            .data()
-            .to(DType::f64);
+    const Tensor logits = model.forward(from_vector<int64_t>(in, {1, block})).data().to(DType::f64);
     for (int64_t t = 0; t < block; ++t) {
       const std::vector<double> row = to_vector<double>(logits.select(0, 0).select(0, t));
       double mx = row[0];
