@@ -15,11 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool complete(const fs::path& ckpt) {
-  return fs::exists(ckpt / "model.safetensors") && fs::exists(ckpt / "optim.safetensors") &&
-         fs::exists(ckpt / "state.json");
-}
-
 // sum += x, element-wise in float64.
 void accumulate(std::vector<double>& sum, const Tensor& x) {
   const std::vector<double> v = to_vector<double>(x.to(DType::f64).contiguous());
@@ -33,15 +28,8 @@ std::vector<std::string> last_checkpoints(const std::string& run_dir, int64_t n,
   QKV_CHECK(fs::exists(fs::path(run_dir) / "config.toml"), "average", run_dir,
             ": not a run folder (no config.toml)");
   const fs::path dir = fs::path(run_dir) / "checkpoints";
-  std::vector<std::string> steps;
-  if (fs::is_directory(dir))
-    for (const auto& e : fs::directory_iterator(dir)) {
-      const std::string name = e.path().filename().string();
-      if (e.is_directory() && name.rfind("step-", 0) == 0 && complete(e.path()))
-        steps.push_back(name);
-    }
+  const std::vector<std::string> steps = step_checkpoints(run_dir);
   QKV_CHECK(!steps.empty(), "average", run_dir, ": no checkpoint in this run folder");
-  std::sort(steps.begin(), steps.end());  // step-%08d: by step
   const auto have = static_cast<int64_t>(steps.size());
   QKV_CHECK(!exact || have >= n, "average", run_dir, " keeps ", have, " checkpoint",
             have == 1 ? "" : "s", ", fewer than the last ", n,

@@ -287,6 +287,18 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Model& model,
   return name;
 }
 
+std::vector<std::string> step_checkpoints(const std::string& run_dir) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  std::vector<std::string> steps;
+  if (!fs::is_directory(dir)) return steps;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step-", 0) == 0 && complete(e.path())) steps.push_back(n);
+  }
+  std::sort(steps.begin(), steps.end());  // step-%08d: by step
+  return steps;
+}
+
 std::string find_checkpoint(const std::string& run_dir, const std::string& which) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   if (!fs::is_directory(dir)) return "";
@@ -295,14 +307,8 @@ std::string find_checkpoint(const std::string& run_dir, const std::string& which
     if (!n.empty() && n.find('/') == std::string::npos && complete(dir / n))
       return (dir / n).string();
   }
-  std::vector<std::string> steps;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("step-", 0) == 0 && complete(e.path())) steps.push_back(n);
-  }
-  if (steps.empty()) return "";
-  std::sort(steps.begin(), steps.end());
-  return (dir / steps.back()).string();
+  const std::vector<std::string> steps = step_checkpoints(run_dir);
+  return steps.empty() ? "" : (dir / steps.back()).string();
 }
 
 TrainState load_checkpoint(const std::string& ckpt_dir, nn::Model& model, optim::Optimizer* opt) {

@@ -78,6 +78,9 @@ using TrainState = train::TrainState;
 std::string save_checkpoint(const std::string& run_dir, const nn::Model& model,
                             const optim::Optimizer& opt, const TrainState& st, int64_t keep,
                             bool is_best);
+// The names of run_dir's complete step-* checkpoint folders (model, optimizer and state
+// written), oldest first; empty when there is none.
+std::vector<std::string> step_checkpoints(const std::string& run_dir);
 // The checkpoint "latest" (or "best") names; falls back to the newest complete step-* folder.
 // Empty when there is none.
 std::string find_checkpoint(const std::string& run_dir, const std::string& which = "latest");
