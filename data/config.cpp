@@ -45,8 +45,6 @@ void validate(const DataConfig& c) {
                   "split names must be non-empty file-name stems, got '", *sp, "'");
   QKV_KEY_CHECK(c.tokenizer != TokenizerKind::sentencepiece || c.spm_vocab_size > 4,
                 "spm_vocab_size", "must be more than the 4 specials, got ", c.spm_vocab_size);
-  QKV_KEY_CHECK(parse_sentencepiece_type(c.spm_type), "spm_type", "must be unigram or bpe, got '",
-                c.spm_type, "'");
   QKV_KEY_CHECK(c.min_freq >= 1, "min_freq", "must be >= 1, got ", c.min_freq);
   QKV_KEY_CHECK(c.max_vocab == 0 || c.max_vocab > 4, "max_vocab",
                 "must be 0 (no cap) or more than the 4 specials, got ", c.max_vocab);

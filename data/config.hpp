@@ -49,8 +49,8 @@ struct DataConfig {
   // sentencepiece: trained on the training split at the start of a run (one model for both
   // sides when shared_vocab, else one per side)
   int64_t spm_vocab_size = 8000;
-  std::string spm_type = "unigram";  // unigram | bpe
-  int64_t min_freq = 1;              // vocabulary: keep tokens seen this often in train
+  SpmType spm_type = SpmType::unigram;  // unigram | bpe
+  int64_t min_freq = 1;                 // vocabulary: keep tokens seen this often in train
   int64_t max_vocab = 0;  // vocabulary: at most this many entries, specials included (0 = no cap)
   bool shared_vocab = true;  // one vocabulary for both sides
   int64_t max_seq_len =

@@ -30,17 +30,11 @@ class Sentences : public sentencepiece::SentenceIterator {
 
 }  // namespace
 
-bool parse_sentencepiece_type(const std::string& name) {
-  return name == "unigram" || name == "bpe";
-}
-
 SentencePiece SentencePiece::train(const std::vector<std::string>& sentences,
                                    const SentencePieceOptions& o) {
-  QKV_CHECK(parse_sentencepiece_type(o.type), "sentencepiece",
-            "data.spm_type must be unigram or bpe, got '", o.type, "'");
   QKV_CHECK(!sentences.empty(), "sentencepiece", "no training sentences");
   const std::unordered_map<std::string, std::string> args = {
-      {"model_type", o.type},
+      {"model_type", std::string(name_of(o.type))},
       {"vocab_size", std::to_string(o.vocab_size)},
       {"character_coverage", std::to_string(o.character_coverage)},
       // qkv's specials, at qkv's ids: piece id == token id
@@ -68,7 +62,7 @@ SentencePiece SentencePiece::train(const std::vector<std::string>& sentences,
   std::string bytes;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &bytes);
   QKV_CHECK(status.ok(), "sentencepiece", "training failed (data.spm_vocab_size = ", o.vocab_size,
-            ", data.spm_type = ", o.type, "): ", status.ToString());
+            ", data.spm_type = ", name_of(o.type), "): ", status.ToString());
   return from_serialized(std::move(bytes), "trained model");
 }
 

@@ -12,10 +12,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/names.hpp"
 #include "data/vocab.hpp"
 
 namespace sentencepiece {
@@ -24,9 +26,15 @@ class SentencePieceProcessor;
 
 namespace qkv::data {
 
+// data.spm_type: SentencePiece's segmentation model.
+enum class SpmType { unigram, bpe };
+inline constexpr EnumName<SpmType> kSpmTypeNames[] = {{"unigram", SpmType::unigram},
+                                                      {"bpe", SpmType::bpe}};
+constexpr std::span<const EnumName<SpmType>> names_of(SpmType) { return kSpmTypeNames; }
+
 struct SentencePieceOptions {
-  int64_t vocab_size = 8000;     // pieces, the 4 specials included
-  std::string type = "unigram";  // unigram | bpe
+  int64_t vocab_size = 8000;  // pieces, the 4 specials included
+  SpmType type = SpmType::unigram;
   double character_coverage = 1.0;
   uint64_t seed = 1;
 };
@@ -50,7 +58,5 @@ class SentencePiece {
   std::shared_ptr<const sentencepiece::SentencePieceProcessor> sp_;
   std::string bytes_;
 };
-
-bool parse_sentencepiece_type(const std::string& name);  // true for unigram / bpe
 
 }  // namespace qkv::data

@@ -144,7 +144,7 @@ TEST_CASE("config: train.best_metric and the parallel corpus keys") {
       "[data]\ntask = \"parallel\"\npath = \"/corpus\"\nsrc_lang = \"de\"\ntgt_lang = \"en\"\n"
       "tokenizer = \"sentencepiece\"\nspm_vocab_size = 500\nspm_type = \"bpe\"\n"
       "[train]\nbest_metric = \"bleu\"\n");
-  CHECK(c.data.spm_type == "bpe");
+  CHECK(c.data.spm_type == data::SpmType::bpe);
   CHECK(c.data.valid_split == "valid");
   // The effective config reads back to the same keys.
   const RunConfig back = config_from_toml(parse_config(effective_toml(c), "eff.toml"));
