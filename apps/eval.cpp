@@ -23,8 +23,7 @@ namespace {
 // and the same seeds, so only the lengths change. Text tasks (tsv, dates) have no length knob.
 void regenerate(run::LoadedRun& r, int64_t min_len, int64_t max_len) {
   data::DataConfig c = r.config.data;
-  // annotated_copy is synthetic too, but of one fixed length
-  if (!data::is_synthetic(c.task) || c.task == data::TaskKind::annotated_copy)
+  if (!data::has_length_range(c.task))  // annotated_copy is synthetic too, of one fixed length
     throw Error("eval --max-len: data.task = '" + std::string(name_of(c.task)) +
                 "' cannot be regenerated at other lengths (only copy, reverse and sort)");
   if (min_len > max_len)

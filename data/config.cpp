@@ -3,56 +3,50 @@
 #include <filesystem>
 
 #include "data/corpus.hpp"
-#include "data/dates.hpp"
-#include "data/lm.hpp"
 #include "data/parallel.hpp"
-#include "data/tasks.hpp"
-#include "data/utf8.hpp"
+#include "data/task_loading.hpp"
 
 namespace qkv::data {
-
-#define QKV_KEY_CHECK(cond, key, ...)                                           \
-  do {                                                                          \
-    if (!(cond)) throw ::qkv::Error(::qkv::cat("data." key ": ", __VA_ARGS__)); \
-  } while (0)
 
 void validate(const DataConfig& c) {
   const bool parallel = c.task == TaskKind::parallel, tsv = c.task == TaskKind::tsv;
   const bool lm = is_language_model(c.task);
-  QKV_KEY_CHECK(c.vocab_size >= 1, "vocab_size", "must be >= 1, got ", c.vocab_size);
-  QKV_KEY_CHECK(c.min_len >= 1, "min_len", "must be >= 1, got ", c.min_len);
-  QKV_KEY_CHECK(c.max_len >= c.min_len, "max_len", "must be >= min_len = ", c.min_len, ", got ",
-                c.max_len);
-  QKV_KEY_CHECK(c.train_size >= 0, "train_size", "must be >= 0, got ", c.train_size);
-  QKV_KEY_CHECK(c.train_size > 0 || tsv || parallel, "train_size", "must be >= 1 for ",
-                name_of(c.task));
-  QKV_KEY_CHECK(c.valid_size >= 0, "valid_size", "must be >= 0, got ", c.valid_size);
-  QKV_KEY_CHECK(c.test_size >= 0, "test_size", "must be >= 0, got ", c.test_size);
-  QKV_KEY_CHECK(!tsv || !c.path.empty(), "path", "is required for task tsv");
-  QKV_KEY_CHECK(!lm || !c.path.empty(), "path", "is required for task lm");
-  QKV_KEY_CHECK(c.block_size >= 1, "block_size", "must be >= 1, got ", c.block_size);
-  QKV_KEY_CHECK(!lm || c.tokenizer != TokenizerKind::words, "tokenizer",
-                "task lm takes \"char\" or \"sentencepiece\", got \"word\"");
-  QKV_KEY_CHECK(!parallel || !c.path.empty(), "path",
-                "is required for task parallel (the folder of SPLIT.LANG[.gz] files)");
-  QKV_KEY_CHECK(!parallel || !c.src_lang.empty(), "src_lang",
-                "is required for task parallel (e.g. \"de\" for train.de.gz)");
-  QKV_KEY_CHECK(!parallel || !c.tgt_lang.empty(), "tgt_lang",
-                "is required for task parallel (e.g. \"en\" for train.en.gz)");
-  QKV_KEY_CHECK(!parallel || c.src_lang != c.tgt_lang, "tgt_lang", "must differ from src_lang");
+  QKV_DATA_KEY_CHECK(c.vocab_size >= 1, "vocab_size", "must be >= 1, got ", c.vocab_size);
+  QKV_DATA_KEY_CHECK(c.min_len >= 1, "min_len", "must be >= 1, got ", c.min_len);
+  QKV_DATA_KEY_CHECK(c.max_len >= c.min_len, "max_len", "must be >= min_len = ", c.min_len,
+                     ", got ", c.max_len);
+  QKV_DATA_KEY_CHECK(c.train_size >= 0, "train_size", "must be >= 0, got ", c.train_size);
+  QKV_DATA_KEY_CHECK(c.train_size > 0 || tsv || parallel, "train_size", "must be >= 1 for ",
+                     name_of(c.task));
+  QKV_DATA_KEY_CHECK(c.valid_size >= 0, "valid_size", "must be >= 0, got ", c.valid_size);
+  QKV_DATA_KEY_CHECK(c.test_size >= 0, "test_size", "must be >= 0, got ", c.test_size);
+  QKV_DATA_KEY_CHECK(!tsv || !c.path.empty(), "path", "is required for task tsv");
+  QKV_DATA_KEY_CHECK(!lm || !c.path.empty(), "path", "is required for task lm");
+  QKV_DATA_KEY_CHECK(c.block_size >= 1, "block_size", "must be >= 1, got ", c.block_size);
+  QKV_DATA_KEY_CHECK(!lm || c.tokenizer != TokenizerKind::words, "tokenizer",
+                     "task lm takes \"char\" or \"sentencepiece\", got \"word\"");
+  QKV_DATA_KEY_CHECK(!parallel || !c.path.empty(), "path",
+                     "is required for task parallel (the folder of SPLIT.LANG[.gz] files)");
+  QKV_DATA_KEY_CHECK(!parallel || !c.src_lang.empty(), "src_lang",
+                     "is required for task parallel (e.g. \"de\" for train.de.gz)");
+  QKV_DATA_KEY_CHECK(!parallel || !c.tgt_lang.empty(), "tgt_lang",
+                     "is required for task parallel (e.g. \"en\" for train.en.gz)");
+  QKV_DATA_KEY_CHECK(!parallel || c.src_lang != c.tgt_lang, "tgt_lang",
+                     "must differ from src_lang");
   for (const std::string* sp : {&c.train_split, &c.valid_split, &c.test_split})
-    QKV_KEY_CHECK(!parallel || (!sp->empty() && sp->find('/') == std::string::npos), "train_split",
-                  "split names must be non-empty file-name stems, got '", *sp, "'");
-  QKV_KEY_CHECK(c.tokenizer != TokenizerKind::sentencepiece || c.spm_vocab_size > 4,
-                "spm_vocab_size", "must be more than the 4 specials, got ", c.spm_vocab_size);
-  QKV_KEY_CHECK(c.min_freq >= 1, "min_freq", "must be >= 1, got ", c.min_freq);
-  QKV_KEY_CHECK(c.max_vocab == 0 || c.max_vocab > 4, "max_vocab",
-                "must be 0 (no cap) or more than the 4 specials, got ", c.max_vocab);
-  QKV_KEY_CHECK(c.max_seq_len >= 0, "max_seq_len", "must be >= 0, got ", c.max_seq_len);
-  QKV_KEY_CHECK(c.batch_size >= 1, "batch_size", "must be >= 1, got ", c.batch_size);
-  QKV_KEY_CHECK(c.max_tokens >= 0, "max_tokens", "must be >= 0, got ", c.max_tokens);
-  QKV_KEY_CHECK(c.bucket_pool >= 1, "bucket_pool", "must be >= 1, got ", c.bucket_pool);
-  QKV_KEY_CHECK(c.prefetch >= 0, "prefetch", "must be >= 0, got ", c.prefetch);
+    QKV_DATA_KEY_CHECK(!parallel || (!sp->empty() && sp->find('/') == std::string::npos),
+                       "train_split", "split names must be non-empty file-name stems, got '", *sp,
+                       "'");
+  QKV_DATA_KEY_CHECK(c.tokenizer != TokenizerKind::sentencepiece || c.spm_vocab_size > 4,
+                     "spm_vocab_size", "must be more than the 4 specials, got ", c.spm_vocab_size);
+  QKV_DATA_KEY_CHECK(c.min_freq >= 1, "min_freq", "must be >= 1, got ", c.min_freq);
+  QKV_DATA_KEY_CHECK(c.max_vocab == 0 || c.max_vocab > 4, "max_vocab",
+                     "must be 0 (no cap) or more than the 4 specials, got ", c.max_vocab);
+  QKV_DATA_KEY_CHECK(c.max_seq_len >= 0, "max_seq_len", "must be >= 0, got ", c.max_seq_len);
+  QKV_DATA_KEY_CHECK(c.batch_size >= 1, "batch_size", "must be >= 1, got ", c.batch_size);
+  QKV_DATA_KEY_CHECK(c.max_tokens >= 0, "max_tokens", "must be >= 0, got ", c.max_tokens);
+  QKV_DATA_KEY_CHECK(c.bucket_pool >= 1, "bucket_pool", "must be >= 1, got ", c.bucket_pool);
+  QKV_DATA_KEY_CHECK(c.prefetch >= 0, "prefetch", "must be >= 0, got ", c.prefetch);
 }
 
 LoaderOptions loader_options(const DataConfig& c) {
@@ -66,9 +60,6 @@ LoaderOptions loader_options(const DataConfig& c) {
   return o;
 }
 
-namespace {
-using Tokenized = std::vector<std::vector<std::string>>;
-
 // The SentencePiece training options of the [data] keys (parallel corpora and language models).
 SentencePieceOptions sentencepiece_options(const DataConfig& c) {
   SentencePieceOptions o;
@@ -77,6 +68,9 @@ SentencePieceOptions sentencepiece_options(const DataConfig& c) {
   o.seed = c.seed;
   return o;
 }
+
+namespace {
+using Tokenized = std::vector<std::vector<std::string>>;
 
 // The vocabularies of the training pairs: SentencePiece models (loaded from c.spm_dir when
 // it holds them, else trained), or a vocabulary of char / word tokens.
@@ -145,6 +139,8 @@ Dataset encode_pairs(const DataSplits& d, std::vector<TextPair>& pairs, const st
   return ds;
 }
 
+}  // namespace
+
 // Tokenises, builds the vocabularies from train, encodes all three splits (parallel corpora:
 // max_seq_len filters train alone, so valid and test stay whole).
 void text_splits(const DataConfig& c, const std::string& name, std::vector<TextPair> train,
@@ -174,127 +170,16 @@ void name_splits(DataSplits& out, const std::string& base) {
   out.test.name = base + "/test";
 }
 
-std::vector<TextPair> pick(const std::vector<TextPair>& all, const std::vector<int64_t>& idx) {
-  std::vector<TextPair> out;
-  out.reserve(idx.size());
-  for (int64_t i : idx) out.push_back(all[static_cast<size_t>(i)]);
-  return out;
-}
-
-std::vector<TextPair> date_text(const std::vector<DatePair>& v, bool lowercase) {
-  std::vector<TextPair> out;
-  for (const auto& d : v) out.push_back({lowercase ? to_lower_utf8(d.human) : d.human, d.iso});
-  return out;
-}
-
-void load_symbols(const DataConfig& c, SymbolTask kind, DataSplits& out) {
-  const TaskOptions o{c.vocab_size, c.min_len, c.max_len};
-  out.train = make_task(kind, o, c.train_size, substream_seed(c.seed, 0));
-  out.valid = make_task(kind, o, c.valid_size, substream_seed(c.seed, 1));
-  out.test = make_task(kind, o, c.test_size, substream_seed(c.seed, 2));
-  name_splits(out, std::string(name_of(c.task)));
-  out.src_vocab = out.tgt_vocab = task_vocab(c.vocab_size);
-  out.framing = framing_for(out.tgt_vocab);
-}
-
-void load_annotated_copy(const DataConfig& c, DataSplits& out) {
-  out.train = make_annotated_copy(c.train_size, substream_seed(c.seed, 0));
-  out.valid = make_annotated_copy(c.valid_size, substream_seed(c.seed, 1));
-  out.test = make_annotated_copy(c.test_size, substream_seed(c.seed, 2));
-  name_splits(out, std::string(name_of(c.task)));
-  out.src_vocab = out.tgt_vocab = annotated_copy_vocab();
-  out.framing = annotated_copy_framing();
-}
-
-void load_dates(const DataConfig& c, DataSplits& out) {
-  DateOptions o;
-  o.year_min = c.year_min, o.year_max = c.year_max;
-  o.train_size = c.train_size, o.valid_size = c.valid_size, o.test_size = c.test_size;
-  o.seed = c.seed;
-  const DateSplits d = generate_dates(o);
-  text_splits(c, "dates", date_text(d.train, c.lowercase), date_text(d.valid, c.lowercase),
-              date_text(d.test, c.lowercase), out);
-}
-
-void load_lm(const DataConfig& c, DataSplits& out) {
-  LmOptions o;
-  o.tokenizer = c.tokenizer;
-  o.spm = sentencepiece_options(c);
-  if (!c.spm_dir.empty()) o.spm_model = (std::filesystem::path(c.spm_dir) / "spm.model").string();
-  LmCorpus corpus = load_lm_corpus(c.path, o);
-  QKV_KEY_CHECK(static_cast<int64_t>(corpus.valid.size()) > c.block_size, "block_size",
-                c.block_size, " does not fit in the validation text (", corpus.valid.size(),
-                " tokens, the last 10% of ", c.path, ")");
-  out.lm_train = std::move(corpus.train);
-  out.lm_valid = std::move(corpus.valid);
-  out.src_vocab = out.tgt_vocab = corpus.vocab;
-  if (corpus.spm) {
-    out.tokenizer = TokenizerKind::sentencepiece;
-    out.src_spm = out.tgt_spm = corpus.spm;
-  }
-  name_splits(out, c.path);
-  out.framing = Framing{-1, -1};  // no <bos> / <eos>: windows of running text
-}
-
-void load_tsv(const DataConfig& c, DataSplits& out) {
-  TsvOptions o;
-  o.lowercase = c.lowercase;
-  o.skip_malformed = c.skip_malformed;
-  const TsvCorpus corpus = read_tsv(c.path, o);
-  out.skipped = corpus.skipped;
-  QKV_KEY_CHECK(
-      !corpus.pairs.empty(), "path", c.path, " holds no sentence pairs",
-      corpus.skipped ? cat(" (", corpus.skipped, " malformed lines skipped)") : std::string());
-  const SplitIndices s = split_indices(static_cast<int64_t>(corpus.pairs.size()), c.train_size,
-                                       c.valid_size, c.test_size, c.seed);
-  text_splits(c, c.path, pick(corpus.pairs, s.train), pick(corpus.pairs, s.valid),
-              pick(corpus.pairs, s.test), out);
-}
-
-// Each split from its own pair of files.
-void load_parallel(const DataConfig& c, DataSplits& out) {
-  std::vector<TextPair> train = read_split(c, c.train_split, c.train_size, &out.skipped);
-  std::vector<TextPair> valid = read_split(c, c.valid_split, c.valid_size, &out.skipped);
-  std::vector<TextPair> test = read_split(c, c.test_split, c.test_size, &out.skipped);
-  QKV_KEY_CHECK(!train.empty(), "train_split", "no sentence pairs in ",
-                split_file(c.path, c.train_split, c.src_lang));
-  const std::string base = std::filesystem::path(c.path).filename().string();
-  text_splits(c, base, std::move(train), std::move(valid), std::move(test), out);
-  out.train.name = base + "/" + c.train_split;
-  out.valid.name = base + "/" + c.valid_split;
-  out.test.name = base + "/" + c.test_split;
-}
-
-}  // namespace
-
 DataSplits load_data(const DataConfig& c) {
   validate(c);
   DataSplits out;
   switch (c.task) {
-    case TaskKind::copy:
-      load_symbols(c, SymbolTask::copy, out);
-      break;
-    case TaskKind::reverse:
-      load_symbols(c, SymbolTask::reverse, out);
-      break;
-    case TaskKind::sort:
-      load_symbols(c, SymbolTask::sort, out);
-      break;
-    case TaskKind::annotated_copy:
-      load_annotated_copy(c, out);
-      break;
-    case TaskKind::dates:
-      load_dates(c, out);
-      break;
-    case TaskKind::lm:
-      load_lm(c, out);
-      break;
-    case TaskKind::tsv:
-      load_tsv(c, out);
-      break;
-    case TaskKind::parallel:
-      load_parallel(c, out);
-      break;
+#define QKV_TASK_LOAD(name, family, source) \
+  case TaskKind::name:                      \
+    load_task_##name(c, out);               \
+    break;
+    QKV_TASKS(QKV_TASK_LOAD)
+#undef QKV_TASK_LOAD
   }
   return out;
 }

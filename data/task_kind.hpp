@@ -1,5 +1,14 @@
-// [data] task: which data a run trains on, with its names table (core/names.hpp) and the traits
-// the rest of qkv asks instead of comparing names.
+// [data] task: the registry of the data a run can train on. One line of QKV_TASKS per task makes
+// its enum value, its name in configs, its traits and the declaration of its loader; the loader
+// itself is the task's own file under data/tasks/ (built without a CMake edit). Adding a line
+// and a file is all a new task of an existing family needs (docs/extending.md).
+//
+//   X(name, family, source)
+//     family  pairs   (source, target) examples: nn::Seq2Seq, decoded and scored
+//             lm      one running token stream: nn::DecoderLM, scored by its loss
+//     source  symbols        generated from the seed, lengths in [data.min_len, data.max_len]
+//             fixed_symbols  generated from the seed at lengths of its own
+//             text           natural text (a file, or generated like dates), scored by BLEU
 //
 //   copy | reverse | sort   synthetic symbol sequences (data/tasks.hpp)
 //   annotated_copy          the Annotated Transformer's copy task
@@ -12,65 +21,73 @@
 
 #include "core/names.hpp"
 
+#define QKV_TASKS(X)                      \
+  X(copy, pairs, symbols)                 \
+  X(reverse, pairs, symbols)              \
+  X(sort, pairs, symbols)                 \
+  X(annotated_copy, pairs, fixed_symbols) \
+  X(dates, pairs, text)                   \
+  X(tsv, pairs, text)                     \
+  X(parallel, pairs, text)                \
+  X(lm, lm, text)
+
 namespace qkv::data {
 
-enum class TaskKind { copy, reverse, sort, annotated_copy, dates, tsv, parallel, lm };
-inline constexpr EnumName<TaskKind> kTaskNames[] = {
-    {"copy", TaskKind::copy},         {"reverse", TaskKind::reverse},
-    {"sort", TaskKind::sort},         {"annotated_copy", TaskKind::annotated_copy},
-    {"dates", TaskKind::dates},       {"tsv", TaskKind::tsv},
-    {"parallel", TaskKind::parallel}, {"lm", TaskKind::lm}};
+struct DataConfig;
+struct DataSplits;
+
+enum class TaskFamily { pairs, lm };
+enum class TaskSource { symbols, fixed_symbols, text };
+
+#define QKV_TASK_ENUM(name, family, source) name,
+enum class TaskKind { QKV_TASKS(QKV_TASK_ENUM) };
+#undef QKV_TASK_ENUM
+
+#define QKV_TASK_NAME(name, family, source) {#name, TaskKind::name},
+inline constexpr EnumName<TaskKind> kTaskNames[] = {QKV_TASKS(QKV_TASK_NAME)};
+#undef QKV_TASK_NAME
 constexpr std::span<const EnumName<TaskKind>> names_of(TaskKind) { return kTaskNames; }
 
-// The task's family: sequence-to-sequence pairs, or one token stream for a language model.
-constexpr bool is_language_model(TaskKind t) {
+// Each task's loader, defined in its file under data/tasks/: fills out's three splits (or, a
+// language model, its token streams), vocabularies and framing from the [data] keys.
+#define QKV_TASK_LOADER(name, family, source) void load_task_##name(const DataConfig&, DataSplits&);
+QKV_TASKS(QKV_TASK_LOADER)
+#undef QKV_TASK_LOADER
+
+constexpr TaskFamily family_of(TaskKind t) {
   switch (t) {
-    case TaskKind::lm:
-      return true;
-    case TaskKind::copy:
-    case TaskKind::reverse:
-    case TaskKind::sort:
-    case TaskKind::annotated_copy:
-    case TaskKind::dates:
-    case TaskKind::tsv:
-    case TaskKind::parallel:
-      break;
+#define QKV_TASK_FAMILY(name, family, source) \
+  case TaskKind::name:                        \
+    return TaskFamily::family;
+    QKV_TASKS(QKV_TASK_FAMILY)
+#undef QKV_TASK_FAMILY
   }
-  return false;
+  return TaskFamily::pairs;
 }
+
+constexpr TaskSource source_of(TaskKind t) {
+  switch (t) {
+#define QKV_TASK_SOURCE(name, family, source) \
+  case TaskKind::name:                        \
+    return TaskSource::source;
+    QKV_TASKS(QKV_TASK_SOURCE)
+#undef QKV_TASK_SOURCE
+  }
+  return TaskSource::text;
+}
+
+// The task's family: sequence-to-sequence pairs, or one token stream for a language model.
+constexpr bool is_language_model(TaskKind t) { return family_of(t) == TaskFamily::lm; }
 
 // Pairs of natural text, decoded to text and scored by BLEU (the others are symbols or an LM).
 constexpr bool is_text_pairs(TaskKind t) {
-  switch (t) {
-    case TaskKind::dates:
-    case TaskKind::tsv:
-    case TaskKind::parallel:
-      return true;
-    case TaskKind::copy:
-    case TaskKind::reverse:
-    case TaskKind::sort:
-    case TaskKind::annotated_copy:
-    case TaskKind::lm:
-      break;
-  }
-  return false;
+  return family_of(t) == TaskFamily::pairs && source_of(t) == TaskSource::text;
 }
 
-// Generated on the fly from the seed (no file).
-constexpr bool is_synthetic(TaskKind t) {
-  switch (t) {
-    case TaskKind::copy:
-    case TaskKind::reverse:
-    case TaskKind::sort:
-    case TaskKind::annotated_copy:
-      return true;
-    case TaskKind::dates:
-    case TaskKind::tsv:
-    case TaskKind::parallel:
-    case TaskKind::lm:
-      break;
-  }
-  return false;
-}
+// Generated on the fly from the seed (no file), as symbols.
+constexpr bool is_synthetic(TaskKind t) { return source_of(t) != TaskSource::text; }
+
+// Synthetic with lengths set by data.min_len / max_len (eval --max-len regenerates it longer).
+constexpr bool has_length_range(TaskKind t) { return source_of(t) == TaskSource::symbols; }
 
 }  // namespace qkv::data

@@ -15,16 +15,10 @@ int64_t Task::total_steps(const config::RunConfig& cfg, int64_t per_epoch) const
 const Task& task_of(data::TaskKind kind) {
   static const Seq2SeqTask seq2seq;
   static const LanguageModelTask lm;
-  switch (kind) {
-    case data::TaskKind::copy:
-    case data::TaskKind::reverse:
-    case data::TaskKind::sort:
-    case data::TaskKind::annotated_copy:
-    case data::TaskKind::dates:
-    case data::TaskKind::tsv:
-    case data::TaskKind::parallel:
+  switch (data::family_of(kind)) {
+    case data::TaskFamily::pairs:
       return seq2seq;
-    case data::TaskKind::lm:
+    case data::TaskFamily::lm:
       break;
   }
   return lm;
