@@ -54,27 +54,23 @@ constexpr std::span<const EnumName<TaskKind>> names_of(TaskKind) { return kTaskN
 QKV_TASKS(QKV_TASK_LOADER)
 #undef QKV_TASK_LOADER
 
-constexpr TaskFamily family_of(TaskKind t) {
+// A task's line of QKV_TASKS: its family and its source.
+struct TaskTraits {
+  TaskFamily family;
+  TaskSource source;
+};
+constexpr TaskTraits traits_of(TaskKind t) {
   switch (t) {
-#define QKV_TASK_FAMILY(name, family, source) \
+#define QKV_TASK_TRAITS(name, family, source) \
   case TaskKind::name:                        \
-    return TaskFamily::family;
-    QKV_TASKS(QKV_TASK_FAMILY)
-#undef QKV_TASK_FAMILY
+    return {TaskFamily::family, TaskSource::source};
+    QKV_TASKS(QKV_TASK_TRAITS)
+#undef QKV_TASK_TRAITS
   }
-  return TaskFamily::pairs;
+  return {TaskFamily::pairs, TaskSource::text};
 }
-
-constexpr TaskSource source_of(TaskKind t) {
-  switch (t) {
-#define QKV_TASK_SOURCE(name, family, source) \
-  case TaskKind::name:                        \
-    return TaskSource::source;
-    QKV_TASKS(QKV_TASK_SOURCE)
-#undef QKV_TASK_SOURCE
-  }
-  return TaskSource::text;
-}
+constexpr TaskFamily family_of(TaskKind t) { return traits_of(t).family; }
+constexpr TaskSource source_of(TaskKind t) { return traits_of(t).source; }
 
 // The task's family: sequence-to-sequence pairs, or one token stream for a language model.
 constexpr bool is_language_model(TaskKind t) { return family_of(t) == TaskFamily::lm; }
