@@ -108,10 +108,9 @@ MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, boo
   w_k = register_module("w_k", std::make_shared<Linear>(d, d, gen, bias));
   w_v = register_module("w_v", std::make_shared<Linear>(d, d, gen, bias));
   w_o = register_module("w_o", std::make_shared<Linear>(d, d, gen, bias));
-  if (k == AttentionKind::additive) {
-    const double a = 1.0 / std::sqrt(static_cast<double>(d_head));
-    additive_v = register_parameter("additive_v", uniform({h, d_head}, -a, a, gen));
-  }
+  if (const Scorer& scorer = scorer_of(k); scorer.init)
+    for (const auto& [name, init] : scorer.init(h, d_head, gen))
+      scorer_params.push_back(register_parameter(name, init));
 }
 
 Var MultiHeadAttention::split_heads(const Var& x) const {
@@ -143,31 +142,20 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
   if (position == PositionKind::rope) q = rotary(q, q_offset);
   if (position == PositionKind::relative)
     bias = relative_position_bias(relative_bias, q.size(2), k.size(2), q_offset);  // (1, h, n, m)
-  const double p = is_training() ? dropout_p : 0.0;
-  Var o;
-  switch (kind) {  // the scorer; window and relative bias only with dot (checked when set)
-    case AttentionKind::additive:
-      o = additive_attention(q, k, v, additive_v, mask, weights, p, dropout_gen.get());
-      break;
-    case AttentionKind::linear:
-      o = linear_attention(q, k, v, mask, weights);
-      break;
-    case AttentionKind::dot:
-      if (window == 0) {
-        o = scaled_dot_product_attention(q, k, v, mask, scale, weights, p, dropout_gen.get(), bias);
-      } else if (bias.defined()) {
-        // The banded kernel takes no bias: the dense path under the band's mask, same numbers.
-        const Tensor band = window_mask(q.size(2), k.size(2), window);
-        o = scaled_dot_product_attention(q, k, v, combine_masks(mask, band), scale, weights, p,
-                                         dropout_gen.get(), bias);
-      } else {
-        o = sliding_window_attention(q, k, v, mask,
-                                     scale ? *scale : 1.0 / std::sqrt(double(d_head)), window,
-                                     weights, p, dropout_gen.get());
-      }
-      break;
-  }
-  return w_o->forward(merge_heads(o));  // (B, n, d)
+  // window and the bias reach only scorers that take them (attention_conflict, when set)
+  const Scoring scoring{q,
+                        k,
+                        v,
+                        mask,
+                        scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d_head)),
+                        bias,
+                        window,
+                        is_training() ? dropout_p : 0.0,
+                        dropout_gen.get(),
+                        weights,
+                        scorer_params};
+  const Var o = scorer_of(kind).attend(scoring);  // (B, h, n, d_head)
+  return w_o->forward(merge_heads(o));            // (B, n, d)
 }
 
 // ------------------------------------------------------------------ positions inside attention

@@ -40,9 +40,9 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v,
 
 // Multi-head attention: h heads of width d_model / h, with projections W_Q, W_K, W_V, W_O
 // (each d_model x d_model, biases optional), named w_q, w_k, w_v, w_o.
-// kind picks the scorer (nn/attention_variants.hpp); additive adds the parameter
-// additive_v (h, d_head). window > 0 (dot only) restricts each query to keys within window
-// positions (sliding-window attention); 0 attends everywhere.
+// kind picks the scorer (nn/attention_variants.hpp), which may add parameters of its own
+// (additive: additive_v (h, d_head)), registered after w_o. window > 0 (dot only) restricts each
+// query to keys within window positions (sliding-window attention); 0 attends everywhere.
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_model, int64_t heads, Generator& gen, bool bias = true,
@@ -92,7 +92,7 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
   AttentionKind kind;
   int64_t window;
-  Var additive_v;  // (h, d_head), additive only
+  std::vector<Var> scorer_params;  // the scorer's own (Scorer::init), in registration order
 };
 
 }  // namespace qkv::nn

@@ -1,15 +1,63 @@
-// Attention scorers besides scaled dot product, used by MultiHeadAttention ([model] attention
-// and window). All follow nn/attention.hpp's conventions: q: (B, h, n, d), k: (B, h, m, d),
-// v: (B, h, m, d_v) -> (B, h, n, d_v); masks bool broadcastable to (B, h, n, m), true = may
-// attend; a query with nothing to attend to gives a zero row. weights, when non-null,
-// receives the (B, h, n, m) attention weights (computing them costs the n x m matrix).
+// The attention scorers MultiHeadAttention chooses among ([model] attention and window; the
+// registry QKV_ATTENTIONS in nn/kinds.hpp), and the functions behind them. All follow
+// nn/attention.hpp's conventions: q: (B, h, n, d), k: (B, h, m, d), v: (B, h, m, d_v) -> (B, h, n,
+// d_v); masks bool broadcastable to (B, h, n, m), true = may attend; a query with nothing to attend
+// to gives a zero row. weights, when non-null, receives the (B, h, n, m) attention weights
+// (computing them costs the n x m matrix).
 #pragma once
+#include <span>
 #include <string>
 
 #include "nn/kinds.hpp"
 #include "nn/layers.hpp"
 
 namespace qkv::nn {
+
+// ------------------------------------------------------------------------------- the scorers
+
+// What MultiHeadAttention hands its scorer: the heads after their projections (and after
+// QK-norm and rope, where configured).
+struct Scoring {
+  const Var& q;                 // (B, h, n, d_head)
+  const Var& k;                 // (B, h, m, d_head)
+  const Var& v;                 // (B, h, m, d_head)
+  const Tensor& mask;           // bool, broadcastable to (B, h, n, m); undefined: all keys
+  double scale;                 // on q . k: [model] scaling, resolved (1 / sqrt(d_head))
+  const Var& bias;              // (1, h, n, m) or undefined; set only for takes_bias scorers
+  int64_t window;               // 0: every key; > 0 only for takes_window scorers
+  double dropout_p;             // on the weights, 0 outside training or without drops_weights
+  Generator* dropout_gen;       // non-null when dropout_p > 0
+  Var* weights;                 // non-null: receives the (B, h, n, m) attention weights
+  std::span<const Var> params;  // the scorer's own parameters, in the order init made them
+};
+
+// A scorer: its attention function and the parameters it adds to each attention layer.
+struct Scorer {
+  const char* description;  // "additive scorer": named in gradcheck's layer list
+  // -> (B, h, n, d_head), before the heads are merged and projected by W_O
+  Var (*attend)(const Scoring& s);
+  // The layer's own parameters (names and initial values, drawn from gen), registered after
+  // W_O in this order; null for a scorer without any.
+  NamedTensors (*init)(int64_t heads, int64_t d_head, Generator& gen);
+};
+
+// scorer_NAME for each line of QKV_ATTENTIONS, defined in nn/scorers/NAME.cpp.
+#define QKV_SCORER_DECLARE(name, bias, window, drops, dense) extern const Scorer scorer_##name;
+QKV_ATTENTIONS(QKV_SCORER_DECLARE)
+#undef QKV_SCORER_DECLARE
+
+inline const Scorer& scorer_of(AttentionKind k) {
+  switch (k) {
+#define QKV_SCORER_CASE(name, bias, window, drops, dense) \
+  case AttentionKind::name:                               \
+    return scorer_##name;
+    QKV_ATTENTIONS(QKV_SCORER_CASE)
+#undef QKV_SCORER_CASE
+  }
+  return scorer_dot;
+}
+
+// ----------------------------------------------------------------- the functions behind them
 
 AttentionKind parse_attention_kind(const std::string& name);  // "dot" | "additive" | "linear"
 const char* attention_kind_name(AttentionKind k);
@@ -24,6 +72,15 @@ Tensor window_mask(int64_t n, int64_t m, int64_t w);
 Var sliding_window_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
                              double scale, int64_t window, Var* weights = nullptr,
                              double dropout_p = 0.0, Generator* dropout_gen = nullptr);
+
+// The softmax half of a scorer that forms scores (B, h, n, m): mask (false -> -inf), softmax,
+// weights out, dropout on them, @ v. op names the scorer in errors.
+Var softmax_attend(Var scores, const Var& v, const Tensor& mask, Var* weights, double dropout_p,
+                   Generator* dropout_gen, const char* op);
+// Throws (naming op) unless q: (B, h, n, d), k: (B, h, m, d), v: (B, h, m, d_v) fit.
+void check_heads(const Var& q, const Var& k, const Var& v, const char* op);
+// Throws unless mask (when defined) is bool and broadcasts to scores, e.g. (B, h, n, m).
+void check_scores_mask(const Tensor& mask, const Shape& scores, const char* op);
 
 // Additive attention (Bahdanau et al. 2015) per head: score_ij = w_h . tanh(q_i + k_j) with
 // w: (h, d) (one vector per head), then mask, softmax and weights @ v as for dot product.

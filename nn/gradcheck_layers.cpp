@@ -193,24 +193,26 @@ void add_variant_layers(std::vector<GradcheckLayer>& L) {
                      qkv_leaves(g), nullptr, "");
                }});
   struct Variant {
-    const char *name, *description;
+    std::string name, description;
     AttentionKind kind;
     int64_t window;
     PositionKind position;
   };
-  for (const Variant& v :
-       {Variant{"mha_additive", "multi-head self-attention, additive scorer",
-                AttentionKind::additive, 0, PositionKind::none},
-        Variant{"mha_linear", "multi-head self-attention, linear attention", AttentionKind::linear,
-                0, PositionKind::none},
-        Variant{"mha_window", "multi-head self-attention, sliding window 1", AttentionKind::dot, 1,
-                PositionKind::none},
-        Variant{"mha_relative", "multi-head self-attention, relative position bias (clip 2)",
-                AttentionKind::dot, 0, PositionKind::relative},
-        Variant{"mha_rope", "multi-head self-attention, rotary positions", AttentionKind::dot, 0,
-                PositionKind::rope}})
+  std::vector<Variant> variants;
+  for (const EnumName<AttentionKind>& a : kAttentionNames)  // every scorer of the registry
+    if (a.value != AttentionKind::dot)                      // dot: "mha" and the rows below
+      variants.push_back({"mha_" + std::string(a.name),
+                          cat("multi-head self-attention, ", scorer_of(a.value).description),
+                          a.value, 0, PositionKind::none});
+  variants.push_back({"mha_window", "multi-head self-attention, sliding window 1",
+                      AttentionKind::dot, 1, PositionKind::none});
+  variants.push_back({"mha_relative", "multi-head self-attention, relative position bias (clip 2)",
+                      AttentionKind::dot, 0, PositionKind::relative});
+  variants.push_back({"mha_rope", "multi-head self-attention, rotary positions", AttentionKind::dot,
+                      0, PositionKind::rope});
+  for (const Variant& v : variants)
     L.push_back(
-        {v.name, std::string(v.description) + ", d_model 8, 2 heads", false,
+        {v.name, v.description + ", d_model 8, 2 heads", false,
          [v](const LayerCheckOptions& o) { return mha_variant(o, v.kind, v.window, v.position); }});
 }
 

@@ -27,13 +27,49 @@ inline constexpr EnumName<PositionKind> kPositionNames[] = {
     {"none", PositionKind::none}};
 constexpr std::span<const EnumName<PositionKind>> names_of(PositionKind) { return kPositionNames; }
 
-// The scorer of every attention layer (nn/attention_variants.hpp).
-enum class AttentionKind { dot, additive, linear };
-inline constexpr EnumName<AttentionKind> kAttentionNames[] = {{"dot", AttentionKind::dot},
-                                                              {"additive", AttentionKind::additive},
-                                                              {"linear", AttentionKind::linear}};
+// [model] attention: the registry of attention scorers, one line each. A line makes the enum
+// value, its name in configs and its capabilities; the scorer itself is scorer_NAME, defined in
+// its own file under nn/scorers/ (declared by nn/attention_variants.hpp, built without a CMake
+// edit). A new scorer is its line, its file and its test (docs/extending.md).
+//
+//   X(name, bias, window, drops, dense)
+//     bias    takes an additive bias on its scores ([model] position = "relative" needs one)
+//     window  can restrict each query to a band of keys ([model] window)
+//     drops   forms attention weights that [model] attention_dropout can drop
+//     dense   keeps a (B, h, n, m) tensor per layer in training (the memory estimate)
+//
+//   dot        scaled dot product, softmax(q k^T s) v (nn/attention.hpp), fused kernel
+//   additive   Bahdanau's w . tanh(q_i + k_j) per head
+//   linear     Katharopoulos et al.'s elu + 1 feature maps, O(n d^2)
+#define QKV_ATTENTIONS(X)               \
+  X(dot, true, true, true, false)       \
+  X(additive, false, false, true, true) \
+  X(linear, false, false, false, false)
+
+#define QKV_ATTENTION_ENUM(name, bias, window, drops, dense) name,
+enum class AttentionKind { QKV_ATTENTIONS(QKV_ATTENTION_ENUM) };
+#undef QKV_ATTENTION_ENUM
+
+#define QKV_ATTENTION_NAME(name, bias, window, drops, dense) {#name, AttentionKind::name},
+inline constexpr EnumName<AttentionKind> kAttentionNames[] = {QKV_ATTENTIONS(QKV_ATTENTION_NAME)};
+#undef QKV_ATTENTION_NAME
 constexpr std::span<const EnumName<AttentionKind>> names_of(AttentionKind) {
   return kAttentionNames;
+}
+
+// A scorer's line of QKV_ATTENTIONS: what it can do.
+struct AttentionTraits {
+  bool takes_bias, takes_window, drops_weights, dense_scores;
+};
+constexpr AttentionTraits traits_of(AttentionKind k) {
+  switch (k) {
+#define QKV_ATTENTION_TRAITS(name, bias, window, drops, dense) \
+  case AttentionKind::name:                                    \
+    return {bias, window, drops, dense};
+    QKV_ATTENTIONS(QKV_ATTENTION_TRAITS)
+#undef QKV_ATTENTION_TRAITS
+  }
+  return {};
 }
 
 // The feed-forward network's nonlinearity: relu, gelu, relu2 (relu(x)^2, as modded-nanogpt) or

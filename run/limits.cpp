@@ -138,8 +138,8 @@ MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_voc
   const double t_pos = per_param * pos_params;
   const double t_d = per_param * (enc * 4 + dec * 8) * d * d + 4 * tokens * layers * 16 * d;
   const double t_ff = per_param * layers * ffm * d * ff + 4 * tokens * layers * (ffm + 1) * ff;
-  // (batch, heads, n, n) weights exist only where the fused kernel is not used
-  const bool weights = m.attention_dropout > 0 || m.attention != nn::AttentionKind::dot ||
+  // (batch, heads, n, n) weights exist only where no fused kernel is used
+  const bool weights = m.attention_dropout > 0 || nn::traits_of(m.attention).dense_scores ||
                        c.train.log_attention_entropy || m.position == nn::PositionKind::relative;
   const double t_attn =
       weights ? 4 * tokens * layers * 2 * static_cast<double>(m.heads) * len : 0.0;

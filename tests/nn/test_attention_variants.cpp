@@ -270,13 +270,18 @@ TEST_CASE("MultiHeadAttention with each scorer: gradcheck in float64 with parame
   };
   Tensor valid = ones({2, 5}, DType::b8);
   valid.select(0, 1).narrow(0, 3, 2).zero_();
-  for (const Kind k : {Kind{AttentionKind::additive, 0}, Kind{AttentionKind::linear, 0},
-                       Kind{AttentionKind::dot, 1}}) {
+  std::vector<Kind> kinds{{AttentionKind::dot, 1}};  // and every scorer of the registry
+  for (const auto& a : qkv::nn::kAttentionNames) kinds.push_back({a.value, 0});
+  for (const Kind k : kinds) {
     for (bool causal : {false, true}) {
       INFO(attention_kind_name(k.kind) << " window " << k.window << " causal " << causal);
       MultiHeadAttention mha(6, 2, g, true, std::nullopt, 0.0, nullptr, k.kind, k.window);
       mha.to(DType::f64);
-      if (k.kind == AttentionKind::additive) CHECK(mha.additive_v.shape() == Shape{2, 3});
+      if (k.kind == AttentionKind::additive) {
+        REQUIRE(mha.scorer_params.size() == 1);
+        CHECK(mha.scorer_params[0].shape() == Shape{2, 3});
+        CHECK(mha.named_parameters().front().first == "additive_v");  // own before children
+      }
       Tensor mask = key_padding_mask(valid);
       if (causal) mask = combine_masks(causal_mask(5), mask);
       std::vector<Var> in{leaf({2, 5, 6}, g)};
@@ -288,6 +293,45 @@ TEST_CASE("MultiHeadAttention with each scorer: gradcheck in float64 with parame
       gradcheck_ok([&](const std::vector<Var>& x) { return mha.forward(x[0], x[0], x[0], mask); },
                    in);
     }
+  }
+}
+
+// Every line of QKV_ATTENTIONS (nn/kinds.hpp), a new one included: the weights it hands out
+// are a distribution over the keys the mask allows, the output is the same with or without
+// asking for them (fast path against weights path), and the capabilities it claims are the
+// ones the config rules let through.
+TEST_CASE("every registered scorer: weights rows sum to 1 on allowed keys, capabilities hold") {
+  Tensor valid = ones({2, 5}, DType::b8);
+  valid.select(0, 1).narrow(0, 3, 2).zero_();
+  for (const auto& a : qkv::nn::kAttentionNames) {
+    const AttentionTraits can = traits_of(a.value);
+    for (bool causal : {false, true}) {
+      INFO(a.name << " causal " << causal);
+      Generator g(21);
+      MultiHeadAttention mha(8, 2, g, true, std::nullopt, 0.0, nullptr, a.value, 0);
+      mha.to(DType::f64);
+      mha.eval();
+      Tensor mask = key_padding_mask(valid);
+      if (causal) mask = combine_masks(causal_mask(5), mask);
+      const Var x = leaf({2, 5, 8}, g);
+      Var w;
+      const Tensor with = mha.forward(x, x, x, mask, &w).data();
+      const Tensor without = mha.forward(x, x, x, mask).data();
+      CHECK(rel_err(with, without) < 1e-12);
+      REQUIRE(w.shape() == Shape{2, 2, 5, 5});
+      CHECK(max_abs_diff(sum(w.data(), {3}), ones({2, 2, 5}, DType::f64)) < 1e-12);
+      const Tensor outside = mul(w.data(), logical_not(mask.expand({2, 2, 5, 5})).to(DType::f64));
+      CHECK(max(abs(outside)).item() == 0);
+    }
+    const auto window = attention_conflict(a.value, PositionKind::none, 2, 0, 4);
+    CHECK(window.has_value() == !can.takes_window);
+    if (window)
+      CHECK(window->why == "sliding windows need attention = \"dot\", got attention = \"" +
+                               std::string(a.name) + "\"");
+    CHECK(attention_conflict(a.value, PositionKind::relative, 0, 0, 4).has_value() ==
+          !can.takes_bias);
+    CHECK(attention_conflict(a.value, PositionKind::none, 0, 0.1, 4).has_value() ==
+          !can.drops_weights);
   }
 }
 
