@@ -337,8 +337,8 @@ TEST_CASE("every registered scorer: weights rows sum to 1 on allowed keys, capab
 
 TEST_CASE("ModelConfig: attention and window are validated, errors name the key") {
   ModelConfig c = tiny_config(false);
-  CHECK_THROWS_WITH(qkv::parse_name<AttentionKind>("cosine", "model.attention"),
-                    Catch::StartsWith("model.attention:") && Catch::Contains("cosine"));
+  CHECK_THROWS_WITH(qkv::parse_name<AttentionKind>("no_such_scorer", "model.attention"),
+                    Catch::StartsWith("model.attention:") && Catch::Contains("no_such_scorer"));
   c.attention = qkv::nn::AttentionKind::additive;
   c.window = 3;
   CHECK_THROWS_WITH(c.validate(),
