@@ -9,6 +9,7 @@
 #include "data/config.hpp"
 #include "data/corpus.hpp"
 #include "data/sentencepiece.hpp"
+#include "data/tasks.hpp"
 
 // A [data] key's check: throws "data.KEY: MESSAGE..." unless cond holds.
 #define QKV_DATA_KEY_CHECK(cond, key, ...)                                      \
@@ -34,5 +35,16 @@ std::vector<TextPair> read_split(const DataConfig& c, const std::string& split, 
 
 // Names the three splits BASE/train, BASE/valid, BASE/test.
 void name_splits(DataSplits& out, const std::string& base);
+
+// The three splits of a generated task, make(n, seed) -> Dataset each: data.train_size,
+// valid_size and test_size examples from substreams 0, 1 and 2 of data.seed (so no split
+// shares a stream with another), named after the task.
+template <class Make>
+void seeded_splits(const DataConfig& c, Make&& make, DataSplits& out) {
+  out.train = make(c.train_size, substream_seed(c.seed, 0));
+  out.valid = make(c.valid_size, substream_seed(c.seed, 1));
+  out.test = make(c.test_size, substream_seed(c.seed, 2));
+  name_splits(out, std::string(name_of(c.task)));
+}
 
 }  // namespace qkv::data

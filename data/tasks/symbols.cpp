@@ -1,6 +1,5 @@
 // copy, reverse, sort: random symbol sequences and their targets (data/tasks.hpp).
 #include "data/task_loading.hpp"
-#include "data/tasks.hpp"
 
 namespace qkv::data {
 
@@ -8,10 +7,8 @@ namespace {
 
 void load_symbols(const DataConfig& c, SymbolTask kind, DataSplits& out) {
   const TaskOptions o{c.vocab_size, c.min_len, c.max_len};
-  out.train = make_task(kind, o, c.train_size, substream_seed(c.seed, 0));
-  out.valid = make_task(kind, o, c.valid_size, substream_seed(c.seed, 1));
-  out.test = make_task(kind, o, c.test_size, substream_seed(c.seed, 2));
-  name_splits(out, std::string(name_of(c.task)));
+  seeded_splits(
+      c, [&](int64_t n, uint64_t seed) { return make_task(kind, o, n, seed); }, out);
   out.src_vocab = out.tgt_vocab = task_vocab(c.vocab_size);
   out.framing = framing_for(out.tgt_vocab);
 }
