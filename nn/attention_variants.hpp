@@ -68,10 +68,12 @@ Tensor window_mask(int64_t n, int64_t m, int64_t w);
 
 // Sliding-window dot-product attention: scaled_dot_product_attention restricted to
 // window_mask(n, m, window) AND mask. Uses the banded kernel (O(n w), ag::local_attention)
-// unless weights or dropout need the dense weights.
+// unless weights, dropout or a bias (as scaled_dot_product_attention's) need the dense path,
+// which gives the same numbers.
 Var sliding_window_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
                              double scale, int64_t window, Var* weights = nullptr,
-                             double dropout_p = 0.0, Generator* dropout_gen = nullptr);
+                             double dropout_p = 0.0, Generator* dropout_gen = nullptr,
+                             const Var& bias = Var());
 
 // The softmax half of a scorer that forms scores (B, h, n, m): mask (false -> -inf), softmax,
 // weights out, dropout on them, @ v. op names the scorer in errors.

@@ -18,12 +18,12 @@ Tensor window_mask(int64_t n, int64_t m, int64_t w) {
 
 Var sliding_window_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
                              double scale, int64_t window, Var* weights, double dropout_p,
-                             Generator* dropout_gen) {
+                             Generator* dropout_gen, const Var& bias) {
   QKV_CHECK(window >= 0, "sliding_window_attention", "window must be >= 0, got ", window);
-  if (weights || dropout_p > 0) {
+  if (weights || dropout_p > 0 || bias.defined()) {  // the banded kernel takes none of them
     const Tensor band = window_mask(q.size(-2), k.size(-2), window);
     return scaled_dot_product_attention(q, k, v, combine_masks(band, mask), scale, weights,
-                                        dropout_p, dropout_gen);
+                                        dropout_p, dropout_gen, bias);
   }
   return ag::local_attention(q, k, v, mask, scale, window, false);
 }
@@ -34,14 +34,8 @@ Var attend(const Scoring& s) {
   if (s.window == 0)
     return scaled_dot_product_attention(s.q, s.k, s.v, s.mask, s.scale, s.weights, s.dropout_p,
                                         s.dropout_gen, s.bias);
-  if (s.bias.defined()) {
-    // The banded kernel takes no bias: the dense path under the band's mask, same numbers.
-    const Tensor band = window_mask(s.q.size(2), s.k.size(2), s.window);
-    return scaled_dot_product_attention(s.q, s.k, s.v, combine_masks(s.mask, band), s.scale,
-                                        s.weights, s.dropout_p, s.dropout_gen, s.bias);
-  }
   return sliding_window_attention(s.q, s.k, s.v, s.mask, s.scale, s.window, s.weights, s.dropout_p,
-                                  s.dropout_gen);
+                                  s.dropout_gen, s.bias);
 }
 
 }  // namespace
