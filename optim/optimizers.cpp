@@ -59,18 +59,23 @@ void Optimizer::step() {
     // The gradient belongs to the parameter; packing it once keeps the update a flat loop.
     if (!g.is_contiguous()) g = g.contiguous();
   }
-  const size_t nbuf = buffer_names().size();
-  std::vector<Slot*> todo;
+  std::vector<Slot*> todo, whole;
   std::vector<int64_t> begin{0};  // todo[i]'s elements are [begin[i], begin[i + 1]) of all
   for (Slot& s : slots_) {
     const Tensor& g = s.param.grad();
     if (!g.defined()) continue;
     if (s.buffers.empty())
-      for (size_t i = 0; i < nbuf; ++i) s.buffers.push_back(zeros(g.shape(), g.dtype()));
+      for (size_t i = 0, n = buffer_names(s).size(); i < n; ++i)
+        s.buffers.push_back(zeros(g.shape(), g.dtype()));
     ++s.step;
+    if (s.whole) {
+      whole.push_back(&s);
+      continue;
+    }
     todo.push_back(&s);
     begin.push_back(begin.back() + g.numel());
   }
+  if (!whole.empty()) update_whole(whole);
   // One parallel region over every parameter's elements, not one per parameter: a model has
   // dozens of small tensors, and each region costs a fork and a join. Every element's update
   // is independent of the others, so the split does not change any bit.
@@ -83,6 +88,11 @@ void Optimizer::step() {
     }
   });
   ++steps_;
+}
+
+void Optimizer::update_whole(const std::vector<Slot*>& slots) {
+  throw Error(cat(name_, ": parameter '", slots.front()->name,
+                  "' is marked for a whole-tensor update, which this optimizer does not have"));
 }
 
 void Optimizer::zero_grad() {
@@ -105,9 +115,9 @@ OptimState Optimizer::state() const {
   OptimState st;
   st.optimizer = name_;
   st.scalars["step"] = static_cast<double>(steps_);
-  const std::vector<std::string> bufs = buffer_names();
   for (const Slot& s : slots_) {
     st.scalars[s.name + ".step"] = static_cast<double>(s.step);
+    const std::vector<std::string> bufs = buffer_names(s);
     for (size_t i = 0; i < s.buffers.size(); ++i)
       st.tensors.emplace_back(s.name + "." + bufs[i], s.buffers[i]);
   }
@@ -118,13 +128,17 @@ void Optimizer::load_state(const OptimState& st) {
   const char* op = "optim.load_state";
   QKV_CHECK(st.optimizer == name_, op, "state is for optimizer '", st.optimizer, "', this is '",
             name_, "'");
-  const std::vector<std::string> bufs = buffer_names();
   std::map<std::string, size_t> index;
-  for (size_t i = 0; i < slots_.size(); ++i) index[slots_[i].name] = i;
+  std::vector<std::vector<std::string>> bufs;  // slot i's buffer names
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    index[slots_[i].name] = i;
+    bufs.push_back(buffer_names(slots_[i]));
+  }
 
   // Build everything first so a failed load leaves the optimizer as it was.
   std::vector<int64_t> steps(slots_.size(), -1);
-  std::vector<std::vector<Tensor>> buffers(slots_.size(), std::vector<Tensor>(bufs.size()));
+  std::vector<std::vector<Tensor>> buffers;
+  for (const auto& b : bufs) buffers.emplace_back(b.size());
   auto as_count = [&](const std::string& key, double v) {
     QKV_CHECK(v >= 0 && v == std::floor(v) && v < 9.007199254740992e15, op, "'", key,
               "' must be a non-negative integer, got ", v);
@@ -147,27 +161,28 @@ void Optimizer::load_state(const OptimState& st) {
     QKV_CHECK(dot != std::string::npos, op, "tensor '", key, "' is not '<param>.<buffer>'");
     auto it = index.find(key.substr(0, dot));
     QKV_CHECK(it != index.end(), op, "tensor '", key, "' names no parameter of this optimizer");
-    const auto b = std::find(bufs.begin(), bufs.end(), key.substr(dot + 1));
-    QKV_CHECK(b != bufs.end(), op, "tensor '", key, "': '", key.substr(dot + 1),
-              "' is not a buffer of ", name_);
+    const std::vector<std::string>& names = bufs[it->second];
+    const auto b = std::find(names.begin(), names.end(), key.substr(dot + 1));
+    QKV_CHECK(b != names.end(), op, "tensor '", key, "': '", key.substr(dot + 1),
+              "' is not a buffer of ", name_, " for this parameter");
     const Slot& s = slots_[it->second];
     QKV_CHECK(t.defined() && is_floating(t.dtype()), op, "tensor '", key,
               "' is undefined or not float");
     QKV_CHECK(t.shape() == s.param.shape(), op, "tensor '", key, "' has shape ", t.shape(),
               ", parameter '", s.name, "' has shape ", s.param.shape());
-    Tensor& dst = buffers[it->second][static_cast<size_t>(b - bufs.begin())];
+    Tensor& dst = buffers[it->second][static_cast<size_t>(b - names.begin())];
     QKV_CHECK(!dst.defined(), op, "tensor '", key, "' appears twice");
     dst = t.to(s.param.dtype()).clone();
   }
   for (size_t i = 0; i < slots_.size(); ++i) {
     const std::string& n = slots_[i].name;
     QKV_CHECK(steps[i] >= 0, op, "missing scalar '", n, ".step'");
-    for (size_t j = 0; j < bufs.size(); ++j) {
+    for (size_t j = 0; j < bufs[i].size(); ++j) {
       if (steps[i] > 0)
-        QKV_CHECK(buffers[i][j].defined(), op, "missing tensor '", n, ".", bufs[j],
+        QKV_CHECK(buffers[i][j].defined(), op, "missing tensor '", n, ".", bufs[i][j],
                   "' (parameter has taken ", steps[i], " steps)");
       else
-        QKV_CHECK(!buffers[i][j].defined(), op, "tensor '", n, ".", bufs[j],
+        QKV_CHECK(!buffers[i][j].defined(), op, "tensor '", n, ".", bufs[i][j],
                   "' given for a parameter that has taken no step");
     }
   }
@@ -292,7 +307,7 @@ std::vector<std::string> SGD::buffers(const SGDOptions& o) {
   return {"momentum_buffer"};
 }
 
-std::vector<std::string> SGD::buffer_names() const { return buffers(o_); }
+std::vector<std::string> SGD::buffer_names(const Slot&) const { return buffers(o_); }
 
 void SGD::update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) {
   visit_float(grad.dtype(), "sgd", [&](auto tag) {
@@ -328,7 +343,7 @@ std::vector<std::string> Adam::buffers(const AdamOptions& o) {
   return {"exp_avg", "exp_avg_sq"};
 }
 
-std::vector<std::string> Adam::buffer_names() const { return buffers(o_); }
+std::vector<std::string> Adam::buffer_names(const Slot&) const { return buffers(o_); }
 
 void Adam::update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) {
   // Scalars in double, as torch computes them in Python, then rounded to T once.

@@ -75,17 +75,25 @@ class Optimizer {
     Var param;
     double weight_decay;
     int64_t step = 0;             // updates of this parameter
-    std::vector<Tensor> buffers;  // in buffer_names() order; empty until the first update
+    std::vector<Tensor> buffers;  // in buffer_names(*this) order; empty until the first update
+    // Updated by update_whole(), as one tensor, instead of elementwise by update(): an update
+    // that is not elementwise (Muon's orthogonalization needs the whole matrix).
+    bool whole = false;
   };
 
   Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay);
-  // The state buffers each parameter keeps, e.g. {"exp_avg", "exp_avg_sq"}.
-  virtual std::vector<std::string> buffer_names() const = 0;
+  // The state buffers parameter s keeps, e.g. {"exp_avg", "exp_avg_sq"}. Per parameter because
+  // an optimizer may update parameters by different rules (Muon).
+  virtual std::vector<std::string> buffer_names(const Slot& s) const = 0;
   // Updates elements [lo, hi) of s.param.data() from grad (contiguous, the param's dtype and
   // shape); s.step has already been incremented and s.buffers allocated (zero-filled). Called
   // from inside step()'s one parallel region over all parameters' elements, on disjoint
   // ranges, so it must not open a region of its own.
   virtual void update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) = 0;
+  // Updates the slots marked whole that have a gradient this step (steps incremented, buffers
+  // allocated, gradients contiguous), before the elementwise pass and outside any parallel
+  // region, so it may open its own. Only an optimizer that marks slots whole overrides it.
+  virtual void update_whole(const std::vector<Slot*>& slots);
 
   const char* name_;
   double lr_;
@@ -112,7 +120,7 @@ class SGD : public Optimizer {
   static std::vector<std::string> buffers(const SGDOptions& o);
 
  protected:
-  std::vector<std::string> buffer_names() const override;
+  std::vector<std::string> buffer_names(const Slot& s) const override;
   void update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) override;
 
  private:
@@ -139,7 +147,7 @@ class Adam : public Optimizer {
 
  protected:
   Adam(const char* name, std::vector<ParamGroup> groups, const AdamOptions& o, bool decoupled);
-  std::vector<std::string> buffer_names() const override;
+  std::vector<std::string> buffer_names(const Slot& s) const override;
   void update(Slot& s, const Tensor& grad, int64_t lo, int64_t hi) override;
 
  private:
