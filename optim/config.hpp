@@ -4,7 +4,7 @@
 // naming the key, "optim.lr: expected a number, got string"); validate() then checks values.
 //
 //   [optim]
-//   name = "adamw"          # sgd | adam | adamw
+//   name = "adamw"          # sgd | adam | adamw | muon
 //   lr = 1e-3
 //   betas = [0.9, 0.98]
 //   eps = 1e-9
@@ -50,6 +50,8 @@ void optim_fields(V& v, S& s) {
   v("lr", s.optim.lr);
   v("min_lr", s.schedule.min_lr);
   v("momentum", s.optim.momentum);
+  v("muon_lr", s.optim.muon_lr);
+  v("muon_momentum", s.optim.muon_momentum);
   v("name", s.optim.name);
   v("nesterov", s.optim.nesterov);
   v("no_decay", s.optim.no_decay);

@@ -7,9 +7,13 @@
 
 namespace qkv::optim {
 
-enum class OptimizerKind { sgd, adam, adamw };
-inline constexpr EnumName<OptimizerKind> kOptimizerNames[] = {
-    {"sgd", OptimizerKind::sgd}, {"adam", OptimizerKind::adam}, {"adamw", OptimizerKind::adamw}};
+// muon: orthogonalized momentum for the hidden layers' matrices, AdamW for the rest
+// (optim/optimizers.hpp).
+enum class OptimizerKind { sgd, adam, adamw, muon };
+inline constexpr EnumName<OptimizerKind> kOptimizerNames[] = {{"sgd", OptimizerKind::sgd},
+                                                              {"adam", OptimizerKind::adam},
+                                                              {"adamw", OptimizerKind::adamw},
+                                                              {"muon", OptimizerKind::muon}};
 constexpr std::span<const EnumName<OptimizerKind>> names_of(OptimizerKind) {
   return kOptimizerNames;
 }

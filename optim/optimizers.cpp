@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/parallel.hpp"
+#include "optim/muon.hpp"
 
 namespace qkv::optim {
 
@@ -399,7 +400,14 @@ void OptimConfig::validate() const {
             dampening);
   QKV_CHECK(name == OptimizerKind::sgd || (momentum == 0 && dampening == 0 && !nesterov),
             "optim.momentum", "momentum, dampening and nesterov are SGD keys; optimizer is '",
-            name_of(name), "'");
+            name_of(name), "'", name == OptimizerKind::muon ? " (its key is muon_momentum)" : "");
+  QKV_CHECK(std::isfinite(muon_lr) && muon_lr >= 0, "optim.muon_lr",
+            "must be finite and >= 0, got ", muon_lr);
+  QKV_CHECK(muon_momentum >= 0 && muon_momentum < 1, "optim.muon_momentum",
+            "must be in [0, 1), got ", muon_momentum);
+  // The matrices' rate follows the schedule as muon_lr * lr_t / lr.
+  QKV_CHECK(name != OptimizerKind::muon || lr > 0, "optim.lr",
+            "muon scales muon_lr by the schedule's lr_t / lr, so lr must be > 0, got ", lr);
   QKV_CHECK(name != OptimizerKind::sgd || !amsgrad, "optim.amsgrad",
             "is an Adam/AdamW key; optimizer is 'sgd'");
   for (const std::string& s : no_decay)
@@ -436,6 +444,7 @@ int64_t state_buffers(const OptimConfig& c) {
       return static_cast<int64_t>(SGD::buffers(sgd_options(c)).size());
     case OptimizerKind::adam:
     case OptimizerKind::adamw:
+    case OptimizerKind::muon:  // the AdamW parameters' two (or three); its matrices keep one
       break;
   }
   return static_cast<int64_t>(Adam::buffers(adam_options(c)).size());
@@ -443,6 +452,7 @@ int64_t state_buffers(const OptimConfig& c) {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const NamedParams& params) {
   c.validate();
+  if (c.name == OptimizerKind::muon) return make_muon(c, params);
   std::vector<ParamGroup> groups = decay_groups(c, params);
   switch (c.name) {
     case OptimizerKind::sgd:
@@ -450,6 +460,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const NamedParam
     case OptimizerKind::adam:
       return std::make_unique<Adam>(std::move(groups), adam_options(c));
     case OptimizerKind::adamw:
+    case OptimizerKind::muon:  // made above
       break;
   }
   return std::make_unique<AdamW>(std::move(groups), adam_options(c));

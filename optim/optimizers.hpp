@@ -1,7 +1,8 @@
 // Optimizers: SGD (momentum, Nesterov, weight decay), Adam (L2 weight decay, as torch.optim.Adam),
 // AdamW (decoupled weight decay, as torch.optim.AdamW), each with an AMSGrad option where torch
 // has one. The update rules follow PyTorch 1.13's single-tensor code op for op, so float32
-// results match torch.optim to rounding.
+// results match torch.optim to rounding. Muon (orthogonalized momentum for the hidden layers'
+// matrices, AdamW for the rest) is in optim/muon.hpp.
 //
 // Parameters are ag::Vars: step() updates p.data() in place from p.grad(); a parameter whose
 // grad() is undefined (no gradient reached it) is skipped, its state and step count untouched,
@@ -35,11 +36,12 @@ struct ParamGroup {
 };
 
 // The optimizer's state as named tensors plus scalars, to be written beside the model
-// (safetensors + JSON). Tensors: "<param>.<buffer>" with buffer one of momentum_buffer (SGD),
-// exp_avg, exp_avg_sq, max_exp_avg_sq (Adam/AdamW); each has its parameter's shape and dtype.
+// (safetensors + JSON). Tensors: "<param>.<buffer>" with buffer one of momentum_buffer (SGD,
+// and Muon's matrices), exp_avg, exp_avg_sq, max_exp_avg_sq (Adam/AdamW, and Muon's other
+// parameters); each has its parameter's shape and dtype.
 // Scalars: "step" (calls to step()) and "<param>.step" (updates of that parameter).
 struct OptimState {
-  std::string optimizer;  // "sgd", "adam", "adamw"
+  std::string optimizer;  // "sgd", "adam", "adamw", "muon"
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, double> scalars;
 };
@@ -167,7 +169,7 @@ NamedParams name_params(const std::vector<Var>& params);
 
 // --- configured from the [optim] section (see optim/config.hpp for the TOML keys) ---
 struct OptimConfig {
-  OptimizerKind name = OptimizerKind::adamw;  // sgd | adam | adamw
+  OptimizerKind name = OptimizerKind::adamw;  // sgd | adam | adamw | muon
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
@@ -175,6 +177,9 @@ struct OptimConfig {
   double momentum = 0.0, dampening = 0.0;
   bool nesterov = false;
   bool amsgrad = false;
+  // muon: the hidden matrices' learning rate (the schedule scales it as it scales lr) and
+  // their Nesterov momentum.
+  double muon_lr = 0.02, muon_momentum = 0.95;
   // The no-decay rule: a parameter gets weight_decay 0 when it is 1-D (biases, LayerNorm
   // gains and shifts) and no_decay_1d is set, or when its name contains one of no_decay.
   bool no_decay_1d = true;
@@ -192,9 +197,11 @@ std::vector<ParamGroup> decay_groups(const OptimConfig& c, const NamedParams& pa
 // The options of the optimizer c names (the fields it does not use are ignored).
 SGDOptions sgd_options(const OptimConfig& c);
 AdamOptions adam_options(const OptimConfig& c);
-// The state tensors the optimizer c names keeps per parameter (for memory estimates).
+// The state tensors the optimizer c names keeps per parameter (for memory estimates; for muon
+// the most any parameter keeps, AdamW's, though its matrices keep one).
 int64_t state_buffers(const OptimConfig& c);
-// Validates c and builds the optimizer it names over params, with the no-decay rule applied.
+// Validates c and builds the optimizer it names over params, with the no-decay rule applied;
+// muon routes params by is_hidden_matrix (optim/muon.hpp).
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const NamedParams& params);
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& c, const std::vector<Var>& params);
 

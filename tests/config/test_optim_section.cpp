@@ -101,6 +101,33 @@ TEST_CASE("config: bad [optim] keys and values are errors naming the key", "[opt
   CHECK_THAT(err("clip_value = -1.0"), Contains("optim.clip_value"));
   CHECK_THROWS_WITH(config_from_toml(parse_config("optim = 3\n", "t.toml")),
                     Contains("optim") && Contains("section"));
+  CHECK_THAT(err("name = \"muon\"\nmuon_momentum = 1.0"), Contains("optim.muon_momentum"));
+  CHECK_THAT(err("name = \"muon\"\nmuon_lr = -0.02"), Contains("optim.muon_lr"));
+  CHECK_THAT(err("name = \"muon\"\nmuon_lr = \"high\""),
+             Contains("optim.muon_lr") && Contains("number"));
+  CHECK_THAT(err("name = \"muon\"\nlr = 0.0"), Contains("optim.lr"));
+  CHECK_THAT(err("name = \"muon\"\nmomentum = 0.9"), Contains("muon_momentum"));
+  CHECK_THAT(err("name = \"muon\"\nschedule = \"noam\"\nwarmup = 400"),
+             Contains("optim.schedule") && Contains("noam"));
+}
+
+TEST_CASE("config: muon's keys read, write back and default", "[optim][config]") {
+  const optim::OptimSection d = optim_of("name = \"muon\"");
+  CHECK(qkv::name_of(d.optim.name) == "muon");
+  CHECK(d.optim.muon_lr == 0.02);
+  CHECK(d.optim.muon_momentum == 0.95);
+  const RunConfig c = config_from_toml(parse_config(
+      "[optim]\nname = \"muon\"\nmuon_lr = 0.05\nmuon_momentum = 0.9\nschedule = \"wsd\"\n",
+      "t.toml"));
+  CHECK(c.optim.optim.muon_lr == 0.05);
+  CHECK(c.optim.optim.muon_momentum == 0.9);
+  // written between momentum and name, alphabetically, and read back bit for bit
+  const std::string toml = effective_toml(c);
+  CHECK(toml.find("momentum = 0.0\nmuon_lr = ") != std::string::npos);
+  const RunConfig back = config_from_toml(parse_config(toml, "effective.toml"));
+  CHECK(back.optim.optim.muon_lr == 0.05);
+  CHECK(back.optim.optim.muon_momentum == 0.9);
+  CHECK(effective_toml(back) == toml);
 }
 
 TEST_CASE("config: noam's d_model comes from [model] when left out", "[optim][config]") {

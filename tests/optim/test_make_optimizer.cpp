@@ -21,6 +21,15 @@ TEST_CASE("make_optimizer builds what the config names", "[optim][config]") {
     CHECK(opt->lr() == 0.5);
     CHECK(opt->param_weight_decays() == std::vector<double>{0.1, 0.0});
   }
+  // muon: the block matrix (orthogonalized) first, then the rest (AdamW), each with its decay
+  OptimConfig m;
+  m.name = OptimizerKind::muon, m.lr = 0.5, m.weight_decay = 0.1;
+  const NamedParams block{{"b", leaf(zeros({4}))}, {"layers.0.w.weight", leaf(zeros({4, 4}))}};
+  auto muon = make_optimizer(m, block);
+  CHECK(std::string(muon->name()) == "muon");
+  CHECK(muon->lr() == 0.5);
+  CHECK(muon->param_names() == std::vector<std::string>{"layers.0.w.weight", "b"});
+  CHECK(muon->param_weight_decays() == std::vector<double>{0.1, 0.0});
   OptimConfig bad;
   bad.lr = -1;
   CHECK_THROWS_WITH(make_optimizer(bad, ps), Contains("optim.lr"));
