@@ -8,6 +8,10 @@ single-tensor code path) with the case's hyperparameters, one parameter group pe
 (its own weight decay) and the case's learning rate at each step, and writes the parameters
 after every step to <case>.out.bin. Binary files are raw little-endian arrays of the case's
 dtype, parameters concatenated in manifest order.
+
+torch 1.13 has no Muon: for optimizer "muon" the parameters marked "muon" take Keller Jordan's
+update as modded-nanogpt writes it (Muon and zeropower_via_newtonschulz5 below, in float32),
+the others torch.optim.AdamW.
 """
 import json
 import os
@@ -21,6 +25,50 @@ except Exception as e:  # the test must fail loudly, not skip
         "reference_optim.py: %s cannot import torch/numpy (%s); install python3-torch and "
         "python3-numpy (make install)\n" % (sys.executable, e))
     sys.exit(2)
+
+
+def zeropower_via_newtonschulz5(G, steps=5):
+    """modded-nanogpt's Newton-Schulz quintic, in float32 (it runs it in bfloat16 on GPUs)."""
+    assert G.ndim == 2
+    a, b, c = (3.4445, -4.7750, 2.0315)
+    X = G.float()
+    if G.size(0) > G.size(1):
+        X = X.T
+    X = X / (X.norm() + 1e-7)
+    for _ in range(steps):
+        A = X @ X.T
+        B = b * A + c * A @ A
+        X = a * X + B @ X
+    if G.size(0) > G.size(1):
+        X = X.T
+    return X
+
+
+class Muon(torch.optim.Optimizer):
+    """modded-nanogpt's Muon (Nesterov momentum), one matrix at a time, with AdamW's decoupled
+    weight decay; lr is the matrices' own rate."""
+
+    def __init__(self, params, lr, momentum):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=0.0))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(g)
+                buf = state["momentum_buffer"]
+                buf.mul_(mu).add_(g)
+                g = g.add(buf, alpha=mu)
+                o = zeropower_via_newtonschulz5(g)
+                if wd > 0:
+                    p.mul_(1 - lr * wd)
+                p.add_(o.to(p.dtype), alpha=-lr * max(1, p.size(0) / p.size(1)) ** 0.5)
 
 
 def run_case(d, case):
@@ -38,7 +86,18 @@ def run_case(d, case):
     h = case["hyper"]
     groups = [{"params": [p], "weight_decay": m["weight_decay"]} for p, m in zip(params, metas)]
     kind = case["optimizer"]
-    if kind == "sgd":
+    opts = []  # (optimizer, its learning rate from the step's lr_t)
+    if kind == "muon":
+        matrices = [g for g, m in zip(groups, metas) if m["muon"]]
+        others = [g for g, m in zip(groups, metas) if not m["muon"]]
+        # The schedule scales both rates alike: muon_lr * lr_t / lr.
+        opts.append((Muon(matrices, lr=h["muon_lr"], momentum=h["muon_momentum"]),
+                     lambda lr_t: h["muon_lr"] * lr_t / h["lr"]))
+        if others:
+            opts.append((torch.optim.AdamW(others, lr=h["lr"], betas=(h["beta1"], h["beta2"]),
+                                           eps=h["eps"], amsgrad=h["amsgrad"], foreach=False),
+                         lambda lr_t: lr_t))
+    elif kind == "sgd":
         opt = torch.optim.SGD(groups, lr=h["lr"], momentum=h["momentum"], dampening=h["dampening"],
                               nesterov=h["nesterov"], foreach=False)
     elif kind in ("adam", "adamw"):
@@ -47,6 +106,8 @@ def run_case(d, case):
                   amsgrad=h["amsgrad"], foreach=False)
     else:
         raise SystemExit("reference_optim.py: unknown optimizer " + kind)
+    if not opts:
+        opts.append((opt, lambda lr_t: lr_t))
 
     grads = np.fromfile(os.path.join(d, case["name"] + ".grads.bin"), dtype=dt)
     goff, out = 0, []
@@ -58,9 +119,10 @@ def run_case(d, case):
                 goff += n
             else:
                 p.grad = None
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.step()
+        for o, rate in opts:
+            for g in o.param_groups:
+                g["lr"] = rate(lr)
+            o.step()
         for p in params:
             out.append(p.detach().numpy().reshape(-1).astype(dt))
     assert goff == grads.size, "grads size"

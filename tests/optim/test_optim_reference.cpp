@@ -1,6 +1,7 @@
 // Parity with torch.optim (SGD, Adam, AdamW) over 20 steps: this test writes the initial
 // parameters and every step's gradients, tests/optim/reference_optim.py replays them through
-// torch.optim under /usr/bin/python3, and the parameters after each step are compared.
+// torch.optim under /usr/bin/python3, and the parameters after each step are compared. Muon,
+// which torch 1.13 lacks, is replayed through modded-nanogpt's code written into the script.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "optim/muon.hpp"
 #include "optim/optimizers.hpp"
 #include "optim/schedule.hpp"
 
@@ -29,11 +31,28 @@ static Var leaf(Tensor t) { return Var(std::move(t), true); }
 namespace {
 
 constexpr int kSteps = 20;
+// Muon's error against the reference, as a fraction of the displacement (update_errors). On
+// the development machine: at most 2.1e-6, float32 rounding in another order (c (A A) for
+// (c A) A) 2.5e-6; a Nesterov factor off by 0.1% gives 5e-5, an eps of 1e-4 for 1e-7 2e-4.
+constexpr double kMuonTolerance = 1e-5;
+
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  bool muon = false;  // muon: the script gives it the orthogonalized update, else AdamW
+};
+
+// Parameters of several shapes: one large enough for the parallel loop, biases and a 1-element
+// gain (no weight decay under the default rule), a small matrix.
+const std::vector<ParamSpec> kParams{
+    {"enc.w", {128, 96}}, {"enc.b", {96}}, {"head.w", {7, 5}}, {"ln.g", {1}}};
 
 struct Case {
   std::string name;
   OptimConfig cfg;
   DType dt;
+  std::vector<ParamSpec> params = kParams;
+  double init_scale = 1.0;  // the initial parameters are init_scale * N(0, 1)
 };
 
 template <class T>
@@ -55,17 +74,15 @@ std::vector<T> read_raw(const fs::path& p) {
   return v;
 }
 
-// Parameters of several shapes: one large enough for the parallel loop, biases and a 1-element
-// gain (no weight decay under the default rule), a small matrix.
-NamedParams make_params(DType dt, Generator& gen) {
+NamedParams make_params(const Case& c, Generator& gen) {
   NamedParams ps;
-  for (auto [name, shape] : std::vector<std::pair<std::string, Shape>>{
-           {"enc.w", {128, 96}}, {"enc.b", {96}}, {"head.w", {7, 5}}, {"ln.g", {1}}})
-    ps.emplace_back(name, leaf(randn(shape, gen, dt)));
+  for (const ParamSpec& p : c.params)
+    ps.emplace_back(p.name, leaf(mul(randn(p.shape, gen, c.dt), c.init_scale)));
   return ps;
 }
 
-// Step t's gradient for parameter i, or undefined: "head.w" gets none at steps 3 and 7.
+// Step t's gradient for parameter i, or undefined: the third ("head.w") gets none at steps 3
+// and 7.
 // Scales vary over three decades so Adam's normalisation matters; some entries are exactly 0.
 Tensor make_grad(const Var& p, size_t i, int t, DType dt, Generator& gen) {
   if (i == 2 && (t == 3 || t == 7)) return Tensor();
@@ -78,7 +95,7 @@ template <class T>
 void run_case(const Case& c, const fs::path& dir, json& manifest,
               std::vector<std::vector<T>>& ours) {
   Generator gen(1234);
-  NamedParams ps = make_params(c.dt, gen);
+  NamedParams ps = make_params(c, gen);
   std::unique_ptr<Optimizer> opt = make_optimizer(c.cfg, ps);
   // The schedule drives the learning rate, so torch sees our set_lr values step by step.
   ScheduleConfig sc;
@@ -92,9 +109,13 @@ void run_case(const Case& c, const fs::path& dir, json& manifest,
   const std::vector<std::string> names = opt->param_names();
   const std::vector<double> wds = opt->param_weight_decays();
   for (size_t i = 0; i < names.size(); ++i) wd[names[i]] = wds[i];
-  for (const auto& [name, p] : ps) {
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const auto& [name, p] = ps[i];
     write_raw<T>(init, p.data());
-    params.push_back({{"name", name}, {"shape", p.shape()}, {"weight_decay", wd.at(name)}});
+    params.push_back({{"name", name},
+                      {"shape", p.shape()},
+                      {"weight_decay", wd.at(name)},
+                      {"muon", c.params[i].muon}});
   }
   std::ofstream grads(dir / (c.name + ".grads.bin"), std::ios::binary);
   json lrs = json::array(), present = json::array();
@@ -128,7 +149,9 @@ void run_case(const Case& c, const fs::path& dir, json& manifest,
                                  {"beta1", c.cfg.beta1},
                                  {"beta2", c.cfg.beta2},
                                  {"eps", c.cfg.eps},
-                                 {"amsgrad", c.cfg.amsgrad}}},
+                                 {"amsgrad", c.cfg.amsgrad},
+                                 {"muon_lr", c.cfg.muon_lr},
+                                 {"muon_momentum", c.cfg.muon_momentum}}},
                                {"params", params},
                                {"lrs", lrs},
                                {"grad_present", present}});
@@ -197,33 +220,59 @@ std::vector<Case> cases(DType dt) {
   return cs;
 }
 
-}  // namespace
+// Per parameter, its error against the displacement the reference has made so far, worst over
+// the steps: max |ours - torch| / max |torch - init|. The error of the update itself, which an
+// absolute tolerance on the parameters would hide behind their size.
+struct UpdateError {
+  double worst = 0;  // the largest ratio
+  int step = 0;      // after which step (from 1)
+};
 
-TEST_CASE("optimizers match torch.optim over 20 steps", "[optim][reference]") {
+template <class T>
+std::vector<UpdateError> update_errors(const Case& c, const std::vector<std::vector<T>>& ours,
+                                       const std::vector<T>& theirs, const std::vector<T>& init) {
+  std::vector<UpdateError> out(c.params.size());
+  const size_t per_step = init.size();
+  REQUIRE(theirs.size() == ours.size() * per_step);
+  for (size_t t = 0; t < ours.size(); ++t) {
+    size_t off = 0;
+    for (size_t i = 0; i < c.params.size(); ++i) {
+      const size_t n = static_cast<size_t>(numel_of(c.params[i].shape));
+      double err = 0, moved = 0;
+      for (size_t k = off; k < off + n; ++k) {
+        const double b = theirs[t * per_step + k];
+        err = std::max(err, std::abs(static_cast<double>(ours[t][k]) - b));
+        moved = std::max(moved, std::abs(b - static_cast<double>(init[k])));
+      }
+      if (moved > 0 && err / moved > out[i].worst) out[i] = {err / moved, static_cast<int>(t + 1)};
+      off += n;
+    }
+  }
+  return out;
+}
+
+// Where the reference runs: a fresh folder, removed afterwards.
+struct RefDir {
+  fs::path dir;
+  explicit RefDir(const std::string& tag)
+      : dir(fs::temp_directory_path() / (tag + "_" + std::to_string(getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~RefDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// Writes the manifest and replays it through reference_optim.py; fails the test, with the
+// script's output, if the script does not run.
+void run_reference(const fs::path& dir, const json& manifest) {
   const char* src = std::getenv("QKV_SOURCE_DIR");
   REQUIRE(src != nullptr);
   const fs::path script = fs::path(src) / "tests/optim/reference_optim.py";
   REQUIRE(fs::exists(script));
-  const fs::path dir = fs::temp_directory_path() / ("qkv_optim_ref_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } cleanup{dir};
-  set_num_threads(2);  // the large parameter takes the parallel path
-
-  json manifest{{"cases", json::array()}};
-  std::vector<Case> cs32 = cases(DType::f32), cs64 = cases(DType::f64);
-  std::vector<std::vector<std::vector<float>>> ours32(cs32.size());
-  std::vector<std::vector<std::vector<double>>> ours64(cs64.size());
-  for (size_t i = 0; i < cs32.size(); ++i) run_case<float>(cs32[i], dir, manifest, ours32[i]);
-  for (size_t i = 0; i < cs64.size(); ++i) run_case<double>(cs64[i], dir, manifest, ours64[i]);
   std::ofstream(dir / "manifest.json") << manifest.dump();
-
   const fs::path log = dir / "python.log";
   const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + dir.string() + "' > '" +
                           log.string() + "' 2>&1";
@@ -235,6 +284,22 @@ TEST_CASE("optimizers match torch.optim over 20 steps", "[optim][reference]") {
   if (rc != 0)
     FAIL(
         "the PyTorch reference failed to run; /usr/bin/python3 needs python3-torch (make install)");
+}
+
+}  // namespace
+
+TEST_CASE("optimizers match torch.optim over 20 steps", "[optim][reference]") {
+  RefDir ref("qkv_optim_ref");
+  const fs::path& dir = ref.dir;
+  set_num_threads(2);  // the large parameter takes the parallel path
+
+  json manifest{{"cases", json::array()}};
+  std::vector<Case> cs32 = cases(DType::f32), cs64 = cases(DType::f64);
+  std::vector<std::vector<std::vector<float>>> ours32(cs32.size());
+  std::vector<std::vector<std::vector<double>>> ours64(cs64.size());
+  for (size_t i = 0; i < cs32.size(); ++i) run_case<float>(cs32[i], dir, manifest, ours32[i]);
+  for (size_t i = 0; i < cs64.size(); ++i) run_case<double>(cs64[i], dir, manifest, ours64[i]);
+  run_reference(dir, manifest);
 
   for (size_t i = 0; i < cs32.size(); ++i)
     report(cs32[i].name, compare(ours32[i], read_raw<float>(dir / (cs32[i].name + ".out.bin"))),
@@ -242,4 +307,49 @@ TEST_CASE("optimizers match torch.optim over 20 steps", "[optim][reference]") {
   for (size_t i = 0; i < cs64.size(); ++i)
     report(cs64[i].name, compare(ours64[i], read_raw<double>(dir / (cs64[i].name + ".out.bin"))),
            1e-12);
+}
+
+TEST_CASE("Muon matches modded-nanogpt's update written in torch ops over 20 steps",
+          "[optim][reference]") {
+  // Four matrices the rule routes to Muon: square, tall, wide (it misses its gradient on two
+  // steps), and one past 64 in both dimensions; a bias and an embedding it routes to AdamW.
+  // GPT-sized initial values (0.02 N(0, 1)) keep the parameters' own rounding below the
+  // updates' so that the comparison sees the update.
+  Case c{"muon_f32",
+         OptimConfig{},
+         DType::f32,
+         {{"blocks.layers.0.self_attn.w_q.weight", {48, 48}, true},
+          {"blocks.layers.0.ffn.linear1.weight", {96, 24}, true},
+          {"blocks.layers.1.self_attn.w_o.weight", {24, 80}, true},
+          {"blocks.layers.1.ffn.linear2.weight", {72, 136}, true},
+          {"blocks.layers.0.ffn.linear1.bias", {96}, false},
+          {"embed.weight", {50, 48}, false}},
+         0.02};
+  c.cfg.name = OptimizerKind::muon, c.cfg.lr = 1e-2, c.cfg.weight_decay = 0.1;
+  c.cfg.muon_lr = 0.05, c.cfg.muon_momentum = 0.9;
+  for (const ParamSpec& p : c.params) {
+    INFO(p.name);
+    CHECK(is_hidden_matrix(p.name, leaf(zeros(p.shape))) == p.muon);
+  }
+  RefDir ref("qkv_muon_ref");
+  set_num_threads(2);  // matrices shared out between the threads
+  json manifest{{"cases", json::array()}};
+  std::vector<std::vector<float>> ours;
+  run_case<float>(c, ref.dir, manifest, ours);
+  run_reference(ref.dir, manifest);
+
+  const std::vector<UpdateError> es =
+      update_errors(c, ours, read_raw<float>(ref.dir / "muon_f32.out.bin"),
+                    read_raw<float>(ref.dir / "muon_f32.init.bin"));
+  for (size_t i = 0; i < es.size(); ++i) {
+    const ParamSpec& p = c.params[i];
+    std::printf(
+        "optim reference muon_f32 %-38s %-9s %-6s max err %.3g of the displacement (tol "
+        "%.0e), after step %d\n",
+        p.name.c_str(), shape_str(p.shape).c_str(), p.muon ? "muon" : "adamw", es[i].worst,
+        kMuonTolerance, es[i].step);
+    INFO(p.name << ": worst error " << es[i].worst << " of the displacement, after step "
+                << es[i].step);
+    CHECK(es[i].worst <= kMuonTolerance);
+  }
 }
