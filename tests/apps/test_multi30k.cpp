@@ -16,9 +16,12 @@ using nlohmann::json;
 TEST_CASE("multi30k: a short real-data run learns and reports BLEU", "[e2e]") {
   TempDir t("multi30k");
   const std::string run = t.file("run");
+  // fp32 in place of the config's precision = "auto": this test reads the commands' stdout and
+  // stderr as one text, and "auto" has each command say on stderr what it picked (test_precision).
   const RunResult r = run_qkv(
       "train '" + source_dir() + "/configs/multi30k.toml' --run-dir " + run +
-      " --threads 1 --quiet --data.train_size 600 --data.valid_size 30 --data.test_size 30"
+      " --precision fp32 --threads 1 --quiet"
+      " --data.train_size 600 --data.valid_size 30 --data.test_size 30"
       " --data.spm_vocab_size 300 --data.batch_size 32 --model.d_model 32 --model.heads 2"
       " --model.d_ff 64 --model.encoder_layers 1 --model.decoder_layers 1 --train.max_steps 150"
       " --train.eval_every 75 --train.log_every 25 --optim.warmup 20 --optim.lr 3e-3");
