@@ -1,7 +1,6 @@
 // The run config: TOML reading, precedence (defaults < file < command line), errors that name
 // the key and where it was set, and the effective config reading back to the same config.
 #include <catch2/catch.hpp>
-#include <cstdlib>
 
 #include "config/config.hpp"
 #include "support/config.hpp"
