@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
+#include <set>
 
 #include "nn/hooks.hpp"
 #include "support/nn.hpp"
@@ -219,4 +221,32 @@ TEST_CASE("glob patterns match hook names") {
   CHECK_FALSE(glob_match("*.attn.pattern", "blocks.0.cross.pattern"));
   CHECK_FALSE(glob_match("blocks.1*", "blocks.0.attn.z"));
   CHECK(glob_match("logits", "logits"));
+}
+
+namespace {
+
+// A hook point's name with its layer as L and without the stack's prefix, as docs/hooks.md
+// lists it: "decoder.blocks.1.cross.z" -> "blocks.L.cross.z".
+std::string table_name(std::string n) {
+  for (const char* p : {"encoder.", "decoder."})
+    if (n.rfind(p, 0) == 0) n = n.substr(std::string(p).size());
+  if (n.rfind("blocks.", 0) == 0) n = "blocks.L" + n.substr(n.find('.', 7));
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("hooks: docs/hooks.md lists exactly the hook points of both model kinds") {
+  std::ifstream doc(source_path("docs/hooks.md"));
+  REQUIRE(doc.good());
+  std::set<std::string> documented, walked;
+  for (std::string line; std::getline(doc, line);)
+    if (line.rfind("| `", 0) == 0) documented.insert(line.substr(3, line.find('`', 3) - 3));
+  LmCase lm;
+  S2SCase s2s;
+  for (const auto& n : hook_points(lm.lm)) walked.insert(table_name(n));
+  for (const auto& n : hook_points(s2s.m)) walked.insert(table_name(n));
+  CHECK(documented == walked);
+  for (const auto& n : walked) CHECK(documented.count(n) == 1);
+  for (const auto& n : documented) CHECK(walked.count(n) == 1);
 }
