@@ -4,6 +4,7 @@
 
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
+#include "run/run_file.hpp"
 
 #include <unistd.h>
 #include <algorithm>
@@ -175,11 +176,9 @@ void fsync_dir(const fs::path& dir) {
   }
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
+// A checkpoint pointer (latest, best): a name, so a few bytes; anything else is refused.
+std::string read_pointer(const fs::path& p) {
+  std::string s = read_run_file(p.string(), "checkpoint pointer", kMaxPointerBytes);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
@@ -257,11 +256,9 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Model& model,
   const fs::path log = fs::path(run_dir) / "metrics.jsonl";
   if (fs::exists(log)) {
     fsync_file(log.string());
-    std::ifstream in(log, std::ios::binary);
-    std::string text(st.metrics_bytes, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    QKV_CHECK(static_cast<uint64_t>(in.gcount()) == st.metrics_bytes, "checkpoint", log.string(),
-              " is shorter than the ", st.metrics_bytes, " bytes just logged");
+    const std::string text = RunFile(log.string(), "metrics log").read(0, st.metrics_bytes);
+    QKV_CHECK(text.size() == st.metrics_bytes, "checkpoint", log.string(), " is shorter than the ",
+              st.metrics_bytes, " bytes just logged");
     atomic_write_file((tmp / "metrics.jsonl").string(), text);
   }
   write_manifest(tmp.string());  // last: the sizes and checksums of every file above
@@ -303,7 +300,7 @@ std::string find_checkpoint(const std::string& run_dir, const std::string& which
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   if (!fs::is_directory(dir)) return "";
   if (fs::exists(dir / which)) {
-    const std::string n = read_text(dir / which);
+    const std::string n = read_pointer(dir / which);
     if (!n.empty() && n.find('/') == std::string::npos && complete(dir / n))
       return (dir / n).string();
   }
