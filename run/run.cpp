@@ -281,7 +281,8 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
                              std::pair{"tgt_vocab.txt", &r.data.tgt_vocab}}) {
     if (!fs::exists(dir / file)) continue;
     const data::Vocab saved = data::Vocab::load((dir / file).string());
-    const bool used = !r.task().language_model() || vocab == &r.data.tgt_vocab;
+    // a language model has no source side: its src_vocab.txt names nothing the model reads
+    const bool used = !data::is_language_model(r.config.data.task) || vocab == &r.data.tgt_vocab;
     if (data_loaded && used && !(saved == *vocab))
       throw Error(run_dir + "/config.toml: its [data] section makes a vocabulary of " +
                   std::to_string(vocab->size()) + " tokens, not the " +
