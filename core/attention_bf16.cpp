@@ -200,27 +200,33 @@ void attention_forward_bf16(const AttentionProblem& p, const Tensor& q, const Te
       p.mask.defined() ? static_cast<const uint8_t*>(p.mask.storage()->data()) : nullptr;
   const int64_t tk = std::min(kTileK, p.m);
   const ForwardPacks f(p, tk);
-  bf16_t* packs = forward_pack_buffer(static_cast<size_t>(p.nb * f.entry())).data();
-  // q, k, v rounded once per call, each batch entry by one thread
-  parallel_for(p.nb, p.m * (p.dk + p.dv) + p.n * p.dk, [&](int64_t lo, int64_t hi) {
-    for (int64_t bi = lo; bi < hi; ++bi) {
-      bf16_t* e = packs + bi * f.entry();
-      pack_bf16_rows(Q.row(bi, 0), p.n, p.dk, Q.ld, e, f.ldq);
-      pack_keys_transposed(K.row(bi, 0), p.m, p.dk, K.ld, tk, e + f.q_size);
-      pack_bf16_pairs(V.row(bi, 0), p.m, p.dv, V.ld, e + f.q_size + f.kt_size, f.ldv);
-    }
-  });
+  auto pack_entry = [&](int64_t bi, bf16_t* e) {  // q, k, v rounded once per call
+    pack_bf16_rows(Q.row(bi, 0), p.n, p.dk, Q.ld, e, f.ldq);
+    pack_keys_transposed(K.row(bi, 0), p.m, p.dk, K.ld, tk, e + f.q_size);
+    pack_bf16_pairs(V.row(bi, 0), p.m, p.dv, V.ld, e + f.q_size + f.kt_size, f.ldv);
+  };
+  // With one query tile per batch entry the item that owns an entry packs it into its own
+  // workspace; with several, every entry is packed first (one more parallel region, which
+  // short sequences would feel and long ones do not).
   const int64_t nqt = (p.n + kTileQ - 1) / kTileQ;
+  bf16_t* packs = nullptr;
+  if (nqt > 1) {
+    packs = forward_pack_buffer(static_cast<size_t>(p.nb * f.entry())).data();
+    parallel_for(p.nb, p.m * (p.dk + p.dv) + p.n * p.dk, [&](int64_t lo, int64_t hi) {
+      for (int64_t bi = lo; bi < hi; ++bi) pack_entry(bi, packs + bi * f.entry());
+    });
+  }
   const int64_t ldp = even_up(tk), kp = pairs_of(p.dk);
   parallel_for(p.nb * nqt, kTileQ * p.m * (p.dk + p.dv) * 2, [&](int64_t lo, int64_t hi) {
     std::vector<float>& ws = workspace<float>(kTileQ * tk + kTileQ * p.dv);
     float* S = ws.data();
     float* acc = S + kTileQ * tk;
-    bf16_t* Pb = workspace<bf16_t>(kTileQ * ldp).data();
+    bf16_t* Pb = workspace<bf16_t>(kTileQ * ldp + (packs ? 0 : f.entry())).data();
     double mrun[kTileQ], lrun[kTileQ];
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t bi = it / nqt, q0 = (it % nqt) * kTileQ, qb = std::min(kTileQ, p.n - q0);
-      const bf16_t* e = packs + bi * f.entry();
+      bf16_t* e = packs ? packs + bi * f.entry() : Pb + kTileQ * ldp;
+      if (!packs) pack_entry(bi, e);
       const bf16_t *qa = e + q0 * f.ldq, *kt = e + f.q_size, *vp = kt + f.kt_size;
       std::fill(acc, acc + qb * p.dv, 0.0f);
       for (int64_t i = 0; i < qb; ++i) mrun[i] = -INFINITY, lrun[i] = 0;

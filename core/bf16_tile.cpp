@@ -49,7 +49,8 @@ __attribute__((always_inline)) inline void block(int64_t kp, const bf16_t* a, in
 }
 
 // All rows of one column strip of NV vectors, R rows at a time (R = 6 for one or two vectors,
-// 4 for three or four: the accumulators and the B vectors fit the 32 registers).
+// 4 for three or four: the accumulators and the B vectors fit the 32 registers), the last
+// rows in one block of their own so that short tiles (17 rows) stream B twice, not 7 times.
 template <int NV>
 void strip(int64_t rows, int64_t kp, const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb,
            float* c, int64_t ldc, const __mmask16* mask, bool accumulate) {
@@ -57,8 +58,26 @@ void strip(int64_t rows, int64_t kp, const bf16_t* a, int64_t lda, const bf16_t*
   int64_t r = 0;
   for (; r + R <= rows; r += R)
     block<R, NV>(kp, a + r * lda, lda, b, ldb, c + r * ldc, ldc, mask, accumulate);
-  for (; r < rows; ++r)
-    block<1, NV>(kp, a + r * lda, lda, b, ldb, c + r * ldc, ldc, mask, accumulate);
+  a += r * lda, c += r * ldc;
+  switch (rows - r) {
+    case 5:
+      if constexpr (R > 5) block<5, NV>(kp, a, lda, b, ldb, c, ldc, mask, accumulate);
+      break;
+    case 4:
+      if constexpr (R > 4) block<4, NV>(kp, a, lda, b, ldb, c, ldc, mask, accumulate);
+      break;
+    case 3:
+      block<3, NV>(kp, a, lda, b, ldb, c, ldc, mask, accumulate);
+      break;
+    case 2:
+      block<2, NV>(kp, a, lda, b, ldb, c, ldc, mask, accumulate);
+      break;
+    case 1:
+      block<1, NV>(kp, a, lda, b, ldb, c, ldc, mask, accumulate);
+      break;
+    default:
+      break;
+  }
 }
 #endif
 
