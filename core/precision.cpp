@@ -21,10 +21,13 @@ struct WeightCopy {
 
 using WeightKey = std::tuple<const void*, int64_t, int64_t, int64_t, int64_t>;
 
-// An activation's copy: valid while its storage is at `version`, within one scope.
+// An activation's copy: valid while its storage is at `version`, within one scope. It lives
+// as long as its storage: once the tensor is freed (an output gradient after its two
+// products), the buffer goes back to the spares.
 struct ActivationCopy {
   std::vector<bf16_t> bits;
   uint64_t version = 0;
+  std::weak_ptr<Storage> storage;
 };
 
 // (storage id, first element, rows, cols, ld): ids are never reused, so a freed tensor's
@@ -47,6 +50,19 @@ struct PrecisionState {
   uint64_t roundings = 0;
   std::vector<bf16_t> scratch[2];
 };
+
+// The copies whose storage has been freed: their buffers go to the spares.
+void drop_dead_copies(PrecisionState& s) {
+  for (auto it = s.activations.begin(); it != s.activations.end();) {
+    if (!it->second.storage.expired()) {
+      ++it;
+      continue;
+    }
+    s.activation_bytes -= it->second.bits.size() * sizeof(bf16_t);
+    s.spare.push_back(std::move(it->second.bits));
+    it = s.activations.erase(it);
+  }
+}
 
 // Every activation copy is stale once a scope begins or ends: the buffers go to the spares.
 void drop_activation_copies(PrecisionState& s) {
@@ -167,12 +183,14 @@ const bf16_t* bf16_activation(const StoredMatrix& x, int slot) {
   auto it = s.activations.find(key);
   if (it != s.activations.end() && it->second.version == st.version())
     return it->second.bits.data();
+  if (it == s.activations.end()) drop_dead_copies(s);  // room for the new one
   const bool keep =
       s.depth > 0 && (it != s.activations.end() ||
                       s.activation_bytes + n * sizeof(bf16_t) <= kActivationCacheBytes);
   if (!keep) return round_into_scratch(s, x, slot);
   if (it == s.activations.end()) {  // a new copy, in a spare buffer when there is one
     it = s.activations.emplace(key, ActivationCopy{}).first;
+    it->second.storage = x.t.storage();
     if (!s.spare.empty()) {
       it->second.bits = std::move(s.spare.back());
       s.spare.pop_back();
