@@ -15,7 +15,8 @@ int cmd_translate(const TranslateArgs& a) {
   const auto inf = run::open_inference(a.run_dir, {.checkpoint = a.checkpoint,
                                                    .precision = a.precision,
                                                    .threads = a.threads,
-                                                   .op = "translate"});
+                                                   .op = "translate",
+                                                   .max_input = a.max_input});
   inf->require(run::Inference::Operation::decode, "translate");
   const run::DecodeOptions o{.beam = a.beam, .alpha = a.alpha, .max_len = a.max_len};
   auto one = [&](const std::string& text) {

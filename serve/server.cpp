@@ -193,7 +193,7 @@ class Server {
   explicit Server(const ServeOptions& o)
       : opts_(o),
         runs_(served_runs(o.runs)),
-        models_(static_cast<size_t>(o.max_loaded_models)),
+        models_(static_cast<size_t>(o.max_loaded_models), o.precision),
         http_(o.connections) {}
 
   // Binds host:port (0: any free port); the chosen port.
