@@ -55,7 +55,7 @@ void check_learned(const run::LoadedRun& r, const data::Dataset& ds) {
                 " (with <eos> and train.max_decode_extra): learned positions cannot go further");
 }
 
-// A language model: the exact loss over the whole split (apps/lm.hpp, lm_loss_full).
+// A language model: the exact loss over the whole split (run/lm.hpp, lm_loss_full).
 int eval_lm(const EvalArgs& a, const run::LoadedRun& r) {
   QKV_CHECK(a.max_len == 0 && a.min_len == 0, "eval",
             "--max-len / --min-len regenerate synthetic"

@@ -13,7 +13,6 @@
 #include "core/error.hpp"
 #include "data/task_kind.hpp"
 #include "figures/report.hpp"
-#include "run/run.hpp"
 
 namespace qkv::figures::report {
 
