@@ -86,6 +86,12 @@ struct Reader {
       second = (*v)[1].get<double>();
     }
   }
+  // [model] attention_scale: a number, 0 for the default (nn/attention_scale.hpp).
+  void operator()(const char* k, nn::AttentionScale& out) {
+    double x = out.config_value();
+    (*this)(k, x);
+    out = nn::AttentionScale::from_config(x, key(k));
+  }
   // A kind: parsed here, once, by its names table.
   template <NamedEnum E>
   void operator()(const char* k, E& out) {
@@ -128,6 +134,7 @@ struct Writer {
       j[k] = v;
   }
   void operator()(const char* k, double first, double second) { j[k] = {first, second}; }
+  void operator()(const char* k, const nn::AttentionScale& s) { j[k] = s.config_value(); }
 };
 
 // The field lists: one place names each key, for reading and for writing.
