@@ -247,7 +247,7 @@ TEST_CASE("errors: command-line misuse exits 2 with a hint", "[e2e]") {
   CHECK(snapshot(run) == before);
 }
 
-TEST_CASE("errors: a mistyped subcommand names the nearest; usage names qkv", "[e2e]") {
+TEST_CASE("errors: a mistyped subcommand names the nearest, and usage names qkv", "[e2e]") {
   expect_error("trian", 2, {"unknown subcommand 'trian'", "did you mean 'train'?"});
   expect_error("trian configs/copy.toml --quiet", 2, {"did you mean 'train'?"});
   const RunResult far = run_qkv("frobnicate");

@@ -98,7 +98,7 @@ TEST_CASE("config: [model] attention and window, with errors that name the key a
 
 // [model] attention_scale is one nn::AttentionScale from the reader to the kernel: an encoder
 // layer built from the config attends (fused kernel) exactly as the formula with that number.
-TEST_CASE("config: attention_scale reaches the dot kernel; additive and linear refuse one") {
+TEST_CASE("config: attention_scale reaches the dot kernel, additive and linear refuse one") {
   CHECK(config_from("").model.attention_scale.is_default());
   CHECK(config_from("[model]\nattention_scale = 0\n").model.attention_scale.is_default());
   const RunConfig c = config_from(
