@@ -2,9 +2,12 @@
 // Each returns the process exit code; errors are thrown as qkv::Error and reported by main.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/precision.hpp"
 
 namespace qkv::app {
 
@@ -35,7 +38,7 @@ struct EvalArgs {
   double alpha = 1.0;
   bool lowercase = false;
   std::string hyp_out;
-  std::string precision;  // fp32, bf16 or auto; empty: the run's (core/precision.hpp)
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 
@@ -46,7 +49,7 @@ struct TranslateArgs {
   double alpha = 1.0;
   int max_len = 0;  // 0: source length + train.max_decode_extra
   int threads = 0;
-  std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
@@ -61,7 +64,7 @@ struct GenerateArgs {
   bool no_cache = false;  // re-read the whole context for every token (the reference)
   bool quiet = false;     // no summary line on stderr
   int threads = 0;
-  std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
 };
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
@@ -92,7 +95,7 @@ struct BenchArgs {
   bool passive = false;      // OMP_WAIT_POLICY=passive for both sides (busy machines)
   bool child = false;        // internal: run the models in this process, print JSON lines
   // fp32, bf16, or auto: fp32 and, where bf16 can run, bf16 too (each side in both, side by side)
-  std::string precision = "auto";
+  Precision precision = Precision::auto_;
   // compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside OpenMP
   // threads or more threads than cores (bench/bench_runtime.hpp); flagged in the table
   bool allow_unfair = false;

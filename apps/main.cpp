@@ -25,11 +25,14 @@ namespace {
 
 // One add_<command> per subcommand: its arguments, help texts, defaults and checks, bound to
 // the fields of its Args (apps/commands.hpp).
-// --precision of the inference commands: the run's precision unless given.
-void add_precision(CLI::App* cmd, std::string& precision) {
-  cmd->add_option("--precision", precision,
-                  "fp32, bf16 or auto: the linear layers' products (default: the run's)")
-      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
+// --precision of the inference commands (unset: the run's), parsed here once by Precision's
+// names table (core/precision.hpp).
+void add_precision(CLI::App* cmd, std::optional<qkv::Precision>& precision) {
+  cmd->add_option_function<std::string>(
+         "--precision",
+         [&precision](const std::string& s) { precision = qkv::parse_precision(s, "--precision"); },
+         "fp32, bf16 or auto: the linear layers' products (default: the run's)")
+      ->check(one_of_names<qkv::Precision>("--precision"));
 }
 
 void add_train(CLI::App* cmd, TrainArgs& a) {
@@ -151,11 +154,13 @@ void add_bench(CLI::App* cmd, BenchArgs& a) {
   cmd->add_flag("--gemm-shapes", a.gemm_shapes,
                 "also time qkv's step GEMM by GEMM: per shape calls, ms and GFLOP/s (a table per "
                 "model, from the last round), and its time in and between parallel regions");
-  cmd->add_option("--precision", a.precision,
-                  "fp32, bf16 or auto (fp32 and, where the CPU runs bf16, bf16 too; with "
-                  "--compare PyTorch under torch.autocast beside qkv bf16)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
+  cmd->add_option_function<std::string>(
+         "--precision",
+         [&a](const std::string& s) { a.precision = qkv::parse_precision(s, "--precision"); },
+         "fp32, bf16 or auto (fp32 and, where the CPU runs bf16, bf16 too; with "
+         "--compare PyTorch under torch.autocast beside qkv bf16)")
+      ->default_str(qkv::precision_name(a.precision))
+      ->check(one_of_names<qkv::Precision>("--precision"));
   cmd->add_flag("--child", a.child, "internal: run in this process")->group("");
   cmd->add_flag(
       "--attention-sweep", a.attention_sweep,

@@ -378,9 +378,7 @@ RunConfig config_from_toml(const ConfigDoc& doc_in,
     Reader top{doc.root, "", {}};
     top("seed", c.seed);
     top("threads", c.threads);
-    std::string precision = precision_name(c.precision);
-    top("precision", precision);
-    c.precision = parse_precision(precision);
+    top("precision", c.precision);
     static const ojson kEmpty = ojson::object();
     auto section = [&](const char* name) -> const ojson& {
       top.used.insert(name);
@@ -436,7 +434,7 @@ std::string effective_toml(const RunConfig& c) {
   ojson root = ojson::object();
   root["seed"] = c.seed;
   root["threads"] = c.threads;
-  root["precision"] = precision_name(c.precision);
+  root["precision"] = std::string(name_of(c.precision));
   Writer m, d, t, o, k;
   model_fields(m, c.model);
   data_fields(d, c.data);

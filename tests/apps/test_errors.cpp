@@ -255,6 +255,13 @@ TEST_CASE("errors: a mistyped subcommand names the nearest, and usage names qkv"
   CHECK(far.output.find("did you mean") == std::string::npos);  // nothing near
   CHECK(far.output.find("serve") != std::string::npos);         // the subcommands listed
   CHECK(lines(far.output) == 1);
+  // --precision and --checkpoint: parsed by their names tables, the nearest name offered
+  expect_error("eval no-run --precision bf61", 2,
+               {"--precision: must be fp32, bf16 or auto, got 'bf61'; did you mean 'bf16'?"});
+  expect_error(
+      "translate no-run --checkpoint bets '1 2'", 2,
+      {"--checkpoint: must be best, latest, average, step-N or path", "did you mean 'best'?"});
+  expect_error("bench --precision bf61", 2, {"did you mean 'bf16'?"});
   // Every subcommand of --help is accepted by name (its own --help exits 0).
   const RunResult help = run_qkv("--help");
   CHECK(help.status == 0);
