@@ -6,7 +6,7 @@ ifdef CI
   CMAKE_FLAGS += -DQKV_WERROR=ON
 endif
 
-.PHONY: install build test test-unit test-asan fuzz demo clean
+.PHONY: install build binary test test-unit test-asan fuzz demo clean
 
 install:
 	@bash scripts/install-deps.sh
@@ -14,8 +14,13 @@ install:
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
+# Everything: the qkv binary, the tests, the benchmarks and the examples' libraries.
 build: install $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
+
+# Only the qkv binary and the libraries it links: what `make demo` runs.
+binary: install $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS) --target qkv
 
 # The whole suite: unit, end-to-end and PyTorch reference tests.
 test: build
@@ -51,8 +56,9 @@ fuzz: install
 	    -artifact_prefix=build-fuzz/artifacts/$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
 	done
 
-# Train the default config (copy.toml) into runs/demo, then decode a few new sequences.
-demo: build
+# Train the default config (copy.toml) into runs/demo, then decode a few new sequences. Builds
+# the binary alone (the suite is `make test`'s).
+demo: binary
 	rm -rf runs/demo
 	$(BUILD)/apps/qkv train configs/copy.toml --run-dir runs/demo
 	@echo "--- qkv translate runs/demo: each line should come back unchanged"

@@ -249,7 +249,7 @@ void print_data_parallel_line(const std::string& name, const json& j) {
 int bench_in_process(const BenchArgs& a, const std::vector<std::string>& names) {
   for (const std::string& n : names) {
     const json j = run_one(find_model(n), a.min_seconds, a.data_parallel, a.gemm_shapes,
-                           resolve_precision(parse_precision(a.precision), "bench: --precision"));
+                           resolve_precision(a.precision, "bench: --precision"));
     if (!run::dist::is_root()) continue;  // data-parallel: rank 0 reports
     if (a.child || a.json)
       std::printf("%s\n", j.dump().c_str());
@@ -291,7 +291,7 @@ Peaks best_peaks(const Rounds& r) {
 // The precisions both sides run: --precision, with auto meaning fp32 and, where bf16 can run
 // here, bf16 too. bf16 asked for where it cannot run is one error before any child starts.
 std::vector<Precision> bench_precisions(const BenchArgs& a) {
-  const Precision p = parse_precision(a.precision);
+  const Precision p = a.precision;
   if (p == Precision::auto_) {
     if (resolve_precision(p) == Precision::bf16) return {Precision::fp32, Precision::bf16};
     return {Precision::fp32};

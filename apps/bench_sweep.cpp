@@ -34,7 +34,7 @@ constexpr int64_t kHeads = 8, kHeadDim = 64, kWindow = 128;
 const std::vector<std::string> kMethods = {"dense", "tiled", "window", "linear", "linear-causal"};
 
 ag::Var attend(const std::string& method, const ag::Var& q, const ag::Var& k, const ag::Var& v) {
-  const double s = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
+  const double s = nn::AttentionScale().resolve(kHeadDim);  // the default, 1 / sqrt(d_k)
   if (method == "dense") {
     ag::Var w;  // asking for the weights takes the reference path
     return nn::scaled_dot_product_attention(q, k, v, Tensor(), s, &w);

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "core/names.hpp"
+#include "run/checkpoint_selector.hpp"
 #include "run/integrity.hpp"
 
 namespace qkv::app {
@@ -28,18 +30,41 @@ inline CLI::Validator finite_range(double lo, double hi) {
       "FLOAT in [" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]");
 }
 
-// --checkpoint: best, latest, or the name of one checkpoint folder (step-00000100).
+// The text of a parser's qkv::Error without its leading "KEY: " (CLI11 puts the flag in front).
+inline std::string without_key(const Error& e, const std::string& key) {
+  const std::string m = e.what();
+  return m.rfind(key + ": ", 0) == 0 ? m.substr(key.size() + 2) : m;
+}
+
+// A value of E's names table (core/names.hpp), with parse_name's error (the nearest name).
+template <NamedEnum E>
+CLI::Validator one_of_names(const std::string& flag) {
+  std::string names;
+  for (const EnumName<E>& n : names_table<E>())
+    names += (names.empty() ? "" : "|") + std::string(n.name);
+  return CLI::Validator(
+      [flag](std::string& s) -> std::string {
+        try {
+          parse_name<E>(s, flag);
+          return "";
+        } catch (const Error& e) {
+          return without_key(e, flag);
+        }
+      },
+      names);
+}
+
+// --checkpoint: best, latest, average, a checkpoint's name (step-00000100) or a folder's path
+// (run/checkpoint_selector.hpp's parse, and its error).
 inline CLI::Validator checkpoint_name() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (s == "best" || s == "latest" || s == "average") return "";
-        if (s.find('/') != std::string::npos) return "";  // a checkpoint folder's path
-        if (s.rfind("step-", 0) == 0 && s.size() > 5 &&
-            s.find_first_not_of("0123456789", 5) == std::string::npos)
+        try {
+          run::parse_checkpoint_selector(s, "--checkpoint");
           return "";
-        return "'" + s +
-               "' is not best, latest, average, a checkpoint's name (step-00000100) or a "
-               "checkpoint folder's path";
+        } catch (const Error& e) {
+          return without_key(e, "--checkpoint");
+        }
       },
       "best|latest|average|step-N|DIR");
 }

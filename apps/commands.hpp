@@ -2,9 +2,12 @@
 // Each returns the process exit code; errors are thrown as qkv::Error and reported by main.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/precision.hpp"
 
 namespace qkv::app {
 
@@ -35,7 +38,7 @@ struct EvalArgs {
   double alpha = 1.0;
   bool lowercase = false;
   std::string hyp_out;
-  std::string precision;  // fp32, bf16 or auto; empty: the run's (core/precision.hpp)
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 
@@ -47,7 +50,7 @@ struct TranslateArgs {
   int max_len = 0;           // 0: source length + train.max_decode_extra
   int64_t max_input = 1024;  // the longest input decoded (run::OpenOptions::max_input)
   int threads = 0;
-  std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
@@ -62,7 +65,7 @@ struct GenerateArgs {
   bool no_cache = false;  // re-read the whole context for every token (the reference)
   bool quiet = false;     // no summary line on stderr
   int threads = 0;
-  std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
 };
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
@@ -93,7 +96,7 @@ struct BenchArgs {
   bool passive = false;      // OMP_WAIT_POLICY=passive for both sides (busy machines)
   bool child = false;        // internal: run the models in this process, print JSON lines
   // fp32, bf16, or auto: fp32 and, where bf16 can run, bf16 too (each side in both, side by side)
-  std::string precision = "auto";
+  Precision precision = Precision::auto_;
   // compare even when a side runs on the reference BLAS, a pthread OpenBLAS inside OpenMP
   // threads or more threads than cores (bench/bench_runtime.hpp); flagged in the table
   bool allow_unfair = false;
@@ -144,7 +147,7 @@ struct AttentionArgs {
   std::string checkpoint = "best";
   int cell = 32;
   int threads = 0;
-  std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
 };
 int cmd_attention(const AttentionArgs& a);  // attention.cpp
 
@@ -162,9 +165,9 @@ int cmd_report(const ReportArgs& a);  // report.cpp
 struct ServeArgs {
   std::vector<std::string> runs;  // run folders, or `qkv saturation --out` folders
   std::string host = "127.0.0.1";
-  int port = 8080;        // 0: any free port, printed on stdout
-  int threads = 1;        // compute threads per request
-  std::string precision;  // fp32, bf16 or auto; empty: each run's
+  int port = 8080;                     // 0: any free port, printed on stdout
+  int threads = 1;                     // compute threads per request
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: each run's
 };
 int cmd_serve(const ServeArgs& a);  // serve.cpp
 

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <string_view>
 
 #include "apps/cli_checks.hpp"
 #include "apps/commands.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "core/nearest.hpp"
 #include "run/distributed.hpp"
 
 using namespace qkv::app;
@@ -23,16 +25,17 @@ namespace {
 
 // One add_<command> per subcommand: its arguments, help texts, defaults and checks, bound to
 // the fields of its Args (apps/commands.hpp).
-// --precision of the inference commands: the run's precision unless given.
-void add_precision(CLI::App* cmd, std::string& precision) {
-  cmd->add_option("--precision", precision,
-                  "fp32, bf16 or auto: the linear layers' products (default: the run's)")
-      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
+// --precision of the inference commands (unset: the run's), parsed here once by Precision's
+// names table (core/precision.hpp).
+void add_precision(CLI::App* cmd, std::optional<qkv::Precision>& precision) {
+  cmd->add_option_function<std::string>(
+         "--precision",
+         [&precision](const std::string& s) { precision = qkv::parse_precision(s, "--precision"); },
+         "fp32, bf16 or auto: the linear layers' products (default: the run's)")
+      ->check(one_of_names<qkv::Precision>("--precision"));
 }
 
-void add_train(CLI::App& app, TrainArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "train", "train a model from a TOML config (--section.key VALUE overrides a key)");
+void add_train(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml");
   cmd->add_option("--run-dir", a.run_dir, "run folder (default runs/<config name>)");
   cmd->add_option("--resume", a.resume, "continue the run in this folder from its last checkpoint");
@@ -45,16 +48,13 @@ void add_train(CLI::App& app, TrainArgs& a) {
   cmd->add_flag("--json", a.json, "with --dry-run: print one JSON object");
 }
 
-void add_config(CLI::App& app, TrainArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "config", "print a config with every default, and its run's size, steps and memory");
+void add_config(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml")->required();
   cmd->add_option("--run-dir", a.run_dir, "run folder (default runs/<config name>)");
   cmd->add_flag("--json", a.json, "print one JSON object");
 }
 
-void add_eval(CLI::App& app, EvalArgs& a) {
-  auto* cmd = app.add_subcommand("eval", "loss, token accuracy and exact match of a trained run");
+void add_eval(CLI::App* cmd, EvalArgs& a) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("--split", a.split, "valid, test or train")->capture_default_str();
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
@@ -79,9 +79,7 @@ void add_eval(CLI::App& app, EvalArgs& a) {
   add_precision(cmd, a.precision);
 }
 
-void add_average(CLI::App& app, AverageArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "average", "average the weights of a run's last N checkpoints into a checkpoint");
+void add_average(CLI::App* cmd, AverageArgs& a) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("--last", a.last, "how many of the newest checkpoints")->required();
   cmd->add_option("--out", a.out,
@@ -89,19 +87,14 @@ void add_average(CLI::App& app, AverageArgs& a) {
                   "--checkpoint average of eval, translate and generate)");
 }
 
-void add_score(CLI::App& app, ScoreArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "score",
-      "BLEU and chrF of a hypothesis file against a reference file (as sacrebleu REF < HYP)");
+void add_score(CLI::App* cmd, ScoreArgs& a) {
   cmd->add_option("ref", a.ref, "reference file, one sentence per line (plain or .gz)")->required();
   cmd->add_option("hyp", a.hyp, "hypothesis file, line-aligned with the reference")->required();
   cmd->add_flag("--lowercase", a.lowercase, "case-insensitive (sacrebleu -lc)");
   cmd->add_flag("--json", a.json, "print one JSON object");
 }
 
-void add_translate(CLI::App& app, TranslateArgs& a) {
-  auto* cmd = app.add_subcommand("translate",
-                                 "decode inputs with a trained run (arguments, or lines on stdin)");
+void add_translate(CLI::App* cmd, TranslateArgs& a) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("texts", a.texts, "inputs (default: stdin, one per line)");
   cmd->add_option("--beam", a.beam, "beam size (1: greedy)")
@@ -124,9 +117,7 @@ void add_translate(CLI::App& app, TranslateArgs& a) {
   add_precision(cmd, a.precision);
 }
 
-void add_generate(CLI::App& app, GenerateArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "generate", "sample text from a trained language model (model.kind = \"decoder\")");
+void add_generate(CLI::App* cmd, GenerateArgs& a) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("--prompt", a.prompt, "text to continue (default: a newline)");
   cmd->add_option("--tokens", a.tokens, "tokens to generate")->capture_default_str();
@@ -145,9 +136,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
   add_precision(cmd, a.precision);
 }
 
-void add_bench(CLI::App& app, BenchArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "bench", "time training steps of fixed models (--compare: next to PyTorch)");
+void add_bench(CLI::App* cmd, BenchArgs& a) {
   cmd->add_option("--model", a.models,
                   "tiny, small, annotated, attention-4096, gpt-char, multi30k (default: all)");
   cmd->add_option("--threads", a.threads, "threads")
@@ -169,11 +158,13 @@ void add_bench(CLI::App& app, BenchArgs& a) {
   cmd->add_flag("--gemm-shapes", a.gemm_shapes,
                 "also time qkv's step GEMM by GEMM: per shape calls, ms and GFLOP/s (a table per "
                 "model, from the last round), and its time in and between parallel regions");
-  cmd->add_option("--precision", a.precision,
-                  "fp32, bf16 or auto (fp32 and, where the CPU runs bf16, bf16 too; with "
-                  "--compare PyTorch under torch.autocast beside qkv bf16)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
+  cmd->add_option_function<std::string>(
+         "--precision",
+         [&a](const std::string& s) { a.precision = qkv::parse_precision(s, "--precision"); },
+         "fp32, bf16 or auto (fp32 and, where the CPU runs bf16, bf16 too; with "
+         "--compare PyTorch under torch.autocast beside qkv bf16)")
+      ->default_str(qkv::precision_name(a.precision))
+      ->check(one_of_names<qkv::Precision>("--precision"));
   cmd->add_flag("--child", a.child, "internal: run in this process")->group("");
   cmd->add_flag(
       "--attention-sweep", a.attention_sweep,
@@ -190,9 +181,7 @@ void add_bench(CLI::App& app, BenchArgs& a) {
                 "data-parallel scaling: N=1 x T threads against N=2 x T/2 threads, via mpirun");
 }
 
-void add_gradcheck(CLI::App& app, GradcheckArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "gradcheck", "check every layer's gradients against central differences (float64)");
+void add_gradcheck(CLI::App* cmd, GradcheckArgs& a) {
   cmd->add_flag("--all", a.all, "every layer (the default when no --layer or --config is given)");
   cmd->add_option("--layer", a.layers, "a layer to check (repeatable; --list names them)");
   cmd->add_flag("--list", a.list, "name the layers and exit");
@@ -206,9 +195,7 @@ void add_gradcheck(CLI::App& app, GradcheckArgs& a) {
   cmd->add_flag("--json", a.json, "print one JSON object instead of the table");
 }
 
-void add_saturation(CLI::App& app, SaturationArgs& a) {
-  auto* cmd =
-      app.add_subcommand("saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements");
+void add_saturation(CLI::App* cmd, SaturationArgs& a) {
   cmd->add_option("--out", a.out, "output folder")->capture_default_str();
   cmd->add_option("--d-k", a.d_k, "widths, comma-separated (default 4,8,...,1024)")->delimiter(',');
   cmd->add_option("--keys", a.keys, "keys per softmax row (m)")->capture_default_str();
@@ -229,9 +216,7 @@ void add_saturation(CLI::App& app, SaturationArgs& a) {
       ->check(thread_count());
 }
 
-void add_attention(CLI::App& app, AttentionArgs& a) {
-  auto* cmd =
-      app.add_subcommand("attention", "draw one attention matrix of a trained run as a heatmap");
+void add_attention(CLI::App* cmd, AttentionArgs& a) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("text", a.text, "the input")->required();
   cmd->add_option("--out", a.out, "map.png or map.svg")->required();
@@ -251,9 +236,7 @@ void add_attention(CLI::App& app, AttentionArgs& a) {
   add_precision(cmd, a.precision);
 }
 
-void add_report(CLI::App& app, ReportArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "report", "one self-contained HTML page of runs (overlaid) or qkv saturation results");
+void add_report(CLI::App* cmd, ReportArgs& a) {
   cmd->add_option("runs", a.runs, "run folders, or qkv saturation --out folders")->required();
   cmd->add_option("--out", a.out, "the HTML file")->capture_default_str();
   cmd->add_option("--examples", a.examples, "validation examples with attention maps, per run")
@@ -263,9 +246,7 @@ void add_report(CLI::App& app, ReportArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (default: each run's)");
 }
 
-void add_serve(CLI::App& app, ServeArgs& a) {
-  auto* cmd = app.add_subcommand(
-      "serve", "a local web page: runs' live curves, decoding, every layer's and head's attention");
+void add_serve(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("runs", a.runs, "run folders, or qkv saturation --out folders")->required();
   cmd->add_option("--host", a.host, "address to listen on (other than 127.0.0.1: a warning)")
       ->capture_default_str();
@@ -295,21 +276,75 @@ struct CommandArgs {
   ServeArgs serve;
 };
 
-// The subcommands in the order `qkv --help` lists them.
+// The subcommands, each named once: its name, its line of `qkv --help` (in this order), its
+// arguments and what runs it. --help, the dispatch and the unknown-subcommand error read it.
+struct Subcommand {
+  std::string_view name;
+  const char* help;
+  void (*add_options)(CLI::App* cmd, CommandArgs& c);
+  int (*run)(const CommandArgs& c);
+};
+const Subcommand kSubcommands[] = {
+    {"train", "train a model from a TOML config (--section.key VALUE overrides a key)",
+     [](CLI::App* cmd, CommandArgs& c) { add_train(cmd, c.train); },
+     [](const CommandArgs& c) {
+       return c.train.dry_run ? cmd_config(c.train) : cmd_train(c.train);
+     }},
+    {"config", "print a config with every default, and its run's size, steps and memory",
+     [](CLI::App* cmd, CommandArgs& c) { add_config(cmd, c.config); },
+     [](const CommandArgs& c) { return cmd_config(c.config); }},
+    {"eval", "loss, token accuracy and exact match of a trained run",
+     [](CLI::App* cmd, CommandArgs& c) { add_eval(cmd, c.eval); },
+     [](const CommandArgs& c) { return cmd_eval(c.eval); }},
+    {"score",
+     "BLEU and chrF of a hypothesis file against a reference file (as sacrebleu REF < HYP)",
+     [](CLI::App* cmd, CommandArgs& c) { add_score(cmd, c.score); },
+     [](const CommandArgs& c) { return cmd_score(c.score); }},
+    {"average", "average the weights of a run's last N checkpoints into a checkpoint",
+     [](CLI::App* cmd, CommandArgs& c) { add_average(cmd, c.average); },
+     [](const CommandArgs& c) { return cmd_average(c.average); }},
+    {"translate", "decode inputs with a trained run (arguments, or lines on stdin)",
+     [](CLI::App* cmd, CommandArgs& c) { add_translate(cmd, c.translate); },
+     [](const CommandArgs& c) { return cmd_translate(c.translate); }},
+    {"generate", "sample text from a trained language model (model.kind = \"decoder\")",
+     [](CLI::App* cmd, CommandArgs& c) { add_generate(cmd, c.generate); },
+     [](const CommandArgs& c) { return cmd_generate(c.generate); }},
+    {"bench", "time training steps of fixed models (--compare: next to PyTorch)",
+     [](CLI::App* cmd, CommandArgs& c) { add_bench(cmd, c.bench); },
+     [](const CommandArgs& c) { return cmd_bench(c.bench); }},
+    {"gradcheck", "check every layer's gradients against central differences (float64)",
+     [](CLI::App* cmd, CommandArgs& c) { add_gradcheck(cmd, c.gradcheck); },
+     [](const CommandArgs& c) { return cmd_gradcheck(c.gradcheck); }},
+    {"saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements",
+     [](CLI::App* cmd, CommandArgs& c) { add_saturation(cmd, c.saturation); },
+     [](const CommandArgs& c) { return cmd_saturation(c.saturation); }},
+    {"attention", "draw one attention matrix of a trained run as a heatmap",
+     [](CLI::App* cmd, CommandArgs& c) { add_attention(cmd, c.attention); },
+     [](const CommandArgs& c) { return cmd_attention(c.attention); }},
+    {"report", "one self-contained HTML page of runs (overlaid) or qkv saturation results",
+     [](CLI::App* cmd, CommandArgs& c) { add_report(cmd, c.report); },
+     [](const CommandArgs& c) { return cmd_report(c.report); }},
+    {"serve", "a local web page: runs' live curves, decoding, every layer's and head's attention",
+     [](CLI::App* cmd, CommandArgs& c) { add_serve(cmd, c.serve); },
+     [](const CommandArgs& c) { return cmd_serve(c.serve); }},
+};
+
 void add_subcommands(CLI::App& app, CommandArgs& c) {
-  add_train(app, c.train);
-  add_config(app, c.config);
-  add_eval(app, c.eval);
-  add_score(app, c.score);
-  add_average(app, c.average);
-  add_translate(app, c.translate);
-  add_generate(app, c.generate);
-  add_bench(app, c.bench);
-  add_gradcheck(app, c.gradcheck);
-  add_saturation(app, c.saturation);
-  add_attention(app, c.attention);
-  add_report(app, c.report);
-  add_serve(app, c.serve);
+  for (const Subcommand& s : kSubcommands)
+    s.add_options(app.add_subcommand(std::string(s.name), s.help), c);
+}
+
+// Unless args (not yet reversed) start with an option or a subcommand: the one-line error
+// naming the nearest subcommand, for exit 2. (CLI11 would say "A subcommand is required".)
+std::optional<std::string> unknown_subcommand(const std::vector<std::string>& args) {
+  if (args.empty() || args[0].rfind('-', 0) == 0) return std::nullopt;
+  std::vector<std::string_view> names;
+  for (const Subcommand& s : kSubcommands) names.push_back(s.name);
+  if (std::find(names.begin(), names.end(), args[0]) != names.end()) return std::nullopt;
+  std::string list;
+  for (const std::string_view n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+  return "unknown subcommand '" + args[0] + "'" + qkv::did_you_mean(args[0], names, "'", "'") +
+         " (the subcommands: " + list + ")";
 }
 
 // What CLI11 cannot check: overrides only for train, and train's config file or --resume (one,
@@ -356,20 +391,8 @@ int fail(const char* what) {
 
 // Runs the subcommand the command line named; its exit code.
 int run_command(const CLI::App& app, const CommandArgs& c) {
-  if (app.got_subcommand("train"))
-    return c.train.dry_run ? cmd_config(c.train) : cmd_train(c.train);
-  if (app.got_subcommand("config")) return cmd_config(c.config);
-  if (app.got_subcommand("eval")) return cmd_eval(c.eval);
-  if (app.got_subcommand("translate")) return cmd_translate(c.translate);
-  if (app.got_subcommand("generate")) return cmd_generate(c.generate);
-  if (app.got_subcommand("score")) return cmd_score(c.score);
-  if (app.got_subcommand("average")) return cmd_average(c.average);
-  if (app.got_subcommand("gradcheck")) return cmd_gradcheck(c.gradcheck);
-  if (app.got_subcommand("saturation")) return cmd_saturation(c.saturation);
-  if (app.got_subcommand("attention")) return cmd_attention(c.attention);
-  if (app.got_subcommand("bench")) return cmd_bench(c.bench);
-  if (app.got_subcommand("report")) return cmd_report(c.report);
-  if (app.got_subcommand("serve")) return cmd_serve(c.serve);
+  for (const Subcommand& s : kSubcommands)
+    if (app.got_subcommand(std::string(s.name))) return s.run(c);
   return 0;
 }
 
@@ -405,7 +428,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  CLI::App app{"qkv: a small, honest Transformer trainer for the CPU"};
+  if (const std::optional<std::string> unknown = unknown_subcommand(args)) {
+    std::fprintf(stderr, "qkv: %s\n", unknown->c_str());
+    return 2;
+  }
+  CLI::App app{"qkv: a small, honest Transformer trainer for the CPU", "qkv"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qkv 0.1.0");
   add_subcommands(app, c);

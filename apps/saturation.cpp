@@ -60,8 +60,8 @@ std::array<RowStats, 2> softmax_rows(int64_t d, int64_t m, int64_t rows, Generat
     const Tensor q = randn({c, 1, d}, g, DType::f64), k = randn({c, m, d}, g, DType::f64);
     const Tensor scores = matmul(q, k.transpose(1, 2)).reshape({c, m});  // (c, m)
     for (int s = 0; s < 2; ++s) {
-      const RowStats r = row_stats(
-          softmax(s == 0 ? mul(scores, 1.0 / std::sqrt(static_cast<double>(d))) : scores, 1));
+      const RowStats r =
+          row_stats(softmax(s == 0 ? mul(scores, nn::AttentionScale().resolve(d)) : scores, 1));
       const double w = static_cast<double>(c);
       acc[s].mean_entropy += r.mean_entropy * w;
       acc[s].mean_max_weight += r.mean_max_weight * w;
@@ -85,7 +85,8 @@ std::array<RowStats, 2> softmax_rows(int64_t d, int64_t m, int64_t rows, Generat
 struct GradNorms {
   double wq, wk, logits;
 };
-GradNorms mha_grad_norms(int64_t d, int64_t m, int64_t batch, nn::Scale scale, uint64_t seed) {
+GradNorms mha_grad_norms(int64_t d, int64_t m, int64_t batch, nn::AttentionScale scale,
+                         uint64_t seed) {
   Generator g(seed);
   nn::MultiHeadAttention mha(d, 1, g, true, scale);
   mha.to(DType::f64);
@@ -364,7 +365,7 @@ void measure_d_k(const SaturationArgs& a, int64_t d, double log_m, Sweep& sweep)
   const double var_raw = dot_variance(d, a.samples, g);
   const std::array<RowStats, 2> rs = softmax_rows(d, a.keys, a.rows, g);
   for (int s = 0; s < 2; ++s) {
-    const nn::Scale scale = s == 0 ? nn::Scale() : nn::Scale(1.0);
+    const nn::AttentionScale scale = s == 0 ? nn::AttentionScale() : nn::AttentionScale(1.0);
     const GradNorms norms = mha_grad_norms(d, a.keys, a.batch, scale,
                                            random_bits(a.seed + 1, static_cast<uint64_t>(d)));
     const double var = s == 0 ? var_raw / static_cast<double>(d) : var_raw;
@@ -387,8 +388,7 @@ ExampleRow example_row(const SaturationArgs& a) {
                k = randn({a.keys, a.example_d_k}, eg, DType::f64);
   const Tensor sc = matmul(q, k.t());
   ExampleRow row;
-  row.scaled =
-      to_vector<double>(softmax(mul(sc, 1.0 / std::sqrt(static_cast<double>(a.example_d_k))), 1));
+  row.scaled = to_vector<double>(softmax(mul(sc, nn::AttentionScale().resolve(a.example_d_k)), 1));
   row.raw = to_vector<double>(softmax(sc, 1));
   std::ostringstream row_csv;
   row_csv << "key,scaled,unscaled\n";

@@ -114,7 +114,7 @@ int cmd_train(const TrainArgs& a) {
                          run::dist::rank(), run::dist::size());
   // Validation and the final test decode in the run's precision too; each training step opens
   // its own scope inside this one (train/trainer.hpp).
-  const PrecisionScope precision(r.precision);
+  const PrecisionScope precision(r.options.precision);
   run::dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
   run::prepare_run_folder(r, ctx);
   const bool root = ctx.is_root();

@@ -86,6 +86,12 @@ struct Reader {
       second = (*v)[1].get<double>();
     }
   }
+  // [model] attention_scale: a number, 0 for the default (nn/attention_scale.hpp).
+  void operator()(const char* k, nn::AttentionScale& out) {
+    double x = out.config_value();
+    (*this)(k, x);
+    out = nn::AttentionScale::from_config(x, key(k));
+  }
   // A kind: parsed here, once, by its names table.
   template <NamedEnum E>
   void operator()(const char* k, E& out) {
@@ -128,6 +134,7 @@ struct Writer {
       j[k] = v;
   }
   void operator()(const char* k, double first, double second) { j[k] = {first, second}; }
+  void operator()(const char* k, const nn::AttentionScale& s) { j[k] = s.config_value(); }
 };
 
 // The field lists: one place names each key, for reading and for writing.
@@ -371,9 +378,7 @@ RunConfig config_from_toml(const ConfigDoc& doc_in,
     Reader top{doc.root, "", {}};
     top("seed", c.seed);
     top("threads", c.threads);
-    std::string precision = precision_name(c.precision);
-    top("precision", precision);
-    c.precision = parse_precision(precision);
+    top("precision", c.precision);
     static const ojson kEmpty = ojson::object();
     auto section = [&](const char* name) -> const ojson& {
       top.used.insert(name);
@@ -429,7 +434,7 @@ std::string effective_toml(const RunConfig& c) {
   ojson root = ojson::object();
   root["seed"] = c.seed;
   root["threads"] = c.threads;
-  root["precision"] = precision_name(c.precision);
+  root["precision"] = std::string(name_of(c.precision));
   Writer m, d, t, o, k;
   model_fields(m, c.model);
   data_fields(d, c.data);

@@ -2,18 +2,25 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "error.hpp"
+#include "names.hpp"
 
 namespace qkv {
 
 // f32: activations and weights; f64: gradcheck; i64: token ids and indices;
-// b8: boolean masks (one byte per element, 0 or 1).
+// b8: boolean masks (one byte per element, 0 or 1). Named as PyTorch names them, in one table
+// (core/names.hpp): errors and printed tensors say "float32", never "f32".
 enum class DType : uint8_t { f32, f64, i64, b8 };
+inline constexpr EnumName<DType> kDTypeNames[] = {
+    {"float32", DType::f32}, {"float64", DType::f64}, {"int64", DType::i64}, {"bool", DType::b8}};
+constexpr std::span<const EnumName<DType>> names_of(DType) { return kDTypeNames; }
 
 size_t dtype_size(DType dt);
-const char* dtype_name(DType dt);  // "float32", "float64", "int64", "bool"
+// name_of(dt) as a C string: "float32", "float64", "int64", "bool"
+const char* dtype_name(DType dt);
 inline bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64; }
 
 template <class T>

@@ -81,21 +81,11 @@ const float* first_element(const detail::StoredMatrix& m) { return m.t.data<floa
 }  // namespace
 
 const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp32:
-      return "fp32";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::auto_:
-      return "auto";
-  }
-  return "?";
+  return name_of(p).data();  // the table's names are string literals, NUL-terminated
 }
 
-Precision parse_precision(const std::string& name) {
-  for (Precision p : {Precision::fp32, Precision::bf16, Precision::auto_})
-    if (name == precision_name(p)) return p;
-  throw Error("precision: expected \"fp32\", \"bf16\" or \"auto\", got \"" + name + "\"");
+Precision parse_precision(const std::string& name, const std::string& key) {
+  return parse_name<Precision>(name, key);
 }
 
 std::string bf16_unsupported_reason() {

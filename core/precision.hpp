@@ -24,16 +24,25 @@
 // place (Storage::version), so each is rounded once per step. Scopes nest; the innermost
 // precision applies.
 #pragma once
+#include <span>
 #include <string>
+
+#include "core/names.hpp"
 
 namespace qkv {
 
+// The config's top-level precision and --precision: "fp32", "bf16" or "auto" (bf16 where this
+// CPU runs it, else fp32; resolve_precision). One names table (core/names.hpp).
 enum class Precision { fp32, bf16, auto_ };
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {"fp32", Precision::fp32}, {"bf16", Precision::bf16}, {"auto", Precision::auto_}};
+constexpr std::span<const EnumName<Precision>> names_of(Precision) { return kPrecisionNames; }
 
-// "fp32", "bf16", "auto"
+// name_of(p) as a C string: "fp32", "bf16", "auto"
 const char* precision_name(Precision p);
-// The inverse; throws qkv::Error naming the accepted values.
-Precision parse_precision(const std::string& name);
+// parse_name<Precision>(name, key): qkv::Error "KEY: must be fp32, bf16 or auto, got 'x'" with
+// the nearest name.
+Precision parse_precision(const std::string& name, const std::string& key = "precision");
 
 // Empty when bf16 products can run here; otherwise why not, naming the missing CPU feature
 // (AVX512_BF16) or oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA).

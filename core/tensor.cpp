@@ -33,16 +33,7 @@ size_t dtype_size(DType dt) {
 }
 
 const char* dtype_name(DType dt) {
-  switch (dt) {
-    case DType::f32:
-      return "float32";
-    case DType::f64:
-      return "float64";
-    case DType::i64:
-      return "int64";
-    default:
-      return "bool";
-  }
+  return name_of(dt).data();  // the table's names are string literals, NUL-terminated
 }
 
 int64_t numel_of(const Shape& s) {

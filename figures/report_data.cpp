@@ -14,7 +14,6 @@
 #include "core/input_file.hpp"
 #include "data/task_kind.hpp"
 #include "figures/report.hpp"
-#include "run/run.hpp"
 
 namespace qkv::figures::report {
 

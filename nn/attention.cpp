@@ -31,13 +31,13 @@ Tensor combine_masks(const Tensor& a, const Tensor& b) {
 }
 
 Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
-                                 Scale scale, Var* weights, double dropout_p,
+                                 AttentionScale scale, Var* weights, double dropout_p,
                                  Generator* dropout_gen, const Var& bias) {
   QKV_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) &&
                 k.size(-2) == v.size(-2),
             "scaled_dot_product_attention", "q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
             " do not fit (q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v))");
-  const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  const double s = scale.resolve(q.size(-1));
   // The fused kernel (no (n, m) tensor) whenever nothing needs the weights themselves: not
   // the caller, not dropout. It wants one batch shape for q, k and v (no broadcasting).
   const bool same_batch = q.dim() == k.dim() && k.dim() == v.dim() &&
@@ -88,9 +88,9 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const
   return ag::matmul(a, v);
 }
 
-MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, bool bias, Scale s,
-                                       double dropout, std::shared_ptr<Generator> dgen,
-                                       AttentionKind k, int64_t w)
+MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, bool bias,
+                                       AttentionScale s, double dropout,
+                                       std::shared_ptr<Generator> dgen, AttentionKind k, int64_t w)
     : d_model(d),
       heads(h),
       d_head(h > 0 ? d / h : 0),
@@ -100,7 +100,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, Generator& gen, boo
       kind(k),
       window(w) {
   QKV_CHECK(w >= 0, "MultiHeadAttention", "window must be >= 0 (0: full), got ", w);
-  if (const auto conflict = attention_conflict(k, PositionKind::none, w, dropout, d_head))
+  if (const auto conflict = attention_conflict(k, PositionKind::none, w, dropout, d_head, s))
     throw Error(cat("MultiHeadAttention: ", conflict->key, ": ", conflict->why));
   QKV_CHECK(h > 0 && d > 0 && d % h == 0, "MultiHeadAttention", "d_model ", d,
             " is not divisible by heads ", h);
@@ -149,7 +149,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
                         k,
                         v,
                         mask,
-                        scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d_head)),
+                        scale,
                         bias,
                         window,
                         is_training() ? dropout_p : 0.0,

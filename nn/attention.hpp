@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "nn/attention_scale.hpp"
 #include "nn/attention_variants.hpp"
 #include "nn/layers.hpp"
 #include "nn/positional.hpp"
@@ -25,17 +26,14 @@ Tensor key_padding_mask(const Tensor& valid);
 // AND of two masks (either may be undefined, meaning "attend everywhere").
 Tensor combine_masks(const Tensor& a, const Tensor& b);
 
-// The scale applied to q.k: nullopt is 1/sqrt(d_k) (the default), 1.0 is "no scaling".
-using Scale = std::optional<double>;
-
 // q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v) -> (..., n, d_v).
-// mask: bool, broadcastable to (..., n, m), or undefined. When weights is non-null it receives
-// the attention weights (..., n, m). Dropout on the weights when dropout_p > 0 (training).
-// bias: float, broadcastable to (..., n, m), or undefined: added to the scaled scores before
-// the mask and the softmax (relative position bias); its gradient flows. A bias takes the
-// dense path (the fused kernel has no bias input).
+// scale: on q . k (nn/attention_scale.hpp; the default 1 / sqrt(d_k)). mask: bool, broadcastable to
+// (..., n, m), or undefined. When weights is non-null it receives the attention weights (..., n,
+// m). Dropout on the weights when dropout_p > 0 (training). bias: float, broadcastable to (..., n,
+// m), or undefined: added to the scaled scores before the mask and the softmax (relative position
+// bias); its gradient flows. A bias takes the dense path (the fused kernel has no bias input).
 Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v,
-                                 const Tensor& mask = Tensor(), Scale scale = std::nullopt,
+                                 const Tensor& mask = Tensor(), AttentionScale scale = {},
                                  Var* weights = nullptr, double dropout_p = 0.0,
                                  Generator* dropout_gen = nullptr, const Var& bias = Var());
 
@@ -47,7 +45,7 @@ Var scaled_dot_product_attention(const Var& q, const Var& k, const Var& v,
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_model, int64_t heads, Generator& gen, bool bias = true,
-                     Scale scale = std::nullopt, double dropout = 0.0,
+                     AttentionScale scale = {}, double dropout = 0.0,
                      std::shared_ptr<Generator> dropout_gen = nullptr,
                      AttentionKind kind = AttentionKind::dot, int64_t window = 0);
 
@@ -87,7 +85,7 @@ class MultiHeadAttention : public Module {
   Var merge_heads(const Var& x) const;
 
   int64_t d_model, heads, d_head;
-  Scale scale;
+  AttentionScale scale;  // dot only: attention_conflict refuses a fixed one for other scorers
   double dropout_p;
   std::shared_ptr<Generator> dropout_gen;
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;

@@ -22,7 +22,7 @@ struct Scoring {
   const Var& k;                 // (B, h, m, d_head)
   const Var& v;                 // (B, h, m, d_head)
   const Tensor& mask;           // bool, broadcastable to (B, h, n, m); undefined: all keys
-  double scale;                 // on q . k: [model] scaling, resolved (1 / sqrt(d_head))
+  AttentionScale scale;         // on q . k, for takes_scale scorers; the default elsewhere
   const Var& bias;              // (1, h, n, m) or undefined; set only for takes_bias scorers
   int64_t window;               // 0: every key; > 0 only for takes_window scorers
   double dropout_p;             // on the weights, 0 outside training or without drops_weights
@@ -42,14 +42,15 @@ struct Scorer {
 };
 
 // scorer_NAME for each line of QKV_ATTENTIONS, defined in nn/scorers/NAME.cpp.
-#define QKV_SCORER_DECLARE(name, bias, window, drops, dense) extern const Scorer scorer_##name;
+#define QKV_SCORER_DECLARE(name, bias, window, drops, dense, scale) \
+  extern const Scorer scorer_##name;
 QKV_ATTENTIONS(QKV_SCORER_DECLARE)
 #undef QKV_SCORER_DECLARE
 
 inline const Scorer& scorer_of(AttentionKind k) {
   switch (k) {
-#define QKV_SCORER_CASE(name, bias, window, drops, dense) \
-  case AttentionKind::name:                               \
+#define QKV_SCORER_CASE(name, bias, window, drops, dense, scale) \
+  case AttentionKind::name:                                      \
     return scorer_##name;
     QKV_ATTENTIONS(QKV_SCORER_CASE)
 #undef QKV_SCORER_CASE
@@ -71,7 +72,7 @@ Tensor window_mask(int64_t n, int64_t m, int64_t w);
 // unless weights, dropout or a bias (as scaled_dot_product_attention's) need the dense path,
 // which gives the same numbers.
 Var sliding_window_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
-                             double scale, int64_t window, Var* weights = nullptr,
+                             AttentionScale scale, int64_t window, Var* weights = nullptr,
                              double dropout_p = 0.0, Generator* dropout_gen = nullptr,
                              const Var& bias = Var());
 

@@ -22,8 +22,8 @@ MaskKind parse_mask_kind(const std::string& s) {
   throw Error(cat("gradcheck: --mask must be none, causal, padding or both, got '", s, "'"));
 }
 
-Scale parse_scale(const std::string& s) {
-  if (s == "default") return std::nullopt;
+AttentionScale parse_scale(const std::string& s) {
+  if (s == "default") return {};
   if (s == "none") return 1.0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
@@ -82,7 +82,7 @@ GradcheckProblem with_params(ag::GradcheckFn f, std::vector<Var> inputs, std::sh
   return p;
 }
 
-BlockConfig tiny_block(bool norm_first, Scale scale) {
+BlockConfig tiny_block(bool norm_first, AttentionScale scale) {
   BlockConfig c;
   c.d_model = 6;
   c.heads = 2;
@@ -130,11 +130,12 @@ ModelConfig tiny_model(bool nf) {
 
 // Multi-head self-attention (d_model 8, 2 heads of 4, x (2, 4, 8)) with one variant or
 // position kind: the scorer's own parameters (additive_v, relative_bias) are checked too.
+// --scale reaches the scorers that take one (QKV_ATTENTIONS' scale column).
 GradcheckProblem mha_variant(const LayerCheckOptions& o, AttentionKind kind, int64_t window,
                              PositionKind position) {
   Generator g(o.seed);
-  auto mha =
-      std::make_shared<MultiHeadAttention>(8, 2, g, true, o.scale, 0.0, nullptr, kind, window);
+  const AttentionScale scale = traits_of(kind).takes_scale ? o.scale : AttentionScale();
+  auto mha = std::make_shared<MultiHeadAttention>(8, 2, g, true, scale, 0.0, nullptr, kind, window);
   if (position != PositionKind::none) mha->use_positions(position, 2);
   prepare(mha, g);
   const Tensor mask = attention_mask(o.mask, 4, 4, 3);
@@ -185,7 +186,7 @@ void add_variant_layers(std::vector<GradcheckLayer>& L) {
                [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
                  const Tensor mask = attention_mask(o.mask, 4, 4, 3);
-                 const double scale = o.scale ? *o.scale : 0.5;  // 1 / sqrt(d_k 4)
+                 const AttentionScale scale = o.scale;
                  return with_params(
                      [mask, scale](Ins x) {
                        return sliding_window_attention(x[0], x[1], x[2], mask, scale, 1);
@@ -259,7 +260,7 @@ std::vector<GradcheckLayer> make_layers() {
                false, [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
                  const Tensor mask = attention_mask(o.mask, 3, 4, 2);
-                 const Scale s = o.scale;
+                 const AttentionScale s = o.scale;
                  return with_params(
                      [mask, s](Ins in) {
                        return scaled_dot_product_attention(in[0], in[1], in[2], mask, s);
@@ -272,7 +273,7 @@ std::vector<GradcheckLayer> make_layers() {
                [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
                  const Tensor mask = has_causal(o.mask) ? causal_mask(3, 4) : Tensor();
-                 const Scale s = o.scale;
+                 const AttentionScale s = o.scale;
                  return with_params(
                      [mask, s](Ins in) {
                        Var w;
@@ -374,7 +375,7 @@ std::vector<Var> with_parameters(std::vector<Var> inputs, const Module* m,
 GradcheckProblem model_gradcheck_problem(ModelConfig m, const LayerCheckOptions& o) {
   if (m.src_vocab == 0) m.src_vocab = 11;
   if (m.tgt_vocab == 0) m.tgt_vocab = 11;
-  if (o.scale) m.attention_scale = *o.scale;
+  if (!o.scale.is_default()) m.attention_scale = o.scale;
   m.validate();
   Generator g(o.seed);
   auto model = prepare(std::make_shared<Seq2Seq>(m, g), g);  // eval(): dropout off

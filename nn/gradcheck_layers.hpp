@@ -18,12 +18,12 @@ namespace qkv::nn {
 // Which attention mask the attention layers get: none, causal, key padding, or both (AND).
 enum class MaskKind { none, causal, padding, both };
 MaskKind parse_mask_kind(const std::string& s);  // "none" | "causal" | "padding" | "both"
-// "default" -> 1/sqrt(d_k) (nullopt), "none" -> 1, else a positive number.
-Scale parse_scale(const std::string& s);
+// "default" -> 1/sqrt(d_k), "none" -> 1, else a positive number.
+AttentionScale parse_scale(const std::string& s);
 
 struct LayerCheckOptions {
   MaskKind mask = MaskKind::both;
-  Scale scale;
+  AttentionScale scale;
   uint64_t seed = 1;
 };
 

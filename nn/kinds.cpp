@@ -18,7 +18,7 @@ std::string scorers_with(bool AttentionTraits::*capability) {
 
 std::optional<KindConflict> attention_conflict(AttentionKind attention, PositionKind position,
                                                int64_t window, double attention_dropout,
-                                               int64_t d_head) {
+                                               int64_t d_head, AttentionScale scale) {
   const AttentionTraits can = traits_of(attention);
   const std::string scorer = "attention = \"" + std::string(name_of(attention)) + "\"";
   if (position == PositionKind::rope && d_head % 2 != 0)
@@ -35,6 +35,10 @@ std::optional<KindConflict> attention_conflict(AttentionKind attention, Position
   if (attention_dropout != 0 && !can.drops_weights)
     return KindConflict{"attention_dropout",
                         "must be 0 with " + scorer + " (it forms no attention weights to drop)"};
+  if (!scale.is_default() && !can.takes_scale)
+    return KindConflict{"attention_scale", "a scale on q . k needs " +
+                                               scorers_with(&AttentionTraits::takes_scale) +
+                                               ", got " + scorer + " (0: the default)"};
   return std::nullopt;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/names.hpp"
+#include "nn/attention_scale.hpp"
 
 namespace qkv::nn {
 
@@ -32,25 +33,26 @@ constexpr std::span<const EnumName<PositionKind>> names_of(PositionKind) { retur
 // its own file under nn/scorers/ (declared by nn/attention_variants.hpp, built without a CMake
 // edit). A new scorer is its line, its file and its test (docs/extending.md).
 //
-//   X(name, bias, window, drops, dense)
+//   X(name, bias, window, drops, dense, scale)
 //     bias    takes an additive bias on its scores ([model] position = "relative" needs one)
 //     window  can restrict each query to a band of keys ([model] window)
 //     drops   forms attention weights that [model] attention_dropout can drop
 //     dense   keeps a (B, h, n, m) tensor per layer in training (the memory estimate)
+//     scale   multiplies q . k by a scale ([model] attention_scale; nn/attention_scale.hpp)
 //
 //   dot        scaled dot product, softmax(q k^T s) v (nn/attention.hpp), fused kernel
 //   additive   Bahdanau's w . tanh(q_i + k_j) per head
 //   linear     Katharopoulos et al.'s elu + 1 feature maps, O(n d^2)
-#define QKV_ATTENTIONS(X)               \
-  X(dot, true, true, true, false)       \
-  X(additive, false, false, true, true) \
-  X(linear, false, false, false, false)
+#define QKV_ATTENTIONS(X)                      \
+  X(dot, true, true, true, false, true)        \
+  X(additive, false, false, true, true, false) \
+  X(linear, false, false, false, false, false)
 
-#define QKV_ATTENTION_ENUM(name, bias, window, drops, dense) name,
+#define QKV_ATTENTION_ENUM(name, bias, window, drops, dense, scale) name,
 enum class AttentionKind { QKV_ATTENTIONS(QKV_ATTENTION_ENUM) };
 #undef QKV_ATTENTION_ENUM
 
-#define QKV_ATTENTION_NAME(name, bias, window, drops, dense) {#name, AttentionKind::name},
+#define QKV_ATTENTION_NAME(name, bias, window, drops, dense, scale) {#name, AttentionKind::name},
 inline constexpr EnumName<AttentionKind> kAttentionNames[] = {QKV_ATTENTIONS(QKV_ATTENTION_NAME)};
 #undef QKV_ATTENTION_NAME
 constexpr std::span<const EnumName<AttentionKind>> names_of(AttentionKind) {
@@ -59,13 +61,13 @@ constexpr std::span<const EnumName<AttentionKind>> names_of(AttentionKind) {
 
 // A scorer's line of QKV_ATTENTIONS: what it can do.
 struct AttentionTraits {
-  bool takes_bias, takes_window, drops_weights, dense_scores;
+  bool takes_bias, takes_window, drops_weights, dense_scores, takes_scale;
 };
 constexpr AttentionTraits traits_of(AttentionKind k) {
   switch (k) {
-#define QKV_ATTENTION_TRAITS(name, bias, window, drops, dense) \
-  case AttentionKind::name:                                    \
-    return {bias, window, drops, dense};
+#define QKV_ATTENTION_TRAITS(name, bias, window, drops, dense, scale) \
+  case AttentionKind::name:                                           \
+    return {bias, window, drops, dense, scale};
     QKV_ATTENTIONS(QKV_ATTENTION_TRAITS)
 #undef QKV_ATTENTION_TRAITS
   }
@@ -90,13 +92,13 @@ constexpr std::span<const EnumName<NormKind>> names_of(NormKind) { return kNormN
 
 // A combination of attention settings that cannot work: the [model] key at fault and why.
 struct KindConflict {
-  std::string key;  // "position", "window", "attention_dropout"
+  std::string key;  // "position", "window", "attention_dropout", "attention_scale"
   std::string why;
 };
 // The one place the attention scorer's compatibility rules live, asked by ModelConfig::validate
 // and by MultiHeadAttention. d_head: the head width d_model / heads.
 std::optional<KindConflict> attention_conflict(AttentionKind attention, PositionKind position,
                                                int64_t window, double attention_dropout,
-                                               int64_t d_head);
+                                               int64_t d_head, AttentionScale scale = {});
 
 }  // namespace qkv::nn

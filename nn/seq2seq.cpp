@@ -27,13 +27,12 @@ void ModelConfig::validate() const {
   need(!share_embeddings || src_vocab == tgt_vocab, "share_embeddings",
        "needs one vocabulary for source and target (got " + std::to_string(src_vocab) + " and " +
            std::to_string(tgt_vocab) + ")");
-  need(attention_scale >= 0, "attention_scale", "must be >= 0 (0 means 1/sqrt(d_k))");
   need(layer_norm_eps > 0, "layer_norm_eps", "must be positive");
   need(std::isfinite(logit_softcap) && logit_softcap >= 0, "logit_softcap",
        "must be >= 0 (0: off), got " + std::to_string(logit_softcap));
   need(window >= 0, "window", "must be >= 0 (0: full attention), got " + std::to_string(window));
-  if (const auto c =
-          attention_conflict(attention, position, window, attention_dropout, d_model / heads))
+  if (const auto c = attention_conflict(attention, position, window, attention_dropout,
+                                        d_model / heads, attention_scale))
     need(false, c->key, c->why);
 }
 
@@ -61,7 +60,7 @@ BlockConfig ModelConfig::block() const {
   b.norm = norm;
   b.qk_norm = qk_norm;
   b.activation = activation;
-  if (attention_scale > 0) b.scale = attention_scale;
+  b.scale = attention_scale;
   b.bias = bias;
   b.attention = attention;
   b.window = window;

@@ -38,15 +38,15 @@ struct ModelConfig {
   // sinusoidal | learned (added to the embeddings) | relative | rope (inside self-attention,
   // encoder and decoder; cross-attention is content-only) | none
   PositionKind position = PositionKind::sinusoidal;
-  int64_t max_len = 512;          // learned positions only
-  int64_t relative_clip = 16;     // relative positions only: offsets clipped to +-K
-  bool scale_embedding = true;    // embeddings * sqrt(d_model)
-  bool share_embeddings = false;  // one table for source and target (same vocab)
-  bool tie_output = false;        // output projection = target embedding^T (decoder: the
-                                  // default; false gives it an output matrix of its own)
-  double logit_softcap = 0.0;     // > 0: logits = C * tanh(logits / C); 0: off
-  double attention_scale = 0.0;   // 0: 1/sqrt(d_k) (default); else this number (1 = none)
-  double layer_norm_eps = 1e-5;   // LayerNorm's or RMSNorm's eps (and qk_norm's)
+  int64_t max_len = 512;           // learned positions only
+  int64_t relative_clip = 16;      // relative positions only: offsets clipped to +-K
+  bool scale_embedding = true;     // embeddings * sqrt(d_model)
+  bool share_embeddings = false;   // one table for source and target (same vocab)
+  bool tie_output = false;         // output projection = target embedding^T (decoder: the
+                                   // default; false gives it an output matrix of its own)
+  double logit_softcap = 0.0;      // > 0: logits = C * tanh(logits / C); 0: off
+  AttentionScale attention_scale;  // on q . k: 1/sqrt(d_k) (default) or a number (1 = none)
+  double layer_norm_eps = 1e-5;    // LayerNorm's or RMSNorm's eps (and qk_norm's)
   bool bias = true;
   AttentionKind attention = AttentionKind::dot;  // dot | additive | linear: every layer's scorer
   int64_t window = 0;  // > 0: sliding-window self-attention (dot only); 0 = full

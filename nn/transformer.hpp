@@ -23,7 +23,7 @@ struct BlockConfig {
   NormKind norm = NormKind::layernorm;
   bool qk_norm = false;  // RMSNorm (no gain) over each head's queries and keys, every layer
   Activation activation = Activation::relu;
-  Scale scale = std::nullopt;  // attention scale; nullopt = 1/sqrt(d_k)
+  AttentionScale scale;  // on q . k, every attention layer (default 1/sqrt(d_k))
   bool bias = true;
   AttentionKind attention = AttentionKind::dot;  // every attention layer (self and cross)
   int64_t window = 0;  // self-attention only: sliding window (dot); 0 = full

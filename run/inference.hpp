@@ -198,8 +198,8 @@ AttentionView view(std::string kind, std::string title, std::string hook,
                    const std::vector<ag::Var>& layers);
 
 struct OpenOptions {
-  std::string checkpoint = "best";  // best | latest | average | step-N | a checkpoint's path
-  std::string precision;            // fp32 | bf16 | auto; empty: the run's config
+  std::string checkpoint = "best";     // best | latest | average | step-N | a checkpoint's path
+  std::optional<Precision> precision;  // fp32 | bf16 | auto; unset: the run's config
   // > 0: compute threads; 0: the run's config; < 0: leave the process's setting alone
   int threads = 0;
   const char* op = "inference";  // the command, for messages

@@ -207,8 +207,15 @@ int apply_threads(int64_t requested, const std::string& key) {
 }
 
 Precision choose_precision(const std::string& flag, Precision configured, const std::string& key) {
-  const Precision asked = flag.empty() ? configured : parse_precision(flag);
-  const std::string what = flag.empty() ? key : "--precision";
+  return choose_precision(
+      flag.empty() ? std::nullopt : std::optional(parse_precision(flag, "--precision")), configured,
+      key);
+}
+
+Precision choose_precision(std::optional<Precision> flag, Precision configured,
+                           const std::string& key) {
+  const Precision asked = flag.value_or(configured);
+  const std::string what = flag ? "--precision" : key;
   const Precision p = resolve_precision(asked, what);
   if (asked == Precision::auto_) {
     const std::string why = bf16_unsupported_reason();

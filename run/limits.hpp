@@ -8,6 +8,7 @@
 // peak): they exist to refuse the impossible with a clear message, not to pack memory tight.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include "core/precision.hpp"
 
@@ -47,9 +48,12 @@ int usable_cores();
 // memory). Negative counts are refused. Returns the count in use.
 int apply_threads(int64_t requested, const std::string& key);
 
-// The precision to run in: `flag` (--precision: "fp32", "bf16" or "auto"; empty: none given)
-// over the run's `configured` one, resolved (core/precision.hpp): bf16 where it cannot run is
-// qkv::Error naming `key` and the missing CPU feature; auto says on stderr what it picked.
+// The precision to run in: `flag` (--precision; unset: none given) over the run's `configured`
+// one, resolved (core/precision.hpp): bf16 where it cannot run is qkv::Error naming `key` (or
+// --precision) and the missing CPU feature; auto says on stderr what it picked.
+Precision choose_precision(std::optional<Precision> flag, Precision configured,
+                           const std::string& key);
+// The same with the flag's text ("" when not given), parsed by Precision's names table.
 Precision choose_precision(const std::string& flag, Precision configured, const std::string& key);
 
 }  // namespace qkv::run

@@ -234,30 +234,38 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Model& model, optim:
   }
 }
 
-std::string resolve_checkpoint(const std::string& run_dir, const std::string& which) {
-  if (which.find('/') != std::string::npos) {  // a checkpoint folder's path (qkv average --out)
-    QKV_CHECK(complete(which), "--checkpoint", which,
-              " is not a checkpoint folder (no model.safetensors, optim.safetensors, state.json)");
-    return which;
+std::string resolve_checkpoint(const std::string& run_dir, const CheckpointSelector& which) {
+  switch (which.kind) {
+    case CheckpointKind::path:  // a checkpoint folder's path (qkv average --out)
+      QKV_CHECK(
+          complete(which.value), "--checkpoint", which.value,
+          " is not a checkpoint folder (no model.safetensors, optim.safetensors, state.json)");
+      return which.value;
+    case CheckpointKind::step:
+    case CheckpointKind::average: {
+      const fs::path p = fs::path(run_dir) / "checkpoints" / which.text();
+      QKV_CHECK(complete(p), "--checkpoint", run_dir, " has no checkpoint ", which.text());
+      return p.string();
+    }
+    case CheckpointKind::best:
+    case CheckpointKind::latest:
+      break;
   }
-  const bool named = which.rfind("step-", 0) == 0 || which == "average";
-  QKV_CHECK(which == "best" || which == "latest" || named, "--checkpoint",
-            "must be best, latest, average, a checkpoint's name (step-00000100) or a checkpoint "
-            "folder's path, got '",
-            which, "'");
-  if (named) {
-    const fs::path p = fs::path(run_dir) / "checkpoints" / which;
-    QKV_CHECK(which.find('/') == std::string::npos && complete(p), "--checkpoint", run_dir,
-              " has no checkpoint ", which);
-    return p.string();
-  }
-  std::string c = find_checkpoint(run_dir, which);
+  std::string c = find_checkpoint(run_dir, which.text());
   if (c.empty()) c = find_checkpoint(run_dir, "latest");
   if (c.empty()) throw Error(run_dir + ": no checkpoint in this run folder");
   return c;
 }
 
+std::string resolve_checkpoint(const std::string& run_dir, const std::string& which) {
+  return resolve_checkpoint(run_dir, parse_checkpoint_selector(which));
+}
+
 LoadedRun load_run(const std::string& run_dir, const std::string& which) {
+  return load_run(run_dir, parse_checkpoint_selector(which));
+}
+
+LoadedRun load_run(const std::string& run_dir, const CheckpointSelector& which) {
   const fs::path dir(run_dir);
   if (!fs::is_directory(dir)) throw Error(run_dir + ": no such run folder");
   if (!fs::exists(dir / "config.toml"))

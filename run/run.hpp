@@ -23,6 +23,7 @@
 #include "nn/decoder_lm.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
+#include "run/checkpoint_selector.hpp"
 #include "run/task.hpp"
 #include "train/state.hpp"
 
@@ -51,9 +52,11 @@ std::vector<std::string> step_checkpoints(const std::string& run_dir);
 // The checkpoint "latest" (or "best") names; falls back to the newest complete step-* folder.
 // Empty when there is none.
 std::string find_checkpoint(const std::string& run_dir, const std::string& which = "latest");
-// The checkpoint folder `which` names: best, latest (each falling back to the newest complete
-// checkpoint), average (run/average.hpp), a step-N folder's name, or (with a '/') the path of
-// a checkpoint folder; error naming --checkpoint for anything else.
+// The checkpoint folder `which` names (run/checkpoint_selector.hpp): best, latest (each falling
+// back to the newest complete checkpoint), average (run/average.hpp), a step-N folder's name,
+// or the path of a checkpoint folder; an error naming --checkpoint when it is not there.
+std::string resolve_checkpoint(const std::string& run_dir, const CheckpointSelector& which);
+// The same, parsed from its text (parse_checkpoint_selector's error for a bad one).
 std::string resolve_checkpoint(const std::string& run_dir, const std::string& which);
 // Loads model weights (and, when opt is non-null, the optimizer state) and returns the state.
 // Files are verified against the checkpoint's manifest.json, weights must be finite
@@ -73,6 +76,7 @@ struct LoadedRun {
   const nn::Seq2Seq& seq2seq(const char* op) const { return nn::model_as<nn::Seq2Seq>(*model, op); }
   const nn::DecoderLM& lm(const char* op) const { return nn::model_as<nn::DecoderLM>(*model, op); }
 };
+LoadedRun load_run(const std::string& run_dir, const CheckpointSelector& which);
 LoadedRun load_run(const std::string& run_dir, const std::string& which = "best");
 
 // True for the generated tasks (copy, reverse, sort...), whose text is symbols separated by

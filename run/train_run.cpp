@@ -113,7 +113,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
     if (const std::string note = kernel_change(r.dir, "resume"); !note.empty())
       spdlog::warn("{}", note);
   // bf16 where it cannot run is an error before any data is read or generated.
-  r.precision = choose_precision("", r.cfg.precision, "precision");
+  const Precision precision = choose_precision(std::nullopt, r.cfg.precision, "precision");
   if (rank != 0) spdlog::set_level(spdlog::level::err);  // data-parallel: rank 0 says it once
   check_data_memory(r.cfg);                              // before generating or reading anything
   r.cfg.data.spm_dir = r.dir;  // SentencePiece: a resumed run loads its own models
@@ -130,7 +130,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
   }
   build(r, rank, ranks);
   r.options = trainer_options(r.cfg, r.task(), r.per_epoch);
-  r.options.precision = r.precision;
+  r.options.precision = precision;
   if (!r.resume_from.empty()) {
     r.state = load_checkpoint(r.resume_from, *r.model, r.opt.get());
     r.loader->restore(r.state.loader);

@@ -43,10 +43,10 @@ struct TrainingRun {
   std::unique_ptr<nn::Model> model;  // the task's: nn::Seq2Seq or nn::DecoderLM
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<data::BatchSource> loader;
-  int64_t per_epoch = 0;                  // steps per epoch, from the first epoch's plan
-  train::TrainerOptions options;          // options.precision: cfg.precision resolved
-  Precision precision = Precision::fp32;  // cfg.precision resolved (auto: what it picked)
-  train::TrainState state;                // the resumed checkpoint's, or a new run's
+  int64_t per_epoch = 0;  // steps per epoch, from the first epoch's plan
+  // options.precision: cfg.precision resolved (auto: what it picked), the one copy
+  train::TrainerOptions options;
+  train::TrainState state;  // the resumed checkpoint's, or a new run's
   const Task& task() const { return task_of(cfg.data.task); }  // the family of data.task
 };
 

@@ -73,7 +73,8 @@ json heads_of(const Tensor& w) {
 
 }  // namespace
 
-Model::Model(const std::string& run_dir, const std::string& which, const std::string& precision)
+Model::Model(const std::string& run_dir, const std::string& which,
+             std::optional<Precision> precision)
     : impl_(new Impl) {
   impl_->inf = run::open_inference(
       run_dir, {.checkpoint = which, .precision = precision, .threads = -1, .op = "serve"});

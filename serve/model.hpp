@@ -12,9 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "core/precision.hpp"
 
 namespace qkv::serve {
 
@@ -26,9 +29,9 @@ struct BadInput : std::runtime_error {
 
 // Bounds on what one request may ask for.
 struct Limits {
-  int64_t max_text_bytes = 4096;    // a source or prompt
+  int64_t max_text_bytes = 4096;   // a source or prompt
   int64_t max_input_tokens = 256;  // a source or prompt (also bounded by the model's positions)
-  int64_t max_new_tokens = 1000;    // one LM sample
+  int64_t max_new_tokens = 1000;   // one LM sample
   int64_t max_beam = 16;
   int64_t max_top_k = 20;  // next-token probabilities per position
 };
@@ -45,7 +48,8 @@ class Model {
  public:
   // run_dir's checkpoint `which` (best, latest, step-N), its products in `precision` (fp32,
   // bf16, auto; empty: the run's); qkv::Error when it cannot be loaded.
-  Model(const std::string& run_dir, const std::string& which, const std::string& precision = "");
+  Model(const std::string& run_dir, const std::string& which,
+        std::optional<Precision> precision = std::nullopt);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

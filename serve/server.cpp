@@ -110,8 +110,8 @@ int64_t integer_param(const httplib::Request& req, const char* key, int64_t fall
 // once: requests for one being loaded wait for that load alone; every other checkpoint answers.
 class ModelCache {
  public:
-  ModelCache(size_t capacity, std::string precision)
-      : capacity_(capacity), precision_(std::move(precision)) {}
+  ModelCache(size_t capacity, std::optional<Precision> precision)
+      : capacity_(capacity), precision_(precision) {}
 
   std::shared_ptr<Model> get(const ServedRun& run, const std::string& which) {
     if (which != "best" && which != "latest" && which.rfind("step-", 0) != 0)
@@ -161,7 +161,7 @@ class ModelCache {
   }
 
   size_t capacity_;
-  std::string precision_;
+  std::optional<Precision> precision_;
   std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<Slot>>> lru_;
 };

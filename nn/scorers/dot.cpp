@@ -17,7 +17,7 @@ Tensor window_mask(int64_t n, int64_t m, int64_t w) {
 }
 
 Var sliding_window_attention(const Var& q, const Var& k, const Var& v, const Tensor& mask,
-                             double scale, int64_t window, Var* weights, double dropout_p,
+                             AttentionScale scale, int64_t window, Var* weights, double dropout_p,
                              Generator* dropout_gen, const Var& bias) {
   QKV_CHECK(window >= 0, "sliding_window_attention", "window must be >= 0, got ", window);
   if (weights || dropout_p > 0 || bias.defined()) {  // the banded kernel takes none of them
@@ -25,7 +25,7 @@ Var sliding_window_attention(const Var& q, const Var& k, const Var& v, const Ten
     return scaled_dot_product_attention(q, k, v, combine_masks(band, mask), scale, weights,
                                         dropout_p, dropout_gen, bias);
   }
-  return ag::local_attention(q, k, v, mask, scale, window, false);
+  return ag::local_attention(q, k, v, mask, scale.resolve(q.size(-1)), window, false);
 }
 
 namespace {

@@ -246,3 +246,32 @@ TEST_CASE("errors: command-line misuse exits 2 with a hint", "[e2e]") {
   expect_error("translate " + run + " --beam 0 '1 2'", 2, {"--beam"});
   CHECK(snapshot(run) == before);
 }
+
+TEST_CASE("errors: a mistyped subcommand names the nearest, and usage names qkv", "[e2e]") {
+  expect_error("trian", 2, {"unknown subcommand 'trian'", "did you mean 'train'?"});
+  expect_error("trian configs/copy.toml --quiet", 2, {"did you mean 'train'?"});
+  const RunResult far = run_qkv("frobnicate");
+  CHECK(far.status == 2);
+  CHECK(far.output.find("did you mean") == std::string::npos);  // nothing near
+  CHECK(far.output.find("serve") != std::string::npos);         // the subcommands listed
+  CHECK(lines(far.output) == 1);
+  // --precision and --checkpoint: parsed by their names tables, the nearest name offered
+  expect_error("eval no-run --precision bf61", 2,
+               {"--precision: must be fp32, bf16 or auto, got 'bf61'; did you mean 'bf16'?"});
+  expect_error(
+      "translate no-run --checkpoint bets '1 2'", 2,
+      {"--checkpoint: must be best, latest, average, step-N or path", "did you mean 'best'?"});
+  expect_error("bench --precision bf61", 2, {"did you mean 'bf16'?"});
+  // Every subcommand of --help is accepted by name (its own --help exits 0).
+  const RunResult help = run_qkv("--help");
+  CHECK(help.status == 0);
+  CHECK(help.output.find("Usage: qkv [OPTIONS] SUBCOMMAND") != std::string::npos);
+  for (const char* name : {"train", "config", "eval", "score", "average", "translate", "generate",
+                           "bench", "gradcheck", "saturation", "attention", "report", "serve"}) {
+    INFO(name);
+    CHECK(help.output.find(std::string("  ") + name + " ") != std::string::npos);
+    const RunResult sub = run_qkv(std::string(name) + " --help");
+    CHECK(sub.status == 0);
+    CHECK(sub.output.find(std::string("Usage: qkv ") + name) != std::string::npos);
+  }
+}

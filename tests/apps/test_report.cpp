@@ -48,7 +48,7 @@ std::string fake_run(const TempDir& t, const std::string& name, const std::strin
   std::filesystem::create_directories(dir);
   RunConfig c;
   c.data.task = qkv::parse_name<qkv::data::TaskKind>(task, "data.task");
-  c.model.attention_scale = attention_scale;
+  c.model.attention_scale = qkv::nn::AttentionScale::from_config(attention_scale);
   write(dir + "/config.toml", effective_toml(c));
   if (!metrics.empty()) write(dir + "/metrics.jsonl", metrics);
   return dir;

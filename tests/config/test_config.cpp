@@ -4,6 +4,7 @@
 
 #include "config/config.hpp"
 #include "support/config.hpp"
+#include "support/tensors.hpp"
 
 using namespace qkv;
 using namespace qkv::config;
@@ -93,6 +94,58 @@ TEST_CASE("config: [model] attention and window, with errors that name the key a
   CHECK(qkv::name_of(back.model.attention) == "dot");
   CHECK_THROWS_WITH(config_from("[model]\nattention = \"linear\"\nposition = \"relative\"\n"),
                     Catch::Contains("model.position") && Catch::Contains("dot"));
+}
+
+// [model] attention_scale is one nn::AttentionScale from the reader to the kernel: an encoder
+// layer built from the config attends (fused kernel) exactly as the formula with that number.
+TEST_CASE("config: attention_scale reaches the dot kernel, additive and linear refuse one") {
+  CHECK(config_from("").model.attention_scale.is_default());
+  CHECK(config_from("[model]\nattention_scale = 0\n").model.attention_scale.is_default());
+  const RunConfig c = config_from(
+      "[model]\nattention_scale = 0.3\nd_model = 8\nheads = 2\nencoder_layers = 1\n"
+      "decoder_layers = 1\ndropout = 0.0\n");
+  CHECK(c.model.attention_scale == nn::AttentionScale(0.3));
+  CHECK(config_from_toml(parse_config(effective_toml(c), "e.toml")).model.attention_scale ==
+        c.model.attention_scale);
+  CHECK_THAT(effective_toml(config_from("")), Catch::Contains("attention_scale = 0.0"));
+
+  nn::ModelConfig m = c.model;
+  m.src_vocab = m.tgt_vocab = 5;
+  Generator g(3);
+  nn::Seq2Seq model(m, g);
+  model.to(DType::f64);
+  model.eval();
+  const nn::MultiHeadAttention& a = *model.encoder->layers[0]->self_attn;
+  const ag::Var x(randn({2, 5, 8}, g, DType::f64));
+  const Tensor out = a.forward(x, x, x).data();  // no weights asked for: the fused kernel
+  // softmax(q k^T s) v per head, written out
+  auto formula = [&](double s) {
+    const ag::Var q = a.split_heads(a.w_q->forward(x)), k = a.split_heads(a.w_k->forward(x)),
+                  v = a.split_heads(a.w_v->forward(x));
+    const ag::Var w = ag::softmax(ag::mul(ag::matmul(q, ag::transpose(k, -2, -1)), s), -1);
+    return a.w_o->forward(a.merge_heads(ag::matmul(w, v))).data();
+  };
+  CHECK(qkv::testing::rel_err(out, formula(0.3)) < 1e-12);
+  CHECK(qkv::testing::rel_err(out, formula(0.5)) >
+        1e-3);  // 1 / sqrt(d_head 4): the default differs
+
+  // additive and linear form no q . k: the attention registry's error, naming the key
+  for (const std::string kind : {"additive", "linear"}) {
+    INFO(kind);
+    const std::string head = "[model]\nattention = \"" + kind + "\"\n";
+    CHECK_THROWS_WITH(config_from(head + "attention_scale = 2\n"),
+                      Catch::StartsWith("test.toml:3: model.attention_scale: a scale on q . k "
+                                        "needs attention = \"dot\", got attention = \"" +
+                                        kind + "\""));
+    CHECK(config_from(head + "attention_scale = 0\n").model.attention_scale.is_default());
+    nn::AttentionKind k = parse_name<nn::AttentionKind>(kind, "attention");
+    CHECK_THROWS_WITH(nn::MultiHeadAttention(8, 2, g, true, 2.0, 0.0, nullptr, k),
+                      Catch::Contains("attention_scale: a scale on q . k needs"));
+  }
+  CHECK_THROWS_WITH(config_from("[model]\nattention_scale = -1\n"),
+                    Catch::StartsWith("test.toml:2: model.attention_scale: must be >= 0"));
+  CHECK_THROWS_WITH(config_from("", {{"model.attention_scale", "-1"}}),
+                    Catch::StartsWith("command line: --model.attention_scale"));
 }
 
 TEST_CASE("config: position kinds and relative_clip, errors naming the key") {

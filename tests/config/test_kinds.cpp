@@ -61,6 +61,13 @@ TEST_CASE("kinds: every names table reads back what it writes") {
   check_table<optim::OptimizerKind>("optim.name");
   check_table<optim::ScheduleKind>("optim.schedule");
   check_table<BestMetric>("train.best_metric");
+  check_table<Precision>("precision");
+  check_table<DType>("dtype");
+  CHECK(std::string(dtype_name(DType::b8)) == "bool");
+  CHECK(std::string(precision_name(Precision::auto_)) == "auto");
+  CHECK_THROWS_WITH(parse_name<DType>("flaot32", "dtype"),
+                    "dtype: must be float32, float64, int64 or bool, got 'flaot32'; did you mean "
+                    "'float32'?");
   CHECK(names_list<data::TokenizerKind>() == "char, word or sentencepiece");  // no aliases
 }
 
@@ -78,4 +85,14 @@ TEST_CASE("kinds: the config reader parses each name once and prints it back") {
                                       "relative, rope or none, got 'rotary'"));
   CHECK_THROWS_WITH(config_from_toml(parse_config("[model]\nposition = 3\n", "k.toml")),
                     Catch::Contains("model.position: expected a string"));
+  // precision, the one top-level kind: parsed by its table, printed back by name
+  for (const EnumName<Precision>& n : names_table<Precision>()) {
+    const RunConfig c =
+        config_from_toml(parse_config("precision = \"" + std::string(n.name) + "\"\n", "k.toml"));
+    CHECK(c.precision == n.value);
+    CHECK_THAT(effective_toml(c), Catch::Contains("precision = \"" + std::string(n.name) + "\""));
+  }
+  CHECK_THROWS_WITH(config_from_toml(parse_config("precision = \"bf61\"\n", "k.toml")),
+                    "k.toml:1: precision: must be fp32, bf16 or auto, got 'bf61'; did you mean "
+                    "'bf16'?");
 }

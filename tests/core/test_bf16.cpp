@@ -109,7 +109,10 @@ TEST_CASE("to_bf16: the same bits as bf16_round at every length and on every kin
 TEST_CASE("precision names parse and print, unknown names are errors") {
   for (Precision p : {Precision::fp32, Precision::bf16, Precision::auto_})
     CHECK(parse_precision(precision_name(p)) == p);
-  CHECK_THROWS_WITH(parse_precision("fp16"), Catch::Contains("\"fp32\", \"bf16\" or \"auto\""));
+  CHECK_THROWS_WITH(parse_precision("fp16"), "precision: must be fp32, bf16 or auto, got 'fp16'");
+  CHECK_THROWS_WITH(parse_precision("bf61"),
+                    "precision: must be fp32, bf16 or auto, got 'bf61'; did you mean 'bf16'?");
+  CHECK_THROWS_WITH(parse_precision("fp16", "--precision"), Catch::StartsWith("--precision: "));
   CHECK(resolve_precision(Precision::fp32) == Precision::fp32);
   const Precision a = resolve_precision(Precision::auto_);
   CHECK(a == (bf16_unsupported_reason().empty() ? Precision::bf16 : Precision::fp32));

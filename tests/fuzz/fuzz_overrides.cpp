@@ -55,8 +55,8 @@ int overrides(const uint8_t* data, size_t size) {
     const auto& o = c.optim;
     for (double v : {o.optim.lr, o.optim.eps, o.optim.weight_decay, o.optim.momentum, o.optim.beta1,
                      o.optim.beta2, o.schedule.factor, o.schedule.min_lr, o.clip_norm, o.clip_value,
-                     c.model.dropout, c.model.layer_norm_eps, c.model.attention_scale,
-                     c.train.label_smoothing})
+                     c.model.dropout, c.model.layer_norm_eps,
+                     c.model.attention_scale.config_value(), c.train.label_smoothing})
       require(std::isfinite(v));
     (void)qkv::config::config_from_toml(
         qkv::config::parse_config(qkv::config::effective_toml(c), "effective.toml"));

@@ -332,6 +332,9 @@ TEST_CASE("every registered scorer: weights rows sum to 1 on allowed keys, capab
           !can.takes_bias);
     CHECK(attention_conflict(a.value, PositionKind::none, 0, 0.1, 4).has_value() ==
           !can.drops_weights);
+    CHECK(attention_conflict(a.value, PositionKind::none, 0, 0, 4, 0.5).has_value() ==
+          !can.takes_scale);
+    CHECK_FALSE(attention_conflict(a.value, PositionKind::none, 0, 0, 4, AttentionScale()));
   }
 }
 

@@ -179,7 +179,7 @@ TEST_CASE("claim: the variance lemma, Var(q.k) = d_k, and 1 after scaling") {
     const Tensor k = concat({k1, zeros({N, 1, dk}, DType::f64)}, 1);  // (N, 2, dk)
     const Tensor v = zeros({N, 2, 1}, DType::f64);
     const double tol = 5 * std::sqrt((2.0 + 6.0 / static_cast<double>(dk)) / N);
-    auto score_var = [&](Scale s) {
+    auto score_var = [&](AttentionScale s) {
       Var w;
       scaled_dot_product_attention(Var(q), Var(k), Var(v), Tensor(), s, &w);
       const Tensor ww = w.data().squeeze(1);  // (N, 2)

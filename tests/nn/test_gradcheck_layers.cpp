@@ -73,9 +73,9 @@ TEST_CASE("registry: a wrong backward fails") {
 TEST_CASE("options: masks and scales parse, bad values are errors") {
   CHECK(parse_mask_kind("causal") == MaskKind::causal);
   CHECK_THROWS_WITH(parse_mask_kind("diagonal"), Catch::Contains("none, causal, padding or both"));
-  CHECK_FALSE(parse_scale("default").has_value());
-  CHECK(*parse_scale("none") == 1.0);
-  CHECK(*parse_scale("0.25") == 0.25);
+  CHECK(parse_scale("default").is_default());
+  CHECK(parse_scale("none") == AttentionScale(1.0));
+  CHECK(parse_scale("0.25") == AttentionScale(0.25));
   CHECK_THROWS_AS(parse_scale("-1"), Error);
   CHECK_THROWS_AS(parse_scale("abc"), Error);
   CHECK_THROWS_WITH(find_gradcheck_layer("nope"), Catch::Contains("linear"));

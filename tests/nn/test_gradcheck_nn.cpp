@@ -69,9 +69,9 @@ TEST_CASE("gradcheck: scaled dot-product attention, with and without masks, scal
   Tensor with_empty_row = ones({3, 4}, DType::b8);
   with_empty_row.select(0, 2).fill_(0);  // a fully masked row: zero, finite gradients
   for (const Tensor& mask : {Tensor(), causal, pad, both, with_empty_row})
-    for (Scale s : {Scale(), Scale(1.0), Scale(0.3)}) {
+    for (AttentionScale s : {AttentionScale(), AttentionScale(1.0), AttentionScale(0.3)}) {
       INFO("mask " << (mask.defined() ? shape_str(mask.shape()) : "none") << " scale "
-                   << (s ? *s : -1.0));
+                   << (s.is_default() ? "default" : std::to_string(s.config_value())));
       // q: (B, H, n, d_k), k: (B, H, m, d_k), v: (B, H, m, d_v) with d_v != d_k
       check_gradients(
           [&](Ins in) { return scaled_dot_product_attention(in[0], in[1], in[2], mask, s); },
