@@ -93,7 +93,7 @@ std::vector<double> pattern_share(const AttentionProbe& probe, const Tensor& det
   QKV_CHECK(detection.dtype() == DType::f64 && detection.shape() == Shape({batch, n, m}), op,
             "expects a (B, n, m) = ", Shape({batch, n, m}), " float64 detection pattern, got ",
             detection.shape());
-  const std::vector<int64_t> tq = query_lengths(probe, op);
+  const std::vector<int64_t> tq = query_lengths(probe, op), tk = key_lengths(probe, op);
   const Tensor a = probe.pattern.to(DType::f64).contiguous(), d = detection.contiguous();
   const double *pa = a.data<double>(), *pd = d.data<double>();
   std::vector<double> out(heads, 0.0);
@@ -101,7 +101,7 @@ std::vector<double> pattern_share(const AttentionProbe& probe, const Tensor& det
     for (int64_t h = 0; h < heads; ++h) {
       double on = 0, all = 0;  // the mass on the detection pattern, and the whole mass
       for (int64_t i = 0; i < tq[b]; ++i)
-        for (int64_t j = 0; j < m; ++j) {
+        for (int64_t j = 0; j < tk[b]; ++j) {
           if ((options.exclude_bos && j == 0) || (options.exclude_current_token && j == i))
             continue;
           const double w = pa[((b * heads + h) * n + i) * m + j];

@@ -49,7 +49,7 @@ struct AttentionProbe {
   // source); undefined for self-attention. Read only for the padding.
   Tensor key_ids{};
   // Padding token (-1: none). Padding comes after a sequence's real tokens; padded query rows
-  // and key columns are left out of every score.
+  // are left out of every score, padded key columns out of the pattern shares.
   int64_t pad_id = -1;
 };
 

@@ -108,11 +108,11 @@ def alignment_score(pattern, ids, key_ids, pad_id, window):
     per_sequence = []
     for b in range(pattern.shape[0]):
         t, s = real_length(ids[b], pad_id), real_length(key_ids[b], pad_id)
-        d = torch.zeros(t, pattern.shape[3], dtype=torch.float64)
+        d = torch.zeros(t, s, dtype=torch.float64)
         for i in range(t):
             c = aligned_source(i, t, s)
-            d[i, max(0, c - window):min(s, c + window + 1)] = 1
-        a = pattern[b, :, :t, :]  # (h, T, m): the real target rows
+            d[i, max(0, c - window):c + window + 1] = 1
+        a = pattern[b, :, :t, :s]  # (h, T, S): the real target rows over the real source
         per_sequence.append((a * d).sum((1, 2)) / a.sum((1, 2)))
     return torch.stack(per_sequence).mean(0).tolist()
 

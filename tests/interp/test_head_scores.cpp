@@ -126,6 +126,16 @@ TEST_CASE("pattern scores: a padded sequence scores as its real prefix alone") {
     const std::vector<double> a = head_score(s, whole), b = head_score(s, padded);
     for (size_t h = 0; h < a.size(); ++h) CHECK(b[h] == Approx(a[h]).epsilon(1e-14));
   }
+  // weight on the padded keys (an unmasked pattern) counts for nothing in the pattern shares
+  AttentionProbe leaky = padded;
+  leaky.pattern = padded.pattern.clone();
+  leaky.pattern.narrow(2, 0, 4).narrow(3, 4, 2).copy_(full({}, 0.3, DType::f64));
+  for (HeadScore s :
+       {HeadScore::previous_token, HeadScore::duplicate_token, HeadScore::induction}) {
+    INFO(name_of(s));
+    const std::vector<double> a = head_score(s, whole), b = head_score(s, leaky);
+    for (size_t h = 0; h < a.size(); ++h) CHECK(b[h] == Approx(a[h]).epsilon(1e-14));
+  }
 }
 
 TEST_CASE("entropy: the mean over query rows with a key, per head") {
