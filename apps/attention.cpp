@@ -7,16 +7,13 @@
 
 #include "apps/attention_maps.hpp"
 #include "apps/commands.hpp"
-#include "core/parallel.hpp"
-#include "data/lm.hpp"
-#include "data/tokenizer.hpp"
 #include "figures/attention_maps.hpp"
 #include "figures/heatmap_grid.hpp"
-#include "run/limits.hpp"
 
 namespace qkv::app {
 
 using namespace figures;
+using run::Inspection;
 
 namespace {
 
@@ -30,29 +27,32 @@ std::vector<int64_t> layers_named(const std::string& layer, int64_t layers) {
   return out;
 }
 
+// The model has only the causal self-attention of a language model: figures' `self` is it.
+bool only_self(const Inspection& att) {
+  return att.maps.encoder_self.empty() && att.maps.decoder_cross.empty();
+}
+
 // --layer all and/or --head all: one figure, a row per layer of each kind (encoder self,
 // decoder self, cross; or the one --kind), a column per head.
-std::vector<std::vector<Heatmap>> attention_grid(const run::LoadedRun& r, const AttendedInput& att,
+std::vector<std::vector<Heatmap>> attention_grid(const run::Inference& inf, const Inspection& att,
                                                  const AttentionArgs& a) {
-  const bool lm = r.task().language_model();
   std::vector<figures::MapKind> kinds;
   if (!a.kind.empty())
     kinds = {figures::parse_map_kind(a.kind, "attention")};
-  else if (lm)
-    kinds = {figures::MapKind::self};
   else
-    for (const auto& [name, kind] : figures::kMapKindNames) kinds.push_back(kind);
-  const int64_t heads = attention_heads(att);
+    for (const auto& [name, kind] : figures::kMapKindNames)
+      if (!figures::maps_of(att.maps, kind).empty()) kinds.push_back(kind);
+  const int64_t heads = figures::attention_heads(att.maps);
   std::vector<std::vector<Heatmap>> rows;
   for (const figures::MapKind kind : kinds) {
-    const auto& list = lm ? att.maps.decoder_self : figures::maps_of(att.maps, kind);
+    const auto& list = only_self(att) ? att.maps.decoder_self : figures::maps_of(att.maps, kind);
     for (const int64_t layer : layers_named(a.layer, static_cast<int64_t>(list.size()))) {
       std::vector<Heatmap> row;
       if (a.head == "all")
         for (int64_t h = 1; h <= heads; ++h)
-          row.push_back(attention_heatmap(r, att, kind, layer, std::to_string(h), a.cell));
+          row.push_back(attention_heatmap(inf, att, kind, layer, std::to_string(h), a.cell));
       else
-        row.push_back(attention_heatmap(r, att, kind, layer, a.head, a.cell));
+        row.push_back(attention_heatmap(inf, att, kind, layer, a.head, a.cell));
       rows.push_back(std::move(row));
     }
   }
@@ -61,12 +61,11 @@ std::vector<std::vector<Heatmap>> attention_grid(const run::LoadedRun& r, const 
 
 }  // namespace
 
-figures::Heatmap attention_heatmap(const run::LoadedRun& r, const AttendedInput& a,
+figures::Heatmap attention_heatmap(const run::Inference& inf, const Inspection& a,
                                    figures::MapKind kind, int64_t layer, const std::string& head,
                                    int cell, const char* op) {
-  const figures::AttentionLabels labels{
-      serve::token_labels(a.src, r.data.src_vocab), serve::token_labels(a.tgt_in, r.data.tgt_vocab),
-      serve::token_labels(a.tgt_out, r.data.tgt_vocab), r.task().language_model()};
+  const figures::AttentionLabels labels{inf.input_labels(a.input), inf.output_labels(a.tgt_in),
+                                        inf.output_labels(a.tgt_out), only_self(a)};
   return figures::attention_heatmap(a.maps, labels, kind, layer, head, cell, op);
 }
 
@@ -74,35 +73,29 @@ int cmd_attention(const AttentionArgs& a) {
   const std::optional<figures::MapKind> asked =
       a.kind.empty() ? std::nullopt : std::optional(figures::parse_map_kind(a.kind, "attention"));
   QKV_CHECK(!a.out.empty(), "attention", "--out FILE.png (or .svg) is required");
-  run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
-  run::apply_threads(a.threads > 0 ? a.threads : r.config.threads,
-                     a.threads > 0 ? "--threads" : "threads");
-  const bool lm = r.task().language_model();
+  const auto inf = run::open_inference(a.run_dir, {.checkpoint = a.checkpoint,
+                                                   .precision = a.precision,
+                                                   .threads = a.threads,
+                                                   .op = "attention"});
   // By default the map that shows the most: cross-attention, or a language model's only kind.
-  const figures::MapKind kind = asked ? *asked
-                                : lm  ? figures::MapKind::self
-                                      : figures::MapKind::cross;
-  const data::Ids src =
-      lm ? data::encode_lm_text(a.text, r.data.tgt_vocab, r.data.tgt_spm.get(), "attention: TEXT")
-         : run::encode_source(r, a.text, a.run_dir, "attention");
-  const AttendedInput att = attend(r, src);
+  const figures::MapKind kind =
+      asked ? *asked : figures::parse_map_kind(inf->default_map_kind(), "attention");
+  const Inspection att = inf->inspect(inf->encode(a.text, "attention"));
+  const std::string output = inf->output_name() + ": " + inf->text(att.output);
   if (a.layer == "all" || a.head == "all") {
-    const std::vector<std::vector<Heatmap>> rows = attention_grid(r, att, a);
+    const std::vector<std::vector<Heatmap>> rows = attention_grid(*inf, att, a);
     write_heatmap_grid(a.out, rows);
-    std::printf("%s%s\nwrote %s: %zu rows (kind x layer) of %zu maps\n",
-                lm ? "next-token guesses: " : "output: ", target_text(r, att.out).c_str(),
+    std::printf("%s\nwrote %s: %zu rows (kind x layer) of %zu maps\n", output.c_str(),
                 a.out.c_str(), rows.size(), rows[0].size());
     return 0;
   }
-  const Heatmap hm = attention_heatmap(r, att, kind, layers_named(a.layer, 0)[0], a.head, a.cell);
+  const Heatmap hm =
+      attention_heatmap(*inf, att, kind, layers_named(a.layer, 0)[0], a.head, a.cell);
   write_heatmap(a.out, hm);
   const HeatmapLayout l = heatmap_layout(hm);
-  std::printf("%s%s\nwrote %s (%d x %d): %s, %lld x %lld\n",
-              !lm              ? "output: "
-              : r.data.tgt_spm ? "next-piece guesses: "
-                               : "next-character guesses: ",
-              target_text(r, att.out).c_str(), a.out.c_str(), l.width, l.height, hm.title.c_str(),
-              static_cast<long long>(hm.rows), static_cast<long long>(hm.cols));
+  std::printf("%s\nwrote %s (%d x %d): %s, %lld x %lld\n", output.c_str(), a.out.c_str(), l.width,
+              l.height, hm.title.c_str(), static_cast<long long>(hm.rows),
+              static_cast<long long>(hm.cols));
   return 0;
 }
 

@@ -1,4 +1,5 @@
-// Attention maps of a trained run on one input (the model pass: serve/inspect.hpp; the drawing:
+// Attention maps of a trained run on one input (the model pass: run/inference.hpp,
+// Inference::inspect; the drawing:
 // figures/attention_maps.hpp): what `qkv attention` writes to a file and `qkv report` puts on
 // its page.
 #pragma once
@@ -6,20 +7,14 @@
 
 #include "figures/attention_maps.hpp"
 #include "figures/heatmap.hpp"
-#include "run/run.hpp"
-#include "serve/inspect.hpp"
+#include "run/inference.hpp"
 
 namespace qkv::app {
-
-using serve::attend;
-using serve::AttendedInput;
-using serve::attention_heads;
-using serve::target_text;
 
 // One map as a heatmap: kind is self (encoder), decoder-self or cross; layer is 1-based (0:
 // the last); head is "mean" or a 1-based head. Bad values throw qkv::Error naming `op` and the
 // valid range. cell: pixels per cell side.
-figures::Heatmap attention_heatmap(const run::LoadedRun& r, const AttendedInput& a,
+figures::Heatmap attention_heatmap(const run::Inference& inf, const run::Inspection& a,
                                    figures::MapKind kind, int64_t layer, const std::string& head,
                                    int cell = 32, const char* op = "attention");
 

@@ -143,6 +143,7 @@ struct AttentionArgs {
   std::string checkpoint = "best";
   int cell = 32;
   int threads = 0;
+  std::string precision;  // fp32, bf16 or auto; empty: the run's
 };
 int cmd_attention(const AttentionArgs& a);  // attention.cpp
 
@@ -160,8 +161,9 @@ int cmd_report(const ReportArgs& a);  // report.cpp
 struct ServeArgs {
   std::vector<std::string> runs;  // run folders, or `qkv saturation --out` folders
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0: any free port, printed on stdout
-  int threads = 1;  // compute threads per request
+  int port = 8080;        // 0: any free port, printed on stdout
+  int threads = 1;        // compute threads per request
+  std::string precision;  // fp32, bf16 or auto; empty: each run's
 };
 int cmd_serve(const ServeArgs& a);  // serve.cpp
 

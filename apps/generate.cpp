@@ -9,9 +9,7 @@
 #include "apps/commands.hpp"
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
-#include "run/limits.hpp"
-#include "run/lm.hpp"
-#include "run/run.hpp"
+#include "run/inference.hpp"
 
 namespace qkv::app {
 
@@ -20,32 +18,22 @@ int cmd_generate(const GenerateArgs& a) {
   QKV_CHECK(a.tokens >= 1, "generate", "--tokens must be >= 1, got ", a.tokens);
   run::SampleOptions o{a.temperature, a.top_k, a.top_p};
   run::validate(o);
-  run::LoadedRun r = run::load_run(a.run_dir, a.checkpoint);
-  QKV_CHECK(r.task().language_model(), "generate", a.run_dir,
-            " is not a language model (model.kind = \"decoder\"); use qkv translate");
-  set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
-  // The products' precision for all the decoding below (the weights stay fixed in it).
-  const PrecisionScope precision(
-      run::choose_precision(a.precision, r.config.precision, "precision"));
-  const data::Vocab& vocab = r.data.tgt_vocab;
-  const data::SentencePiece* spm = r.data.tgt_spm.get();  // null: characters
-  const data::Ids prompt = data::encode_lm_text(a.prompt, vocab, spm, "generate: --prompt");
-  QKV_CHECK(!prompt.empty(), "generate", "--prompt is empty (the default is a newline)");
-  const int64_t block = r.config.data.block_size, positions = r.lm("generate").max_positions();
-  const int64_t context = std::min(block, positions);
-  QKV_CHECK(static_cast<int64_t>(prompt.size()) <= context, "generate", "--prompt has ",
-            prompt.size(), spm ? " pieces" : " characters", ", more than the model's context of ",
-            context, " (",
-            positions < block ? "learned positions, model.max_len" : "data.block_size", " = ",
-            context, ")");
+  const auto inf = run::open_inference(a.run_dir, {.checkpoint = a.checkpoint,
+                                                   .precision = a.precision,
+                                                   .threads = a.threads,
+                                                   .op = "generate"});
+  inf->require(run::Inference::Operation::generate, "generate");
+  const data::Ids prompt = inf->encode(a.prompt, "generate: --prompt");
+  const data::Vocab& vocab = inf->run().data.tgt_vocab;
+  const bool pieces = inf->run().data.tgt_spm != nullptr;
 
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
   Generator gen(a.seed);
   int64_t made = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  data::LmDetokenizer text(vocab, spm != nullptr, a.prompt.empty() || a.prompt.back() == '\n');
-  run::generate(r.lm("generate"), prompt, a.tokens, context, o, gen, !a.no_cache, [&](int64_t id) {
+  data::LmDetokenizer text(vocab, pieces, a.prompt.empty() || a.prompt.back() == '\n');
+  inf->generate(prompt, a.tokens, o, gen, !a.no_cache, [&](int64_t id) {
     const std::string s = text.next(id);
     std::fwrite(s.data(), 1, s.size(), stdout);
     std::fflush(stdout);  // streamed: each token as soon as it is made

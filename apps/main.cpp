@@ -244,6 +244,7 @@ void add_attention(CLI::App& app, AttentionArgs& a) {
       ->capture_default_str()
       ->check(CLI::Range(4, 256));
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
 }
 
 void add_report(CLI::App& app, ReportArgs& a) {
@@ -270,6 +271,7 @@ void add_serve(CLI::App& app, ServeArgs& a) {
   cmd->add_option("--threads", a.threads, "compute threads per request")
       ->capture_default_str()
       ->check(thread_count());
+  add_precision(cmd, a.precision);
 }
 
 // Every subcommand's arguments, filled in by the parse.

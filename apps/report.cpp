@@ -170,8 +170,10 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
     return "<p class=\"missing\">No checkpoint yet: nothing to decode.</p>";
   std::string o;
   try {
-    const run::LoadedRun r = run::load_run(run.dir, "latest");
-    set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(r.config.threads));
+    const auto inf = run::open_inference(
+        run.dir,
+        {.checkpoint = "latest", .threads = a.threads > 0 ? a.threads : 0, .op = "report"});
+    const run::LoadedRun& r = inf->run();
     const int64_t n = std::min<int64_t>(a.examples, r.data.valid.size());
     o += "<p>Checkpoint <code>" + html_escape(fs::path(r.checkpoint).filename().string()) +
          "</code>, greedy decoding of the first " + std::to_string(n) +
@@ -180,10 +182,10 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
     std::string maps;
     for (int64_t i = 0; i < n; ++i) {
       const data::Example& ex = r.data.valid.examples[i];
-      const AttendedInput att = attend(r, ex.src);
-      const bool same = att.out == ex.tgt;
+      const run::Inspection att = inf->inspect(ex.src);
+      const bool same = att.output == ex.tgt;
       rows.push_back({std::to_string(i + 1), html_escape(source_text(r, i)),
-                      html_escape(target_text(r, ex.tgt)), html_escape(target_text(r, att.out)),
+                      html_escape(inf->text(ex.tgt)), html_escape(inf->text(att.output)),
                       same ? "<span class=\"ok\">yes</span>" : "<span class=\"bad\">no</span>"});
       maps += "<h4>" + html_escape(run.name) + ", example " + std::to_string(i + 1) +
               "</h4>\n<div class=\"maps\">\n";
@@ -192,11 +194,11 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
           static_cast<int>(std::clamp<int64_t>(300 / std::max<int64_t>(1, longest), 12, 28));
       for (const auto& [name, kind] : figures::kMapKindNames) {
         if (figures::maps_of(att.maps, kind).empty()) continue;
-        maps += heatmap_figure(attention_heatmap(r, att, kind, 0, "mean", cell, "report"));
-        if (a.heads && attention_heads(att) > 1)
-          for (int64_t h = 1; h <= attention_heads(att); ++h)
+        maps += heatmap_figure(attention_heatmap(*inf, att, kind, 0, "mean", cell, "report"));
+        if (a.heads && figures::attention_heads(att.maps) > 1)
+          for (int64_t h = 1; h <= figures::attention_heads(att.maps); ++h)
             maps += heatmap_figure(
-                attention_heatmap(r, att, kind, 0, std::to_string(h), cell, "report"));
+                attention_heatmap(*inf, att, kind, 0, std::to_string(h), cell, "report"));
       }
       maps += "</div>\n";
     }

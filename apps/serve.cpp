@@ -11,6 +11,7 @@ int cmd_serve(const ServeArgs& a) {
   o.host = a.host;
   o.port = a.port;
   o.threads = a.threads;
+  o.precision = a.precision;
   return serve::serve(o);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/hooks.hpp"
 #include "nn/relative_bias.hpp"
 #include "nn/rotary.hpp"
 
@@ -140,6 +141,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
   if (qk_norm_eps > 0) q = ag::rms_norm(q, Var(), qk_norm_eps);
   Var bias;
   if (position == PositionKind::rope) q = rotary(q, q_offset);
+  q = hook_point(q, hook_prefix, "q");
   if (position == PositionKind::relative)
     bias = relative_position_bias(relative_bias, q.size(2), k.size(2), q_offset);  // (1, h, n, m)
   // window and the bias reach only scorers that take them (attention_conflict, when set)
@@ -154,8 +156,26 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
                         dropout_gen.get(),
                         weights,
                         scorer_params};
-  const Var o = scorer_of(kind).attend(scoring);  // (B, h, n, d_head)
-  return w_o->forward(merge_heads(o));            // (B, n, d)
+  Var o = scorer_of(kind).attend(scoring);  // (B, h, n, d_head)
+  if (hooks_active()) o = hook_point(hook_pattern(scoring, o), hook_prefix, "z");
+  return w_o->forward(merge_heads(o));  // (B, n, d)
+}
+
+Var MultiHeadAttention::hook_pattern(const Scoring& s, Var o) const {
+  if (!hook_wanted(hook_prefix, "pattern")) return o;
+  Var pattern = s.weights ? *s.weights : Var();
+  if (!pattern.defined()) {  // the caller's pass kept no weights: form them, drawing no dropout
+    Scoring again = s;
+    again.dropout_p = 0;
+    again.weights = &pattern;
+    scorer_of(kind).attend(again);
+  }
+  const detail::Hooked p = detail::run_hook(pattern, hook_prefix, "pattern");
+  if (s.weights) *s.weights = p.value;
+  if (!p.replaced) return o;
+  Var a = p.value;
+  if (s.dropout_p > 0) a = ag::dropout(a, s.dropout_p, *s.dropout_gen);
+  return ag::matmul(a, s.v);  // (B, h, n, d_head)
 }
 
 // ------------------------------------------------------------------ positions inside attention
@@ -163,7 +183,12 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
 Var MultiHeadAttention::project_key(const Var& key, int64_t offset) const {
   Var k = split_heads(w_k->forward(key));  // (B, h, m, d_head)
   if (qk_norm_eps > 0) k = ag::rms_norm(k, Var(), qk_norm_eps);
-  return position == PositionKind::rope ? rotary(k, offset) : k;
+  if (position == PositionKind::rope) k = rotary(k, offset);
+  return hook_point(k, hook_prefix, "k");
+}
+
+Var MultiHeadAttention::project_value(const Var& value) const {
+  return hook_point(split_heads(w_v->forward(value)), hook_prefix, "v");
 }
 
 void MultiHeadAttention::use_positions(PositionKind kind, int64_t clip) {

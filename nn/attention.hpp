@@ -8,6 +8,7 @@
 // finite gradients (never NaN).
 #pragma once
 #include <optional>
+#include <string>
 
 #include "nn/attention_variants.hpp"
 #include "nn/layers.hpp"
@@ -65,7 +66,7 @@ class MultiHeadAttention : public Module {
   // key (B, m, d) -> its projection split into heads (B, h, m, d_head), keys at positions
   // offset .. offset + m - 1 (rope rotates them there); likewise value (never rotated).
   Var project_key(const Var& key, int64_t offset = 0) const;
-  Var project_value(const Var& value) const { return split_heads(w_v->forward(value)); }
+  Var project_value(const Var& value) const;
 
   // --- positions inside attention (self-attention only; cross-attention stays content-only) ---
   // relative: a learned bias per head and clipped offset j - i, the parameter "relative_bias"
@@ -93,6 +94,13 @@ class MultiHeadAttention : public Module {
   AttentionKind kind;
   int64_t window;
   std::vector<Var> scorer_params;  // the scorer's own (Scorer::init), in registration order
+  // Its hook points' names start with this ("blocks.0.attn."; nn/hooks.hpp): q, k, v, pattern, z.
+  std::string hook_prefix = "attn.";
+
+ private:
+  // o (B, h, n, d_head) with the pattern hook applied: captured (formed by a second scorer call
+  // without dropout when the caller did not ask for weights) and, when replaced, o = pattern v.
+  Var hook_pattern(const Scoring& s, Var o) const;
 };
 
 }  // namespace qkv::nn

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "nn/hooks.hpp"
+
 #include "nn/seq2seq.hpp"
 
 namespace qkv::nn {
@@ -54,7 +56,7 @@ DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Gener
 
 Var DecoderLM::head(const Var& h) const {
   const Var logits = output ? output->forward(h) : ag::linear(h, embed->weight);  // tied: h E^T
-  return soft_cap(logits, logit_softcap);
+  return hook_point(soft_cap(logits, logit_softcap), "logits");
 }
 
 DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen)
@@ -73,7 +75,7 @@ Var DecoderLM::forward(const Tensor& ids, const Tensor& valid, std::vector<Var>*
   const int64_t t = ids.size(1);
   QKV_CHECK(t <= max_positions(), "DecoderLM", "a sequence of ", t,
             " tokens is longer than the learned positions' max_len ", max_positions());
-  const Var x = pos->forward(embed->forward(ids));
+  const Var x = pos->forward(hook_point(embed->forward(ids), "embed"));
   Tensor mask = causal_mask(t);
   if (valid.defined()) mask = combine_masks(mask, key_padding_mask(valid));
   return head(blocks->forward(x, mask, weights));
@@ -87,7 +89,7 @@ Var DecoderLM::step(Cache& cache, const Tensor& tokens) const {
             cache.length + tokens.size(1), " is beyond the learned positions' max_len ",
             max_positions());
   ag::NoGrad no_grad;
-  const Var x = pos->forward(embed->forward(tokens), cache.length);
+  const Var x = pos->forward(hook_point(embed->forward(tokens), "embed"), cache.length);
   const Var h = blocks->forward_step(x, cache.layers);
   cache.length += tokens.size(1);
   return head(h);

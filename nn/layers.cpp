@@ -1,5 +1,7 @@
 #include "nn/layers.hpp"
 
+#include "nn/hooks.hpp"
+
 #include <cmath>
 
 namespace qkv::nn {
@@ -104,9 +106,9 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d, int64_t d_ff, Genera
 }
 
 Var PositionwiseFeedForward::forward(const Var& x) const {
-  const Var h = act == Activation::swiglu ? swiglu(linear1->forward(x), linear3->forward(x))
-                                          : activate(linear1->forward(x), act);
-  return linear2->forward(dropout->forward(h));
+  const Var pre = hook_point(linear1->forward(x), hook_prefix, "pre");  // (..., d_ff)
+  const Var h = act == Activation::swiglu ? swiglu(pre, linear3->forward(x)) : activate(pre, act);
+  return linear2->forward(dropout->forward(hook_point(h, hook_prefix, "post")));
 }
 
 }  // namespace qkv::nn

@@ -93,6 +93,7 @@ class PositionwiseFeedForward : public Module {
   std::shared_ptr<Linear> linear1, linear2, linear3;  // linear3: swiglu only
   std::shared_ptr<Dropout> dropout;
   Activation act;
+  std::string hook_prefix = "mlp.";  // hook points (nn/hooks.hpp): pre (B, n, d_ff) and post
 };
 
 }  // namespace qkv::nn

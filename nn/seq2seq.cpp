@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "nn/hooks.hpp"
+
 namespace qkv::nn {
 
 void ModelConfig::validate() const {
@@ -92,19 +94,20 @@ Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
                                                                  final_norm, gen, dropout_gen_));
   if (!c.tie_output)
     output = register_module("output", std::make_shared<Linear>(c.d_model, c.tgt_vocab, gen));
+  encoder->name_hooks("encoder.");  // the decoder's are "decoder." from the start
 }
 
 Var Seq2Seq::project(const Var& h) const {
   const Var logits =
       output ? output->forward(h) : ag::linear(h, tgt_embed->weight);  // tied: logits = h E^T
-  return soft_cap(logits, config.logit_softcap);
+  return hook_point(soft_cap(logits, config.logit_softcap), "logits");
 }
 
 Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights) const {
   QKV_CHECK(src.dim() == 2 && src_valid.shape() == src.shape(), "Seq2Seq::encode", "src ",
             src.shape(), " and src_valid ", src_valid.shape(), " must both be (B, S)");
   ag::ModuleScope scope("encoder");
-  const Var x = src_pos->forward(src_embed->forward(src));
+  const Var x = src_pos->forward(hook_point(src_embed->forward(src), "encoder.embed"));
   return encoder->forward(x, key_padding_mask(src_valid), weights);
 }
 
@@ -114,7 +117,7 @@ Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tg
             tgt_in.shape(), " and tgt_valid ", tgt_valid.shape(), " must both be (B, T)");
   ag::ModuleScope scope("decoder");
   const int64_t t = tgt_in.size(1);
-  const Var y = tgt_pos->forward(tgt_embed->forward(tgt_in));
+  const Var y = tgt_pos->forward(hook_point(tgt_embed->forward(tgt_in), "decoder.embed"));
   const Tensor self_mask = combine_masks(causal_mask(t), key_padding_mask(tgt_valid));
   const Var h =
       decoder->forward(y, memory, self_mask, key_padding_mask(src_valid),
@@ -141,7 +144,8 @@ Var Seq2Seq::decode_step(DecodeState& s, const Tensor& tokens, std::vector<Var>*
   QKV_CHECK(tokens.dim() == 1 && tokens.size(0) == s.memory.size(0), "Seq2Seq::decode_step",
             "tokens ", tokens.shape(), " for a batch of ", s.memory.size(0));
   ag::NoGrad no_grad;
-  const Var y = tgt_pos->forward(tgt_embed->forward(tokens.unsqueeze(1)), s.position);
+  const Var y = tgt_pos->forward(
+      hook_point(tgt_embed->forward(tokens.unsqueeze(1)), "decoder.embed"), s.position);
   const Var h = decoder->forward_step(y, s.memory, s.cross_mask, s.cache, cws);
   ++s.position;
   return ag::select(project(h), 1, 0);  // (B, V)

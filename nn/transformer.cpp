@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "nn/hooks.hpp"
+
 namespace qkv::nn {
 namespace {
 
@@ -15,6 +17,12 @@ std::shared_ptr<MultiHeadAttention> make_attention(const BlockConfig& c, Generat
                                                 self ? c.window : 0);
   if (c.qk_norm) a->use_qk_norm(c.layer_norm_eps);
   return a;
+}
+
+// One residual sublayer around f: pre-LN x + f(norm(x)); post-LN norm(x + f(x)).
+template <class F>
+Var residual(const Var& x, const Norm& norm, bool norm_first, const F& f) {
+  return norm_first ? ag::add(x, f(norm.forward(x))) : norm.forward(ag::add(x, f(x)));
 }
 
 }  // namespace
@@ -45,24 +53,36 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator
 }
 
 Var TransformerEncoderBlock::forward(const Var& x, const Tensor& mask, Var* w) const {
-  auto sa = [&](const Var& h) { return dropout1->forward(self_attn->forward(h, h, h, mask, w)); };
-  auto ff = [&](const Var& h) { return dropout2->forward(ffn->forward(h)); };
-  if (norm_first) {
-    const Var x1 = ag::add(x, sa(norm1->forward(x)));
-    return ag::add(x1, ff(norm2->forward(x1)));
-  }
-  const Var x1 = norm1->forward(ag::add(x, sa(x)));
-  return norm2->forward(ag::add(x1, ff(x1)));
+  auto sa = [&](const Var& h) {
+    return dropout1->forward(
+        hook_point(self_attn->forward(h, h, h, mask, w), hook_prefix, "attn_out"));
+  };
+  auto ff = [&](const Var& h) {
+    return dropout2->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
+  };
+  return sublayers(x, sa, ff);
 }
 
 Var TransformerEncoderBlock::forward_step(const Var& x, SelfAttentionCache& cache) const {
-  auto sa = [&](const Var& h) { return cached_self_attention(*self_attn, h, cache.k, cache.v); };
-  if (norm_first) {
-    const Var x1 = ag::add(x, sa(norm1->forward(x)));
-    return ag::add(x1, ffn->forward(norm2->forward(x1)));
-  }
-  const Var x1 = norm1->forward(ag::add(x, sa(x)));
-  return norm2->forward(ag::add(x1, ffn->forward(x1)));
+  auto sa = [&](const Var& h) {
+    return hook_point(cached_self_attention(*self_attn, h, cache.k, cache.v), hook_prefix,
+                      "attn_out");
+  };
+  auto ff = [&](const Var& h) { return hook_point(ffn->forward(h), hook_prefix, "mlp_out"); };
+  return sublayers(x, sa, ff);
+}
+
+template <class SA, class FF>
+Var TransformerEncoderBlock::sublayers(const Var& x, const SA& sa, const FF& ff) const {
+  const Var x0 = hook_point(x, hook_prefix, "resid_pre");
+  const Var x1 = hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_mid");
+  return hook_point(residual(x1, *norm2, norm_first, ff), hook_prefix, "resid_post");
+}
+
+void TransformerEncoderBlock::name_hooks(const std::string& prefix) {
+  hook_prefix = prefix;
+  self_attn->hook_prefix = prefix + "attn.";
+  ffn->hook_prefix = prefix + "mlp.";
 }
 
 // ------------------------------------------------------------------ decoder block
@@ -86,42 +106,51 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator
 Var TransformerDecoderBlock::forward(const Var& x, const Var& memory, const Tensor& self_mask,
                                      const Tensor& cross_mask, Var* sw, Var* cw) const {
   auto sa = [&](const Var& h) {
-    return dropout1->forward(self_attn->forward(h, h, h, self_mask, sw));
+    return dropout1->forward(
+        hook_point(self_attn->forward(h, h, h, self_mask, sw), hook_prefix, "attn_out"));
   };
   auto ca = [&](const Var& h) {
-    return dropout2->forward(cross_attn->forward(h, memory, memory, cross_mask, cw));
+    return dropout2->forward(hook_point(cross_attn->forward(h, memory, memory, cross_mask, cw),
+                                        hook_prefix, "cross_out"));
   };
-  auto ff = [&](const Var& h) { return dropout3->forward(ffn->forward(h)); };
-  if (norm_first) {
-    const Var x1 = ag::add(x, sa(norm1->forward(x)));
-    const Var x2 = ag::add(x1, ca(norm2->forward(x1)));
-    return ag::add(x2, ff(norm3->forward(x2)));
-  }
-  const Var x1 = norm1->forward(ag::add(x, sa(x)));
-  const Var x2 = norm2->forward(ag::add(x1, ca(x1)));
-  return norm3->forward(ag::add(x2, ff(x2)));
+  auto ff = [&](const Var& h) {
+    return dropout3->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
+  };
+  return sublayers(x, sa, ca, ff);
 }
 
 Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
                                           DecoderBlockCache& cache, Var* cw) const {
   auto sa = [&](const Var& h) {
-    return cached_self_attention(*self_attn, h, cache.self_k, cache.self_v);
+    return hook_point(cached_self_attention(*self_attn, h, cache.self_k, cache.self_v), hook_prefix,
+                      "attn_out");
   };
   auto ca = [&](const Var& h) {
     if (!cache.cross_k.defined()) {
       cache.cross_k = cross_attn->project_key(memory);
       cache.cross_v = cross_attn->project_value(memory);
     }
-    return cross_attn->attend(h, cache.cross_k, cache.cross_v, cross_mask, cw);
+    return hook_point(cross_attn->attend(h, cache.cross_k, cache.cross_v, cross_mask, cw),
+                      hook_prefix, "cross_out");
   };
-  if (norm_first) {
-    const Var x1 = ag::add(x, sa(norm1->forward(x)));
-    const Var x2 = ag::add(x1, ca(norm2->forward(x1)));
-    return ag::add(x2, ffn->forward(norm3->forward(x2)));
-  }
-  const Var x1 = norm1->forward(ag::add(x, sa(x)));
-  const Var x2 = norm2->forward(ag::add(x1, ca(x1)));
-  return norm3->forward(ag::add(x2, ffn->forward(x2)));
+  auto ff = [&](const Var& h) { return hook_point(ffn->forward(h), hook_prefix, "mlp_out"); };
+  return sublayers(x, sa, ca, ff);
+}
+
+template <class SA, class CA, class FF>
+Var TransformerDecoderBlock::sublayers(const Var& x, const SA& sa, const CA& ca,
+                                       const FF& ff) const {
+  const Var x0 = hook_point(x, hook_prefix, "resid_pre");
+  const Var x1 = hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_mid");
+  const Var x2 = hook_point(residual(x1, *norm2, norm_first, ca), hook_prefix, "resid_cross");
+  return hook_point(residual(x2, *norm3, norm_first, ff), hook_prefix, "resid_post");
+}
+
+void TransformerDecoderBlock::name_hooks(const std::string& prefix) {
+  hook_prefix = prefix;
+  self_attn->hook_prefix = prefix + "attn.";
+  cross_attn->hook_prefix = prefix + "cross.";
+  ffn->hook_prefix = prefix + "mlp.";
 }
 
 // ------------------------------------------------------------------ stacks
@@ -133,6 +162,13 @@ Encoder::Encoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& ge
     layers.push_back(std::make_shared<TransformerEncoderBlock>(c, gen, dgen));
   register_module("layers", std::make_shared<ModuleList>(layers));
   if (final_norm) norm = register_module("norm", make_norm(c.norm, c.d_model, c.layer_norm_eps));
+  name_hooks("");
+}
+
+void Encoder::name_hooks(const std::string& prefix) {
+  hook_prefix = prefix;
+  for (size_t i = 0; i < layers.size(); ++i)
+    layers[i]->name_hooks(prefix + "blocks." + std::to_string(i) + ".");
 }
 
 Var Encoder::forward(const Var& x, const Tensor& mask, std::vector<Var>* weights) const {
@@ -143,14 +179,14 @@ Var Encoder::forward(const Var& x, const Tensor& mask, std::vector<Var>* weights
     h = layers[i]->forward(h, mask, weights ? &w : nullptr);
     if (weights) weights->push_back(w);
   }
-  return norm ? norm->forward(h) : h;
+  return norm ? hook_point(norm->forward(h), hook_prefix, "final_norm") : h;
 }
 
 Var Encoder::forward_step(const Var& x, std::vector<SelfAttentionCache>& cache) const {
   if (cache.size() != layers.size()) cache.resize(layers.size());
   Var h = x;
   for (size_t i = 0; i < layers.size(); ++i) h = layers[i]->forward_step(h, cache[i]);
-  return norm ? norm->forward(h) : h;
+  return norm ? hook_point(norm->forward(h), hook_prefix, "final_norm") : h;
 }
 
 Decoder::Decoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& gen,
@@ -160,6 +196,13 @@ Decoder::Decoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& ge
     layers.push_back(std::make_shared<TransformerDecoderBlock>(c, gen, dgen));
   register_module("layers", std::make_shared<ModuleList>(layers));
   if (final_norm) norm = register_module("norm", make_norm(c.norm, c.d_model, c.layer_norm_eps));
+  name_hooks("decoder.");
+}
+
+void Decoder::name_hooks(const std::string& prefix) {
+  hook_prefix = prefix;
+  for (size_t i = 0; i < layers.size(); ++i)
+    layers[i]->name_hooks(prefix + "blocks." + std::to_string(i) + ".");
 }
 
 Var Decoder::forward(const Var& x, const Var& memory, const Tensor& self_mask,
@@ -173,7 +216,7 @@ Var Decoder::forward(const Var& x, const Var& memory, const Tensor& self_mask,
     if (sws) sws->push_back(sw);
     if (cws) cws->push_back(cw);
   }
-  return norm ? norm->forward(h) : h;
+  return norm ? hook_point(norm->forward(h), hook_prefix, "final_norm") : h;
 }
 
 Var Decoder::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
@@ -185,7 +228,7 @@ Var Decoder::forward_step(const Var& x, const Var& memory, const Tensor& cross_m
     h = layers[i]->forward_step(h, memory, cross_mask, cache[i], cws ? &cw : nullptr);
     if (cws) cws->push_back(cw);
   }
-  return norm ? norm->forward(h) : h;
+  return norm ? hook_point(norm->forward(h), hook_prefix, "final_norm") : h;
 }
 
 }  // namespace qkv::nn

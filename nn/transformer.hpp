@@ -5,6 +5,7 @@
 // Dropout is applied to each sublayer's output before the residual add, as in PyTorch.
 // Masks follow nn/attention.hpp: bool, true = may attend.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "nn/attention.hpp"
@@ -56,11 +57,20 @@ class TransformerEncoderBlock : public Module {
   // earlier ones and receives these. No autograd (inference), no dropout.
   Var forward_step(const Var& x, SelfAttentionCache& cache) const;
 
+  // Names its hook points prefix + resid_pre, attn_out, resid_mid, mlp_out, resid_post and its
+  // attention's and FFN's (prefix + "attn.", prefix + "mlp."); nn/hooks.hpp.
+  void name_hooks(const std::string& prefix);
+
   bool norm_first;
   std::shared_ptr<MultiHeadAttention> self_attn;
   std::shared_ptr<PositionwiseFeedForward> ffn;
   std::shared_ptr<Norm> norm1, norm2;
   std::shared_ptr<Dropout> dropout1, dropout2;
+  std::string hook_prefix;
+
+ private:
+  template <class SA, class FF>
+  Var sublayers(const Var& x, const SA& sa, const FF& ff) const;
 };
 
 // Cached keys and values of one decoder block, for incremental decoding.
@@ -83,11 +93,20 @@ class TransformerDecoderBlock : public Module {
   Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
                    DecoderBlockCache& cache, Var* cross_weights = nullptr) const;
 
+  // As the encoder block's, plus cross_out, resid_cross and the cross-attention's (prefix +
+  // "cross.").
+  void name_hooks(const std::string& prefix);
+
   bool norm_first;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<PositionwiseFeedForward> ffn;
   std::shared_ptr<Norm> norm1, norm2, norm3;
   std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+  std::string hook_prefix;
+
+ private:
+  template <class SA, class CA, class FF>
+  Var sublayers(const Var& x, const SA& sa, const CA& ca, const FF& ff) const;
 };
 
 // N encoder blocks, with a final norm (BlockConfig::norm) when final_norm (pre-LN stacks need one;
@@ -100,8 +119,12 @@ class Encoder : public Module {
   Var forward(const Var& x, const Tensor& mask, std::vector<Var>* weights = nullptr) const;
   // Causal incremental form (decoder-only LMs): see TransformerEncoderBlock::forward_step.
   Var forward_step(const Var& x, std::vector<SelfAttentionCache>& cache) const;
+  // Names the hook points prefix + "blocks.L." and prefix + "final_norm" (nn/hooks.hpp); an
+  // Encoder starts with prefix "" (a decoder-only LM's names), Seq2Seq sets "encoder.".
+  void name_hooks(const std::string& prefix);
   std::vector<std::shared_ptr<TransformerEncoderBlock>> layers;
   std::shared_ptr<Norm> norm;  // null without final_norm
+  std::string hook_prefix;
 };
 
 class Decoder : public Module {
@@ -114,8 +137,11 @@ class Decoder : public Module {
   Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
                    std::vector<DecoderBlockCache>& cache,
                    std::vector<Var>* cross_weights = nullptr) const;
+  // As Encoder::name_hooks; a Decoder starts with prefix "decoder.".
+  void name_hooks(const std::string& prefix);
   std::vector<std::shared_ptr<TransformerDecoderBlock>> layers;
   std::shared_ptr<Norm> norm;
+  std::string hook_prefix;
 };
 
 }  // namespace qkv::nn

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "run/decode.hpp"
+#include "run/inference.hpp"
 #include "run/run.hpp"
 
 namespace qkv::run {
@@ -98,10 +100,7 @@ std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<d
             max_lens.size(), " lengths");
   const int64_t b = static_cast<int64_t>(srcs.size());
   if (b == 0) return {};
-  const bool was = model.is_training();
-  auto& m = const_cast<nn::Seq2Seq&>(model);
-  m.eval();
-  ag::NoGrad no_grad;
+  const InferenceScope scope(model);
   int64_t s_len = 1;
   for (const auto& x : srcs) s_len = std::max<int64_t>(s_len, static_cast<int64_t>(x.size()));
   Tensor ids = zeros({b, s_len}, DType::i64), valid = zeros({b, s_len}, DType::b8);
@@ -161,7 +160,6 @@ std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<d
   }
   std::vector<data::Ids> out;
   for (Search& s : search) out.push_back(best_of(s, alpha, f));
-  m.train(was);
   return out;
 }
 

@@ -5,28 +5,13 @@
 #include <numeric>
 
 #include "data/lm.hpp"
+#include "run/inference.hpp"
 
 namespace qkv::run {
 
-namespace {
-
-// Eval mode for a scope; the previous mode after.
-struct EvalScope {
-  nn::Module& m;
-  bool was;
-  explicit EvalScope(const nn::Module& mod)
-      : m(const_cast<nn::Module&>(mod)), was(mod.is_training()) {
-    m.eval();
-  }
-  ~EvalScope() { m.train(was); }
-};
-
-}  // namespace
-
 double lm_loss_estimate(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block,
                         int64_t batch, int64_t iters, Generator& gen) {
-  EvalScope eval(model);
-  ag::NoGrad no_grad;
+  const InferenceScope scope(model);
   double sum = 0;
   for (int64_t i = 0; i < iters; ++i) {
     const data::Batch b = data::lm_batch(
@@ -40,8 +25,7 @@ double lm_loss_estimate(const nn::DecoderLM& model, const data::Ids& tokens, int
 
 LmLoss lm_loss_full(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block,
                     int64_t batch) {
-  EvalScope eval(model);
-  ag::NoGrad no_grad;
+  const InferenceScope scope(model);
   std::vector<int64_t> offsets;
   for (int64_t o = 0; o + block < static_cast<int64_t>(tokens.size()); o += block)
     offsets.push_back(o);
@@ -111,8 +95,7 @@ void generate(const nn::DecoderLM& lm, const data::Ids& prompt, int64_t n, int64
   QKV_CHECK(context >= 2 && static_cast<int64_t>(prompt.size()) <= context, "generate",
             "a prompt of ", prompt.size(), " tokens does not fit the context of ", context);
   validate(o);
-  EvalScope eval(lm);
-  ag::NoGrad no_grad;
+  const InferenceScope scope(lm);
   data::Ids seq = prompt;
   size_t start = 0;  // the context is seq[start:]
   nn::DecoderLM::Cache cache;

@@ -1,5 +1,5 @@
-// What train, eval and translate share: a run folder, its model, data, checkpoints,
-// evaluation and decoding.
+// What train, eval and translate share: a run folder, its model, data and checkpoints.
+// Decoding and evaluation: run/decode.hpp; what consumers call: run/inference.hpp.
 //
 // A run folder:
 //   config.toml                 the effective config (runs again as is)
@@ -28,18 +28,6 @@
 
 namespace qkv::run {
 
-struct Metrics {
-  double loss = 0;            // teacher-forced cross-entropy per target token (no smoothing)
-  double token_accuracy = 0;  // teacher-forced argmax == label, over real target tokens
-  double exact_match = 0;     // greedy decodes equal to the target, over examples
-  int64_t examples = 0;
-  int64_t tokens = 0;
-  // Text tasks (evaluate with a DataSplits): corpus BLEU and chrF of the greedy decodes,
-  // detokenized, against the split's target text (data/metrics.hpp); -1 when not computed.
-  double bleu = -1, chrf = -1;
-  std::vector<std::string> hypotheses;  // the detokenized greedy decodes, in split order
-};
-
 // From a mean cross-entropy in nats per token: the perplexity exp(loss), and the bits per
 // token loss / ln 2 (bits per character for a character vocabulary).
 double perplexity(double nats_per_token);
@@ -47,27 +35,6 @@ double bits_per_token(double nats_per_token);
 
 // Model config with the vocabulary sizes of the data filled in.
 nn::ModelConfig model_config(const config::RunConfig& c, const data::DataSplits& d);
-
-// Teacher-forced loss and accuracy plus greedy exact match over (at most limit, 0 = all)
-// examples of ds, in order, in eval mode and without recording. With text (a text task's
-// DataSplits, whose vocabularies and tokenizer ds was encoded with) it also scores BLEU and
-// chrF; the greedy decodes then stop at source length + max_decode_extra, never looking at
-// the reference.
-Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
-                 int64_t batch_size, int64_t max_decode_extra, int64_t limit = 0,
-                 const data::DataSplits* text = nullptr);
-
-// Greedy decoding of a batch of sources; returns each output's ids up to (not including) the
-// first <eos> (or exactly max_len ids when the framing has no <eos>).
-std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
-                                     const data::Framing& f, const std::vector<int64_t>& max_lens);
-// Beam search with length normalisation (beam_search.cpp): hypotheses are ranked by
-// log P / length^alpha; each source's output stops at <eos> or max_lens[i] ids. B sources x
-// `beam` hypotheses are one batch of B * beam decoder rows, so each step is one decoder call;
-// one source is a batch of one.
-std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
-                                   const data::Framing& f, int64_t beam,
-                                   const std::vector<int64_t>& max_lens, double alpha = 1.0);
 
 // --- checkpoints ---
 // The training state a checkpoint saves (train/state.hpp).
@@ -100,6 +67,7 @@ struct LoadedRun {
   data::DataSplits data;
   std::unique_ptr<nn::Model> model;  // the task's: nn::Seq2Seq or nn::DecoderLM
   std::string checkpoint;
+  std::string dir;                                                // the run folder, as given
   const Task& task() const { return task_of(config.data.task); }  // the family of data.task
   // The model as its family's type; qkv::Error naming op for the other family.
   const nn::Seq2Seq& seq2seq(const char* op) const { return nn::model_as<nn::Seq2Seq>(*model, op); }

@@ -12,9 +12,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "config/config.hpp"
+#include "core/precision.hpp"
 #include "core/random.hpp"
 #include "data/config.hpp"
 #include "data/loader.hpp"
@@ -24,6 +26,8 @@
 namespace qkv::run {
 
 struct RunContext;   // run/train_hooks.hpp
+struct LoadedRun;    // run/run.hpp
+class Inference;     // run/inference.hpp
 class MetricsLog;    // run/train_hooks.hpp
 struct TrainingRun;  // run/train_run.hpp
 
@@ -31,8 +35,6 @@ class Task {
  public:
   virtual ~Task() = default;
 
-  // A decoder-only language model (model.kind = "decoder") rather than an encoder-decoder.
-  virtual bool language_model() const = 0;
   // The label the loss ignores: <pad> (0) for pairs; -1 (none) for running text.
   virtual int64_t ignore_label() const = 0;
 
@@ -61,6 +63,13 @@ class Task {
   // After training (rank 0): the held-out result, its record written; returns the line to say.
   virtual std::string final_result(TrainingRun& r, const train::TrainState& st,
                                    MetricsLog& metrics) const = 0;
+
+  // The family's inference (run/inference.hpp) over a loaded run, its products in precision p:
+  // what eval, translate, generate, attention, report and serve call.
+  virtual std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const = 0;
+  // The family's facts about a run for its page (serve's run_facts): the model described
+  // ("model", "language_model") and the sizes only it has (encoder_layers, block_size).
+  virtual void describe(const config::RunConfig& c, nlohmann::json& facts) const = 0;
 };
 
 // The family of a data.task.

@@ -7,7 +7,6 @@ namespace qkv::run {
 // Pairs (source, target): run/task_seq2seq.cpp.
 class Seq2SeqTask : public Task {
  public:
-  bool language_model() const override { return false; }
   int64_t ignore_label() const override { return 0; }
   std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
   void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const override;
@@ -19,12 +18,13 @@ class Seq2SeqTask : public Task {
   bool validate(RunContext& c, train::TrainState& st) const override;
   std::string final_result(TrainingRun& r, const train::TrainState& st,
                            MetricsLog& metrics) const override;
+  std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
+  void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 
 // One token stream (data.task = "lm"): run/task_lm.cpp.
 class LanguageModelTask : public Task {
  public:
-  bool language_model() const override { return true; }
   int64_t ignore_label() const override { return -1; }
   std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
   void check_positions(const config::RunConfig&, const data::DataSplits&) const override {}
@@ -37,6 +37,8 @@ class LanguageModelTask : public Task {
   bool validate(RunContext& c, train::TrainState& st) const override;
   std::string final_result(TrainingRun& r, const train::TrainState& st,
                            MetricsLog& metrics) const override;
+  std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
+  void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 
 }  // namespace qkv::run

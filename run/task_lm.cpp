@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "core/random.hpp"
 #include "data/lm.hpp"
@@ -12,6 +13,8 @@
 #include "run/average.hpp"
 #include "run/lm.hpp"
 #include "run/task_families.hpp"
+
+#include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 
@@ -92,6 +95,16 @@ std::string LanguageModelTask::final_result(TrainingRun& r, const train::TrainSt
                  {"loss", loss},
                  {"batches", it}});
   return line + fmt::format("; {}: val loss {:.4f}", averaged, loss);
+}
+
+std::unique_ptr<Inference> LanguageModelTask::inference(LoadedRun r, Precision p) const {
+  return std::make_unique<LanguageModelInference>(std::move(r), p);
+}
+
+void LanguageModelTask::describe(const config::RunConfig& c, nlohmann::json& facts) const {
+  facts["model"] = "decoder-only language model";
+  facts["language_model"] = true;
+  facts["block_size"] = c.data.block_size;
 }
 
 }  // namespace qkv::run

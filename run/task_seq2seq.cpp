@@ -3,11 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "nn/seq2seq.hpp"
 #include "run/average.hpp"
+#include "run/decode.hpp"
 #include "run/run.hpp"
 #include "run/task_families.hpp"
+
+#include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 
@@ -142,6 +146,16 @@ std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& s
       st.step, test.examples, which, test.loss, test.token_accuracy, test.exact_match,
       test.bleu >= 0 ? fmt::format("  BLEU {:.2f}  chrF {:.2f} (greedy)", test.bleu, test.chrf)
                      : "");
+}
+
+std::unique_ptr<Inference> Seq2SeqTask::inference(LoadedRun r, Precision p) const {
+  return std::make_unique<Seq2SeqInference>(std::move(r), p);
+}
+
+void Seq2SeqTask::describe(const config::RunConfig& c, nlohmann::json& facts) const {
+  facts["model"] = "encoder-decoder";
+  facts["language_model"] = false;
+  facts["encoder_layers"] = c.model.encoder_layers;
 }
 
 }  // namespace qkv::run

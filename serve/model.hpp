@@ -2,14 +2,16 @@
 // (decode, sample, attention, next-token probabilities), answers as JSON. Everything `qkv serve`
 // needs of run/, data/ and nn/ goes through here, so the server itself knows none of them.
 //
-// Thread safety: one Model may be asked from many threads; a mutex per Model serialises its
-// forward passes (they flip the model's shared training flag and reuse no other state).
-// Different Models run in parallel.
+// Every answer comes from the run's inference interface (run/inference.hpp), in the run's
+// precision or the one `qkv serve --precision` names: the page answers as `qkv translate` and
+// `qkv generate` do, token for token.
+//
+// Thread safety: one Model may be asked from many threads; its Inference serialises the
+// passes (they flip the model's shared training flag). Different Models run in parallel.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +27,7 @@ struct BadInput : std::runtime_error {
 // Bounds on what one request may ask for.
 struct Limits {
   int64_t max_text_bytes = 4096;    // a source or prompt
-  int64_t max_source_tokens = 256;  // a Seq2Seq source (also bounded by learned positions)
+  int64_t max_input_tokens = 1024;  // a source or prompt (also bounded by the model's positions)
   int64_t max_new_tokens = 1000;    // one LM sample
   int64_t max_beam = 16;
   int64_t max_top_k = 20;  // next-token probabilities per position
@@ -41,13 +43,13 @@ struct SampleRequest {
 
 class Model {
  public:
-  // run_dir's checkpoint `which` (best, latest, step-N); qkv::Error when it cannot be loaded.
-  Model(const std::string& run_dir, const std::string& which);
+  // run_dir's checkpoint `which` (best, latest, step-N), its products in `precision` (fp32,
+  // bf16, auto; empty: the run's); qkv::Error when it cannot be loaded.
+  Model(const std::string& run_dir, const std::string& which, const std::string& precision = "");
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  bool language_model() const;
   const std::string& checkpoint() const { return checkpoint_; }  // the folder's name, step-N
 
   // {"source_tokens":[...], "greedy": text, "beam": text, "beam_size": n}
@@ -71,7 +73,6 @@ class Model {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string checkpoint_;
-  std::mutex mu_;
 };
 
 // The checkpoints of a run folder: "best" and "latest" when they exist, then each kept step-N

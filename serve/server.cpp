@@ -44,7 +44,8 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
 // recently used dropped first (a request still using it keeps it alive).
 class ModelCache {
  public:
-  explicit ModelCache(size_t capacity) : capacity_(capacity) {}
+  ModelCache(size_t capacity, std::string precision)
+      : capacity_(capacity), precision_(std::move(precision)) {}
 
   std::shared_ptr<Model> get(const ServedRun& run, const std::string& which) {
     if (which != "best" && which != "latest" && which.rfind("step-", 0) != 0)
@@ -62,7 +63,7 @@ class ModelCache {
         lru_.splice(lru_.begin(), lru_, it);
         return it->second;
       }
-    auto m = std::make_shared<Model>(run.dir.string(), name);
+    auto m = std::make_shared<Model>(run.dir.string(), name, precision_);
     lru_.emplace_front(key, m);
     if (lru_.size() > capacity_) lru_.pop_back();
     return m;
@@ -70,6 +71,7 @@ class ModelCache {
 
  private:
   size_t capacity_;
+  std::string precision_;
   std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<Model>>> lru_;
 };
@@ -99,7 +101,9 @@ T field(const json& body, const char* key, T fallback) {
 class Server {
  public:
   explicit Server(const ServeOptions& o)
-      : opts_(o), runs_(served_runs(o.runs)), models_(static_cast<size_t>(o.max_loaded_models)) {}
+      : opts_(o),
+        runs_(served_runs(o.runs)),
+        models_(static_cast<size_t>(o.max_loaded_models), o.precision) {}
 
   // Binds host:port (0: any free port); the chosen port.
   int bind() {

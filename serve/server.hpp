@@ -13,8 +13,9 @@ namespace qkv::serve {
 struct ServeOptions {
   std::vector<std::string> runs;  // run folders, or qkv saturation --out folders
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0: any free port (printed)
-  int threads = 1;  // compute threads per request (OpenMP)
+  int port = 8080;        // 0: any free port (printed)
+  int threads = 1;        // compute threads per request (OpenMP)
+  std::string precision;  // every model's products: fp32, bf16, auto; empty: each run's own
   int64_t max_body_bytes = 64 * 1024;
   int64_t max_loaded_models = 8;  // checkpoints kept in memory at once
   Limits limits;

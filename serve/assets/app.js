@@ -389,10 +389,10 @@ function renderGrid(att) {
   }
 }
 
-function renderNext(next) {
+function renderNext(next, lm) {
   const box = document.getElementById('next');
   const table = el('table', {class: 'next'});
-  table.append(el('tr', {}, el('th', {text: next.language_model ? 'after' : 'step (decoder input)'}),
+  table.append(el('tr', {}, el('th', {text: lm ? 'after' : 'step (decoder input)'}),
                   el('th', {text: 'most likely next tokens'})));
   next.steps.forEach((s, t) => {
     const td = el('td');
@@ -460,7 +460,7 @@ async function ask(ev) {
     const [att, next] = await Promise.all([api(base + '/attention', {text, checkpoint}),
                                            api(base + '/next', {text, checkpoint, k: 5})]);
     renderGrid(att);
-    renderNext(next);
+    renderNext(next, lm);
     if (lm) await sample(run, text, checkpoint);
     else await decode(run, text, checkpoint);
   } catch (e) {

@@ -1,0 +1,48 @@
+// Decoding and evaluation of an encoder-decoder (nn::Seq2Seq): greedy decoding with the
+// key/value cache, beam search (beam_search.cpp) and the teacher-forced metrics with greedy
+// exact match that validation and `qkv eval` report. Consumers reach them through the run's
+// inference (run/inference.hpp); training's validation calls evaluate directly.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "data/config.hpp"
+#include "data/dataset.hpp"
+#include "nn/seq2seq.hpp"
+
+namespace qkv::run {
+
+struct Metrics {
+  double loss = 0;            // teacher-forced cross-entropy per target token (no smoothing)
+  double token_accuracy = 0;  // teacher-forced argmax == label, over real target tokens
+  double exact_match = 0;     // greedy decodes equal to the target, over examples
+  int64_t examples = 0;
+  int64_t tokens = 0;
+  // Text tasks (evaluate with a DataSplits): corpus BLEU and chrF of the greedy decodes,
+  // detokenized, against the split's target text (data/metrics.hpp); -1 when not computed.
+  double bleu = -1, chrf = -1;
+  std::vector<std::string> hypotheses;  // the detokenized greedy decodes, in split order
+};
+
+// Teacher-forced loss and accuracy plus greedy exact match over (at most limit, 0 = all)
+// examples of ds, in order, in eval mode and without recording. With text (a text task's
+// DataSplits, whose vocabularies and tokenizer ds was encoded with) it also scores BLEU and
+// chrF; the greedy decodes then stop at source length + max_decode_extra, never looking at
+// the reference.
+Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
+                 int64_t batch_size, int64_t max_decode_extra, int64_t limit = 0,
+                 const data::DataSplits* text = nullptr);
+
+// Greedy decoding of a batch of sources; returns each output's ids up to (not including) the
+// first <eos> (or exactly max_len ids when the framing has no <eos>).
+std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
+                                     const data::Framing& f, const std::vector<int64_t>& max_lens);
+// Beam search with length normalisation (beam_search.cpp): hypotheses are ranked by
+// log P / length^alpha; each source's output stops at <eos> or max_lens[i] ids. B sources x
+// `beam` hypotheses are one batch of B * beam decoder rows, so each step is one decoder call;
+// one source is a batch of one.
+std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
+                                   const data::Framing& f, int64_t beam,
+                                   const std::vector<int64_t>& max_lens, double alpha = 1.0);
+
+}  // namespace qkv::run

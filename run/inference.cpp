@@ -1,0 +1,125 @@
+// The inference interface's shared half: the scope, the lock, opening a run, next-token lists.
+#include "run/inference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "run/limits.hpp"
+
+namespace qkv::run {
+
+InferenceScope::InferenceScope(const nn::Module& model, std::optional<Precision> p,
+                               nn::Hooks* hooks, bool record)
+    : model_(const_cast<nn::Module&>(model)), was_training_(model.is_training()) {
+  if (p) precision_.emplace(*p);
+  model_.eval();
+  if (!record) no_grad_.emplace();
+  if (hooks) hooks_.emplace(*hooks);
+}
+
+InferenceScope::~InferenceScope() { model_.train(was_training_); }
+
+std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) const {
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  return std::unique_ptr<Call>(new Call{
+      std::move(lock), InferenceScope(*run_.model, precision_, hooks ? hooks : hooks_, record)});
+}
+
+nn::Hooks Inference::with_patterns() const {
+  nn::Hooks h;
+  auto own = hooks_ ? hooks_->capture : std::function<bool(std::string_view)>();
+  const auto pattern = nn::names_matching({"*.pattern"});
+  h.capture = [own, pattern](std::string_view n) { return pattern(n) || (own && own(n)); };
+  if (hooks_) h.replace = hooks_->replace;
+  return h;
+}
+
+void Inference::give_back(const nn::Hooks& h) const {
+  if (!hooks_ || !hooks_->capture) return;
+  for (const auto& [name, v] : h.cache)
+    if (hooks_->capture(name)) hooks_->cache[name] = v;
+}
+
+Tensor row_of(const data::Ids& ids) {
+  return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())});
+}
+
+std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v) {
+  std::vector<std::string> t;
+  for (int64_t id : ids) {
+    const std::string& piece = v.token(id);
+    if (piece == " " || piece == "\n") {  // a character model's blank characters, made visible
+      t.push_back(piece == " " ? "_" : "\\n");
+      continue;
+    }
+    std::string label;
+    for (size_t i = 0; i < piece.size(); ++i) {
+      if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
+        label += '_';
+        i += 2;
+      } else {
+        label += piece[i];
+      }
+    }
+    t.push_back(std::move(label));
+  }
+  return t;
+}
+
+std::vector<ag::Var> patterns(const nn::Hooks& h, const std::string& prefix, const char* suffix,
+                              int64_t layers) {
+  std::vector<ag::Var> out;
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto it = h.cache.find(prefix + std::to_string(l) + suffix);
+    QKV_CHECK(it != h.cache.end(), "attention", "no pattern at ", prefix, l, suffix);
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+AttentionView view(std::string kind, std::string title, std::string hook,
+                   std::vector<std::string> rows, std::vector<std::string> cols,
+                   const std::vector<ag::Var>& layers) {
+  AttentionView v{std::move(kind), std::move(title), std::move(hook),
+                  std::move(rows), std::move(cols),  {}};
+  for (const ag::Var& w : layers) v.layers.push_back(w.data().select(0, 0));  // (h, n, m)
+  return v;
+}
+
+std::vector<NextTokens> Inference::next_tokens(const Inspection& in, int64_t k) const {
+  const Tensor logits = in.logits.to(DType::f64).contiguous();  // (T, V)
+  const int64_t T = logits.size(0), V = logits.size(1), kk = std::min(k, V);
+  const std::vector<double> lv = to_vector<double>(logits);
+  const std::vector<std::string> at = output_labels(in.tgt_in);
+  std::vector<NextTokens> steps;
+  for (int64_t t = 0; t < T; ++t) {
+    const double* row = lv.data() + t * V;
+    const double mx = *std::max_element(row, row + V);
+    double z = 0;
+    for (int64_t v = 0; v < V; ++v) z += std::exp(row[v] - mx);
+    std::vector<int64_t> order(static_cast<size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + kk, order.end(), [&](int64_t x, int64_t y) {
+      return row[x] > row[y] || (row[x] == row[y] && x < y);
+    });
+    NextTokens n{at[static_cast<size_t>(t)], {}};
+    for (int64_t i = 0; i < kk; ++i)
+      n.top.emplace_back(output_labels({order[static_cast<size_t>(i)]})[0],
+                         std::exp(row[order[static_cast<size_t>(i)]] - mx) / z);
+    steps.push_back(std::move(n));
+  }
+  return steps;
+}
+
+std::unique_ptr<Inference> open_inference(const std::string& run_dir, const OpenOptions& o) {
+  LoadedRun r = load_run(run_dir, o.checkpoint);
+  if (o.threads >= 0)
+    apply_threads(o.threads > 0 ? o.threads : r.config.threads,
+                  o.threads > 0 ? "--threads" : "threads");
+  const Precision p = choose_precision(o.precision, r.config.precision, "precision");
+  const Task& task = r.task();
+  return task.inference(std::move(r), p);
+}
+
+}  // namespace qkv::run

@@ -1,0 +1,208 @@
+// Inference: what every consumer of a trained run asks of it -- `qkv eval`, `translate`,
+// `generate`, `attention`, `report` and `qkv serve` -- in one interface per task family, beside
+// the training one (run/task.hpp). A consumer opens a run and calls; it never asks which family
+// the model is.
+//
+//   auto inf = run::open_inference("runs/demo", {.checkpoint = "best"});
+//   data::Ids src = inf->encode("3 1 4", "translate");
+//   data::Ids out = inf->decode({src}, {.beam = 5})[0];
+//   std::cout << inf->text(out);
+//
+// Every call runs in an InferenceScope: eval mode, no recording, the run's precision (or the
+// one asked for) and the Inference's hooks, all restored after. The decode-length rule and the
+// reading of input text live here once. Calls on one Inference from several threads are
+// serialised (a pass flips the model's training flag).
+//
+// Families: Seq2SeqInference (run/inference_seq2seq.cpp) translates, scores pairs (loss,
+// accuracy, exact match, BLEU, chrF) and shows three kinds of attention; LanguageModelInference
+// (run/inference_lm.cpp) samples, scores a token stream (loss, perplexity, bits per character)
+// and shows its causal self-attention. An operation a family does not have throws qkv::Error
+// saying what to use instead.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/precision.hpp"
+#include "data/metrics.hpp"
+#include "nn/hooks.hpp"
+#include "run/lm.hpp"
+#include "run/run.hpp"
+
+namespace qkv::run {
+
+// Eval mode (dropout off), the precision p for the products (nullopt: the caller's stays), and
+// (record = false) no autograd tape, for a scope; the model's flag, the precision and recording
+// come back after. hooks, when non-null, are in scope too (nn/hooks.hpp). The one way qkv opens
+// a pass that does not train: decoding, sampling, validation and every inference call.
+class InferenceScope {
+ public:
+  explicit InferenceScope(const nn::Module& model, std::optional<Precision> p = std::nullopt,
+                          nn::Hooks* hooks = nullptr, bool record = false);
+  ~InferenceScope();
+  InferenceScope(const InferenceScope&) = delete;
+  InferenceScope& operator=(const InferenceScope&) = delete;
+
+ private:
+  nn::Module& model_;
+  bool was_training_;
+  std::optional<PrecisionScope> precision_;
+  std::optional<ag::NoGrad> no_grad_;
+  std::optional<nn::HookScope> hooks_;
+};
+
+struct DecodeOptions {
+  int64_t beam = 1;     // 1: greedy
+  double alpha = 1.0;   // beam: hypotheses ranked by log P / length^alpha
+  int64_t max_len = 0;  // > 0: at most this many tokens; 0: max_output_tokens(input)
+};
+
+// What `qkv eval` asks: a split scored.
+struct ScoreOptions {
+  std::string split = "valid";
+  int64_t max_len = 0, min_len = 0;  // > 0: a synthetic task regenerated at these lengths
+  DecodeOptions decode;              // text tasks: how BLEU's hypotheses are decoded
+  bool lowercase = false;            // BLEU and chrF case-insensitive
+  bool hypotheses = false;           // the decodes are wanted (--hyp-out): text tasks only
+};
+
+// A split's scores; what a family does not compute stays unset.
+struct Scores {
+  std::string split;
+  double loss = 0;     // cross-entropy per target token (nats)
+  int64_t tokens = 0;  // target tokens scored
+  int64_t examples = 0;
+  int64_t min_len = 0, max_len = 0;                   // a regenerated split's lengths
+  std::optional<double> token_accuracy, exact_match;  // pairs
+  std::optional<data::BleuScore> bleu;                // text pairs
+  std::optional<data::ChrfScore> chrf;
+  std::vector<std::string> hypotheses;  // text pairs: the detokenized decodes, in order
+  double decode_seconds = 0;
+  int64_t windows = 0, block_size = 0;  // a token stream: windows of block_size
+  bool per_character = false;           // a character vocabulary: bits per token are per char
+};
+
+// One kind of attention over one input, every layer: what a page or a figure draws.
+struct AttentionView {
+  std::string kind;   // "encoder_self", "decoder_self", "cross" or "causal"
+  std::string title;  // "cross-attention"
+  std::string
+      hook;  // the hook point of layer l: hook_of(l), e.g. "decoder.blocks.{l}.cross.pattern"
+  std::vector<std::string> rows, cols;  // axis labels: queries, keys
+  std::vector<Tensor> layers;           // each (h, n, m) float32
+};
+
+// One input through the model: its output, the logits of one pass over that output (a
+// language model: over the input itself) and every attention map.
+struct Inspection {
+  data::Ids input;            // source ids, or the text's ids
+  data::Ids output;           // greedy output (no <bos>/<eos>), or the next-token guesses
+  data::Ids tgt_in, tgt_out;  // the pass's decoder input and labels
+  nn::AttentionMaps maps;     // each layer's weights (1, h, n, m), from the hook points
+  Tensor logits;              // (T, V): one row per position of tgt_in
+  std::vector<AttentionView> views;
+};
+
+// The top-k next tokens at each position of an inspection's pass.
+struct NextTokens {
+  std::string at;                                   // the position's label
+  std::vector<std::pair<std::string, double>> top;  // (token, probability), most likely first
+};
+
+class Inference {
+ public:
+  virtual ~Inference() = default;
+  Inference(const Inference&) = delete;
+  Inference& operator=(const Inference&) = delete;
+
+  const LoadedRun& run() const { return run_; }
+  const nn::Model& model() const { return *run_.model; }
+  Precision precision() const { return precision_; }
+  // Hooks for every later call (ablations, patching); null: none. Not owned; must outlive use.
+  void set_hooks(nn::Hooks* hooks) { hooks_ = hooks; }
+
+  // --- text in and out
+  // The ids of one input (a source, or a prompt), read as the run's data was; an empty input,
+  // an unknown symbol or one longer than max_input_tokens throws qkv::Error naming op.
+  virtual data::Ids encode(const std::string& text, const char* op) const = 0;
+  // Output ids as text: symbols joined by spaces, detokenized text, a language model's text.
+  virtual std::string text(const data::Ids& ids) const = 0;
+  // Labels for the axes of maps: input ids, or output-side ids.
+  virtual std::vector<std::string> input_labels(const data::Ids& ids) const = 0;
+  virtual std::vector<std::string> output_labels(const data::Ids& ids) const = 0;
+  // The longest input the model reads (its context or source positions).
+  virtual int64_t max_input_tokens() const = 0;
+  // The decode-length rule: the most tokens an output of an input of n tokens may have.
+  virtual int64_t max_output_tokens(int64_t n) const = 0;
+
+  // --- decoding and sampling
+  // What a family does not do (a language model does not translate, an encoder-decoder does not
+  // sample): require throws qkv::Error naming op and what to use instead; a no-op otherwise.
+  enum class Operation { decode, generate };
+  virtual void require(Operation what, const char* op) const = 0;
+  // Each input's output (greedy, or beam search); stops at <eos> or the length rule.
+  virtual std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
+                                        const DecodeOptions& o) const = 0;
+  // n tokens sampled after prompt, each handed to on_token as it is made (cached: the KV cache).
+  virtual void generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
+                        bool cached, const std::function<void(int64_t)>& on_token) const = 0;
+
+  // --- scoring and looking inside
+  virtual Scores score(const ScoreOptions& o) const = 0;
+  virtual Inspection inspect(const data::Ids& input) const = 0;
+  // The `qkv attention --kind` drawn by default: the map that shows the most.
+  virtual std::string default_map_kind() const = 0;
+  // What an inspection's output is, for a caption: "output", "next-character guesses".
+  virtual std::string output_name() const = 0;
+  // The k most likely next tokens at each position of inspect(input)'s pass.
+  std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
+
+ protected:
+  Inference(LoadedRun run, Precision p) : run_(std::move(run)), precision_(p) {}
+  // The scope every call opens, with this Inference's hooks (or `hooks` instead); holds the
+  // Inference's lock.
+  struct Call {
+    std::unique_lock<std::recursive_mutex> lock;
+    InferenceScope scope;
+  };
+  std::unique_ptr<Call> call(bool record = false, nn::Hooks* hooks = nullptr) const;
+  // Hooks for an inspecting pass: this Inference's replacements, capturing every pattern and
+  // what its own hooks capture; give_back hands the latter to this Inference's hooks.
+  nn::Hooks with_patterns() const;
+  void give_back(const nn::Hooks& h) const;
+
+  LoadedRun run_;
+  Precision precision_;
+  nn::Hooks* hooks_ = nullptr;
+  mutable std::recursive_mutex mu_;
+};
+
+// ids as one row (1, n) int64.
+Tensor row_of(const data::Ids& ids);
+// Ids as labels for an axis: SentencePiece's word-start mark U+2581 as "_", a character
+// model's space as "_" and line break as "\n".
+std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v);
+// The captured patterns prefix + l + suffix for l < layers, each (1, h, n, m).
+std::vector<ag::Var> patterns(const nn::Hooks& h, const std::string& prefix, const char* suffix,
+                              int64_t layers);
+AttentionView view(std::string kind, std::string title, std::string hook,
+                   std::vector<std::string> rows, std::vector<std::string> cols,
+                   const std::vector<ag::Var>& layers);
+
+struct OpenOptions {
+  std::string checkpoint = "best";  // best | latest | average | step-N | a checkpoint's path
+  std::string precision;            // fp32 | bf16 | auto; empty: the run's config
+  // > 0: compute threads; 0: the run's config; < 0: leave the process's setting alone
+  int threads = 0;
+  const char* op = "inference";  // the command, for messages
+};
+
+// The run's checkpoint loaded and its family's Inference made (Task::inference).
+std::unique_ptr<Inference> open_inference(const std::string& run_dir, const OpenOptions& o = {});
+
+}  // namespace qkv::run

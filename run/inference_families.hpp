@@ -1,0 +1,51 @@
+// The two task families' inference (run/inference.hpp), each implemented in its own file; made
+// by their Task (run/task_families.hpp), never named by a consumer.
+#pragma once
+#include "run/decode.hpp"
+#include "run/inference.hpp"
+
+namespace qkv::run {
+
+// Pairs (source, target): run/inference_seq2seq.cpp.
+class Seq2SeqInference : public Inference {
+ public:
+  Seq2SeqInference(LoadedRun r, Precision p) : Inference(std::move(r), p) {}
+  data::Ids encode(const std::string& text, const char* op) const override;
+  std::string text(const data::Ids& ids) const override;
+  std::vector<std::string> input_labels(const data::Ids& ids) const override;
+  std::vector<std::string> output_labels(const data::Ids& ids) const override;
+  int64_t max_input_tokens() const override;
+  int64_t max_output_tokens(int64_t n) const override;  // n + train.max_decode_extra
+  void require(Operation what, const char* op) const override;
+  std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
+                                const DecodeOptions& o) const override;
+  void generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
+                bool cached, const std::function<void(int64_t)>& on_token) const override;
+  Scores score(const ScoreOptions& o) const override;
+  Inspection inspect(const data::Ids& input) const override;
+  std::string default_map_kind() const override { return "cross"; }
+  std::string output_name() const override { return "output"; }
+};
+
+// One token stream (data.task = "lm"): run/inference_lm.cpp.
+class LanguageModelInference : public Inference {
+ public:
+  LanguageModelInference(LoadedRun r, Precision p) : Inference(std::move(r), p) {}
+  data::Ids encode(const std::string& text, const char* op) const override;
+  std::string text(const data::Ids& ids) const override;
+  std::vector<std::string> input_labels(const data::Ids& ids) const override;
+  std::vector<std::string> output_labels(const data::Ids& ids) const override;
+  int64_t max_input_tokens() const override;  // the context: block_size, within the positions
+  int64_t max_output_tokens(int64_t n) const override;
+  void require(Operation what, const char* op) const override;
+  std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
+                                const DecodeOptions& o) const override;
+  void generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
+                bool cached, const std::function<void(int64_t)>& on_token) const override;
+  Scores score(const ScoreOptions& o) const override;
+  Inspection inspect(const data::Ids& input) const override;
+  std::string default_map_kind() const override { return "self"; }
+  std::string output_name() const override;  // next-character (or next-piece) guesses
+};
+
+}  // namespace qkv::run

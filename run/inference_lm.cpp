@@ -1,0 +1,115 @@
+// The decoder-only language model's inference (run/inference.hpp): sample, score a token
+// stream, show the causal self-attention over a text.
+#include "run/inference_families.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "data/lm.hpp"
+
+namespace qkv::run {
+
+data::Ids LanguageModelInference::encode(const std::string& text, const char* op) const {
+  const data::Ids ids = data::encode_lm_text(text, run_.data.tgt_vocab, run_.data.tgt_spm.get(),
+                                             cat(op, ": the text").c_str());
+  QKV_CHECK(!ids.empty(), op, "the text is empty");
+  const int64_t context = max_input_tokens();
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, op, "the text has ", ids.size(),
+            run_.data.tgt_spm ? " pieces" : " characters", ", more than the model's context of ",
+            context, " (",
+            run_.lm(op).max_positions() < run_.config.data.block_size
+                ? "learned positions, model.max_len"
+                : "data.block_size",
+            ")");
+  return ids;
+}
+
+std::string LanguageModelInference::text(const data::Ids& ids) const {
+  data::LmDetokenizer text(run_.data.tgt_vocab, run_.data.tgt_spm != nullptr);
+  std::string shown;
+  for (const int64_t id : ids) shown += text.next(id);
+  return shown;
+}
+
+std::vector<std::string> LanguageModelInference::input_labels(const data::Ids& ids) const {
+  return token_labels(ids, run_.data.tgt_vocab);
+}
+std::vector<std::string> LanguageModelInference::output_labels(const data::Ids& ids) const {
+  return token_labels(ids, run_.data.tgt_vocab);
+}
+
+std::string LanguageModelInference::output_name() const {
+  return run_.data.tgt_spm ? "next-piece guesses" : "next-character guesses";
+}
+
+int64_t LanguageModelInference::max_input_tokens() const {
+  return std::min(run_.config.data.block_size, run_.lm("context").max_positions());
+}
+
+int64_t LanguageModelInference::max_output_tokens(int64_t) const {
+  return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
+}
+
+void LanguageModelInference::require(Operation what, const char* op) const {
+  QKV_CHECK(what != Operation::decode, op, run_.dir,
+            " is a language model (model.kind = \"decoder\"): sample from it with qkv generate");
+}
+
+std::vector<data::Ids> LanguageModelInference::decode(const std::vector<data::Ids>&,
+                                                      const DecodeOptions&) const {
+  require(Operation::decode, "translate");
+  return {};
+}
+
+void LanguageModelInference::generate(const data::Ids& prompt, int64_t n, const SampleOptions& o,
+                                      Generator& gen, bool cached,
+                                      const std::function<void(int64_t)>& on_token) const {
+  const auto c = call();
+  run::generate(run_.lm("generate"), prompt, n, max_input_tokens(), o, gen, cached, on_token);
+}
+
+Scores LanguageModelInference::score(const ScoreOptions& o) const {
+  QKV_CHECK(o.max_len == 0 && o.min_len == 0, "eval",
+            "--max-len / --min-len regenerate synthetic tasks; a language model has none");
+  QKV_CHECK(o.decode.beam == 1 && !o.lowercase && !o.hypotheses, "eval",
+            "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not a language model");
+  QKV_CHECK(o.split == "valid" || o.split == "train", "eval",
+            "--split must be valid or train for a language model (the first 90% trains, the "
+            "last 10% validates), got '",
+            o.split, "'");
+  const data::DataSplits d = data::load_data(run_.config.data);
+  QKV_CHECK(d.tgt_vocab == run_.data.tgt_vocab, "eval", run_.dir,
+            ": the text's vocabulary differs from the run's; the data changed since training");
+  const auto c = call();
+  const LmLoss m = lm_loss_full(run_.lm("eval"), o.split == "valid" ? d.lm_valid : d.lm_train,
+                                run_.config.data.block_size, run_.config.data.batch_size);
+  Scores s;
+  s.split = o.split, s.loss = m.loss, s.tokens = m.tokens, s.windows = m.windows;
+  s.block_size = run_.config.data.block_size;
+  // A character token is one Unicode code point of the text (line breaks included): its bits
+  // per token are bits per character. A SentencePiece piece has no such reading.
+  s.per_character = !d.tgt_spm;
+  return s;
+}
+
+Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
+  QKV_CHECK(!ids.empty(), "attention", "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",
+            ids.size(), " tokens, more than the model's context of ", max_input_tokens());
+  Inspection a;
+  a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
+  nn::Hooks h = with_patterns();
+  {
+    const auto c = call(false, &h);
+    a.logits = run_.lm("attention").forward(row_of(ids)).data().select(0, 0);  // (T, V)
+  }
+  a.output = to_vector<int64_t>(argmax(a.logits, -1));
+  a.maps.decoder_self = patterns(h, "blocks.", ".attn.pattern", run_.config.model.decoder_layers);
+  const auto t = input_labels(ids);
+  a.views.push_back(view("causal", "causal self-attention", "blocks.{l}.attn.pattern", t, t,
+                         a.maps.decoder_self));
+  give_back(h);
+  return a;
+}
+
+}  // namespace qkv::run

@@ -1,0 +1,208 @@
+// The encoder-decoder family's inference (run/inference.hpp): translate, score pairs, show the
+// encoder's, the decoder's and the cross attention.
+#include "run/inference_families.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "data/tokenizer.hpp"
+
+namespace qkv::run {
+
+namespace {
+
+// A split regenerated at other lengths (copy, reverse, sort) with the run's seeds, so only the
+// lengths change.
+data::DataSplits regenerated(const LoadedRun& r, int64_t min_len, int64_t max_len) {
+  data::DataConfig c = r.config.data;
+  if (!data::has_length_range(c.task))  // annotated_copy is synthetic too, of one fixed length
+    throw Error("eval --max-len: data.task = '" + std::string(name_of(c.task)) +
+                "' cannot be regenerated at other lengths (only copy, reverse and sort)");
+  QKV_CHECK(min_len <= max_len, "eval", "--min-len ", min_len, " is above --max-len ", max_len);
+  c.min_len = min_len;
+  c.max_len = max_len;
+  return data::load_data(c);
+}
+
+// The split o.split names: valid, test or train of d, or for a parallel corpus any split of its
+// folder by name (its configured split names too), loaded into `named`.
+const data::Dataset& select_split(const std::string& split, const LoadedRun& r,
+                                  const data::DataSplits& d, data::Dataset& named) {
+  const data::Dataset* ds = split == "valid"   ? &d.valid
+                            : split == "test"  ? &d.test
+                            : split == "train" ? &d.train
+                                               : nullptr;
+  const data::DataConfig& dc = r.config.data;
+  const bool parallel = dc.task == data::TaskKind::parallel;
+  if (parallel && (!ds || split == dc.valid_split || split == dc.test_split)) {
+    if (split == dc.valid_split)
+      ds = &d.valid;
+    else if (split == dc.test_split)
+      ds = &d.test;
+    else {
+      named = data::load_parallel_split(dc, r.data, split);
+      ds = &named;
+    }
+  }
+  QKV_CHECK(ds, "eval", "--split must be valid, test or train",
+            parallel ? " or a split of the corpus folder" : "", ", got '", split, "'");
+  return *ds;
+}
+
+// Learned positions end at model.max_len: say so, naming the key, instead of failing mid-way.
+void check_learned(const LoadedRun& r, const data::Dataset& ds) {
+  if (r.config.model.position != nn::PositionKind::learned) return;
+  int64_t need = 0;
+  for (const auto& e : ds.examples) {
+    const int64_t src = static_cast<int64_t>(e.src.size()),
+                  tgt = static_cast<int64_t>(e.tgt.size());
+    need = std::max({need, src, r.data.framing.target_len(tgt)});
+    if (r.data.framing.eos >= 0)
+      need = std::max(need, std::max(src, tgt) + r.config.train.max_decode_extra);
+  }
+  if (need > r.config.model.max_len)
+    throw Error("model.max_len: learned positions cover " + std::to_string(r.config.model.max_len) +
+                " tokens, but evaluating " + ds.name + " needs " + std::to_string(need) +
+                " (with <eos> and train.max_decode_extra): learned positions cannot go further");
+}
+
+}  // namespace
+
+data::Ids Seq2SeqInference::encode(const std::string& text, const char* op) const {
+  const data::Ids src = encode_source(run_, text, run_.dir, op);
+  QKV_CHECK(static_cast<int64_t>(src.size()) <= max_input_tokens(), op, "the input has ",
+            src.size(), " tokens, more than the model's ", max_input_tokens(),
+            " source positions (learned positions, model.max_len)");
+  return src;
+}
+
+std::string Seq2SeqInference::text(const data::Ids& ids) const {
+  if (!is_symbol_task(run_.config.data)) return data::decode_target(run_.data, ids);
+  const std::vector<std::string> toks = run_.data.tgt_vocab.decode(ids);
+  std::string shown;
+  for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
+  return shown;
+}
+
+std::vector<std::string> Seq2SeqInference::input_labels(const data::Ids& ids) const {
+  return token_labels(ids, run_.data.src_vocab);
+}
+std::vector<std::string> Seq2SeqInference::output_labels(const data::Ids& ids) const {
+  return token_labels(ids, run_.data.tgt_vocab);
+}
+
+int64_t Seq2SeqInference::max_input_tokens() const {
+  return run_.config.model.position == nn::PositionKind::learned
+             ? run_.config.model.max_len
+             : std::numeric_limits<int64_t>::max();
+}
+
+int64_t Seq2SeqInference::max_output_tokens(int64_t n) const {
+  return n + run_.config.train.max_decode_extra;
+}
+
+std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& inputs,
+                                                const DecodeOptions& o) const {
+  QKV_CHECK(o.beam >= 1, "decode", "beam must be >= 1, got ", o.beam);
+  const auto c = call();
+  const nn::Seq2Seq& model = run_.seq2seq("decode");
+  const int64_t bs = std::max<int64_t>(1, run_.config.data.batch_size);
+  std::vector<data::Ids> outs;
+  for (size_t at = 0; at < inputs.size(); at += static_cast<size_t>(bs)) {
+    const std::vector<data::Ids> srcs(
+        inputs.begin() + static_cast<std::ptrdiff_t>(at),
+        inputs.begin() + static_cast<std::ptrdiff_t>(std::min(inputs.size(), at + bs)));
+    std::vector<int64_t> lens;
+    for (const data::Ids& s : srcs)
+      lens.push_back(o.max_len > 0 ? o.max_len : max_output_tokens(static_cast<int64_t>(s.size())));
+    std::vector<data::Ids> part =
+        o.beam > 1 ? beam_decode(model, srcs, run_.data.framing, o.beam, lens, o.alpha)
+                   : greedy_decode(model, srcs, run_.data.framing, lens);
+    for (data::Ids& x : part) outs.push_back(std::move(x));
+  }
+  return outs;
+}
+
+void Seq2SeqInference::require(Operation what, const char* op) const {
+  QKV_CHECK(what != Operation::generate, op, run_.dir,
+            " is not a language model (model.kind = \"decoder\"); use qkv translate");
+}
+
+void Seq2SeqInference::generate(const data::Ids&, int64_t, const SampleOptions&, Generator&, bool,
+                                const std::function<void(int64_t)>&) const {
+  require(Operation::generate, "generate");
+}
+
+Scores Seq2SeqInference::score(const ScoreOptions& o) const {
+  QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
+  const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
+  const data::DataSplits regen =
+      o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
+  data::Dataset named;
+  const data::Dataset& ds = select_split(o.split, run_, o.max_len > 0 ? regen : run_.data, named);
+  check_learned(run_, ds);
+  const bool text_task = !is_symbol_task(run_.config.data);
+  QKV_CHECK(text_task || (o.decode.beam == 1 && !o.lowercase && !o.hypotheses), "eval",
+            "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
+            name_of(run_.config.data.task));
+  Scores s;
+  {
+    const auto c = call();
+    const Metrics m = evaluate(run_.seq2seq("eval"), ds, run_.data.framing,
+                               run_.config.data.batch_size, run_.config.train.max_decode_extra);
+    s.split = o.split, s.loss = m.loss, s.tokens = m.tokens, s.examples = m.examples;
+    s.token_accuracy = m.token_accuracy, s.exact_match = m.exact_match;
+  }
+  if (o.max_len > 0) s.min_len = lo, s.max_len = o.max_len;
+  if (!text_task) return s;
+  std::vector<data::Ids> srcs;
+  for (const auto& e : ds.examples) srcs.push_back(e.src);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<data::Ids> outs = decode(srcs, o.decode);
+  s.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const data::Ids& out : outs) s.hypotheses.push_back(data::decode_target(run_.data, out));
+  std::vector<std::string> refs;
+  for (const auto& p : ds.text) refs.push_back(p.tgt);
+  s.bleu = data::corpus_bleu(s.hypotheses, refs, o.lowercase);
+  s.chrf = data::corpus_chrf(s.hypotheses, refs, o.lowercase);
+  return s;
+}
+
+Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
+  const data::Framing& f = run_.data.framing;
+  Inspection a;
+  a.input = src;
+  // The model's own output (greedy, under this Inference's hooks), then one teacher-forced
+  // pass over it that keeps every pattern.
+  a.output = decode({src}, {})[0];
+  data::Ids full{f.bos};
+  full.insert(full.end(), a.output.begin(), a.output.end());
+  if (f.eos >= 0) full.push_back(f.eos);
+  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
+  a.tgt_in.assign(full.begin(), full.end() - 1);
+  a.tgt_out.assign(full.begin() + 1, full.end());
+  const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
+  const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
+  nn::Hooks h = with_patterns();
+  {
+    const auto c = call(false, &h);
+    a.logits = model().forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
+  }
+  const int64_t enc = run_.config.model.encoder_layers, dec = run_.config.model.decoder_layers;
+  a.maps.encoder_self = patterns(h, "encoder.blocks.", ".attn.pattern", enc);
+  a.maps.decoder_self = patterns(h, "decoder.blocks.", ".attn.pattern", dec);
+  a.maps.decoder_cross = patterns(h, "decoder.blocks.", ".cross.pattern", dec);
+  const auto src_l = input_labels(src), in_l = output_labels(a.tgt_in),
+             out_l = output_labels(a.tgt_out);
+  a.views.push_back(view("encoder_self", "encoder self-attention",
+                         "encoder.blocks.{l}.attn.pattern", src_l, src_l, a.maps.encoder_self));
+  a.views.push_back(view("decoder_self", "decoder self-attention",
+                         "decoder.blocks.{l}.attn.pattern", out_l, in_l, a.maps.decoder_self));
+  a.views.push_back(view("cross", "cross-attention", "decoder.blocks.{l}.cross.pattern", out_l,
+                         src_l, a.maps.decoder_cross));
+  give_back(h);
+  return a;
+}
+
+}  // namespace qkv::run
