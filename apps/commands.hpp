@@ -36,6 +36,7 @@ struct EvalArgs {
   bool lowercase = false;
   std::string hyp_out;
   std::string precision;  // fp32, bf16 or auto; empty: the run's (core/precision.hpp)
+  std::string ablate;     // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 
@@ -47,6 +48,7 @@ struct TranslateArgs {
   int max_len = 0;  // 0: source length + train.max_decode_extra
   int threads = 0;
   std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::string ablate;     // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
@@ -62,6 +64,7 @@ struct GenerateArgs {
   bool quiet = false;     // no summary line on stderr
   int threads = 0;
   std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::string ablate;     // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
@@ -144,8 +147,21 @@ struct AttentionArgs {
   int cell = 32;
   int threads = 0;
   std::string precision;  // fp32, bf16 or auto; empty: the run's
+  std::string ablate;     // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_attention(const AttentionArgs& a);  // attention.cpp
+
+// qkv heads RUN: per head importance, ablation losses, entropy and pattern scores (heads.cpp)
+struct HeadsArgs {
+  std::string run_dir, split = "valid", checkpoint = "best", out, ablate;
+  bool json = false;
+  int64_t batches = 4;  // of the split (0: all)
+  int64_t probes = 4;   // repeated-token sequences, and examples for alignment
+  uint64_t seed = 1;
+  int threads = 0;
+  std::string precision;
+};
+int cmd_heads(const HeadsArgs& a);
 
 // qkv report RUN [RUN ...] --out report.html: one self-contained HTML page (report.hpp)
 struct ReportArgs {

@@ -30,6 +30,13 @@ void add_precision(CLI::App* cmd, std::string& precision) {
       ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
 }
 
+// --ablate of the inference commands: heads removed (their output z set to 0) in every pass.
+void add_ablate(CLI::App* cmd, std::string& ablate) {
+  cmd->add_option("--ablate", ablate,
+                  "heads to remove, from 0: L.H,... (a language model) or encoder.L.H, "
+                  "decoder.L.H, cross.L.H (an encoder-decoder)");
+}
+
 void add_train(CLI::App& app, TrainArgs& a) {
   auto* cmd = app.add_subcommand(
       "train", "train a model from a TOML config (--section.key VALUE overrides a key)");
@@ -77,6 +84,7 @@ void add_eval(CLI::App& app, EvalArgs& a) {
   cmd->add_option("--hyp-out", a.hyp_out, "text tasks: write the detokenized hypotheses here");
   cmd->add_flag("--lowercase", a.lowercase, "text tasks: case-insensitive BLEU and chrF");
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_average(CLI::App& app, AverageArgs& a) {
@@ -118,6 +126,7 @@ void add_translate(CLI::App& app, TranslateArgs& a) {
       ->check(checkpoint_name());
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_generate(CLI::App& app, GenerateArgs& a) {
@@ -139,6 +148,7 @@ void add_generate(CLI::App& app, GenerateArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (default: the run's)");
   cmd->add_flag("--quiet", a.quiet, "no tokens/s line on stderr");
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_bench(CLI::App& app, BenchArgs& a) {
@@ -245,6 +255,7 @@ void add_attention(CLI::App& app, AttentionArgs& a) {
       ->check(CLI::Range(4, 256));
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_report(CLI::App& app, ReportArgs& a) {
@@ -287,9 +298,33 @@ struct CommandArgs {
   GradcheckArgs gradcheck;
   SaturationArgs saturation;
   AttentionArgs attention;
+  HeadsArgs heads;
   ReportArgs report;
   ServeArgs serve;
 };
+
+void add_heads(CLI::App& app, HeadsArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "heads", "which heads matter and what each does: importance, ablation losses, scores");
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("--split", a.split, "the split of the losses and importance")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option("--batches", a.batches, "batches of the split (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  cmd->add_option("--probes", a.probes, "repeated-token sequences (and examples for alignment)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  cmd->add_option("--seed", a.seed, "the repeated sequences' tokens")->capture_default_str();
+  cmd->add_option("--out", a.out, "a folder: one heatmap PNG (layer x head) per score");
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
 
 // The subcommands in the order `qkv --help` lists them.
 void add_subcommands(CLI::App& app, CommandArgs& c) {
@@ -304,6 +339,7 @@ void add_subcommands(CLI::App& app, CommandArgs& c) {
   add_gradcheck(app, c.gradcheck);
   add_saturation(app, c.saturation);
   add_attention(app, c.attention);
+  add_heads(app, c.heads);
   add_report(app, c.report);
   add_serve(app, c.serve);
 }
@@ -363,6 +399,7 @@ int run_command(const CLI::App& app, const CommandArgs& c) {
   if (app.got_subcommand("gradcheck")) return cmd_gradcheck(c.gradcheck);
   if (app.got_subcommand("saturation")) return cmd_saturation(c.saturation);
   if (app.got_subcommand("attention")) return cmd_attention(c.attention);
+  if (app.got_subcommand("heads")) return cmd_heads(c.heads);
   if (app.got_subcommand("bench")) return cmd_bench(c.bench);
   if (app.got_subcommand("report")) return cmd_report(c.report);
   if (app.got_subcommand("serve")) return cmd_serve(c.serve);
