@@ -163,6 +163,23 @@ struct HeadsArgs {
 };
 int cmd_heads(const HeadsArgs& a);
 
+// qkv lens RUN TEXT: the logit lens per layer (lens.cpp)
+struct LensArgs {
+  std::string run_dir, text, checkpoint = "best", ablate, precision;
+  int64_t top = 5;
+  bool json = false;
+  int threads = 0;
+};
+int cmd_lens(const LensArgs& a);
+
+// qkv patch RUN --clean TEXT --corrupt TEXT: activation patching (patch.cpp)
+struct PatchArgs {
+  std::string run_dir, clean, corrupt, checkpoint = "best", out, ablate, precision;
+  bool json = false;
+  int threads = 0;
+};
+int cmd_patch(const PatchArgs& a);
+
 // qkv report RUN [RUN ...] --out report.html: one self-contained HTML page (report.hpp)
 struct ReportArgs {
   std::vector<std::string> runs;  // run folders, or `qkv saturation --out` folders

@@ -299,6 +299,8 @@ struct CommandArgs {
   SaturationArgs saturation;
   AttentionArgs attention;
   HeadsArgs heads;
+  LensArgs lens;
+  PatchArgs patch;
   ReportArgs report;
   ServeArgs serve;
 };
@@ -326,6 +328,39 @@ void add_heads(CLI::App& app, HeadsArgs& a) {
   add_ablate(cmd, a.ablate);
 }
 
+void add_lens(CLI::App& app, LensArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "lens", "the logit lens: each layer's residual stream read through the output layer");
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("text", a.text, "the input (a source, or a language model's text)")->required();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option("--top", a.top, "tokens shown per layer")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100}));
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
+
+void add_patch(CLI::App& app, PatchArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "patch", "activation patching: how much of a clean run each head and position restores");
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("--clean", a.clean, "the clean input")->required();
+  cmd->add_option("--corrupt", a.corrupt, "the corrupted input, of the same length")->required();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option("--out", a.out, "a folder: heads.png and residual.png heatmaps");
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
+
 // The subcommands in the order `qkv --help` lists them.
 void add_subcommands(CLI::App& app, CommandArgs& c) {
   add_train(app, c.train);
@@ -340,6 +375,8 @@ void add_subcommands(CLI::App& app, CommandArgs& c) {
   add_saturation(app, c.saturation);
   add_attention(app, c.attention);
   add_heads(app, c.heads);
+  add_lens(app, c.lens);
+  add_patch(app, c.patch);
   add_report(app, c.report);
   add_serve(app, c.serve);
 }
@@ -400,6 +437,8 @@ int run_command(const CLI::App& app, const CommandArgs& c) {
   if (app.got_subcommand("saturation")) return cmd_saturation(c.saturation);
   if (app.got_subcommand("attention")) return cmd_attention(c.attention);
   if (app.got_subcommand("heads")) return cmd_heads(c.heads);
+  if (app.got_subcommand("lens")) return cmd_lens(c.lens);
+  if (app.got_subcommand("patch")) return cmd_patch(c.patch);
   if (app.got_subcommand("bench")) return cmd_bench(c.bench);
   if (app.got_subcommand("report")) return cmd_report(c.report);
   if (app.got_subcommand("serve")) return cmd_serve(c.serve);

@@ -184,6 +184,12 @@ class Inference {
   // respect to a hook's variables (record), activations' means over real positions.
   virtual void for_each_batch(const PassOptions& o,
                               const std::function<void(const BatchPass&)>& fn) const = 0;
+  // The logits (T, V) float32 of one teacher-forced pass under hooks (null: the Inference's
+  // own): an encoder-decoder reads the source `input` and its decoder reads tgt_in (an
+  // inspection's tgt_in); a language model reads `input` alone (tgt_in is ignored). What
+  // patching runs: two inputs through the same output side.
+  virtual Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
+                        nn::Hooks* hooks = nullptr) const = 0;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
 

@@ -25,6 +25,8 @@ class Seq2SeqInference : public Inference {
   Inspection inspect(const data::Ids& input) const override;
   void for_each_batch(const PassOptions& o,
                       const std::function<void(const BatchPass&)>& fn) const override;
+  Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
+                nn::Hooks* hooks = nullptr) const override;
   std::string default_map_kind() const override { return "cross"; }
   std::string output_name() const override { return "output"; }
 };
@@ -48,6 +50,8 @@ class LanguageModelInference : public Inference {
   Inspection inspect(const data::Ids& input) const override;
   void for_each_batch(const PassOptions& o,
                       const std::function<void(const BatchPass&)>& fn) const override;
+  Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
+                nn::Hooks* hooks = nullptr) const override;
   std::string default_map_kind() const override { return "self"; }
   std::string output_name() const override;  // next-character (or next-piece) guesses
 

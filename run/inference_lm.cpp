@@ -133,6 +133,14 @@ void LanguageModelInference::for_each_batch(const PassOptions& o,
   }
 }
 
+Tensor LanguageModelInference::logits(const data::Ids& input, const data::Ids&,
+                                      nn::Hooks* hooks) const {
+  QKV_CHECK(!input.empty() && static_cast<int64_t>(input.size()) <= max_input_tokens(), "logits",
+            "the text has ", input.size(), " tokens; the model reads 1 to ", max_input_tokens());
+  const auto c = call(false, hooks);
+  return run_.lm("logits").forward(row_of(input)).data().select(0, 0).to(DType::f32);  // (T, V)
+}
+
 Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",

@@ -193,6 +193,15 @@ void Seq2SeqInference::for_each_batch(const PassOptions& o,
   }
 }
 
+Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
+                                nn::Hooks* hooks) const {
+  QKV_CHECK(!src.empty() && !tgt_in.empty(), "logits", "an empty source or decoder input");
+  const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
+  const Tensor tv = ones({1, static_cast<int64_t>(tgt_in.size())}, DType::b8);
+  const auto c = call(false, hooks);
+  return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
+}
+
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
   const data::Framing& f = run_.data.framing;
   Inspection a;
