@@ -155,7 +155,7 @@ TEST_CASE("inspect: qkv heads gives every head a row, and writes a heatmap per s
   CHECK(k["heads"][11].contains("alignment"));
 }
 
-TEST_CASE("inspect: --ablate with no heads changes no bit; every head may go; bad heads fail") {
+TEST_CASE("inspect: --ablate with no heads changes no bit, every head may go, bad heads fail") {
   const std::string lm = "'" + runs().file("lm") + "'", copy = "'" + runs().file("copy") + "'";
   for (const std::string precision : {"fp32", "bf16"}) {
     const std::string p = " --threads 1 --precision " + precision;

@@ -125,7 +125,7 @@ TEST_CASE("heads: zero-ablating a head through hooks is zeroing its slice of W_O
   }
 }
 
-TEST_CASE("heads: no heads ablated changes no bit; every head ablated is allowed") {
+TEST_CASE("heads: no heads ablated changes no bit, and every head ablated is allowed") {
   Lm c;
   const auto a = attentions_of(c.lm, 2);
   nn::Hooks none;
