@@ -166,6 +166,7 @@ int cmd_heads(const HeadsArgs& a);
 // qkv lens RUN TEXT: the logit lens per layer (lens.cpp)
 struct LensArgs {
   std::string run_dir, text, checkpoint = "best", ablate, precision;
+  std::string target;  // a token: its logit's direct attribution to heads and MLPs
   int64_t top = 5;
   bool json = false;
   int threads = 0;

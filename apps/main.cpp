@@ -336,6 +336,9 @@ void add_lens(CLI::App& app, LensArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
+  cmd->add_option("--target", a.target,
+                  "a token: its logit split into the embedding's, each head's and each MLP's "
+                  "parts (pre-LN models)");
   cmd->add_option("--top", a.top, "tokens shown per layer")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100}));

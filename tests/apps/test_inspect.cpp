@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 
+#include "inspect/attribution.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
 #include "inspect/patch.hpp"
@@ -180,4 +182,31 @@ TEST_CASE("inspect: --ablate with no heads changes no bit, every head may go, ba
   const RunResult longer = run_qkv("lens " + lm + " 'First Citizen, hear me speak'");
   CHECK(longer.status == 1);
   CHECK(longer.output.find("more than the model's context of 16") != std::string::npos);
+}
+
+TEST_CASE("inspect: direct logit attributions plus the bias terms sum to the logit") {
+  for (const Case& c : cases()) {
+    INFO(c.run << " " << c.precision);
+    const auto inf = open(c);
+    const data::Ids input = inf->encode(c.clean, "test");
+    if (c.run == "copy") {  // post-LN: refused, saying why
+      CHECK_THROWS_WITH(inspect::direct_logit_attribution(*inf, input, 4),
+                        Catch::Contains("needs a pre-LN model (model.norm_first = true)"));
+      continue;
+    }
+    for (const int64_t target : {int64_t{5}, int64_t{20}}) {
+      const inspect::Attribution a = inspect::direct_logit_attribution(*inf, input, target);
+      double total = 0, size = 0;
+      for (const auto& p : a.parts) total += p.logit, size += std::abs(p.logit);
+      // bf16: the model's products round their inputs to 8 bits of mantissa; the parts are
+      // computed from the float32 weights, so they agree to that rounding (2^-8) of their size.
+      CHECK(a.parts.front().name == "embed");
+      CHECK(a.parts.size() >= 2 * 4 + 2 + 1);  // 2 layers x 4 heads, 2 MLPs, the embedding
+      CHECK(total == Approx(a.logit).margin(c.precision == "fp32" ? 1e-4 : size / 256));
+      const Tensor logits = inf->logits(input, {});
+      CHECK(a.logit ==
+            Approx(logits.select(0, logits.size(0) - 1).to(DType::f64).data<double>()[target])
+                .margin(0));
+    }
+  }
 }
