@@ -47,7 +47,7 @@ Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids&
   QKV_CHECK(mc.norm_first, "lens --target",
             "direct logit attribution needs a pre-LN model (model.norm_first = true): in this "
             "post-LN model a norm follows every residual add, so the last block's output is no "
-            "sum of the heads' and MLPs' outputs; the logit lens above still applies");
+            "sum of the heads' and MLPs' outputs; the logit lens (without --target) still applies");
   QKV_CHECK(mc.logit_softcap == 0, "lens --target",
             "direct logit attribution needs linear logits; model.logit_softcap is set");
   std::map<std::string, ag::Var> params;
