@@ -120,6 +120,8 @@ std::map<std::string, std::vector<double>> head_importance(const run::Inference&
                          }
                          const_cast<ag::Var&>(x).zero_grad();
                        }
+                       // dL/dW is not wanted: the weights' gradients stay empty
+                       for (ag::Var w : inf.model().parameters()) w.zero_grad();
                        ++batches;
                      });
   for (auto& [point, acc] : out)
