@@ -27,6 +27,8 @@
 #include "bench/bench_runtime.hpp"
 #include "bench/bench_util.hpp"
 #include "bench/gemm_shapes.hpp"
+#include "core/bf16.hpp"
+#include "core/onednn.hpp"
 #include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "core/tensor.hpp"
@@ -61,6 +63,23 @@ double sgemm_peak_gflops() {
       (void)matmul(ta, tb);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  return best;
+}
+
+// Best bf16 GEMM GFLOP/s on 2048^3 with this many threads: the roof of the bf16 steps' MFU.
+// The GEMM the bf16 products run (oneDNN's, core/onednn.hpp), on operands already rounded, so
+// the roof is the kernel's own rate without the rounding a step also pays.
+double bf16_gemm_peak_gflops() {
+  const int n = 2048;
+  std::vector<bf16_t> a(size_t(n) * n, bf16_round(1.0f)), b(size_t(n) * n, bf16_round(0.5f));
+  std::vector<float> c(size_t(n) * n);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    kernel::gemm_bf16(false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n, nullptr);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (i > 0) best = std::max(best, 2.0 * n * n * n / s / 1e9);  // the first creates the kernel
   }
   return best;
 }
@@ -249,12 +268,25 @@ struct Children {
 };
 
 // Every round's results per model, one JSON object per child process, and each round's sgemm
-// peak.
+// peak (and bf16 GEMM peak when bf16 runs).
 struct Rounds {
   std::map<std::string, std::vector<json>> qkv, torch;
   std::map<std::string, std::vector<json>> qkv_bf16, torch_bf16;  // empty: bf16 not run
-  std::vector<double> peaks;
+  std::vector<double> peaks, bf16_peaks;
 };
+
+// The roofs of MFU: the best round of each precision's GEMM (load only ever lowers a timing, so
+// the best round is the closest to the machine's peak); bf16 0 when bf16 did not run.
+struct Peaks {
+  double fp32 = 0, bf16 = 0;
+};
+
+Peaks best_peaks(const Rounds& r) {
+  Peaks p;
+  p.fp32 = *std::max_element(r.peaks.begin(), r.peaks.end());
+  if (!r.bf16_peaks.empty()) p.bf16 = *std::max_element(r.bf16_peaks.begin(), r.bf16_peaks.end());
+  return p;
+}
 
 // The precisions both sides run: --precision, with auto meaning fp32 and, where bf16 can run
 // here, bf16 too. bf16 asked for where it cannot run is one error before any child starts.
@@ -273,11 +305,14 @@ Rounds run_rounds(const BenchArgs& a, const std::vector<std::string>& names, con
   Rounds rounds;
   for (int r = 0; r < a.repeats; ++r) {
     rounds.peaks.push_back(sgemm_peak_gflops());
+    const std::vector<Precision> precisions = bench_precisions(a);
+    if (std::count(precisions.begin(), precisions.end(), Precision::bf16))
+      rounds.bf16_peaks.push_back(bf16_gemm_peak_gflops());
     for (const std::string& n : names) {
       const std::string common = " --model " + n + " --threads " + std::to_string(c.threads) +
                                  " --min-seconds " + std::to_string(a.min_seconds);
       const std::string shapes = a.gemm_shapes ? " --gemm-shapes" : "";
-      for (Precision p : bench_precisions(a)) {
+      for (Precision p : precisions) {
         const bool bf16 = p == Precision::bf16;
         auto& qkv = bf16 ? rounds.qkv_bf16 : rounds.qkv;
         auto& torch = bf16 ? rounds.torch_bf16 : rounds.torch;
@@ -298,9 +333,10 @@ Rounds run_rounds(const BenchArgs& a, const std::vector<std::string>& names, con
   return rounds;
 }
 
-// One side's rounds of one model: median step time, throughput, share of the sgemm peak and
-// the largest peak resident memory.
-json summarize(const std::vector<json>& runs, const BenchModel& m, double peak) {
+// One side's rounds of one model: median step time, throughput, share of the sgemm peak, MFU
+// (model FLOPs over the step time, as a share of the peak of the GEMM of the side's precision:
+// mfu_peak) and the largest peak resident memory.
+json summarize(const std::vector<json>& runs, const BenchModel& m, double peak, double mfu_peak) {
   std::vector<double> ms, rss;
   for (const json& j : runs) {
     ms.push_back(j["ms_per_step"].get<double>());
@@ -311,6 +347,7 @@ json summarize(const std::vector<json>& runs, const BenchModel& m, double peak) 
   s["tokens_per_s"] = tokens_per_step(m) / (median(ms) / 1e3);
   s["gflops"] = train_flops(m) / (median(ms) / 1e3) / 1e9;
   s["fraction_of_sgemm_peak"] = s["gflops"].get<double>() / peak;
+  s["mfu"] = s["gflops"].get<double>() / mfu_peak;
   s["peak_rss_mb"] = *std::max_element(rss.begin(), rss.end());
   s["runs_ms"] = ms;
   return s;
@@ -318,13 +355,15 @@ json summarize(const std::vector<json>& runs, const BenchModel& m, double peak) 
 
 // One model's entry of the result: both sides summarized, qkv's allocator and page-fault
 // counts, and with --compare the qkv/torch ratio.
-json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds, double peak) {
+json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds,
+                  const Peaks& peaks) {
+  const double peak = peaks.fp32;
   const BenchModel& m = find_model(n);
   const std::vector<json>& qkv_runs = rounds.qkv.at(n);
   json e;
   e["model"] = n;
   e["gflop_per_step"] = train_flops(m) / 1e9;
-  e["qkv"] = summarize(qkv_runs, m, peak);
+  e["qkv"] = summarize(qkv_runs, m, peak, peak);
   e["qkv"]["peak_tensor_mb"] = qkv_runs.back()["peak_tensor_mb"];
   e["qkv"]["system_allocs_per_step"] = qkv_runs.back()["system_allocs_per_step"];
   e["qkv"]["page_faults_per_step"] = qkv_runs.back()["page_faults_per_step"];
@@ -334,18 +373,18 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
       e["qkv"][key] = qkv_runs.back()[key];
   if (a.compare) {
     const std::vector<json>& torch_runs = rounds.torch.at(n);
-    e["torch"] = summarize(torch_runs, m, peak);
+    e["torch"] = summarize(torch_runs, m, peak, peak);
     e["torch"]["runtime"] = torch_runs.back()["runtime"];
     e["ratio"] = e["qkv"]["ms_per_step"].get<double>() / e["torch"]["ms_per_step"].get<double>();
   }
   if (rounds.qkv_bf16.count(n)) {  // bf16 beside fp32: each side's step, and its ratios
     const std::vector<json>& runs = rounds.qkv_bf16.at(n);
-    e["qkv_bf16"] = summarize(runs, m, peak);
+    e["qkv_bf16"] = summarize(runs, m, peak, peaks.bf16);
     if (a.gemm_shapes) e["qkv_bf16"]["gemm_shapes"] = runs.back()["gemm_shapes"];
     e["qkv_bf16_over_fp32"] =
         e["qkv_bf16"]["ms_per_step"].get<double>() / e["qkv"]["ms_per_step"].get<double>();
     if (a.compare) {
-      e["torch_bf16"] = summarize(rounds.torch_bf16.at(n), m, peak);
+      e["torch_bf16"] = summarize(rounds.torch_bf16.at(n), m, peak, peaks.bf16);
       e["ratio_bf16"] =
           e["qkv_bf16"]["ms_per_step"].get<double>() / e["torch_bf16"]["ms_per_step"].get<double>();
       e["torch_bf16_over_fp32"] =
@@ -358,7 +397,7 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
 // The whole result as --json prints it: the machine, both sides' runtimes and problems, notes
 // and every model.
 json bench_result(const BenchArgs& a, const std::vector<std::string>& names, const Sides& sides,
-                  const Rounds& rounds, int threads, double load_before, double peak) {
+                  const Rounds& rounds, int threads, double load_before, const Peaks& peaks) {
   json result;
   result["machine"] = {{"cpu", cpu_model()},
                        {"cores", omp_get_num_procs()},
@@ -367,7 +406,12 @@ json bench_result(const BenchArgs& a, const std::vector<std::string>& names, con
   result["threads"] = threads;
   result["omp_wait_policy"] = a.passive ? "passive" : "default";
   result["repeats"] = a.repeats;
-  result["sgemm_peak_gflops"] = peak;
+  result["sgemm_peak_gflops"] = peaks.fp32;
+  result["sgemm_peak_rounds_gflops"] = rounds.peaks;
+  if (peaks.bf16 > 0) {
+    result["bf16_gemm_peak_gflops"] = peaks.bf16;
+    result["bf16_gemm_peak_rounds_gflops"] = rounds.bf16_peaks;
+  }
   result["runtime"] = {{"qkv", to_json(sides.qkv)}};
   result["problems"] = {{"qkv", sides.qkv_problems}};
   if (a.compare) {
@@ -380,18 +424,22 @@ json bench_result(const BenchArgs& a, const std::vector<std::string>& names, con
       runtime_notes(sides.qkv, a.compare ? &sides.torch : nullptr);
   result["notes"] = notes;
   result["models"] = json::array();
-  for (const std::string& n : names) result["models"].push_back(model_result(a, n, rounds, peak));
+  for (const std::string& n : names) result["models"].push_back(model_result(a, n, rounds, peaks));
   return result;
 }
 
-// The lines above the table: machine, load, both runtimes, the notes.
+// The lines above the table: machine, load, the GEMM peaks, both runtimes, the notes.
 void print_bench_header(const BenchArgs& a, const json& result, const Sides& sides, int threads,
-                        double load_before, double peak) {
+                        double load_before, const Peaks& peaks) {
+  std::printf("%s, %d cores, %d threads%s; sgemm peak %.1f GFLOP/s", cpu_model().c_str(),
+              omp_get_num_procs(), threads, a.passive ? " (OMP_WAIT_POLICY=passive)" : "",
+              peaks.fp32);
+  if (peaks.bf16 > 0) std::printf(", bf16 GEMM peak %.1f GFLOP/s", peaks.bf16);
+  std::printf("; load %.2f -> %.2f; median of %d rounds\n", load_before, load_average(), a.repeats);
   std::printf(
-      "%s, %d cores, %d threads%s; sgemm peak %.1f GFLOP/s; load %.2f -> %.2f; "
-      "median of %d rounds\n",
-      cpu_model().c_str(), omp_get_num_procs(), threads,
-      a.passive ? " (OMP_WAIT_POLICY=passive)" : "", peak, load_before, load_average(), a.repeats);
+      "MFU: the model's matrix FLOPs per step (%s) over the step time, as a share of the peak of "
+      "that precision's GEMM measured in this run (sgemm for fp32, oneDNN's bf16 GEMM for bf16)\n",
+      "linear layers, output layer, attention's QK^T and PV; backward twice the forward");
   std::printf("%s\n", describe(sides.qkv).c_str());
   if (a.compare)
     std::printf("%s; options %s\n", describe(sides.torch).c_str(),
@@ -400,7 +448,8 @@ void print_bench_header(const BenchArgs& a, const json& result, const Sides& sid
   std::printf("\n");
 }
 
-// bf16 beside fp32, a row per model: each side's step in both precisions and the ratios.
+// bf16 beside fp32, a row per model: each side's step in both precisions, the ratios and the
+// bf16 steps' MFU (against the bf16 GEMM peak).
 void print_bf16_table(const BenchArgs& a, const json& result) {
   if (!result["models"].front().contains("qkv_bf16")) return;
   std::printf(
@@ -408,23 +457,28 @@ void print_bf16_table(const BenchArgs& a, const json& result) {
   if (a.compare)
     std::printf(
         "| model | qkv fp32 ms | torch fp32 ms | qkv/torch fp32 | qkv bf16 ms | torch bf16 ms | "
-        "qkv/torch bf16 | qkv bf16/fp32 | torch bf16/fp32 |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "qkv/torch bf16 | qkv bf16/fp32 | torch bf16/fp32 | qkv bf16 MFU | torch bf16 MFU |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   else
-    std::printf("| model | qkv fp32 ms | qkv bf16 ms | bf16/fp32 |\n|---|---:|---:|---:|\n");
+    std::printf(
+        "| model | qkv fp32 ms | qkv bf16 ms | bf16/fp32 | fp32 MFU | bf16 MFU |\n"
+        "|---|---:|---:|---:|---:|---:|\n");
   for (const json& e : result["models"]) {
     const double qf = e["qkv"]["ms_per_step"].get<double>();
     const double qb = e["qkv_bf16"]["ms_per_step"].get<double>();
+    const double qmfu = 100 * e["qkv_bf16"]["mfu"].get<double>();
     if (!a.compare) {
-      std::printf("| %s | %.2f | %.2f | %.2f |\n", e["model"].get<std::string>().c_str(), qf, qb,
-                  qb / qf);
+      std::printf("| %s | %.2f | %.2f | %.2f | %.0f%% | %.0f%% |\n",
+                  e["model"].get<std::string>().c_str(), qf, qb, qb / qf,
+                  100 * e["qkv"]["mfu"].get<double>(), qmfu);
       continue;
     }
     const double tf = e["torch"]["ms_per_step"].get<double>();
     const double tb = e["torch_bf16"]["ms_per_step"].get<double>();
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-                e["model"].get<std::string>().c_str(), qf, tf, qf / tf, qb, tb, qb / tb, qb / qf,
-                tb / tf);
+    std::printf(
+        "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f%% | %.0f%% |\n",
+        e["model"].get<std::string>().c_str(), qf, tf, qf / tf, qb, tb, qb / tb, qb / qf, tb / tf,
+        qmfu, 100 * e["torch_bf16"]["mfu"].get<double>());
   }
 }
 
@@ -436,10 +490,10 @@ void print_bench_table(const BenchArgs& a, const json& result, const Sides& side
   if (a.compare) {
     std::printf(
         "| model | qkv ms/step | torch ms/step | qkv/torch | qkv tokens/s | qkv GFLOP/s | "
-        "qkv %% sgemm peak | torch %% sgemm peak | qkv peak MB | torch peak MB |\n");
+        "qkv MFU | torch MFU | qkv peak MB | torch peak MB |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   } else {
-    std::printf("| model | ms/step | tokens/s | GFLOP/s | %% sgemm peak | peak MB |\n");
+    std::printf("| model | ms/step | tokens/s | GFLOP/s | MFU | peak MB |\n");
     std::printf("|---|---:|---:|---:|---:|---:|\n");
   }
   for (const json& e : result["models"]) {
@@ -450,14 +504,13 @@ void print_bench_table(const BenchArgs& a, const json& result, const Sides& side
                   e["model"].get<std::string>().c_str(), q["ms_per_step"].get<double>(), qkv_mark,
                   t["ms_per_step"].get<double>(), torch_mark, e["ratio"].get<double>(),
                   q["tokens_per_s"].get<double>(), q["gflops"].get<double>(),
-                  100 * q["fraction_of_sgemm_peak"].get<double>(),
-                  100 * t["fraction_of_sgemm_peak"].get<double>(), q["peak_rss_mb"].get<double>(),
-                  t["peak_rss_mb"].get<double>());
+                  100 * q["mfu"].get<double>(), 100 * t["mfu"].get<double>(),
+                  q["peak_rss_mb"].get<double>(), t["peak_rss_mb"].get<double>());
     } else {
       std::printf("| %s | %.2f%s | %.0f | %.1f | %.0f%% | %.0f |\n",
                   e["model"].get<std::string>().c_str(), q["ms_per_step"].get<double>(), qkv_mark,
                   q["tokens_per_s"].get<double>(), q["gflops"].get<double>(),
-                  100 * q["fraction_of_sgemm_peak"].get<double>(), q["peak_rss_mb"].get<double>());
+                  100 * q["mfu"].get<double>(), q["peak_rss_mb"].get<double>());
     }
   }
   print_bf16_table(a, result);
@@ -480,14 +533,14 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
   const Sides sides = check_sides(a, c.threads, c.env, c.script);
   const double load_before = load_average();
   const Rounds rounds = run_rounds(a, names, c);
-  // Load only ever lowers a timing, so the best round is the closest to the machine's peak.
-  const double peak = *std::max_element(rounds.peaks.begin(), rounds.peaks.end());
-  const json result = bench_result(a, names, sides, rounds, c.threads, load_before, peak);
+  const Peaks peaks = best_peaks(rounds);
+  const double peak = peaks.fp32;
+  const json result = bench_result(a, names, sides, rounds, c.threads, load_before, peaks);
   if (a.json) {
     std::printf("%s\n", result.dump(2).c_str());
     return 0;
   }
-  print_bench_header(a, result, sides, c.threads, load_before, peak);
+  print_bench_header(a, result, sides, c.threads, load_before, peaks);
   print_bench_table(a, result, sides);
   if (a.gemm_shapes)
     for (const json& e : result["models"]) {

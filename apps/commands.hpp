@@ -45,7 +45,8 @@ struct TranslateArgs {
   std::vector<std::string> texts;  // empty: read lines from stdin
   int beam = 1;
   double alpha = 1.0;
-  int max_len = 0;  // 0: source length + train.max_decode_extra
+  int max_len = 0;           // 0: source length + train.max_decode_extra
+  int64_t max_input = 1024;  // the longest input decoded (run::OpenOptions::max_input)
   int threads = 0;
   std::string precision;  // fp32, bf16 or auto; empty: the run's
   std::string ablate;     // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)

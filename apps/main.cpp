@@ -121,6 +121,10 @@ void add_translate(CLI::App& app, TranslateArgs& a) {
   cmd->add_option("--max-len", a.max_len,
                   "longest output (default: input length + train.max_decode_extra)")
       ->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-input", a.max_input,
+                  "longest input, in tokens (decoding time grows with its square)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());

@@ -13,6 +13,7 @@
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
+#include "run/run_file.hpp"
 #include "run/task.hpp"
 
 namespace qkv::app {
@@ -297,7 +298,7 @@ RunData read_run(const std::string& dir) {
   if (named.filename().empty()) named = named.parent_path();  // "runs/a/"
   r.name = named.filename().string();
   if (r.name.empty() || r.name == ".") r.name = fs::absolute(p).lexically_normal().filename();
-  r.config_text = read_whole_file((p / "config.toml").string());
+  r.config_text = run::read_run_file((p / "config.toml").string(), "config file", 16ull << 20);
   r.config = config::parse_config(r.config_text, (p / "config.toml").string()).root;
   read_metrics((p / "metrics.jsonl").string(), r);
   r.checkpoint = run::find_checkpoint(dir, "latest");

@@ -16,7 +16,8 @@ int cmd_translate(const TranslateArgs& a) {
   const auto inf = run::open_inference(a.run_dir, {.checkpoint = a.checkpoint,
                                                    .precision = a.precision,
                                                    .threads = a.threads,
-                                                   .op = "translate"});
+                                                   .op = "translate",
+                                                   .max_input = a.max_input});
   nn::Hooks ablation;  // --ablate: the heads removed in every call
   inspect::ablate(*inf, a.ablate, ablation, "translate");
   inf->require(run::Inference::Operation::decode, "translate");

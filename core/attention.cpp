@@ -15,6 +15,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "attention_bf16.hpp"
+#include "attention_rows.hpp"
 #include "fused.hpp"
 #include "kernel_util.hpp"
 #include "lanes.hpp"
@@ -27,17 +29,20 @@ namespace {
 using kernel::batch_offsets;
 using kernel::blas_rows;
 using kernel::empty_heads_layout;
+using kernel::exp_row;
 using kernel::fast_exp;
 using kernel::gemm;
 using kernel::Mat;
 using kernel::mat;
+using kernel::scale_mask_row;
+using kernel::ScoredRow;
 using kernel::workspace;
 
 constexpr int64_t kTileQ = 64;    // query rows per tile
 constexpr int64_t kTileK = 256;   // keys per tile (forward)
 constexpr int64_t kTileKB = 128;  // keys per tile (backward: S, dP and P tiles side by side)
 
-struct Problem : kernel::QKVDims, kernel::ScoreMask {};
+using Problem = kernel::AttentionProblem;
 
 Problem check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
               const char* op) {
@@ -45,44 +50,6 @@ Problem check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m
   static_cast<kernel::QKVDims&>(p) = kernel::check_qkv(q, k, v, op);
   static_cast<kernel::ScoreMask&>(p) = kernel::expand_mask(mask, p, op);
   return p;
-}
-
-// Row i of a tile after scale_mask_row: its max score, and the span [lo, hi) outside which
-// every key is masked. Only the span is written and only it needs the exp: the weights outside
-// are exactly 0 (fast_exp(-inf) is 0), which a causal or padding mask makes about half a row.
-template <class T>
-struct ScoredRow {
-  T max;
-  int64_t lo, hi;
-};
-
-// Scales the raw scores s[0..kb) of a tile's row and masks them to -inf within the unmasked
-// span (mrow: the mask row, stride msm; null when unmasked). The max skips NaN, as std::max
-// does, so its lanes can run in any order.
-template <class T>
-inline ScoredRow<T> scale_mask_row(T* s, int64_t kb, T sc, const uint8_t* mrow, int64_t msm) {
-  int64_t lo = 0, hi = kb;
-  if (mrow) {
-    while (lo < hi && !mrow[lo * msm]) ++lo;
-    while (hi > lo && !mrow[(hi - 1) * msm]) --hi;
-  }
-  constexpr T kMasked = -std::numeric_limits<T>::infinity();
-  if (!mrow) {
-    for (int64_t j = 0; j < kb; ++j) s[j] *= sc;
-  } else if (msm == 1) {  // a contiguous mask row: the select vectorizes
-    for (int64_t j = lo; j < hi; ++j) s[j] = mrow[j] ? s[j] * sc : kMasked;
-  } else {
-    for (int64_t j = lo; j < hi; ++j) s[j] = mrow[j * msm] ? s[j] * sc : kMasked;
-  }
-  return {kernel::max_lanes(s + lo, hi - lo), lo, hi};
-}
-
-// s[lo..hi) = exp(s - shift), and 0 outside: a row's softmax numerators.
-template <class T>
-inline void exp_row(T* s, int64_t kb, const ScoredRow<T>& r, T shift) {
-  std::fill(s, s + r.lo, T(0));
-  for (int64_t j = r.lo; j < r.hi; ++j) s[j] = fast_exp<T>(s[j] - shift);
-  std::fill(s + r.hi, s + kb, T(0));
 }
 
 template <class T>
@@ -234,7 +201,13 @@ AttentionResult attention_forward(const Tensor& q_in, const Tensor& k_in, const 
   const Problem p = check(q_in, k_in, v_in, mask, "attention");
   const Tensor q = blas_rows(q_in), k = blas_rows(k_in), v = blas_rows(v_in);
   AttentionResult r = kernel::attention_result_for(p, q.dtype());
+  if (q.dtype() == DType::f32 && current_precision() == Precision::bf16)
+    r.precision = Precision::bf16;
   if (r.out.numel() == 0 || p.m == 0) return r;  // nothing to compute, or all rows masked
+  if (r.precision == Precision::bf16) {
+    kernel::attention_forward_bf16(p, q, k, v, static_cast<float>(scale), r.out, r.lse);
+    return r;
+  }
   visit_float(q.dtype(), "attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_impl<T>(p, q, k, v, static_cast<T>(scale), r.out, r.lse);
@@ -244,7 +217,7 @@ AttentionResult attention_forward(const Tensor& q_in, const Tensor& k_in, const 
 
 AttentionGrads attention_backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                   const Tensor& mask, double scale, const Tensor& out_in,
-                                  const Tensor& lse, const Tensor& dout_in) {
+                                  const Tensor& lse, const Tensor& dout_in, Precision precision) {
   const Problem p = check(q_in, k_in, v_in, mask, "attention backward");
   QKV_CHECK(dout_in.shape() == out_in.shape() && dout_in.dtype() == q_in.dtype(),
             "attention backward", "gradient ", dout_in.shape(), " for an output ", out_in.shape());
@@ -254,6 +227,10 @@ AttentionGrads attention_backward(const Tensor& q_in, const Tensor& k_in, const 
   AttentionGrads g = kernel::attention_grads_like(q, k, v, empty);
   if (empty) return g;
   const Tensor l = lse.contiguous();
+  if (precision == Precision::bf16 && q.dtype() == DType::f32) {
+    kernel::attention_backward_bf16(p, q, k, v, out, l, dout, static_cast<float>(scale), g);
+    return g;
+  }
   visit_float(q.dtype(), "attention backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward_impl<T>(p, q, k, v, out, l, dout, static_cast<T>(scale), g);

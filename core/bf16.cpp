@@ -22,6 +22,12 @@ void to_bf16(const float* src, bf16_t* dst, int64_t n) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), reinterpret_cast<__m256i>(h));
     i += 16;
   }
+  if (i < n) {  // the last 1-15 under a mask: short rows (attention's tiles) stay vectorized
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+    _mm256_mask_storeu_epi16(dst + i, m, reinterpret_cast<__m256i>(h));
+    return;
+  }
 #endif
   for (; i < n; ++i) dst[i] = bf16_round(src[i]);
 }

@@ -19,8 +19,16 @@ struct StoredMatrix {
 // kept for the next copy of the same matrix.
 const bf16_t* bf16_weight(const StoredMatrix& w);
 
-// The matrix rounded to bfloat16 into this thread's scratch buffer `slot` (0 or 1), packed;
-// valid until the next call with the same slot on this thread.
+// The matrix rounded to bfloat16, packed. Inside a PrecisionScope the copy is made at the
+// matrix's first use and reused by every later product of the scope that reads the same
+// matrix (the same storage, offset, shape and stride) while the storage's version is unchanged
+// (Storage::version: an in-place write makes a fresh copy); valid until the scope ends. Past
+// kActivationCacheBytes of copies in one scope (a command's scope around all its decoding),
+// and outside any scope, the copy goes to this thread's scratch buffer `slot` (0 or 1), valid
+// until the next call with the same slot on this thread.
 const bf16_t* bf16_activation(const StoredMatrix& x, int slot);
+
+// How many activation copies this thread has rounded (not reused) so far: for tests.
+uint64_t bf16_activation_roundings();
 
 }  // namespace qkv::detail

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "precision.hpp"
 #include "tensor.hpp"
 
 namespace qkv {
@@ -16,9 +17,13 @@ namespace qkv {
 // mask: undefined (attend everywhere) or bool broadcastable to (..., n, m), true = may attend.
 // A query row whose keys are all masked gives a zero output row and zero gradients.
 // Deterministic: each output row is reduced over key tiles in a fixed order by one thread.
+// Precision: float32 inputs in a bf16 PrecisionScope (core/precision.hpp) run the tile products
+// in bfloat16 with float32 statistics and results (core/attention_bf16.hpp); otherwise, and
+// for float64, every product is in the inputs' dtype on BLAS.
 struct AttentionResult {
   Tensor out;  // (..., n, dv); for 4-d inputs laid out (B, n, H, dv) so merging heads is a view
   Tensor lse;  // (..., n): log-sum-exp of each row's scaled, masked scores (-inf: fully masked)
+  Precision precision = Precision::fp32;  // the products': pass it on to attention_backward
 };
 AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& mask, double scale);
@@ -26,10 +31,12 @@ AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor
 struct AttentionGrads {
   Tensor dq, dk, dv;  // shapes of q, k, v
 };
-// Recomputes each tile's weights from q, k and lse instead of storing them.
+// Recomputes each tile's weights from q, k and lse instead of storing them. precision: the
+// forward's (AttentionResult::precision), whichever scope the backward runs in.
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& mask, double scale, const Tensor& out,
-                                  const Tensor& lse, const Tensor& dout);
+                                  const Tensor& lse, const Tensor& dout,
+                                  Precision precision = Precision::fp32);
 
 // --- linear layers (core/matmul.cpp, core/reduce.cpp) ---
 // x: (N, in), w: (out, in), b: (out) or undefined -> (N, out) = x w^T + b: each thread writes

@@ -21,14 +21,55 @@ struct WeightCopy {
 
 using WeightKey = std::tuple<const void*, int64_t, int64_t, int64_t, int64_t>;
 
+// An activation's copy: valid while its storage is at `version`, within one scope. It lives
+// as long as its storage: once the tensor is freed (an output gradient after its two
+// products), the buffer goes back to the spares.
+struct ActivationCopy {
+  std::vector<bf16_t> bits;
+  uint64_t version = 0;
+  std::weak_ptr<Storage> storage;
+};
+
+// (storage id, first element, rows, cols, ld): ids are never reused, so a freed tensor's
+// storage handed to a new tensor cannot match an old copy.
+using ActivationKey = std::tuple<uint64_t, const void*, int64_t, int64_t, int64_t>;
+
+// Bytes of activation copies one scope keeps before it rounds into scratch instead: a step
+// needs a fraction of this; a command's scope around all its decoding would grow without it.
+constexpr size_t kActivationCacheBytes = size_t(512) << 20;
+
 // One per thread: the precision in force, the scope depth and the weight copies.
 struct PrecisionState {
   Precision precision = Precision::fp32;
   int depth = 0;
   uint64_t generation = 0;
   std::map<WeightKey, WeightCopy> weights;
+  std::map<ActivationKey, ActivationCopy> activations;  // this scope's
+  size_t activation_bytes = 0;
+  std::vector<std::vector<bf16_t>> spare;  // buffers of ended scopes' copies, for reuse
+  uint64_t roundings = 0;
   std::vector<bf16_t> scratch[2];
 };
+
+// The copies whose storage has been freed: their buffers go to the spares.
+void drop_dead_copies(PrecisionState& s) {
+  for (auto it = s.activations.begin(); it != s.activations.end();) {
+    if (!it->second.storage.expired()) {
+      ++it;
+      continue;
+    }
+    s.activation_bytes -= it->second.bits.size() * sizeof(bf16_t);
+    s.spare.push_back(std::move(it->second.bits));
+    it = s.activations.erase(it);
+  }
+}
+
+// Every activation copy is stale once a scope begins or ends: the buffers go to the spares.
+void drop_activation_copies(PrecisionState& s) {
+  for (auto& [key, copy] : s.activations) s.spare.push_back(std::move(copy.bits));
+  s.activations.clear();
+  s.activation_bytes = 0;
+}
 
 PrecisionState& state() {
   thread_local PrecisionState s;
@@ -84,6 +125,7 @@ PrecisionScope::PrecisionScope(Precision p) {
   s.precision = p;
   ++s.depth;
   ++s.generation;  // copies made before this scope are not reused inside it
+  drop_activation_copies(s);
 }
 
 PrecisionScope::~PrecisionScope() {
@@ -102,6 +144,7 @@ PrecisionScope::~PrecisionScope() {
     }
   }
   ++s.generation;
+  drop_activation_copies(s);
 }
 
 namespace detail {
@@ -120,12 +163,49 @@ const bf16_t* bf16_weight(const StoredMatrix& w) {
   return c.bits.data();
 }
 
-const bf16_t* bf16_activation(const StoredMatrix& x, int slot) {
-  std::vector<bf16_t>& buf = state().scratch[slot];
+namespace {
+
+const bf16_t* round_into_scratch(PrecisionState& s, const StoredMatrix& x, int slot) {
+  std::vector<bf16_t>& buf = s.scratch[slot];
   if (buf.size() < static_cast<size_t>(x.rows * x.cols)) buf.resize(x.rows * x.cols);
   to_bf16_rows(first_element(x), x.rows, x.cols, x.ld, buf.data());
+  ++s.roundings;
   return buf.data();
 }
+
+}  // namespace
+
+const bf16_t* bf16_activation(const StoredMatrix& x, int slot) {
+  PrecisionState& s = state();
+  const size_t n = static_cast<size_t>(x.rows * x.cols);
+  const Storage& st = *x.t.storage();
+  const ActivationKey key{st.id(), first_element(x), x.rows, x.cols, x.ld};
+  auto it = s.activations.find(key);
+  if (it != s.activations.end() && it->second.version == st.version())
+    return it->second.bits.data();
+  if (it == s.activations.end()) drop_dead_copies(s);  // room for the new one
+  const bool keep =
+      s.depth > 0 && (it != s.activations.end() ||
+                      s.activation_bytes + n * sizeof(bf16_t) <= kActivationCacheBytes);
+  if (!keep) return round_into_scratch(s, x, slot);
+  if (it == s.activations.end()) {  // a new copy, in a spare buffer when there is one
+    it = s.activations.emplace(key, ActivationCopy{}).first;
+    it->second.storage = x.t.storage();
+    if (!s.spare.empty()) {
+      it->second.bits = std::move(s.spare.back());
+      s.spare.pop_back();
+    }
+    s.activation_bytes += n * sizeof(bf16_t);
+  }
+  ActivationCopy& c = it->second;
+  c.bits.resize(n);
+  to_bf16_rows(first_element(x), x.rows, x.cols, x.ld, c.bits.data());
+  c.version = st.version();
+  ++s.roundings;
+  return c.bits.data();
+}
+
+uint64_t bf16_activation_roundings() { return state().roundings; }
 
 }  // namespace detail
 }  // namespace qkv

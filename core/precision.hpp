@@ -3,9 +3,9 @@
 //
 // In bf16, linear_forward, linear_input_grad and linear_weight_grad (core/fused.hpp) round
 // both operands to bfloat16 (core/bf16.hpp) and run oneDNN's bf16 matmul with float32
-// accumulation and a float32 result. Everything else stays float32: master weights, gradients,
-// optimizer state, LayerNorm, softmax and attention (its small tiles run faster on OpenBLAS),
-// the loss and every reduction.
+// accumulation and a float32 result, and fused attention on float32 inputs runs its tile
+// products in bf16 with float32 statistics (core/attention_bf16.hpp). Everything else stays
+// float32: master weights, gradients, optimizer state, LayerNorm, the loss and every reduction.
 //
 // How precision reaches the products: a PrecisionScope on the calling thread, like autocast.
 //
@@ -18,9 +18,11 @@
 // scope begins or ends, and the copy reused by every product until the next such boundary, so
 // weights must not change except at a boundary. The trainer opens a scope per step around
 // forward and backward (the optimizer's update follows its end); a command opens one around
-// all its work (validation, decoding), in which the weights stay fixed. Activations are rounded
-// when a product needs them, into per-thread scratch buffers that are reused. Scopes nest; the
-// innermost precision applies.
+// all its work (validation, decoding), in which the weights stay fixed. An activation (any
+// other operand) is rounded at the first product that reads it in a scope and the copy reused
+// by later products of the scope (the backward's included) until its storage is written in
+// place (Storage::version), so each is rounded once per step. Scopes nest; the innermost
+// precision applies.
 #pragma once
 #include <string>
 

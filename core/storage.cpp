@@ -1,6 +1,7 @@
 #include "storage.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -34,6 +35,8 @@ Cache& cache() {
 }  // namespace
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   const int c = size_class(nbytes);
   Cache& k = cache();
   {

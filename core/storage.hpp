@@ -4,6 +4,7 @@
 // class (powers of two from 64 bytes), so a training step that repeats the previous step's
 // allocations takes nothing from the system after the first step.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,10 +19,21 @@ class Storage {
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  // A number no other Storage of this process has had: the allocator reuses addresses, so an
+  // address does not tell two storages apart over time.
+  uint64_t id() const { return id_; }
+  // Incremented by every write to existing contents through Tensor (copy_, fill_, zero_), so a
+  // copy made of the contents (the bf16 copies of core/precision.hpp) at one version is known
+  // to be stale at another. Kernels that write a fresh output need not bump it: nothing can
+  // hold a copy of contents not yet written.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void* data_;
   size_t nbytes_;
+  uint64_t id_;
+  std::atomic<uint64_t> version_{0};
 };
 
 struct AllocatorStats {

@@ -384,6 +384,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
                               });
     });
   });
+  storage_->bump_version();
   return *this;
 }
 
@@ -396,6 +397,7 @@ Tensor& Tensor::fill_(double value) {
       for (int64_t j = 0; j < n; ++j) p[base[0] + j * step[0]] = v;
     });
   });
+  storage_->bump_version();
   return *this;
 }
 

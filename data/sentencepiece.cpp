@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace qkv::data {
 
@@ -81,11 +82,11 @@ SentencePiece SentencePiece::from_serialized(std::string bytes, const std::strin
 }
 
 SentencePiece SentencePiece::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  QKV_CHECK(f.good(), "sentencepiece", path, ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return from_serialized(ss.str(), path);
+  // As a vocabulary: no FIFO or device, and a bound (a run folder must not hang a reader).
+  InputRules rules;
+  rules.what = "SentencePiece model";
+  rules.max_bytes = uint64_t{1} << 30;
+  return from_serialized(read_input(path, rules), path);
 }
 
 std::vector<std::string> SentencePiece::encode(std::string_view text) const {

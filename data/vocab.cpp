@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace qkv::data {
 
@@ -120,8 +122,12 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  QKV_CHECK(f.good(), "Vocab::load", "cannot open ", path);
+  // Opened without blocking and refused unless a regular file (a FIFO or a device in a run
+  // folder must not hang a reader), read within a bound.
+  InputRules rules;
+  rules.what = "vocabulary file";
+  rules.max_bytes = uint64_t{1} << 30;
+  std::istringstream f(read_input(path, rules));
   return parse(f, path);
 }
 

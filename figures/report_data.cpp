@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "data/task_kind.hpp"
 #include "figures/report.hpp"
 #include "run/run.hpp"
@@ -118,7 +119,12 @@ void read_metrics(const std::string& path, RunData& r) {
         "no metrics yet: metrics.jsonl does not exist (the run has not logged a "
         "step)");
   } else {
-    std::ifstream in(path);
+    // Opened without blocking, a regular file only, within a bound: a FIFO or a device named
+    // metrics.jsonl is one line of error, not a hang.
+    InputRules rules;
+    rules.what = "metrics log";
+    rules.max_bytes = uint64_t{4} << 30;
+    std::istringstream in(read_input(path, rules));
     std::string line;
     while (std::getline(in, line)) {
       if (line.empty()) continue;
@@ -300,8 +306,12 @@ SaturationData read_saturation(const std::string& dir) {
   if (named.filename().empty()) named = named.parent_path();
   s.name = named.filename().string();
   const std::string file = (fs::path(dir) / "saturation.json").string();
+  InputRules rules;
+  rules.what = "saturation result";
+  rules.max_bytes = uint64_t{1} << 30;
+  const std::string text = read_input(file, rules);  // a FIFO or device: its own one-line error
   try {
-    s.j = nlohmann::json::parse(read_whole_file(file));
+    s.j = nlohmann::json::parse(text);
     if (!s.j.at("records").is_array() || !s.j.at("settings").is_object()) throw 0;
   } catch (...) {
     throw Error("report: " + file + ": not a qkv saturation result (corrupt or unfinished)");

@@ -91,7 +91,11 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
   } catch (const json::exception& e) {
-    throw fail(std::string("corrupt safetensors header: ") + e.what());
+    // The parser's own words, without the library's "[json.exception.parse_error.101] ".
+    std::string why = e.what();
+    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos)
+      why = why.substr(why.find("] ") + 2);
+    throw fail("corrupt safetensors header: " + why);
   }
   if (!header.is_object()) throw fail("corrupt safetensors header: not a JSON object");
   const uint64_t data_len = bytes.size() - 8 - n;

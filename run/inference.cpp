@@ -119,7 +119,9 @@ std::unique_ptr<Inference> open_inference(const std::string& run_dir, const Open
                   o.threads > 0 ? "--threads" : "threads");
   const Precision p = choose_precision(o.precision, r.config.precision, "precision");
   const Task& task = r.task();
-  return task.inference(std::move(r), p);
+  std::unique_ptr<Inference> inf = task.inference(std::move(r), p);
+  inf->set_max_input(o.max_input);
+  return inf;
 }
 
 }  // namespace qkv::run

@@ -144,6 +144,8 @@ class Inference {
   // Hooks for every later call (ablations, patching); null: none. Not owned; must outlive use.
   void set_hooks(nn::Hooks* hooks) { hooks_ = hooks; }
   nn::Hooks* hooks() const { return hooks_; }
+  // The longest input encode accepts (OpenOptions::max_input).
+  void set_max_input(int64_t n) { max_input_ = n; }
 
   // --- text in and out
   // The ids of one input (a source, or a prompt), read as the run's data was; an empty input,
@@ -210,6 +212,7 @@ class Inference {
   LoadedRun run_;
   Precision precision_;
   nn::Hooks* hooks_ = nullptr;
+  int64_t max_input_ = 1024;
   mutable std::recursive_mutex mu_;
 };
 
@@ -231,6 +234,10 @@ struct OpenOptions {
   // > 0: compute threads; 0: the run's config; < 0: leave the process's setting alone
   int threads = 0;
   const char* op = "inference";  // the command, for messages
+  // The longest input encode accepts (--max-input): an encoder-decoder's decoding time grows
+  // with the square of its input, so a runaway line is refused up front. A language model's
+  // context bounds its inputs anyway.
+  int64_t max_input = 1024;
 };
 
 // The run's checkpoint loaded and its family's Inference made (Task::inference).

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "data/tokenizer.hpp"
+#include "run/limits.hpp"
 
 namespace qkv::run {
 
@@ -23,6 +24,22 @@ data::DataSplits regenerated(const LoadedRun& r, int64_t min_len, int64_t max_le
   c.min_len = min_len;
   c.max_len = max_len;
   return data::load_data(c);
+}
+
+// Refuses, naming --max-len, a regenerated split this machine cannot hold or evaluate: its
+// examples (every split is regenerated, as training made them) and one batch's activations at
+// that length, estimated as training's (run/limits.hpp), which bounds evaluation's from above.
+void check_regenerated_memory(const LoadedRun& r, int64_t max_len) {
+  config::RunConfig c = r.config;
+  c.data.max_len = max_len;
+  const double examples =
+      static_cast<double>(c.data.train_size + c.data.valid_size + c.data.test_size);
+  const double data_bytes = examples * (96 + 2 * 8 * (static_cast<double>(max_len) + 2));
+  const MemoryEstimate m =
+      estimate_model_memory(c, r.data.src_vocab.size(), r.data.tgt_vocab.size());
+  require_memory("eval --max-len", data_bytes + m.bytes,
+                 cat("regenerating ", static_cast<int64_t>(examples), " examples of up to ",
+                     max_len, " symbols and decoding batches of ", c.data.batch_size, " of them"));
 }
 
 // The split o.split names: valid, test or train of d, or for a parallel corpus any split of its
@@ -71,9 +88,12 @@ void check_learned(const LoadedRun& r, const data::Dataset& ds) {
 
 data::Ids Seq2SeqInference::encode(const std::string& text, const char* op) const {
   const data::Ids src = encode_source(run_, text, run_.dir, op);
-  QKV_CHECK(static_cast<int64_t>(src.size()) <= max_input_tokens(), op, "the input has ",
-            src.size(), " tokens, more than the model's ", max_input_tokens(),
-            " source positions (learned positions, model.max_len)");
+  const int64_t n = static_cast<int64_t>(src.size());
+  QKV_CHECK(n <= max_input_tokens(), op, "the input has ", n, " tokens, more than the model's ",
+            max_input_tokens(), " source positions (learned positions, model.max_len)");
+  QKV_CHECK(n <= max_input_, op, "the input has ", n, " tokens, more than --max-input ", max_input_,
+            " (decoding time and memory grow with the square of the input; raise "
+            "--max-input to decode it)");
   return src;
 }
 
@@ -137,6 +157,7 @@ void Seq2SeqInference::generate(const data::Ids&, int64_t, const SampleOptions&,
 Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
   const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
+  if (o.max_len > 0) check_regenerated_memory(run_, o.max_len);
   const data::DataSplits regen =
       o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
   data::Dataset named;

@@ -11,11 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <vector>
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "run/limits.hpp"
+#include "run/run_file.hpp"
 
 namespace qkv::run {
 
@@ -35,6 +38,12 @@ int64_t count_nonfinite(const Tensor& t) {
   int64_t n = 0;
   for (int64_t i = 0; i < c.numel(); ++i) n += !std::isfinite(p[i]);
   return n;
+}
+
+// A checkpoint without a manifest (an older qkv's) has no recorded sizes: its files may be as
+// large as the memory available, no larger.
+uint64_t unverified_bound() {
+  return static_cast<uint64_t>(std::max(available_memory().available, 1.0));
 }
 
 }  // namespace
@@ -79,15 +88,16 @@ CheckpointFiles read_checkpoint_files(const std::string& dir) {
   CheckpointFiles f;
   f.dir = dir;
   const std::string mpath = dir + "/" + kManifest;
-  if (!fs::exists(mpath)) {  // an older qkv's checkpoint: read as is
-    for (const char* n : kRequired) f.bytes[n] = read_whole_file(f.path(n));
+  if (!fs::exists(mpath)) {  // an older qkv's checkpoint: read as is, within memory
+    const uint64_t most = unverified_bound();
+    for (const char* n : kRequired) f.bytes[n] = read_run_file(f.path(n), "checkpoint file", most);
     if (fs::exists(f.path("metrics.jsonl")))
-      f.bytes["metrics.jsonl"] = read_whole_file(f.path("metrics.jsonl"));
+      f.bytes["metrics.jsonl"] = read_run_file(f.path("metrics.jsonl"), "checkpoint file", most);
     return f;
   }
   json m;
   try {
-    m = json::parse(read_whole_file(mpath));
+    m = json::parse(read_run_file(mpath, "checkpoint manifest", kMaxSmallJsonBytes));
     if (m.at("algorithm") != "xxh3-64")
       throw Error(mpath + ": unknown checksum algorithm " + m.at("algorithm").dump());
     for (const auto& [name, rec] : m.at("files").items()) {
@@ -98,10 +108,15 @@ CheckpointFiles read_checkpoint_files(const std::string& dir) {
       const std::string path = f.path(name);
       if (!fs::exists(path))
         throw Error(path + ": missing (the checkpoint's manifest.json lists it)");
-      std::string b = read_whole_file(path);
-      if (b.size() != size)
-        throw Error(path + ": damaged: " + std::to_string(b.size()) + " bytes, the checkpoint " +
+      // Its recorded size is its bound: a larger file is refused before any of it is read.
+      const RunFile file(path, "checkpoint file");
+      if (file.size() != size)
+        throw Error(path + ": damaged: " + std::to_string(file.size()) + " bytes, the checkpoint " +
                     "recorded " + std::to_string(size) + " (manifest.json)");
+      std::string b = file.read(0, size);
+      if (b.size() != size)
+        throw Error(path + ": damaged: it got shorter while read (" + std::to_string(b.size()) +
+                    " of the " + std::to_string(size) + " bytes recorded in manifest.json)");
       const std::string got = xxh3_hex(b);
       if (got != want)
         throw Error(path + ": damaged: its checksum is xxh3 " + got + ", the checkpoint recorded " +
@@ -164,15 +179,17 @@ void fsync_file(const std::string& path) {
 std::string repair_metrics(const std::string& run_dir, const std::string& ckpt,
                            uint64_t metrics_bytes) {
   const std::string log = run_dir + "/metrics.jsonl";
-  const bool exists = fs::exists(log);
-  const uint64_t size = exists ? static_cast<uint64_t>(fs::file_size(log)) : 0;
+  const bool exists = fs::exists(fs::symlink_status(log));
+  std::optional<RunFile> file;  // a FIFO or a device here is refused, never waited on
+  if (exists) file.emplace(log, "metrics log");
+  const uint64_t size = exists ? file->size() : 0;
   const CheckpointFiles f = read_checkpoint_files(ckpt);
   const auto saved = f.bytes.find("metrics.jsonl");
   const bool have_copy = saved != f.bytes.end() && saved->second.size() == metrics_bytes;
   const std::string name = fs::path(ckpt).filename().string();
   if (exists && size >= metrics_bytes) {
     // The usual case: lines logged after the checkpoint are dropped (the run logs them again).
-    if (!have_copy || read_whole_file(log).compare(0, metrics_bytes, saved->second) == 0) {
+    if (!have_copy || file->read(0, metrics_bytes) == saved->second) {
       fs::resize_file(log, metrics_bytes);
       return "";
     }

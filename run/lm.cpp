@@ -51,6 +51,10 @@ LmLoss lm_loss_full(const nn::DecoderLM& model, const data::Ids& tokens, int64_t
 void validate(const SampleOptions& o) {
   QKV_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, "generate",
             "--temperature must be >= 0 (0: greedy), got ", o.temperature);
+  // Logits divided by a temperature near zero overflow to inf, and inf - inf samples garbage;
+  // below 1e-6 the distribution is the greedy choice anyway, which 0 asks for exactly.
+  QKV_CHECK(o.temperature == 0 || o.temperature >= 1e-6, "generate",
+            "--temperature must be 0 (greedy) or at least 1e-06, got ", o.temperature);
   QKV_CHECK(o.top_k >= 0, "generate", "--top-k must be >= 0 (0: all tokens), got ", o.top_k);
   QKV_CHECK(o.top_p > 0 && o.top_p <= 1, "generate", "--top-p must be in (0, 1], got ", o.top_p);
 }

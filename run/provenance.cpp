@@ -8,6 +8,7 @@
 #include "core/onednn.hpp"
 #include "run/build_info.hpp"
 #include "run/limits.hpp"
+#include "run/run_file.hpp"
 
 namespace qkv::run {
 
@@ -80,10 +81,9 @@ std::string kernels_now() { return kernels_of(bench::this_process(0), onednn_inf
 
 json read_provenance(const std::string& run_dir) {
   const std::string path = run_dir + "/provenance.json";
-  std::ifstream probe(path);
-  if (!probe) return nullptr;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path))) return nullptr;
   try {
-    return json::parse(read_whole_file(path));
+    return json::parse(read_run_file(path, "provenance file", kMaxSmallJsonBytes));
   } catch (const json::exception&) {
     return nullptr;  // damaged: the run still evaluates, it only cannot be compared
   }

@@ -4,6 +4,7 @@
 
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
+#include "run/run_file.hpp"
 
 #include <unistd.h>
 #include <algorithm>
@@ -52,11 +53,9 @@ void fsync_dir(const fs::path& dir) {
   }
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
+// A checkpoint pointer (latest, best): a name, so a few bytes; anything else is refused.
+std::string read_pointer(const fs::path& p) {
+  std::string s = read_run_file(p.string(), "checkpoint pointer", kMaxPointerBytes);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
@@ -134,11 +133,9 @@ std::string save_checkpoint(const std::string& run_dir, const nn::Model& model,
   const fs::path log = fs::path(run_dir) / "metrics.jsonl";
   if (fs::exists(log)) {
     fsync_file(log.string());
-    std::ifstream in(log, std::ios::binary);
-    std::string text(st.metrics_bytes, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    QKV_CHECK(static_cast<uint64_t>(in.gcount()) == st.metrics_bytes, "checkpoint", log.string(),
-              " is shorter than the ", st.metrics_bytes, " bytes just logged");
+    const std::string text = RunFile(log.string(), "metrics log").read(0, st.metrics_bytes);
+    QKV_CHECK(text.size() == st.metrics_bytes, "checkpoint", log.string(), " is shorter than the ",
+              st.metrics_bytes, " bytes just logged");
     atomic_write_file((tmp / "metrics.jsonl").string(), text);
   }
   write_manifest(tmp.string());  // last: the sizes and checksums of every file above
@@ -180,7 +177,7 @@ std::string find_checkpoint(const std::string& run_dir, const std::string& which
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   if (!fs::is_directory(dir)) return "";
   if (fs::exists(dir / which)) {
-    const std::string n = read_text(dir / which);
+    const std::string n = read_pointer(dir / which);
     if (!n.empty() && n.find('/') == std::string::npos && complete(dir / n))
       return (dir / n).string();
   }
@@ -270,17 +267,30 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
   r.config = config::load_config((dir / "config.toml").string());
   // A character language model samples with its saved vocabulary alone: no need to read its
   // text. (A SentencePiece one loads its model from the run folder through load_data.)
+  bool data_loaded = false;
   if (r.config.data.task != data::TaskKind::lm ||
       r.config.data.tokenizer != data::TokenizerKind::chars || !fs::exists(dir / "tgt_vocab.txt")) {
+    data_loaded = true;
     check_data_memory(r.config);
     r.config.data.spm_dir = run_dir;  // the run's own SentencePiece models
     r.data = data::load_data(r.config.data);
   }
-  // The vocabularies saved with the run are the ones the model was trained with.
-  if (fs::exists(dir / "src_vocab.txt"))
-    r.data.src_vocab = data::Vocab::load((dir / "src_vocab.txt").string());
-  if (fs::exists(dir / "tgt_vocab.txt"))
-    r.data.tgt_vocab = data::Vocab::load((dir / "tgt_vocab.txt").string());
+  // The vocabularies saved with the run are the ones the model was trained with; data made
+  // from an edited config would hold ids the model has no row for.
+  for (auto [file, vocab] : {std::pair{"src_vocab.txt", &r.data.src_vocab},
+                             std::pair{"tgt_vocab.txt", &r.data.tgt_vocab}}) {
+    if (!fs::exists(dir / file)) continue;
+    const data::Vocab saved = data::Vocab::load((dir / file).string());
+    // a language model has no source side: its src_vocab.txt names nothing the model reads
+    const bool used = !data::is_language_model(r.config.data.task) || vocab == &r.data.tgt_vocab;
+    if (data_loaded && used && !(saved == *vocab))
+      throw Error(run_dir + "/config.toml: its [data] section makes a vocabulary of " +
+                  std::to_string(vocab->size()) + " tokens, not the " +
+                  std::to_string(saved.size()) + " of " + file + " the model was trained with" +
+                  (is_symbol_task(r.config.data) ? " (data.vocab_size" : " (the data") +
+                  " changed since training; put the config back)");
+    *vocab = saved;
+  }
   check_model_memory(r.config, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   Generator gen(r.config.seed);
   r.model = r.task().make_model(model_config(r.config, r.data), gen);
@@ -302,6 +312,26 @@ LoadedRun load_run(const std::string& run_dir, const std::string& which) {
 
 bool is_symbol_task(const data::DataConfig& dc) { return !data::is_text_pairs(dc.task); }
 
+namespace {
+
+// A typed symbol as an error message can show it: control bytes (a NUL would end the message
+// where it is printed) as \xNN.
+std::string visible(const std::string& s) {
+  std::string out;
+  for (const unsigned char c : s) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    char buf[5];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
 data::Ids encode_source(const LoadedRun& r, const std::string& input, const std::string& run_dir,
                         const char* op) {
   const data::DataConfig& dc = r.config.data;
@@ -311,7 +341,7 @@ data::Ids encode_source(const LoadedRun& r, const std::string& input, const std:
     std::istringstream words(text);
     std::string w;
     while (words >> w) {
-      QKV_CHECK(r.data.src_vocab.contains(w), op, "symbol '", w,
+      QKV_CHECK(r.data.src_vocab.contains(w), op, "symbol '", visible(w),
                 "' is not in the task's vocabulary (", r.data.src_vocab.size(), " tokens, see ",
                 run_dir, "/src_vocab.txt)");
       // <pad>, <bos>, <eos>, <unk> frame sequences; typed as input they mean nothing

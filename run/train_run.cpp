@@ -22,8 +22,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A folder holding nothing but .lock is not a run yet: a new run that failed before writing
+// its config (a full disk) leaves it so, and running the same command again must start it.
 bool folder_has_files(const fs::path& p) {
-  return fs::exists(p) && (!fs::is_directory(p) || !fs::is_empty(p));
+  if (!fs::exists(p)) return false;
+  if (!fs::is_directory(p)) return true;
+  for (const auto& e : fs::directory_iterator(p))
+    if (e.path().filename() != ".lock") return true;
+  return false;
 }
 
 // The config and folder: the run folder's own (--resume) or a new one's.
@@ -36,8 +42,8 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
     r.resuming = true;
     QKV_CHECK(
         fs::exists(run_dir / "config.toml"), "train", run_dir.string(),
-        ": not a run folder (no config.toml; a run killed before writing it has nothing to resume:"
-        " delete the folder and start again)");
+        ": not a run folder (no config.toml; a run killed or failed before writing it has nothing"
+        " to resume: run the same qkv train command again)");
     // One writer: taken before reading anything, so the checkpoint found below stays the newest.
     if (rank == 0 && !a.dry_run) r.lock.emplace(run_dir.string());
     r.cfg = config::load_config((run_dir / "config.toml").string());

@@ -27,7 +27,7 @@ struct BadInput : std::runtime_error {
 // Bounds on what one request may ask for.
 struct Limits {
   int64_t max_text_bytes = 4096;    // a source or prompt
-  int64_t max_input_tokens = 1024;  // a source or prompt (also bounded by the model's positions)
+  int64_t max_input_tokens = 256;  // a source or prompt (also bounded by the model's positions)
   int64_t max_new_tokens = 1000;    // one LM sample
   int64_t max_beam = 16;
   int64_t max_top_k = 20;  // next-token probabilities per position

@@ -5,11 +5,21 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "run/run_file.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace qkv::serve {
+
+namespace {
+
+std::string valid_utf8_name(const std::string& name) {
+  return json::parse(json(name).dump(-1, ' ', false, json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+}  // namespace
 
 std::vector<ServedRun> served_runs(const std::vector<std::string>& dirs) {
   std::vector<ServedRun> runs;
@@ -24,7 +34,9 @@ std::vector<ServedRun> served_runs(const std::vector<std::string>& dirs) {
     QKV_CHECK(r.saturation || fs::exists(dir / "config.toml"), "serve", d,
               ": not a run folder (no config.toml) nor a qkv saturation folder (no "
               "saturation.json)");
-    const std::string base = dir.filename().string();
+    // A name that is not UTF-8 is served with U+FFFD in place of its bad bytes (JSON has no
+    // other way to say it), and looked up by that name.
+    const std::string base = valid_utf8_name(dir.filename().string());
     const int n = ++seen[base];
     r.name = n == 1 ? base : base + "-" + std::to_string(n);
     runs.push_back(std::move(r));
@@ -33,7 +45,9 @@ std::vector<ServedRun> served_runs(const std::vector<std::string>& dirs) {
 }
 
 std::optional<fs::path> file_inside(const ServedRun& run, const std::string& relative) {
-  if (relative.empty() || relative.size() > 512) return std::nullopt;
+  // A NUL would end the path early at the system call: "a.svg%00.png" is not a.svg.
+  if (relative.empty() || relative.size() > 512 || relative.find('\0') != std::string::npos)
+    return std::nullopt;
   const fs::path rel(relative);
   if (rel.is_absolute() || rel.has_root_name()) return std::nullopt;
   for (const fs::path& part : rel)
@@ -51,18 +65,18 @@ std::optional<fs::path> file_inside(const ServedRun& run, const std::string& rel
 
 json read_metrics(const ServedRun& run, int64_t offset, int64_t since_step, int64_t max_bytes) {
   json out{{"records", json::array()}, {"next", offset}};
-  std::ifstream in(run.dir / "metrics.jsonl", std::ios::binary);
-  if (!in) return out;
-  in.seekg(0, std::ios::end);
-  const int64_t size = static_cast<int64_t>(in.tellg());
+  const fs::path path = run.dir / "metrics.jsonl";
+  if (!fs::exists(fs::symlink_status(path))) return out;
+  // A FIFO or a device here is refused (a qkv::Error), never waited on; at most max_bytes of
+  // what the log had grown to when opened are read.
+  const run::RunFile log(path.string(), "metrics log");
+  const int64_t size = static_cast<int64_t>(log.size());
   if (offset < 0 || offset > size) {  // the file was replaced: start again
     offset = 0;
     out["reset"] = true;
   }
-  in.seekg(offset);
-  std::string chunk(static_cast<size_t>(std::min<int64_t>(size - offset, max_bytes)), '\0');
-  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-  chunk.resize(static_cast<size_t>(in.gcount()));
+  std::string chunk = log.read(static_cast<uint64_t>(offset),
+                               static_cast<uint64_t>(std::max<int64_t>(max_bytes, 0)));
   const size_t end = chunk.rfind('\n');
   if (end == std::string::npos) {
     out["next"] = offset;

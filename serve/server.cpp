@@ -1,12 +1,15 @@
 // `qkv serve` (see server.hpp): routes, the JSON errors, the model cache, signals.
 #include "serve/server.hpp"
 
+#include <arpa/inet.h>
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <list>
@@ -15,8 +18,11 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/parallel.hpp"
+#include "run/run_file.hpp"
 #include "serve/assets.hpp"
+#include "serve/connections.hpp"
 #include "serve/run_files.hpp"
 
 using nlohmann::json;
@@ -25,14 +31,27 @@ namespace qkv::serve {
 
 namespace {
 
+std::function<void(const std::string&)>& before_load() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+constexpr uint64_t kMaxServedFile = 256ull << 20;  // a figure, a CSV, a config, a log
+
 // A request for something that is not served: an unknown run, a file outside it.
 struct NotFound : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Every answer's JSON: bytes that are not UTF-8 (a request's path, a folder's name, a message
+// quoting either) become U+FFFD instead of an exception.
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void send_json(httplib::Response& res, const json& j, int status = 200) {
   res.status = status;
-  res.set_content(j.dump(), "application/json");
+  res.set_content(dump_json(j), "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
@@ -40,8 +59,55 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   send_json(res, {{"error", line}}, status);
 }
 
+// The host of a Host header ("127.0.0.1:8080" -> 127.0.0.1, "[::1]:8080" -> ::1), lowercase.
+std::string host_name(const std::string& header) {
+  std::string h = header;
+  if (!h.empty() && h[0] == '[') {
+    const size_t end = h.find(']');
+    h = end == std::string::npos ? h : h.substr(1, end - 1);
+  } else if (const size_t colon = h.rfind(':'); colon != std::string::npos) {
+    h = h.substr(0, colon);
+  }
+  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
+  return h;
+}
+
+bool ip_literal(const std::string& h) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, h.c_str(), buf) == 1 || inet_pton(AF_INET6, h.c_str(), buf) == 1;
+}
+
+// DNS rebinding names the server by the attacker's domain: a request must name it by an IP
+// address, localhost (or a name under .localhost), or the --host it was given.
+bool allowed_host(const std::string& header, const std::string& served) {
+  const std::string h = host_name(header);
+  const std::string local = ".localhost";
+  return !h.empty() && (h == "localhost" || ip_literal(h) || h == host_name(served) ||
+                        (h.size() > local.size() && h.ends_with(local)));
+}
+
+// The media type of a Content-Type header, lowercase, without parameters.
+std::string media_type(const std::string& content_type) {
+  std::string t = content_type.substr(0, content_type.find(';'));
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  return t;
+}
+
+// A query parameter that must be a whole integer ("12abc" is not 12).
+int64_t integer_param(const httplib::Request& req, const char* key, int64_t fallback) {
+  if (!req.has_param(key)) return fallback;
+  const std::string v = req.get_param_value(key);
+  int64_t x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+    throw BadInput(std::string(key) + " must be an integer");
+  return x;
+}
+
 // The checkpoints loaded so far, by (run, checkpoint folder): at most `capacity`, the least
-// recently used dropped first (a request still using it keeps it alive).
+// recently used dropped first (a request still using it keeps it alive). A checkpoint is read
+// once: requests for one being loaded wait for that load alone; every other checkpoint answers.
 class ModelCache {
  public:
   ModelCache(size_t capacity, std::string precision)
@@ -57,23 +123,47 @@ class ModelCache {
       throw NotFound(run.name + ": no checkpoint " + which + " (yet)");
     }
     const std::string key = run.name + "/" + name;
-    std::lock_guard<std::mutex> hold(mu_);  // one load at a time: each is read once
+    const std::shared_ptr<Slot> slot = slot_for(key);
+    std::lock_guard<std::mutex> loading(slot->mu);  // this checkpoint only
+    if (!slot->model) {
+      try {
+        if (before_load()) before_load()(key);
+        slot->model = std::make_shared<Model>(run.dir.string(), name, precision_);
+      } catch (...) {
+        forget(key, slot);  // the next request tries again
+        throw;
+      }
+    }
+    return slot->model;
+  }
+
+ private:
+  struct Slot {
+    std::mutex mu;  // held while the checkpoint loads
+    std::shared_ptr<Model> model;
+  };
+
+  std::shared_ptr<Slot> slot_for(const std::string& key) {
+    std::lock_guard<std::mutex> hold(mu_);  // held for the list only, never for a load
     for (auto it = lru_.begin(); it != lru_.end(); ++it)
       if (it->first == key) {
         lru_.splice(lru_.begin(), lru_, it);
         return it->second;
       }
-    auto m = std::make_shared<Model>(run.dir.string(), name, precision_);
-    lru_.emplace_front(key, m);
+    lru_.emplace_front(key, std::make_shared<Slot>());
     if (lru_.size() > capacity_) lru_.pop_back();
-    return m;
+    return lru_.front().second;
   }
 
- private:
+  void forget(const std::string& key, const std::shared_ptr<Slot>& slot) {
+    std::lock_guard<std::mutex> hold(mu_);
+    lru_.remove_if([&](const auto& e) { return e.first == key && e.second == slot; });
+  }
+
   size_t capacity_;
   std::string precision_;
   std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<Model>>> lru_;
+  std::list<std::pair<std::string, std::shared_ptr<Slot>>> lru_;
 };
 
 json parse_body(const httplib::Request& req) {
@@ -103,13 +193,15 @@ class Server {
   explicit Server(const ServeOptions& o)
       : opts_(o),
         runs_(served_runs(o.runs)),
-        models_(static_cast<size_t>(o.max_loaded_models), o.precision) {}
+        models_(static_cast<size_t>(o.max_loaded_models), o.precision),
+        http_(o.connections) {}
 
   // Binds host:port (0: any free port); the chosen port.
   int bind() {
-    http_.new_task_queue = [] { return new httplib::ThreadPool(24); };
+    const size_t threads = static_cast<size_t>(opts_.connections.max_per_client) * 2;
+    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_.set_payload_max_length(static_cast<size_t>(opts_.max_body_bytes));
-    http_.set_keep_alive_max_count(100);
+    http_.set_default_headers({{"X-Content-Type-Options", "nosniff"}});
     // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a second server
     // listen on a port already taken (and share its connections) instead of failing.
     http_.set_socket_options([](int sock) {
@@ -125,7 +217,7 @@ class Server {
     return port;
   }
   bool listen() { return http_.listen_after_bind(); }
-  void stop() { http_.stop(); }
+  void stop() { http_.stop_all(); }
 
  private:
   const ServedRun& run_named(const std::string& name) const {
@@ -149,8 +241,35 @@ class Server {
         send_error(res, 400, e.what());  // the library refused the input or the checkpoint
       } catch (const std::exception& e) {
         send_error(res, 500, e.what());
+      } catch (...) {
+        send_error(res, 500, "internal error");
       }
     };
+  }
+
+  // Before any route, and before a body is read: the Host must name this server (DNS
+  // rebinding), an Origin must be this server's (another site's page), a POST must say
+  // application/json (a cross-site form or text/plain POST needs no preflight).
+  httplib::Server::HandlerResponse refuse_foreign(const httplib::Request& req,
+                                                  httplib::Response& res) const {
+    auto refuse = [&](int status, const std::string& why) {
+      send_error(res, status, why);
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    const std::string host = req.get_header_value("Host");
+    if (!allowed_host(host, opts_.host))
+      return refuse(403, "Host '" + host + "' is not this server's address (" + opts_.host +
+                             " or localhost)");
+    if (req.has_header("Origin") && req.get_header_value("Origin") != "http://" + host)
+      return refuse(403, "requests from another site (Origin " + req.get_header_value("Origin") +
+                             ") are refused");
+    if (req.method == "POST" &&
+        media_type(req.get_header_value("Content-Type")) != "application/json")
+      return refuse(415, "a POST body must be JSON, sent as Content-Type: application/json (got '" +
+                             req.get_header_value("Content-Type") + "')");
+    if (req.method != "GET" && req.method != "POST" && req.method != "HEAD")
+      return refuse(405, "method " + req.method + " is not served");
+    return httplib::Server::HandlerResponse::Unhandled;
   }
 
   std::shared_ptr<Model> model_for(const ServedRun& run, const json& body) {
@@ -189,33 +308,24 @@ class Server {
               guarded([this](const auto&, auto& res) { send_json(res, runs_json()); }));
     http_.Get(R"(/api/runs/([^/]+)/metrics)", guarded([this](const auto& req, auto& res) {
                 const ServedRun& run = run_named(req.matches[1]);
-                auto number = [&](const char* key) -> int64_t {
-                  if (!req.has_param(key)) return 0;
-                  try {
-                    return std::stoll(req.get_param_value(key));
-                  } catch (const std::exception&) {
-                    throw BadInput(std::string(key) + " must be an integer");
-                  }
-                };
-                const int64_t since = req.has_param("since") ? number("since") : -1;
-                send_json(res, read_metrics(run, number("offset"), since));
+                send_json(res, read_metrics(run, integer_param(req, "offset", 0),
+                                            integer_param(req, "since", -1)));
               }));
-    http_.Get(R"(/api/runs/([^/]+)/files/(.+))", guarded([this](const auto& req, auto& res) {
-                const ServedRun& run = run_named(req.matches[1]);
-                const auto path = file_inside(run, req.matches[2]);
-                const std::string ext = path ? path->extension().string() : "";
-                const char* type =
-                    ext == ".svg"    ? "image/svg+xml"
-                    : ext == ".png"  ? "image/png"
-                    : ext == ".json" ? "application/json"
-                    : ext == ".csv" || ext == ".txt" || ext == ".toml" || ext == ".jsonl"
-                        ? "text/plain; charset=utf-8"
-                        : nullptr;
-                if (!type) throw NotFound("no such file in " + run.name);
-                std::ifstream in(*path, std::ios::binary);
-                std::string bytes((std::istreambuf_iterator<char>(in)), {});
-                res.set_content(bytes, type);
-              }));
+    http_.Get(
+        R"(/api/runs/([^/]+)/files/(.+))", guarded([this](const auto& req, auto& res) {
+          const ServedRun& run = run_named(req.matches[1]);
+          const auto path = file_inside(run, req.matches[2]);
+          const std::string ext = path ? path->extension().string() : "";
+          const char* type = ext == ".svg"    ? "image/svg+xml"
+                             : ext == ".png"  ? "image/png"
+                             : ext == ".json" ? "application/json"
+                             : ext == ".csv" || ext == ".txt" || ext == ".toml" || ext == ".jsonl"
+                                 ? "text/plain; charset=utf-8"
+                                 : nullptr;
+          if (!type) throw NotFound("no such file in " + run.name);
+          // Opened without blocking, a regular file only, within a bound.
+          res.set_content(run::read_run_file(path->string(), "served file", kMaxServedFile), type);
+        }));
     post_model("translate", [this](Model& m, const json& b, auto& res) {
       send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
                                  opts_.limits));
@@ -228,25 +338,37 @@ class Server {
                                    opts_.limits));
     });
     generate_route();
-    http_.Get(R"(/|/app\.js|/style\.css)", [](const httplib::Request& req, httplib::Response& res) {
-      const Asset* a = find_asset(req.path);
-      res.set_content(std::string(a->bytes), std::string(a->content_type).c_str());
-      // The page runs its own script and talks only to this server.
-      res.set_header("Content-Security-Policy",
-                     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                     "connect-src 'self'");
-    });
+    http_.Get(R"(/|/app\.js|/style\.css)", guarded([](const auto& req, auto& res) {
+                const Asset* a = find_asset(req.path);
+                res.set_content(std::string(a->bytes), std::string(a->content_type).c_str());
+                // The page runs its own script and talks only to this server.
+                res.set_header(
+                    "Content-Security-Policy",
+                    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                    "connect-src 'self'");
+              }));
     // Browsers ask for an icon; there is none (an empty answer, not an error in the console).
     http_.Get("/favicon.ico", [](const auto&, auto& res) { res.status = 204; });
-    http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    // Answers httplib makes itself (no route, a body too large, a malformed request); outside
+    // the routes' guard, so guarded here: nothing may escape into the connection's thread.
+    http_.set_error_handler(guarded([this](const auto& req, auto& res) {
       if (!res.body.empty()) return;  // a handler's own JSON answer
       if (res.status == 413)
-        send_error(res, 413, "the request body is larger than the server's limit");
+        send_error(res, 413,
+                   "the request body is larger than the server's limit of " +
+                       bytes_text(static_cast<uint64_t>(opts_.max_body_bytes)));
       else if (res.status == 404)
         send_error(res, 404, "not found: " + req.path);
       else
         send_error(res, res.status, "HTTP " + std::to_string(res.status));
+    }));
+    // An exception that escaped a handler anyway: a JSON 500, never its text in a header.
+    http_.set_exception_handler([](const auto&, auto& res, std::exception_ptr) {
+      res.headers.erase("EXCEPTION_WHAT");
+      send_error(res, 500, "internal error");
     });
+    http_.set_pre_routing_handler(
+        [this](const auto& req, auto& res) { return refuse_foreign(req, res); });
   }
 
   template <class F>
@@ -281,13 +403,13 @@ class Server {
                        if (threads > 0) set_num_threads(threads);
                        try {
                          m->generate(q, opts_.limits, [&](const std::string& piece) {
-                           const std::string line = json{{"text", piece}}.dump() + "\n";
+                           const std::string line = dump_json({{"text", piece}}) + "\n";
                            return sink.write(line.data(), line.size());
                          });
                          const std::string end = json{{"done", true}}.dump() + "\n";
                          sink.write(end.data(), end.size());
                        } catch (const std::exception& e) {  // mid-stream: the last line says why
-                         const std::string err = json{{"error", e.what()}}.dump() + "\n";
+                         const std::string err = dump_json({{"error", e.what()}}) + "\n";
                          sink.write(err.data(), err.size());
                        }
                        sink.done();
@@ -299,7 +421,7 @@ class Server {
   ServeOptions opts_;
   std::vector<ServedRun> runs_;
   ModelCache models_;
-  httplib::Server http_;
+  HttpServer http_;
 };
 
 bool is_loopback(const std::string& host) {
@@ -353,5 +475,11 @@ int serve(const ServeOptions& o) {
   QKV_CHECK(ok, "serve", "the server stopped unexpectedly");
   return 0;
 }
+
+namespace testing {
+void set_before_load(std::function<void(const std::string&)> hook) {
+  before_load() = std::move(hook);
+}
+}  // namespace testing
 
 }  // namespace qkv::serve

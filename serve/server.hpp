@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "serve/connections.hpp"
 #include "serve/model.hpp"
 
 namespace qkv::serve {
@@ -19,11 +20,19 @@ struct ServeOptions {
   int64_t max_body_bytes = 64 * 1024;
   int64_t max_loaded_models = 8;  // checkpoints kept in memory at once
   Limits limits;
+  ConnectionLimits connections;  // deadlines and per-client bounds (connections.hpp)
 };
 
-// Serves until SIGINT or SIGTERM (then returns 0). Prints the page's address on stdout once
+// Serves until SIGINT or SIGTERM (then returns 0, within the time the handlers running take to
+// return: open connections are shut down). Prints the page's address on stdout once
 // listening, and a warning on stderr when host is not a loopback address. qkv::Error when a
 // folder is not a run, or the address cannot be bound.
 int serve(const ServeOptions& o);
+
+namespace testing {
+// Called with "RUN/step-N" before each checkpoint is loaded: the tests' slow disk
+// (tests/support/serve_slow_load.cpp). None by default.
+void set_before_load(std::function<void(const std::string&)> hook);
+}  // namespace testing
 
 }  // namespace qkv::serve

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/bf16.hpp"
+#include "core/bf16_cache.hpp"
 #include "core/fused.hpp"
 #include "core/onednn.hpp"
 #include "core/precision.hpp"
@@ -167,6 +168,39 @@ TEST_CASE("bf16 weight copies are made once per scope and remade in the next one
   CHECK(max_rel_err(y2, matmul(rounded(x), rounded(w).t())) < 1e-5);
   // Outside a scope the products are float32 on OpenBLAS, bit for bit matmul's.
   CHECK(max_rel_err(linear_input_grad(x, w.t()), matmul(x, w.t()).to(DType::f64)) == 0);
+}
+
+TEST_CASE("bf16 activation copies are made once per scope and remade after an in-place write") {
+  REQUIRE_BF16_SUPPORTED();
+  Generator g(5);
+  Tensor x = randn({37, 50}, g);
+  const Tensor x_new = randn({37, 50}, g), w = randn({29, 50}, g), b = zeros({29});
+  const Tensor gy = randn({37, 29}, g);
+  Tensor y_new_fresh;
+  {
+    PrecisionScope scope(Precision::bf16);
+    y_new_fresh = linear_forward(x_new, w, b);
+  }
+  PrecisionScope scope(Precision::bf16);
+  const uint64_t r0 = detail::bf16_activation_roundings();
+  const Tensor y1 = linear_forward(x, w, b);
+  CHECK(detail::bf16_activation_roundings() == r0 + 1);  // x
+  const Tensor y_again = linear_forward(x, w, b);
+  (void)linear_weight_grad(gy, x);                       // reads x again, and gy for the first time
+  (void)linear_input_grad(gy, w);                        // gy again
+  CHECK(detail::bf16_activation_roundings() == r0 + 2);  // x and gy, once each
+  CHECK(same_bits(y_again, y1));
+  // x changes in place: the next product must read the new contents, not the old copy
+  x.copy_(x_new);
+  const Tensor y2 = linear_forward(x, w, b);
+  CHECK(detail::bf16_activation_roundings() == r0 + 3);
+  CHECK(same_bits(y2, y_new_fresh));
+  CHECK_FALSE(same_bits(y2, y1));
+  x.fill_(0.25);
+  CHECK(max_rel_err(linear_forward(x, w, b), matmul(rounded(x), rounded(w).t())) < 1e-5);
+  // another view of the same storage is another matrix
+  const Tensor rows = x_new.slice(0, 3, 20);
+  CHECK(max_rel_err(linear_forward(rows, w, b), matmul(rounded(rows), rounded(w).t())) < 1e-5);
 }
 
 TEST_CASE("bf16 products are deterministic: the same bits on every call") {

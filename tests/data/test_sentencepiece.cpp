@@ -61,7 +61,7 @@ TEST_CASE("sentencepiece: bad options and files are one clear error") {
   const std::string junk = testing::write_file("junk.model", "not a model");
   CHECK_THROWS_WITH(SentencePiece::load(junk), Catch::Contains(junk));
   CHECK_THROWS_WITH(SentencePiece::load(testing::scratch("absent.model")),
-                    Catch::Contains("cannot open"));
+                    Catch::Contains("cannot read the SentencePiece model"));
 }
 
 TEST_CASE("sentencepiece: a parallel run's models are saved, reloaded, and decode to text") {

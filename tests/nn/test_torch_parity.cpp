@@ -476,8 +476,8 @@ TEST_CASE(
 
 // Mixed precision: qkv's DecoderLM under PrecisionScope(bf16) against the GPT layout under
 // torch.autocast("cpu", dtype=torch.bfloat16), both from the same float32 weights. The two
-// round differently (autocast also rounds the linear layers' outputs and runs attention's
-// products in bf16; qkv keeps f32 results and f32 attention), so the bound is bf16's: a few
+// round differently (autocast also rounds the linear layers' outputs; both run attention's
+// products in bf16, qkv with f32 statistics), so the bound is bf16's: a few
 // units of its 2^-8 relative precision on the output, more on gradients, where autocast's
 // bf16-rounded intermediate results compound (up to 5% on a small case's query projection).
 // The large case crosses the attention tiles.
@@ -513,7 +513,9 @@ TEST_CASE("nn matches PyTorch autocast: the GPT layout in bf16, forward and grad
     for (const TensorError& e : errors) {
       INFO(id << ": " << e.name << " (max|torch| " << e.max_abs << "): error " << e.err);
       if (zero_in_exact_arithmetic(e.name)) {
-        CHECK(e.ours_max_abs <= noise_bound(DType::f32));
+        // only rounding is left (the key bias shifts every score of a row alike): with
+        // attention's products in bf16, bf16's rounding; no more of it than autocast's own
+        CHECK(e.ours_max_abs <= std::max(noise_bound(DType::f32), 2 * e.max_abs));
         continue;
       }
       CHECK(e.err <= (e.name == "out" ? kBf16OutputTolerance : kBf16GradTolerance));

@@ -1,0 +1,196 @@
+// Fused attention with bf16 tile products (core/attention_bf16.hpp), run by attention_forward
+// and attention_backward in a bf16 PrecisionScope: the tile product against its scalar
+// reference; forward and backward against the float32 kernel within bfloat16's tolerance (and
+// not bit-equal to it: the bf16 path did run) at sizes crossing the tiles (64 queries; 256 keys
+// forward, 128 backward; odd widths), under each kind of mask, with a fully masked row (0, not
+// NaN) and a decoding step over a strided key cache; the same bits twice and at 1 and 2 threads;
+// float32 attention outside the scope unchanged. PyTorch's autocast attention on the same inputs:
+// tests/nn/test_attention_bf16_reference.cpp.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/bf16_tile.hpp"
+#include "core/fused.hpp"
+#include "core/parallel.hpp"
+#include "core/precision.hpp"
+#include "core/random.hpp"
+#include "support/common.hpp"
+#include "support/tensors.hpp"
+
+using namespace qkv;
+using namespace qkv::testing;
+
+namespace {
+
+#define SKIP_WITHOUT_BF16()                                              \
+  do {                                                                   \
+    const std::string why = bf16_unsupported_reason();                   \
+    if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why); \
+  } while (0)
+
+struct Inputs {
+  Tensor q, k, v, dout;
+};
+
+// q: (B, H, n, dk), k: (B, H, m, dk), v: (B, H, m, dv), dout like the output
+Inputs inputs(int64_t B, int64_t H, int64_t n, int64_t m, int64_t dk, int64_t dv, uint64_t seed) {
+  Generator g(seed);
+  return {randn({B, H, n, dk}, g), randn({B, H, m, dk}, g), randn({B, H, m, dv}, g),
+          randn({B, H, n, dv}, g)};
+}
+
+struct Run {
+  AttentionResult r;
+  AttentionGrads g;
+};
+
+// Forward and backward, in precision p.
+Run run(const Inputs& x, const Tensor& mask, Precision p) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(x.q.size(-1)));
+  PrecisionScope scope(p);
+  Run o;
+  o.r = attention_forward(x.q, x.k, x.v, mask, scale);
+  o.g = attention_backward(x.q, x.k, x.v, mask, scale, o.r.out, o.r.lse, x.dout, o.r.precision);
+  return o;
+}
+
+std::vector<double> values(const Tensor& t) {
+  const Tensor c = t.to(DType::f64).contiguous();
+  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
+}
+
+bool any_nan_in(const Tensor& t) {
+  for (double x : values(t))
+    if (std::isnan(x)) return true;
+  return false;
+}
+
+// (n, m) bool from f(i, j): true = may attend.
+template <class F>
+Tensor mask_of(const Shape& s, F f) {
+  return build(s, [&](const Shape& idx) { return f(idx) ? 1.0 : 0.0; }).to(DType::b8);
+}
+
+// Checks each of out, lse, dq, dk, dv of the bf16 run against the fp32 run.
+void check_close(const Run& b, const Run& f, double tol) {
+  const std::pair<const char*, std::pair<Tensor, Tensor>> parts[] = {{"out", {b.r.out, f.r.out}},
+                                                                     {"dq", {b.g.dq, f.g.dq}},
+                                                                     {"dk", {b.g.dk, f.g.dk}},
+                                                                     {"dv", {b.g.dv, f.g.dv}}};
+  for (const auto& [name, t] : parts) {
+    const double e = rel_err(t.first, t.second);
+    INFO(name << " relative error " << e);
+    CHECK(e < tol);
+    CHECK(e > 0);  // the bf16 kernel ran
+  }
+  // lse: -inf on the same (fully masked) rows, elsewhere to bf16 accuracy in the scores
+  const std::vector<double> lb = values(b.r.lse), lf = values(f.r.lse);
+  double worst = 0;
+  for (size_t i = 0; i < lb.size(); ++i) {
+    CHECK((lb[i] == -INFINITY) == (lf[i] == -INFINITY));
+    if (lf[i] != -INFINITY) worst = std::max(worst, std::abs(lb[i] - lf[i]));
+  }
+  CHECK(worst < 0.05);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 tile product matches its scalar reference across its blocks") {
+  if (!kernel::bf16_tile_vectorized()) QKV_SKIP("bf16_tile_product is the reference in this build");
+  Generator g(3);
+  const int64_t rows = 13, cols = 70, kp = 9, lda = 2 * kp + 4, ldb = 2 * cols + 6, ldc = cols + 3;
+  const Tensor fa = randn({rows, lda}, g), fb = randn({kp, ldb}, g), c0 = randn({rows, ldc}, g);
+  std::vector<bf16_t> a(rows * lda), b(kp * ldb);
+  to_bf16(fa.data<float>(), a.data(), rows * lda);
+  to_bf16(fb.data<float>(), b.data(), kp * ldb);
+  for (bool acc : {false, true}) {
+    Tensor c1 = c0.clone(), c2 = c0.clone();
+    kernel::bf16_tile_product(rows, cols, kp, a.data(), lda, b.data(), ldb, c1.data<float>(), ldc,
+                              acc);
+    kernel::bf16_tile_product_reference(rows, cols, kp, a.data(), lda, b.data(), ldb,
+                                        c2.data<float>(), ldc, acc);
+    INFO("accumulate " << acc);
+    CHECK(rel_err(c1, c2) < 1e-5);
+    // the padding columns of c are untouched
+    CHECK(same_bits(c1.slice(1, cols, ldc), c0.slice(1, cols, ldc)));
+  }
+}
+
+TEST_CASE("bf16 attention forward and backward match fp32 under each mask") {
+  SKIP_WITHOUT_BF16();
+  const int64_t B = 2, H = 2, n = 70, m = 300;  // 2 query tiles, 2 or 3 key tiles
+  const Inputs x = inputs(B, H, n, m, 33, 20, 5);
+  const int64_t shift = m - n;  // query i sits at key position i + shift
+  const std::pair<const char*, Tensor> masks[] = {
+      {"none", Tensor()},
+      {"causal", mask_of({n, m}, [&](const Shape& i) { return i[1] <= i[0] + shift; })},
+      {"padding", mask_of({B, 1, 1, m}, [&](const Shape& i) { return i[3] < (i[0] ? 131 : 300); })},
+      {"window",
+       mask_of({n, m}, [&](const Shape& i) { return std::abs(i[1] - (i[0] + shift)) <= 40; })},
+  };
+  for (const auto& [name, mask] : masks) {
+    INFO("mask " << name);
+    check_close(run(x, mask, Precision::bf16), run(x, mask, Precision::fp32), 2e-2);
+  }
+}
+
+TEST_CASE("bf16 attention gives a fully masked row 0 out and 0 gradients, not NaN") {
+  SKIP_WITHOUT_BF16();
+  const int64_t n = 67, m = 140;
+  const Inputs x = inputs(1, 2, n, m, 16, 16, 7);
+  const Tensor mask =
+      mask_of({n, m}, [&](const Shape& i) { return i[0] != 5 && i[0] != 66 && i[1] <= i[0] + 73; });
+  const Run b = run(x, mask, Precision::bf16), f = run(x, mask, Precision::fp32);
+  for (const Tensor& t : {b.r.out, b.g.dq, b.g.dk, b.g.dv}) CHECK_FALSE(any_nan_in(t));
+  for (int64_t row : {5, 66}) {
+    CHECK(max(abs(b.r.out.select(2, row))).item() == 0);
+    CHECK(max(abs(b.g.dq.select(2, row))).item() == 0);
+    for (double l : values(b.r.lse.select(2, row))) CHECK(l == -INFINITY);
+  }
+  check_close(b, f, 2e-2);
+}
+
+TEST_CASE("bf16 attention decodes one query over a strided key cache") {
+  SKIP_WITHOUT_BF16();
+  // the cache holds 45 positions of a 64-position buffer, as incremental decoding keeps it
+  Generator g(9);
+  const Tensor kbuf = randn({2, 3, 64, 24}, g), vbuf = randn({2, 3, 64, 24}, g);
+  Inputs x{randn({2, 3, 1, 24}, g), kbuf.slice(2, 0, 45), vbuf.slice(2, 0, 45),
+           randn({2, 3, 1, 24}, g)};
+  check_close(run(x, Tensor(), Precision::bf16), run(x, Tensor(), Precision::fp32), 2e-2);
+}
+
+TEST_CASE("bf16 attention gives the same bits twice and at 1 and 2 threads") {
+  SKIP_WITHOUT_BF16();
+  const Inputs x = inputs(2, 3, 130, 270, 32, 32, 13);
+  const Tensor causal = mask_of({130, 270}, [](const Shape& i) { return i[1] <= i[0] + 140; });
+  const int saved = get_num_threads();
+  set_num_threads(2);
+  const Run a = run(x, causal, Precision::bf16), b = run(x, causal, Precision::bf16);
+  set_num_threads(1);
+  const Run c = run(x, causal, Precision::bf16);
+  set_num_threads(saved);
+  for (const Run* o : {&b, &c}) {
+    CHECK(same_bits(o->r.out, a.r.out));
+    CHECK(same_bits(o->r.lse, a.r.lse));
+    CHECK(same_bits(o->g.dq, a.g.dq));
+    CHECK(same_bits(o->g.dk, a.g.dk));
+    CHECK(same_bits(o->g.dv, a.g.dv));
+  }
+}
+
+TEST_CASE("fp32 attention outside a bf16 scope is not touched by it") {
+  SKIP_WITHOUT_BF16();
+  const Inputs x = inputs(1, 2, 70, 90, 16, 16, 17);
+  const Run before = run(x, Tensor(), Precision::fp32);
+  (void)run(x, Tensor(), Precision::bf16);
+  const Run after = run(x, Tensor(), Precision::fp32);
+  CHECK(before.r.precision == Precision::fp32);
+  CHECK(same_bits(after.r.out, before.r.out));
+  CHECK(same_bits(after.g.dk, before.g.dk));
+  // float64 in a bf16 scope stays float64 throughout
+  const Inputs x64{x.q.to(DType::f64), x.k.to(DType::f64), x.v.to(DType::f64),
+                   x.dout.to(DType::f64)};
+  CHECK(run(x64, Tensor(), Precision::bf16).r.precision == Precision::fp32);
+}
