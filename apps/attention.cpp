@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "figures/attention_maps.hpp"
 #include "figures/heatmap_grid.hpp"
+#include "inspect/heads.hpp"
 
 namespace qkv::app {
 
@@ -77,6 +78,8 @@ int cmd_attention(const AttentionArgs& a) {
                                                    .precision = a.precision,
                                                    .threads = a.threads,
                                                    .op = "attention"});
+  nn::Hooks ablation;  // --ablate: the heads removed in every call
+  inspect::ablate(*inf, a.ablate, ablation, "attention");
   // By default the map that shows the most: cross-attention, or a language model's only kind.
   const figures::MapKind kind =
       asked ? *asked : figures::parse_map_kind(inf->default_map_kind(), "attention");

@@ -39,6 +39,7 @@ struct EvalArgs {
   bool lowercase = false;
   std::string hyp_out;
   std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
+  std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 
@@ -51,6 +52,7 @@ struct TranslateArgs {
   int64_t max_input = 1024;  // the longest input decoded (run::OpenOptions::max_input)
   int threads = 0;
   std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
+  std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
@@ -66,6 +68,7 @@ struct GenerateArgs {
   bool quiet = false;     // no summary line on stderr
   int threads = 0;
   std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
+  std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
@@ -148,8 +151,41 @@ struct AttentionArgs {
   int cell = 32;
   int threads = 0;
   std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
+  std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
 int cmd_attention(const AttentionArgs& a);  // attention.cpp
+
+// qkv heads RUN: per head importance, ablation losses, entropy and pattern scores (heads.cpp)
+struct HeadsArgs {
+  std::string run_dir, split = "valid", checkpoint = "best", out, ablate;
+  bool json = false;
+  int64_t batches = 4;  // of the split (0: all)
+  int64_t probes = 4;   // repeated-token sequences, and examples for alignment
+  uint64_t seed = 1;
+  int threads = 0;
+  std::optional<Precision> precision;
+};
+int cmd_heads(const HeadsArgs& a);
+
+// qkv lens RUN TEXT: the logit lens per layer (lens.cpp)
+struct LensArgs {
+  std::string run_dir, text, checkpoint = "best", ablate;
+  std::optional<Precision> precision;
+  std::string target;  // a token: its logit's direct attribution to heads and MLPs
+  int64_t top = 5;
+  bool json = false;
+  int threads = 0;
+};
+int cmd_lens(const LensArgs& a);
+
+// qkv patch RUN --clean TEXT --corrupt TEXT: activation patching (patch.cpp)
+struct PatchArgs {
+  std::string run_dir, clean, corrupt, checkpoint = "best", out, ablate;
+  std::optional<Precision> precision;
+  bool json = false;
+  int threads = 0;
+};
+int cmd_patch(const PatchArgs& a);
 
 // qkv report RUN [RUN ...] --out report.html: one self-contained HTML page (report.hpp)
 struct ReportArgs {

@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "core/parallel.hpp"
 #include "data/lm.hpp"
+#include "inspect/heads.hpp"
 #include "run/inference.hpp"
 
 namespace qkv::app {
@@ -22,6 +23,8 @@ int cmd_generate(const GenerateArgs& a) {
                                                    .precision = a.precision,
                                                    .threads = a.threads,
                                                    .op = "generate"});
+  nn::Hooks ablation;  // --ablate: the heads removed in every call
+  inspect::ablate(*inf, a.ablate, ablation, "generate");
   inf->require(run::Inference::Operation::generate, "generate");
   const data::Ids prompt = inf->encode(a.prompt, "generate: --prompt");
   const data::Vocab& vocab = inf->run().data.tgt_vocab;

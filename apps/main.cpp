@@ -35,6 +35,13 @@ void add_precision(CLI::App* cmd, std::optional<qkv::Precision>& precision) {
       ->check(one_of_names<qkv::Precision>("--precision"));
 }
 
+// --ablate of the inference commands: heads removed (their output z set to 0) in every pass.
+void add_ablate(CLI::App* cmd, std::string& ablate) {
+  cmd->add_option("--ablate", ablate,
+                  "heads to remove, from 0: L.H,... (a language model) or encoder.L.H, "
+                  "decoder.L.H, cross.L.H (an encoder-decoder)");
+}
+
 void add_train(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml");
   cmd->add_option("--run-dir", a.run_dir, "run folder (default runs/<config name>)");
@@ -77,6 +84,7 @@ void add_eval(CLI::App* cmd, EvalArgs& a) {
   cmd->add_option("--hyp-out", a.hyp_out, "text tasks: write the detokenized hypotheses here");
   cmd->add_flag("--lowercase", a.lowercase, "text tasks: case-insensitive BLEU and chrF");
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_average(CLI::App* cmd, AverageArgs& a) {
@@ -115,6 +123,7 @@ void add_translate(CLI::App* cmd, TranslateArgs& a) {
       ->check(checkpoint_name());
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_generate(CLI::App* cmd, GenerateArgs& a) {
@@ -134,6 +143,7 @@ void add_generate(CLI::App* cmd, GenerateArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (default: the run's)");
   cmd->add_flag("--quiet", a.quiet, "no tokens/s line on stderr");
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_bench(CLI::App* cmd, BenchArgs& a) {
@@ -234,6 +244,7 @@ void add_attention(CLI::App* cmd, AttentionArgs& a) {
       ->check(CLI::Range(4, 256));
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
 }
 
 void add_report(CLI::App* cmd, ReportArgs& a) {
@@ -272,9 +283,65 @@ struct CommandArgs {
   GradcheckArgs gradcheck;
   SaturationArgs saturation;
   AttentionArgs attention;
+  HeadsArgs heads;
+  LensArgs lens;
+  PatchArgs patch;
   ReportArgs report;
   ServeArgs serve;
 };
+
+void add_heads(CLI::App* cmd, HeadsArgs& a) {
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("--split", a.split, "the split of the losses and importance")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option("--batches", a.batches, "batches of the split (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  cmd->add_option("--probes", a.probes, "repeated-token sequences (and examples for alignment)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  cmd->add_option("--seed", a.seed, "the repeated sequences' tokens")->capture_default_str();
+  cmd->add_option("--out", a.out, "a folder: one heatmap PNG (layer x head) per score");
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
+
+void add_lens(CLI::App* cmd, LensArgs& a) {
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("text", a.text, "the input (a source, or a language model's text)")->required();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option("--target", a.target,
+                  "a token: its logit split into the embedding's, each head's and each MLP's "
+                  "parts (pre-LN models)");
+  cmd->add_option("--top", a.top, "tokens shown per layer")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100}));
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
+
+void add_patch(CLI::App* cmd, PatchArgs& a) {
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("--clean", a.clean, "the clean input")->required();
+  cmd->add_option("--corrupt", a.corrupt, "the corrupted input, of the same length")->required();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option("--out", a.out, "a folder: heads.png and residual.png heatmaps");
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
 
 // The subcommands, each named once: its name, its line of `qkv --help` (in this order), its
 // arguments and what runs it. --help, the dispatch and the unknown-subcommand error read it.
@@ -321,6 +388,15 @@ const Subcommand kSubcommands[] = {
     {"attention", "draw one attention matrix of a trained run as a heatmap",
      [](CLI::App* cmd, CommandArgs& c) { add_attention(cmd, c.attention); },
      [](const CommandArgs& c) { return cmd_attention(c.attention); }},
+    {"heads", "which heads matter and what each does: importance, ablation losses, scores",
+     [](CLI::App* cmd, CommandArgs& c) { add_heads(cmd, c.heads); },
+     [](const CommandArgs& c) { return cmd_heads(c.heads); }},
+    {"lens", "the logit lens: each layer's residual stream read through the output layer",
+     [](CLI::App* cmd, CommandArgs& c) { add_lens(cmd, c.lens); },
+     [](const CommandArgs& c) { return cmd_lens(c.lens); }},
+    {"patch", "activation patching: how much of a clean run each head and position restores",
+     [](CLI::App* cmd, CommandArgs& c) { add_patch(cmd, c.patch); },
+     [](const CommandArgs& c) { return cmd_patch(c.patch); }},
     {"report", "one self-contained HTML page of runs (overlaid) or qkv saturation results",
      [](CLI::App* cmd, CommandArgs& c) { add_report(cmd, c.report); },
      [](const CommandArgs& c) { return cmd_report(c.report); }},

@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "interp/head_scores.hpp"
+
 namespace qkv::figures {
 
 std::vector<double> attention_entropy(const std::vector<ag::Var>& maps) {
   std::vector<double> out;
   for (const ag::Var& a : maps) {
-    const Tensor p = a.data().to(DType::f64);
-    const Tensor plogp = where(gt(p, 0.0), mul(p, log(maximum(p, 1e-300))), zeros({}, DType::f64));
-    const Tensor h = neg(sum(plogp, {-1}));     // (B, h, n)
-    const Tensor live = gt(sum(p, {-1}), 0.5);  // rows that attend somewhere
+    const Tensor h = interp::row_entropy(a.data());        // (B, h, n)
+    const Tensor live = interp::attending_rows(a.data());  // rows that attend somewhere
     const double n = sum(live.to(DType::f64)).item();
     out.push_back(n > 0 ? sum(where(live, h, zeros({}, DType::f64))).item() / n : 0.0);
   }

@@ -10,7 +10,9 @@ namespace qkv::figures {
 
 // Mean entropy (nats) of the attention rows of each map (one per layer), averaged over batch,
 // heads and query positions with at least one key: a fully masked query's row is all zeros
-// and is left out. maps: each (B, h, n, m).
+// and is left out. maps: each (B, h, n, m). The rows' entropies are interp::row_entropy's; as
+// the heads share their masked rows, a layer's value is the mean over its heads of
+// interp::score_entropy (interp/head_scores.hpp).
 std::vector<double> attention_entropy(const std::vector<ag::Var>& maps);
 
 // Over the rows of p (R, m) (each a probability vector, any float dtype):

@@ -114,6 +114,24 @@ struct NextTokens {
   std::vector<std::pair<std::string, double>> top;  // (token, probability), most likely first
 };
 
+// One batch of a split through the model, teacher-forced as training scores it
+// (Inference::for_each_batch).
+struct BatchPass {
+  ag::Var loss;        // mean cross-entropy per scored token, a scalar (on the tape when recording)
+  int64_t tokens = 0;  // tokens scored: the loss's weight in a mean over batches
+  Tensor input_valid;  // (B, S) bool, true on real source positions (the encoder's queries);
+                       // undefined for a language model
+  Tensor output_valid;  // (B, T) bool, true on real positions of the output side (the decoder's
+                        // or the language model's queries)
+};
+
+struct PassOptions {
+  std::string split = "valid";  // as ScoreOptions::split
+  int64_t max_batches = 0;      // > 0: the first this many batches only
+  bool record = false;          // record a tape: the handler may call pass.loss.backward()
+  nn::Hooks* hooks = nullptr;   // these hooks instead of the Inference's own
+};
+
 class Inference {
  public:
   virtual ~Inference() = default;
@@ -125,6 +143,7 @@ class Inference {
   Precision precision() const { return precision_; }
   // Hooks for every later call (ablations, patching); null: none. Not owned; must outlive use.
   void set_hooks(nn::Hooks* hooks) { hooks_ = hooks; }
+  nn::Hooks* hooks() const { return hooks_; }
   // The longest input encode accepts (OpenOptions::max_input).
   void set_max_input(int64_t n) { max_input_ = n; }
 
@@ -161,6 +180,18 @@ class Inference {
   virtual std::string default_map_kind() const = 0;
   // What an inspection's output is, for a caption: "output", "next-character guesses".
   virtual std::string output_name() const = 0;
+  // Each batch of a split (in order, the run's batch size) through the model, handed to fn
+  // inside the pass's scope (its hooks' cache holds what they captured in this batch). What
+  // looking inside needs of a split: losses under ablations, gradients of the loss with
+  // respect to a hook's variables (record), activations' means over real positions.
+  virtual void for_each_batch(const PassOptions& o,
+                              const std::function<void(const BatchPass&)>& fn) const = 0;
+  // The logits (T, V) float32 of one teacher-forced pass under hooks (null: the Inference's
+  // own): an encoder-decoder reads the source `input` and its decoder reads tgt_in (an
+  // inspection's tgt_in); a language model reads `input` alone (tgt_in is ignored). What
+  // patching runs: two inputs through the same output side.
+  virtual Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
+                        nn::Hooks* hooks = nullptr) const = 0;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
 

@@ -23,6 +23,10 @@ class Seq2SeqInference : public Inference {
                 bool cached, const std::function<void(int64_t)>& on_token) const override;
   Scores score(const ScoreOptions& o) const override;
   Inspection inspect(const data::Ids& input) const override;
+  void for_each_batch(const PassOptions& o,
+                      const std::function<void(const BatchPass&)>& fn) const override;
+  Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
+                nn::Hooks* hooks = nullptr) const override;
   std::string default_map_kind() const override { return "cross"; }
   std::string output_name() const override { return "output"; }
 };
@@ -44,8 +48,17 @@ class LanguageModelInference : public Inference {
                 bool cached, const std::function<void(int64_t)>& on_token) const override;
   Scores score(const ScoreOptions& o) const override;
   Inspection inspect(const data::Ids& input) const override;
+  void for_each_batch(const PassOptions& o,
+                      const std::function<void(const BatchPass&)>& fn) const override;
+  Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
+                nn::Hooks* hooks = nullptr) const override;
   std::string default_map_kind() const override { return "self"; }
   std::string output_name() const override;  // next-character (or next-piece) guesses
+
+ private:
+  // The text's splits, read once (for_each_batch passes over them many times).
+  const data::DataSplits& stream(const char* op) const;
+  mutable std::shared_ptr<const data::DataSplits> stream_;
 };
 
 }  // namespace qkv::run

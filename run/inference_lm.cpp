@@ -92,6 +92,55 @@ Scores LanguageModelInference::score(const ScoreOptions& o) const {
   return s;
 }
 
+const data::DataSplits& LanguageModelInference::stream(const char* op) const {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (!stream_) {
+    auto d = std::make_shared<data::DataSplits>(data::load_data(run_.config.data));
+    QKV_CHECK(d->tgt_vocab == run_.data.tgt_vocab, op, run_.dir,
+              ": the text's vocabulary differs from the run's; the data changed since training");
+    stream_ = std::move(d);
+  }
+  return *stream_;
+}
+
+void LanguageModelInference::for_each_batch(const PassOptions& o,
+                                            const std::function<void(const BatchPass&)>& fn) const {
+  QKV_CHECK(o.split == "valid" || o.split == "train", "inference",
+            "--split must be valid or train for a language model, got '", o.split, "'");
+  const data::DataSplits& d = stream("inference");
+  const data::Ids& tokens = o.split == "valid" ? d.lm_valid : d.lm_train;
+  const int64_t block = run_.config.data.block_size;
+  const auto batch = static_cast<size_t>(std::max<int64_t>(1, run_.config.data.batch_size));
+  std::vector<int64_t> offsets;  // the windows of lm_loss_full, in its order
+  for (int64_t at = 0; at + block < static_cast<int64_t>(tokens.size()); at += block)
+    offsets.push_back(at);
+  QKV_CHECK(!offsets.empty(), "inference", "the ", o.split, " text is shorter than one window of ",
+            block + 1, " tokens");
+  const auto c = call(o.record, o.hooks);
+  int64_t done = 0;
+  for (size_t at = 0; at < offsets.size(); at += batch) {
+    if (o.max_batches > 0 && done++ == o.max_batches) break;
+    const std::vector<int64_t> part(
+        offsets.begin() + static_cast<std::ptrdiff_t>(at),
+        offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), at + batch)));
+    const data::Batch b = data::lm_batch(tokens, part, block);
+    const ag::Var logits = run_.lm("inference").forward(b.tgt_in);
+    BatchPass p;
+    p.loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), -1);
+    p.tokens = b.tgt_tokens;
+    p.output_valid = ones(b.tgt_in.shape(), DType::b8);
+    fn(p);
+  }
+}
+
+Tensor LanguageModelInference::logits(const data::Ids& input, const data::Ids&,
+                                      nn::Hooks* hooks) const {
+  QKV_CHECK(!input.empty() && static_cast<int64_t>(input.size()) <= max_input_tokens(), "logits",
+            "the text has ", input.size(), " tokens; the model reads 1 to ", max_input_tokens());
+  const auto c = call(false, hooks);
+  return run_.lm("logits").forward(row_of(input)).data().select(0, 0).to(DType::f32);  // (T, V)
+}
+
 Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",

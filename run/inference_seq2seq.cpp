@@ -190,6 +190,39 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   return s;
 }
 
+void Seq2SeqInference::for_each_batch(const PassOptions& o,
+                                      const std::function<void(const BatchPass&)>& fn) const {
+  data::Dataset named;
+  const data::Dataset& ds = select_split(o.split, run_, run_.data, named);
+  QKV_CHECK(ds.size() > 0, "inference", "the ", o.split, " split is empty");
+  check_learned(run_, ds);
+  const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
+  const auto c = call(o.record, o.hooks);
+  int64_t done = 0;
+  for (int64_t at = 0; at < ds.size(); at += batch) {  // evaluate()'s batches, in its order
+    if (o.max_batches > 0 && done++ == o.max_batches) break;
+    std::vector<int64_t> idx;
+    for (int64_t i = at; i < std::min(ds.size(), at + batch); ++i) idx.push_back(i);
+    const data::Batch b = data::make_batch(ds, idx, run_.data.framing);
+    const ag::Var logits = model().forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask);
+    BatchPass p;
+    p.loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), 0);
+    p.tokens = b.tgt_tokens;
+    p.input_valid = b.src_mask;
+    p.output_valid = b.tgt_mask;
+    fn(p);
+  }
+}
+
+Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
+                                nn::Hooks* hooks) const {
+  QKV_CHECK(!src.empty() && !tgt_in.empty(), "logits", "an empty source or decoder input");
+  const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
+  const Tensor tv = ones({1, static_cast<int64_t>(tgt_in.size())}, DType::b8);
+  const auto c = call(false, hooks);
+  return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
+}
+
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
   const data::Framing& f = run_.data.framing;
   Inspection a;

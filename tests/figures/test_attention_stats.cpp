@@ -8,6 +8,7 @@
 #include "autograd/ops.hpp"
 #include "core/random.hpp"
 #include "figures/attention_stats.hpp"
+#include "interp/head_scores.hpp"
 
 using namespace qkv;
 using namespace qkv::figures;
@@ -51,4 +52,20 @@ TEST_CASE("row statistics and the softmax Jacobian norm against autograd") {
   CHECK(o.jacobian_norm == 0);
   CHECK(o.saturated_fraction == 1);
   CHECK_THROWS_AS(row_stats(zeros({3}, DType::f64)), Error);
+}
+
+TEST_CASE("a layer's attention entropy is the mean of its heads' entropy scores") {
+  Generator g(4);
+  // causal, with the second sequence's last two keys and its first query masked
+  Tensor allowed = zeros({2, 1, 5, 5}, DType::b8);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j <= i; ++j)
+        allowed.data<uint8_t>()[(b * 5 + i) * 5 + j] = b == 0 || (i > 0 && j < 3);
+  const Tensor logits = randn({2, 3, 5, 5}, g, DType::f64);
+  const Tensor p = softmax(where(allowed, logits, full({}, -INFINITY, DType::f64)), -1);
+  const std::vector<double> heads = interp::score_entropy({.pattern = p}, {});
+  const double layer = attention_entropy({ag::Var(p)})[0];
+  CHECK(layer == Approx((heads[0] + heads[1] + heads[2]) / 3).epsilon(1e-14));
+  CHECK(layer > 0);
 }

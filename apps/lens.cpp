@@ -1,0 +1,85 @@
+// qkv lens RUN "input": the logit lens per layer (inspect/lens.hpp) -- each layer's top tokens
+// and the final prediction's rank and probability there.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <optional>
+
+#include "apps/commands.hpp"
+#include "inspect/attribution.hpp"
+#include "inspect/heads.hpp"
+#include "inspect/lens.hpp"
+#include "run/inference.hpp"
+
+namespace qkv::app {
+
+namespace {
+
+// The id of --target TOKEN in the model's output vocabulary.
+int64_t target_id(const run::Inference& inf, const LensArgs& a) {
+  const data::Vocab& v = inf.run().data.tgt_vocab;
+  int64_t id = -1;
+  for (int64_t i = 0; i < v.size() && id < 0; ++i)
+    if (v.token(i) == a.target || inf.output_labels({i})[0] == a.target) id = i;
+  QKV_CHECK(id >= 0, "lens --target", "'", a.target, "' is no token of the model's output (",
+            v.size(), " tokens; a space is shown and given as _)");
+  return id;
+}
+
+// The parts of the target's logit at the last position (inspect/attribution.hpp).
+void print_attribution(const inspect::Attribution& at) {
+  std::printf("\ndirect logit attribution of '%s' (logit %.4f):\n", at.target.c_str(), at.logit);
+  double total = 0;
+  for (const auto& p : at.parts) {
+    std::printf("  %-14s %10.4f\n", p.name.c_str(), p.logit);
+    total += p.logit;
+  }
+  std::printf("  %-14s %10.4f\n", "sum", total);
+}
+
+}  // namespace
+
+int cmd_lens(const LensArgs& a) {
+  const auto inf = run::open_inference(
+      a.run_dir,
+      {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "lens"});
+  nn::Hooks ablation;
+  inspect::ablate(*inf, a.ablate, ablation, "lens");
+  const data::Ids input = inf->encode(a.text, "lens");
+  // The attribution first: a model it does not apply to fails before anything is printed.
+  std::optional<inspect::Attribution> parts;
+  if (!a.target.empty()) parts = inspect::direct_logit_attribution(*inf, input, target_id(*inf, a));
+  const inspect::Lens lens = inspect::logit_lens(*inf, input, a.top);
+  if (a.json) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : lens.layers) {
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& [t, p] : l.top) top.push_back({{"token", t}, {"probability", p}});
+      layers.push_back({{"layer", l.name},
+                        {"hook", l.hook},
+                        {"rank", l.rank},
+                        {"probability", l.probability},
+                        {"top", top}});
+    }
+    nlohmann::json out{
+        {"position", lens.position}, {"prediction", lens.prediction}, {"layers", layers}};
+    if (parts) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& p : parts->parts) list.push_back({{"part", p.name}, {"logit", p.logit}});
+      out["attribution"] = {{"target", parts->target}, {"logit", parts->logit}, {"parts", list}};
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("after '%s' the model predicts '%s'\n\n%-6s %5s %8s  top tokens\n",
+              lens.position.c_str(), lens.prediction.c_str(), "layer", "rank", "prob");
+  for (const auto& l : lens.layers) {
+    std::printf("%-6s %5lld %8.4f ", l.name.c_str(), static_cast<long long>(l.rank), l.probability);
+    for (const auto& [t, p] : l.top) std::printf(" '%s' %.3f", t.c_str(), p);
+    std::printf("\n");
+  }
+  if (parts) print_attribution(*parts);
+  return 0;
+}
+
+}  // namespace qkv::app

@@ -1,0 +1,168 @@
+// One row per head: importance, ablation losses and pattern scores (inspect/head_table.hpp).
+#include "inspect/head_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "interp/head_scores.hpp"
+#include "interp/repeated_tokens.hpp"
+#include "run/inference.hpp"
+
+namespace qkv::inspect {
+
+namespace {
+
+// A copy of the Inference's replacements (an ablation in place stays in place).
+nn::Hooks own_replacements(const run::Inference& inf) {
+  nn::Hooks h;
+  if (const nn::Hooks* own = inf.hooks()) h.replace = own->replace;
+  return h;
+}
+
+// The inputs the pattern scores are measured on: repeated random token rows of the input
+// vocabulary, each as long as the model's positions allow (with room for the decoded output).
+std::vector<data::Ids> probe_inputs(const run::Inference& inf, const HeadTableOptions& o,
+                                    int64_t& length) {
+  const data::Vocab& v =
+      inf.run().data.src_vocab.size() > 4 ? inf.run().data.src_vocab : inf.run().data.tgt_vocab;
+  const int64_t limit = inf.max_input_tokens(), out = inf.max_output_tokens(0);
+  const int64_t room = out >= limit ? limit : limit - out;  // a decoder's extra tokens
+  length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>((room - 1) / 2, 1, 16);
+  QKV_CHECK(2 * length <= limit, "heads", "--probe-length ", length, ": 2 x ", length,
+            " tokens is more than the model's ", limit, " positions");
+  interp::RepeatedTokens spec{.batch = o.probes, .length = length, .vocab = v.size()};
+  for (int64_t id = 0; id < v.size(); ++id)
+    if (v.is_special(id)) spec.specials.push_back(id);
+  Generator g(o.seed);
+  const Tensor rows = interp::repeated_tokens(spec, g);  // (probes, 2 L)
+  std::vector<data::Ids> out_rows;
+  for (int64_t b = 0; b < rows.size(0); ++b)
+    out_rows.push_back(to_vector<int64_t>(rows.select(0, b)));
+  return out_rows;
+}
+
+// The split's first examples' sources (alignment is measured on real pairs).
+std::vector<data::Ids> split_sources(const run::Inference& inf, const HeadTableOptions& o) {
+  const data::DataSplits& d = inf.run().data;
+  const data::Dataset* ds = o.split == "train" ? &d.train : o.split == "test" ? &d.test : &d.valid;
+  std::vector<data::Ids> out;
+  for (int64_t i = 0; i < std::min<int64_t>(o.probes, ds->size()); ++i)
+    out.push_back(ds->examples[static_cast<size_t>(i)].src);
+  return out;
+}
+
+// The pattern of one attention's layer in an inspection, with its query (and key) tokens.
+interp::AttentionProbe probe_of(const run::Inspection& in, const Attention& a, int64_t layer) {
+  interp::AttentionProbe p;
+  const std::vector<ag::Var>& maps = a.name == "encoder" ? in.maps.encoder_self
+                                     : a.cross           ? in.maps.decoder_cross
+                                                         : in.maps.decoder_self;
+  p.pattern = maps.at(static_cast<size_t>(layer)).data().to(DType::f32);
+  const data::Ids& q = a.on_source ? in.input : in.tgt_in;
+  p.ids = run::row_of(q);
+  if (a.cross) p.key_ids = run::row_of(in.input);
+  return p;
+}
+
+// Adds each score of the attention's kind, averaged over the inspections, to rows.
+void add_scores(const std::vector<run::Inspection>& ins, const Attention& a, int64_t first_row,
+                std::vector<HeadRow>& rows) {
+  for (const auto& [name, score] : interp::kHeadScoreNames) {
+    const interp::ScoredAttention kind = interp::attention_of(score);
+    if (kind != interp::ScoredAttention::any && (kind == interp::ScoredAttention::cross) != a.cross)
+      continue;
+    for (int64_t l = 0; l < a.layers; ++l) {
+      std::vector<double> mean(static_cast<size_t>(a.heads), 0.0);
+      for (const run::Inspection& in : ins) {
+        const std::vector<double> s = interp::head_score(score, probe_of(in, a, l));
+        for (size_t h = 0; h < mean.size(); ++h) mean[h] += s[h] / static_cast<double>(ins.size());
+      }
+      for (int64_t h = 0; h < a.heads; ++h)
+        rows[static_cast<size_t>(first_row + l * a.heads + h)].scores[std::string(name)] =
+            mean[static_cast<size_t>(h)];
+    }
+  }
+}
+
+}  // namespace
+
+std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,
+                                      int64_t max_batches, nn::Hooks* hooks) {
+  double sum = 0;
+  int64_t tokens = 0, batches = 0;
+  inf.for_each_batch({.split = split, .max_batches = max_batches, .hooks = hooks},
+                     [&](const run::BatchPass& p) {
+                       sum += p.loss.item() * static_cast<double>(p.tokens);
+                       tokens += p.tokens;
+                       ++batches;
+                     });
+  return {tokens ? sum / static_cast<double>(tokens) : 0.0, batches};
+}
+
+std::map<std::string, std::vector<double>> head_importance(const run::Inference& inf,
+                                                           const std::vector<Attention>& attentions,
+                                                           const std::string& split,
+                                                           int64_t max_batches) {
+  nn::Hooks hooks = own_replacements(inf);
+  const std::map<std::string, ag::Var> xi = add_head_masks(hooks, attentions);
+  std::map<std::string, std::vector<double>> out;
+  int64_t batches = 0;
+  inf.for_each_batch({.split = split, .max_batches = max_batches, .record = true, .hooks = &hooks},
+                     [&](const run::BatchPass& p) {
+                       p.loss.backward();
+                       for (const auto& [point, x] : xi) {
+                         std::vector<double>& acc = out[point];
+                         acc.resize(static_cast<size_t>(x.numel()), 0.0);
+                         if (x.grad().defined()) {
+                           const std::vector<double> g = to_vector<double>(x.grad().to(DType::f64));
+                           for (size_t h = 0; h < g.size(); ++h) acc[h] += std::abs(g[h]);
+                         }
+                         const_cast<ag::Var&>(x).zero_grad();
+                       }
+                       // dL/dW is not wanted: the weights' gradients stay empty
+                       for (ag::Var w : inf.model().parameters()) w.zero_grad();
+                       ++batches;
+                     });
+  for (auto& [point, acc] : out)
+    for (double& v : acc) v /= static_cast<double>(std::max<int64_t>(1, batches));
+  return out;
+}
+
+HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
+  const std::vector<Attention> atts = attentions_of(inf);
+  HeadTable t;
+  t.split = o.split;
+  nn::Hooks base = own_replacements(inf);
+  std::tie(t.loss, t.batches) = split_loss(inf, o.split, o.max_batches, &base);
+  const auto importance = head_importance(inf, atts, o.split, o.max_batches);
+  const MeanZ means = mean_z(inf, atts, o.split, o.max_batches);
+  // The inputs of the scores: repeated tokens for self-attention, split examples for cross.
+  std::vector<run::Inspection> repeated, examples;
+  for (const data::Ids& ids : probe_inputs(inf, o, t.probe_length))
+    repeated.push_back(inf.inspect(ids));
+  const bool has_cross =
+      std::any_of(atts.begin(), atts.end(), [](const Attention& a) { return a.cross; });
+  if (has_cross)
+    for (const data::Ids& src : split_sources(inf, o)) examples.push_back(inf.inspect(src));
+  for (const Attention& a : atts) {
+    const auto first = static_cast<int64_t>(t.rows.size());
+    for (int64_t l = 0; l < a.layers; ++l)
+      for (int64_t h = 0; h < a.heads; ++h) {
+        HeadRow r;
+        r.attention = a.name, r.name = a.head_name(l, h), r.layer = l, r.head = h;
+        r.importance = importance.at(a.z(l))[static_cast<size_t>(h)];
+        const std::vector<HeadRef> one{{a, l, h}};
+        nn::Hooks zero = own_replacements(inf), mean = own_replacements(inf);
+        add_zero_ablation(zero, one);
+        add_mean_ablation(mean, one, means);
+        r.zero_loss_change = split_loss(inf, o.split, o.max_batches, &zero).first - t.loss;
+        r.mean_loss_change = split_loss(inf, o.split, o.max_batches, &mean).first - t.loss;
+        t.rows.push_back(std::move(r));
+      }
+    add_scores(a.cross ? examples : repeated, a, first, t.rows);
+  }
+  return t;
+}
+
+}  // namespace qkv::inspect

@@ -1,0 +1,66 @@
+// Which heads matter and what each does: one row per head of every attention of a trained run
+// (`qkv heads`).
+//
+//   importance        mean over the split's batches of |dL/dxi_h|, xi_h = 1 a mask variable
+//                     multiplying head h's output z (Michel, Levy and Neubig 2019, "Are Sixteen
+//                     Heads Really Better than One?", eq. 2, with the expectation over batches)
+//   zero_loss_change  the split's loss with the head's z set to 0, minus the loss
+//   mean_loss_change  the split's loss with the head's z replaced by its mean over the split's
+//                     real positions, minus the loss
+//   entropy           mean row entropy of its pattern, nats (interp/head_scores.hpp)
+//   previous_token, duplicate_token, induction
+//                     self-attention: TransformerLens's head detector scores on repeated random
+//                     token sequences (interp/repeated_tokens.hpp) fed as the input (an
+//                     encoder-decoder's decoder self-attention: on the decoder's input for those
+//                     sources, the model's own greedy output)
+//   alignment         cross-attention: mass on the diagonal source position, on the split's
+//                     first examples
+// The entropy is measured on the same inputs as the pattern scores of its attention.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inspect/heads.hpp"
+
+namespace qkv::inspect {
+
+struct HeadRow {
+  std::string attention;  // "self", "encoder", "decoder" or "cross"
+  std::string name;       // as --ablate names it: "1.3", "cross.0.2"
+  int64_t layer = 0, head = 0;
+  double importance = 0, zero_loss_change = 0, mean_loss_change = 0;
+  std::map<std::string, double> scores;  // entropy and the scores of its attention's kind
+};
+
+struct HeadTableOptions {
+  std::string split = "valid";
+  int64_t max_batches = 4;   // of the split, for the losses, importance and means (0: all)
+  int64_t probes = 4;        // repeated-token sequences, and split examples for alignment
+  int64_t probe_length = 0;  // the repeated half L; 0: up to 16, within the model's positions
+  uint64_t seed = 1;         // the probes' tokens
+};
+
+struct HeadTable {
+  std::string split;
+  double loss = 0;  // the split's loss (over the batches used), nats per token
+  int64_t batches = 0, probe_length = 0;
+  std::vector<HeadRow> rows;  // every attention's heads, layer by layer
+};
+
+// Everything above, under the Inference's own hooks (an ablation stays in place).
+HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o);
+
+// The split's mean loss per token under hooks (null: the Inference's own), and the batches.
+std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,
+                                      int64_t max_batches, nn::Hooks* hooks = nullptr);
+
+// Michel et al.'s importance of every head: z hook point -> (h) mean |dL/dxi|.
+std::map<std::string, std::vector<double>> head_importance(const run::Inference& inf,
+                                                           const std::vector<Attention>& attentions,
+                                                           const std::string& split,
+                                                           int64_t max_batches);
+
+}  // namespace qkv::inspect

@@ -1,0 +1,86 @@
+// Heads by name, and hooks that remove them: what `--ablate`, `qkv heads` and `qkv patch` act
+// on. A head is one attention's layer and head, named as TransformerLens counts them (from 0):
+//
+//   a decoder-only language model     L.H          e.g. 1.3: layer 1, head 3 (blocks.1.attn.z)
+//   an encoder-decoder                encoder.L.H  the encoder's self-attention
+//                                     decoder.L.H  the decoder's self-attention
+//                                     cross.L.H    the decoder's cross-attention
+//
+// (`qkv attention --layer/--head` count from 1, as its figure titles do.) A head's output is its
+// slice of the hook point z (B, h, n, d_head) before the output projection W_O; removing it
+// zeroes that slice (zero-ablation) or replaces it by its mean over a split's real positions
+// (mean-ablation), Michel, Levy and Neubig 2019 ("Are Sixteen Heads Really Better than One?").
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/hooks.hpp"
+
+namespace qkv::nn {
+class Model;
+}
+namespace qkv::run {
+class Inference;
+}
+
+namespace qkv::inspect {
+
+// One attention of a model (every layer of one kind).
+struct Attention {
+  std::string name;    // "self" (a language model), "encoder", "decoder" or "cross"
+  std::string prefix;  // the hook points' prefix: "blocks.", "encoder.blocks.", "decoder.blocks."
+  std::string point;   // ".attn" or ".cross"
+  int64_t layers = 0, heads = 0;
+  bool cross = false;                        // keys are the source
+  bool on_source = false;                    // queries are source positions (the encoder)
+  std::string z(int64_t layer) const;        // e.g. "decoder.blocks.1.cross.z"
+  std::string pattern(int64_t layer) const;  // e.g. "decoder.blocks.1.cross.pattern"
+  std::string head_name(int64_t layer, int64_t head) const;  // "1.3", "cross.1.3"
+};
+
+// The model's attentions, in forward order (from its hook points), each of `heads` heads.
+std::vector<Attention> attentions_of(const nn::Model& model, int64_t heads);
+// Of a trained run.
+std::vector<Attention> attentions_of(const run::Inference& inf);
+
+struct HeadRef {
+  Attention attention;
+  int64_t layer = 0, head = 0;
+  std::string name() const { return attention.head_name(layer, head); }
+};
+
+// Comma-separated head names ("0.1,1.3" or "cross.1.0,encoder.0.2"); empty: none. An unknown
+// attention, layer or head throws qkv::Error naming op, the nearest valid head and the ranges.
+// The same head twice counts once.
+std::vector<HeadRef> parse_heads(const std::string& spec, const std::vector<Attention>& attentions,
+                                 const char* op);
+
+// Hooks that multiply the heads' z by 0 (zero-ablation): one replacement per z hook point,
+// composed with any replacement already there.
+void add_zero_ablation(nn::Hooks& hooks, const std::vector<HeadRef>& heads);
+
+// Each head's mean z over real query positions: z hook point -> (1, h, 1, d_head) float32.
+using MeanZ = std::map<std::string, Tensor>;
+// The mean of every attention's z over a split (at most max_batches; 0: all), under the
+// Inference's own hooks.
+MeanZ mean_z(const run::Inference& inf, const std::vector<Attention>& attentions,
+             const std::string& split, int64_t max_batches);
+// Hooks that replace the heads' z by their mean (mean-ablation).
+void add_mean_ablation(nn::Hooks& hooks, const std::vector<HeadRef>& heads, const MeanZ& means);
+
+// --ablate SPEC of a command: the heads of spec zero-ablated in every later call of inf, through
+// `hooks` (which must outlive those calls). An empty spec installs nothing: the calls compute
+// the same bits as without --ablate. Returns the heads.
+std::vector<HeadRef> ablate(run::Inference& inf, const std::string& spec, nn::Hooks& hooks,
+                            const char* op);
+
+// Scales every head of an attention layer by a mask variable: z -> z * xi, xi (1, h, 1, 1)
+// all ones in z's dtype, requiring grad. dL/dxi_h is head h's importance on that batch.
+// Returns the variables, by z hook point.
+std::map<std::string, ag::Var> add_head_masks(nn::Hooks& hooks,
+                                              const std::vector<Attention>& attentions,
+                                              DType dtype = DType::f32);
+
+}  // namespace qkv::inspect

@@ -1,0 +1,76 @@
+// The logit lens (inspect/lens.hpp), through hooks: the last block's output replaced by an
+// earlier residual stream, so the final norm and output layer are the model's own code.
+#include "inspect/lens.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "inspect/heads.hpp"
+#include "run/inference.hpp"
+
+namespace qkv::inspect {
+
+namespace {
+
+// The output side's blocks: a language model's, or an encoder-decoder's decoder.
+const Attention& output_side(const std::vector<Attention>& atts) {
+  for (const Attention& a : atts)
+    if (!a.on_source && !a.cross) return a;
+  throw Error("lens: the model has no output-side self-attention");
+}
+
+// softmax of one row (V) in float64.
+std::vector<double> probabilities(const Tensor& row) {
+  std::vector<double> p = to_vector<double>(row.to(DType::f64));
+  const double top = *std::max_element(p.begin(), p.end());
+  double z = 0;
+  for (double& x : p) z += (x = std::exp(x - top));
+  for (double& x : p) x /= z;
+  return p;
+}
+
+}  // namespace
+
+Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
+  const std::vector<Attention> atts = attentions_of(inf);
+  const Attention& out = output_side(atts);
+  const run::Inspection in = inf.inspect(input);
+  std::vector<std::pair<std::string, std::string>> points{{"embed", out.prefix + "0.resid_pre"}};
+  for (int64_t l = 0; l < out.layers; ++l)
+    points.emplace_back(std::to_string(l), out.prefix + std::to_string(l) + ".resid_post");
+  nn::Hooks capture;
+  if (const nn::Hooks* own = inf.hooks()) capture.replace = own->replace;
+  std::vector<std::string> names;
+  for (const auto& p : points) names.push_back(p.second);
+  capture.capture = nn::names_matching(names);
+  Lens lens;
+  lens.logits = inf.logits(input, in.tgt_in, &capture);
+  const int64_t last = lens.logits.size(0) - 1;
+  const std::vector<double> final_p = probabilities(lens.logits.select(0, last));
+  lens.prediction_id = std::max_element(final_p.begin(), final_p.end()) - final_p.begin();
+  lens.prediction = inf.output_labels({lens.prediction_id})[0];
+  lens.position = inf.output_labels({in.tgt_in.back()})[0];
+  const std::string last_block = points.back().second;
+  for (const auto& [name, point] : points) {
+    nn::Hooks read;  // the last block's output replaced by this residual stream
+    if (const nn::Hooks* own = inf.hooks()) read.replace = own->replace;
+    const ag::Var resid = capture.cache.at(point);
+    read.replace[last_block] = [resid](const ag::Var&) { return resid; };
+    LensLayer row{name, point};
+    row.logits = inf.logits(input, in.tgt_in, &read);
+    const std::vector<double> p = probabilities(row.logits.select(0, last));
+    std::vector<int64_t> order(p.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    for (int64_t i = 0; i < std::min<int64_t>(k, static_cast<int64_t>(order.size())); ++i)
+      row.top.emplace_back(inf.output_labels({order[i]})[0], p[order[i]]);
+    row.rank = std::find(order.begin(), order.end(), lens.prediction_id) - order.begin();
+    row.probability = p[lens.prediction_id];
+    lens.layers.push_back(std::move(row));
+  }
+  return lens;
+}
+
+}  // namespace qkv::inspect

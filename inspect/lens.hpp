@@ -1,0 +1,45 @@
+// Where the answer forms: the logit lens (nostalgebraist 2020, "interpreting GPT: the logit
+// lens"; TransformerLens's accumulated_resid): the residual stream after each block -- and the
+// embedding, the first block's input -- read through the model's final norm and output layer,
+// as if the blocks after it were not there. At the last block it is the model's own logits.
+//
+// The stream read is the output side's (a language model's blocks, an encoder-decoder's
+// decoder), at the last position of the pass inspect() makes of the input (a language model:
+// the input; an encoder-decoder: the decoder reading <bos> and its greedy output).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "data/dataset.hpp"
+#include "nn/hooks.hpp"
+
+namespace qkv::run {
+class Inference;
+}
+
+namespace qkv::inspect {
+
+struct LensLayer {
+  std::string name;                                 // "embed", then "0", "1", ...: after block L
+  std::string hook;                                 // the hook point read
+  std::vector<std::pair<std::string, double>> top;  // (token, probability), most likely first
+  int64_t rank = 0;        // of the final prediction among the lens's logits (0: the top)
+  double probability = 0;  // of the final prediction
+  Tensor logits;           // (T, V) float32, every position
+};
+
+struct Lens {
+  std::string prediction;  // the model's own most likely next token at the last position
+  int64_t prediction_id = 0;
+  std::string position;  // the last position's label
+  Tensor logits;         // the model's (T, V)
+  std::vector<LensLayer> layers;
+};
+
+// The lens of one input, the k most likely tokens per layer. Under the Inference's own hooks.
+Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k = 5);
+
+}  // namespace qkv::inspect

@@ -1,0 +1,213 @@
+// Looking inside trained runs (inspect/, qkv heads, lens, patch, --ablate): tiny runs of both
+// model kinds, trained through the binary in seconds, then the tools in process and through
+// the binary, in fp32 and bf16.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+
+#include "inspect/attribution.hpp"
+#include "inspect/heads.hpp"
+#include "inspect/lens.hpp"
+#include "inspect/patch.hpp"
+#include "run/inference.hpp"
+#include "support/process.hpp"
+#include "support/tensors.hpp"
+
+using namespace qkv;
+using namespace qkv::testing;
+
+namespace {
+
+// A character GPT (2 layers) and a copy-task encoder-decoder (2 + 2 layers, 2 heads).
+const TempDir& runs() {
+  static TempDir dir("inspect");
+  static const bool trained = [] {
+    const std::string src = source_dir();
+    const RunResult lm =
+        run_qkv("train '" + src + "/configs/shakespeare-char.toml' --run-dir '" + dir.file("lm") +
+                "' --threads 1 --quiet --model.d_model 32 --model.d_ff 64 --model.decoder_layers 2"
+                " --data.block_size 16 --model.max_len 16 --data.batch_size 32 --train.max_steps 60"
+                " --train.eval_every 60 --train.eval_iters 2 --optim.warmup 10 --optim.lr 1e-2");
+    const RunResult copy =
+        run_qkv("train '" + src + "/configs/copy.toml' --run-dir '" + dir.file("copy") +
+                "' --threads 1 --quiet --train.max_steps 20 --train.eval_examples 10"
+                " --data.train_size 200 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
+                " --model.d_model 32 --model.d_ff 64 --model.heads 2");
+    INFO(lm.output << copy.output);
+    REQUIRE(lm.status == 0);
+    REQUIRE(copy.status == 0);
+    return true;
+  }();
+  (void)trained;
+  return dir;
+}
+
+struct Case {
+  std::string run, clean, corrupt, precision;
+};
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* p : {"fp32", "bf16"}) {
+    out.push_back({"lm", "First Citizen", "First Citizan", p});
+    out.push_back({"copy", "1 2 3 4 5", "1 2 3 4 7", p});
+  }
+  return out;
+}
+
+std::unique_ptr<run::Inference> open(const Case& c) {
+  return run::open_inference(runs().file(c.run),
+                             {.precision = qkv::parse_precision(c.precision), .threads = 1,
+                              .op = "test"});
+}
+
+}  // namespace
+
+TEST_CASE("inspect: the logit lens at the last layer is the model's own logits") {
+  for (const Case& c : cases()) {
+    INFO(c.run << " " << c.precision);
+    const auto inf = open(c);
+    const inspect::Lens lens = inspect::logit_lens(*inf, inf->encode(c.clean, "test"), 3);
+    REQUIRE(lens.layers.size() == 3);  // the embedding and two blocks
+    CHECK(lens.layers.front().name == "embed");
+    CHECK(same_bits(lens.layers.back().logits, lens.logits));
+    CHECK(lens.layers.back().rank == 0);
+    CHECK_FALSE(same_bits(lens.layers.front().logits, lens.logits));
+  }
+}
+
+TEST_CASE("inspect: patching a whole layer's residual restores the clean logits at every layer") {
+  for (const Case& c : cases()) {
+    INFO(c.run << " " << c.precision);
+    const auto inf = open(c);
+    const data::Ids clean = inf->encode(c.clean, "test"), corrupt = inf->encode(c.corrupt, "test");
+    const data::Ids tgt_in = inf->inspect(clean).tgt_in;
+    const auto atts = inspect::attentions_of(*inf);
+    const inspect::Attention& in = atts.front();
+    nn::Hooks cap;
+    cap.capture = nn::names_matching({"*.resid_pre"});
+    const Tensor clean_logits = inf->logits(clean, tgt_in, &cap);
+    const Tensor corrupt_logits = inf->logits(corrupt, tgt_in);
+    REQUIRE_FALSE(same_bits(clean_logits, corrupt_logits));
+    std::vector<int64_t> every(clean.size());
+    for (size_t p = 0; p < every.size(); ++p) every[p] = static_cast<int64_t>(p);
+    for (int64_t l = 0; l < in.layers; ++l) {
+      const std::string point = in.prefix + std::to_string(l) + ".resid_pre";
+      nn::Hooks into_corrupt, into_clean;
+      inspect::add_residual_patch(into_corrupt, point, cap.cache.at(point), every);
+      inspect::add_residual_patch(into_clean, point, cap.cache.at(point), {0});
+      CHECK(same_bits(inf->logits(corrupt, tgt_in, &into_corrupt), clean_logits));
+      CHECK(same_bits(inf->logits(clean, tgt_in, &into_clean), clean_logits));  // clean into clean
+    }
+    // The metric: 1 where the clean logits are back, 0 unpatched.
+    const int64_t a = 1, b = 2;
+    const double d_clean = inspect::logit_difference(clean_logits, a, b),
+                 d_corrupt = inspect::logit_difference(corrupt_logits, a, b);
+    CHECK((d_clean - d_corrupt) / (d_clean - d_corrupt) == 1.0);
+    CHECK((d_corrupt - d_corrupt) / (d_clean - d_corrupt) == 0.0);
+  }
+}
+
+TEST_CASE(
+    "inspect: qkv patch's restored fractions, and one clear error for inputs of two lengths") {
+  const RunResult r = run_qkv("patch '" + runs().file("copy") +
+                              "' --clean '1 2 3 4 5' --corrupt '1 2 3 4 7' --json --threads 1");
+  INFO(r.output);
+  if (r.output.find("give the same answer") != std::string::npos)
+    QKV_SKIP("the tiny copy model gives both inputs the same answer");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  CHECK(j["heads"].size() == 12);  // encoder, decoder and cross: 2 layers x 2 heads each
+  CHECK(j["residual"].size() == 2);
+  CHECK(j["residual"][0].size() == 5);
+  // The source differs at the last position only: patching any other position of the first
+  // block's input changes nothing, patching that one restores everything.
+  for (int p = 0; p < 4; ++p) CHECK(j["residual"][0][p].get<double>() == 0.0);
+  CHECK(j["residual"][0][4].get<double>() == Approx(1.0).margin(1e-9));
+  const RunResult bad =
+      run_qkv("patch '" + runs().file("copy") + "' --clean '1 2 3 4 5' --corrupt '1 2 3'");
+  CHECK(bad.status == 1);
+  CHECK(bad.output ==
+        "qkv: patch: the corrupted input has 3 tokens and the clean one 5: patching puts each "
+        "position of one run into the other, so they need the same length\n");
+}
+
+TEST_CASE("inspect: qkv heads gives every head a row, and writes a heatmap per score") {
+  const TempDir out("inspect_heads");
+  const RunResult r = run_qkv("heads '" + runs().file("lm") + "' --json --threads 1 --out '" +
+                              out.file("maps") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));  // after stderr's note
+  const auto& heads = j["heads"];
+  REQUIRE(heads.size() >= 2);
+  CHECK(heads[0]["head"] == "0.0");
+  for (const auto& h : heads) {
+    CHECK(h["importance"].get<double>() >= 0);
+    CHECK(h.contains("induction"));
+    CHECK_FALSE(h.contains("alignment"));
+  }
+  CHECK(std::filesystem::exists(out.file("maps/self_importance.png")));
+  CHECK(std::filesystem::exists(out.file("maps/self_induction.png")));
+  const RunResult s2s = run_qkv("heads '" + runs().file("copy") + "' --json --threads 1");
+  REQUIRE(s2s.status == 0);
+  const auto k = nlohmann::json::parse(s2s.output);
+  CHECK(k["heads"].size() == 12);
+  CHECK(k["heads"][11]["head"] == "cross.1.1");
+  CHECK(k["heads"][11].contains("alignment"));
+}
+
+TEST_CASE("inspect: --ablate with no heads changes no bit, every head may go, bad heads fail") {
+  const std::string lm = "'" + runs().file("lm") + "'", copy = "'" + runs().file("copy") + "'";
+  for (const std::string precision : {"fp32", "bf16"}) {
+    const std::string p = " --threads 1 --precision " + precision;
+    const RunResult plain = run_qkv("eval " + lm + " --json" + p);
+    REQUIRE(plain.status == 0);
+    CHECK(run_qkv("eval " + lm + " --json --ablate ''" + p).output == plain.output);
+    const RunResult t0 = run_qkv("translate " + copy + " '1 2 3 4 5'" + p);
+    CHECK(run_qkv("translate " + copy + " '1 2 3 4 5' --ablate ''" + p).output == t0.output);
+    const RunResult g0 = run_qkv("generate " + lm + " --tokens 20 --quiet" + p);
+    CHECK(run_qkv("generate " + lm + " --tokens 20 --quiet --ablate ''" + p).output == g0.output);
+  }
+  const RunResult all = run_qkv("eval " + lm +
+                                " --json --threads 1 --ablate 0.0,0.1,0.2,0.3,"
+                                "1.0,1.1,1.2,1.3");
+  INFO(all.output);
+  CHECK(all.status == 0);
+  const RunResult bad = run_qkv("translate " + copy + " '1 2' --ablate cross.2.0");
+  CHECK(bad.status == 1);
+  CHECK(bad.output ==
+        "qkv: translate --ablate: no head cross.2.0 (nearest: cross.1.0): layers 0..1, heads "
+        "0..1\n");
+  const RunResult longer = run_qkv("lens " + lm + " 'First Citizen, hear me speak'");
+  CHECK(longer.status == 1);
+  CHECK(longer.output.find("more than the model's context of 16") != std::string::npos);
+}
+
+TEST_CASE("inspect: direct logit attributions plus the bias terms sum to the logit") {
+  for (const Case& c : cases()) {
+    INFO(c.run << " " << c.precision);
+    const auto inf = open(c);
+    const data::Ids input = inf->encode(c.clean, "test");
+    if (c.run == "copy") {  // post-LN: refused, saying why
+      CHECK_THROWS_WITH(inspect::direct_logit_attribution(*inf, input, 4),
+                        Catch::Contains("needs a pre-LN model (model.norm_first = true)"));
+      continue;
+    }
+    for (const int64_t target : {int64_t{5}, int64_t{20}}) {
+      const inspect::Attribution a = inspect::direct_logit_attribution(*inf, input, target);
+      double total = 0, size = 0;
+      for (const auto& p : a.parts) total += p.logit, size += std::abs(p.logit);
+      // bf16: the model's products round their inputs to 8 bits of mantissa; the parts are
+      // computed from the float32 weights, so they agree to that rounding (2^-8) of their size.
+      CHECK(a.parts.front().name == "embed");
+      CHECK(a.parts.size() >= 2 * 4 + 2 + 1);  // 2 layers x 4 heads, 2 MLPs, the embedding
+      CHECK(total == Approx(a.logit).margin(c.precision == "fp32" ? 1e-4 : size / 256));
+      const Tensor logits = inf->logits(input, {});
+      CHECK(a.logit ==
+            Approx(logits.select(0, logits.size(0) - 1).to(DType::f64).data<double>()[target])
+                .margin(0));
+    }
+  }
+}
