@@ -18,17 +18,23 @@ std::string repeated(const std::string& symbol, int n) {
   return s;
 }
 
-}  // namespace
-
-TEST_CASE("decode bounds: translate refuses an input past --max-input, and --max-input raises it",
-          "[e2e]") {
-  TempDir t("decode_bounds");
+// A copy run of four steps: enough to decode with.
+std::string tiny_run(const TempDir& t) {
   const std::string run = t.file("run");
   const RunResult tr = run_qkv("train " + source_dir() + "/configs/copy.toml --run-dir " + run +
                                " --train.max_steps 4 --optim.warmup 1 --data.train_size 40"
                                " --data.valid_size 4 --data.test_size 4 --quiet");
   INFO(tr.output);
   REQUIRE(tr.status == 0);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("decode bounds: translate refuses an input past --max-input, and --max-input raises it",
+          "[e2e]") {
+  TempDir t("decode_bounds");
+  const std::string run = tiny_run(t);
   const auto t0 = std::chrono::steady_clock::now();
   const RunResult r = run_qkv("translate " + run + " '" + repeated("3", 5000) + "'");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -47,11 +53,7 @@ TEST_CASE("decode bounds: translate refuses an input past --max-input, and --max
 TEST_CASE("decode bounds: eval --max-len past this machine's memory is refused with the estimate",
           "[e2e]") {
   TempDir t("decode_bounds_eval");
-  const std::string run = t.file("run");
-  const RunResult tr = run_qkv("train " + source_dir() + "/configs/copy.toml --run-dir " + run +
-                               " --train.max_steps 4 --optim.warmup 1 --data.train_size 40"
-                               " --data.valid_size 4 --data.test_size 4 --quiet");
-  REQUIRE(tr.status == 0);
+  const std::string run = tiny_run(t);
   const RunResult r = run_qkv("eval " + run + " --max-len 100000");
   INFO(r.output);
   CHECK(r.status != 0);
