@@ -171,9 +171,10 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
     return "<p class=\"missing\">No checkpoint yet: nothing to decode.</p>";
   std::string o;
   try {
-    const auto inf = run::open_inference(
-        run.dir,
-        {.checkpoint = "latest", .threads = a.threads > 0 ? a.threads : 0, .op = "report"});
+    const auto inf = run::open_inference(run.dir, {.checkpoint = "latest",
+                                                   .precision = std::nullopt,
+                                                   .threads = a.threads > 0 ? a.threads : 0,
+                                                   .op = "report"});
     const run::LoadedRun& r = inf->run();
     const int64_t n = std::min<int64_t>(a.examples, r.data.valid.size());
     o += "<p>Checkpoint <code>" + html_escape(fs::path(r.checkpoint).filename().string()) +

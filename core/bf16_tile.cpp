@@ -162,6 +162,10 @@ void pack_bf16_transposed(const float* src, int64_t rows, int64_t cols, int64_t 
 namespace {
 
 // d[2c] = round(r0[c]), d[2c + 1] = round(r1[c]) (0 when r1 is null), c < cols.
+// GCC 12 warns -Wmaybe-uninitialized on the undefined vector that _mm512_cvtepu16_epi32 and
+// _mm512_slli_epi32 pass internally (their maskless forms); a false positive of its inliner.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 void interleave_rows(const float* r0, const float* r1, int64_t cols, bf16_t* d) {
   int64_t c = 0;
 #if defined(__AVX512BF16__)
@@ -182,6 +186,7 @@ void interleave_rows(const float* r0, const float* r1, int64_t cols, bf16_t* d) 
     d[2 * c + 1] = r1 ? bf16_round(r1[c]) : bf16_t(0);
   }
 }
+#pragma GCC diagnostic pop
 
 }  // namespace
 

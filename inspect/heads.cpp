@@ -38,6 +38,10 @@ int64_t layer_of(const std::string& name, const std::string& prefix, const std::
 
 }  // namespace
 
+// GCC 12 warns -Wmaybe-uninitialized inside std::string's destructor for the initializer lists
+// below (a false positive of its inliner); nothing here is read uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 std::vector<Attention> attentions_of(const nn::Model& model, int64_t heads) {
   const std::vector<std::string> points = nn::hook_points(model);
   const bool pairs = std::any_of(points.begin(), points.end(),
@@ -54,6 +58,7 @@ std::vector<Attention> attentions_of(const nn::Model& model, int64_t heads) {
   std::erase_if(kinds, [](const Attention& a) { return a.layers == 0; });
   return kinds;
 }
+#pragma GCC diagnostic pop
 
 std::vector<Attention> attentions_of(const run::Inference& inf) {
   return attentions_of(inf.model(), inf.run().config.model.heads);

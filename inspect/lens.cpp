@@ -58,7 +58,9 @@ Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
     if (const nn::Hooks* own = inf.hooks()) read.replace = own->replace;
     const ag::Var resid = capture.cache.at(point);
     read.replace[last_block] = [resid](const ag::Var&) { return resid; };
-    LensLayer row{name, point};
+    LensLayer row;
+    row.name = name;
+    row.hook = point;
     row.logits = inf.logits(input, in.tgt_in, &read);
     const std::vector<double> p = probabilities(row.logits.select(0, last));
     std::vector<int64_t> order(p.size());

@@ -57,9 +57,9 @@ std::vector<Case> cases() {
 }
 
 std::unique_ptr<run::Inference> open(const Case& c) {
-  return run::open_inference(runs().file(c.run),
-                             {.precision = qkv::parse_precision(c.precision), .threads = 1,
-                              .op = "test"});
+  return run::open_inference(
+      runs().file(c.run),
+      {.precision = qkv::parse_precision(c.precision), .threads = 1, .op = "test"});
 }
 
 }  // namespace
@@ -159,7 +159,10 @@ TEST_CASE("inspect: qkv heads gives every head a row, and writes a heatmap per s
 }
 
 TEST_CASE("inspect: --ablate with no heads changes no bit, every head may go, bad heads fail") {
-  const std::string lm = "'" + runs().file("lm") + "'", copy = "'" + runs().file("copy") + "'";
+  // appended, not "'" + path + "'": GCC 12 warns -Wrestrict on that form (its bug 105651)
+  std::string lm = "'", copy = "'";
+  lm += runs().file("lm") + "'";
+  copy += runs().file("copy") + "'";
   for (const std::string precision : {"fp32", "bf16"}) {
     const std::string p = " --threads 1 --precision " + precision;
     const RunResult plain = run_qkv("eval " + lm + " --json" + p);
