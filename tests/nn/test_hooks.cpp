@@ -116,12 +116,12 @@ TEST_CASE("hooks: the captured patterns are the attention maps forward returns")
   // The first layer reads the same input either way: the same bits. Later layers read what
   // the fused kernel computed (a pass with maps takes the dense path in every layer instead),
   // so they agree to float32 rounding.
-  CHECK(same_values(h.cache.at("encoder.blocks.0.attn.pattern").data(),
-                    maps.encoder_self[0].data()));
+  CHECK(
+      same_values(h.cache.at("encoder.blocks.0.attn.pattern").data(), maps.encoder_self[0].data()));
   CHECK(allclose(h.cache.at("decoder.blocks.1.attn.pattern").data(), maps.decoder_self[1].data(),
                  1e-5, 1e-6));
-  CHECK(allclose(h.cache.at("decoder.blocks.1.cross.pattern").data(),
-                 maps.decoder_cross[1].data(), 1e-5, 1e-6));
+  CHECK(allclose(h.cache.at("decoder.blocks.1.cross.pattern").data(), maps.decoder_cross[1].data(),
+                 1e-5, 1e-6));
 }
 
 TEST_CASE("hooks: capturing everything and identity replacements change no bit of the output") {
