@@ -101,14 +101,7 @@ std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<d
   const int64_t b = static_cast<int64_t>(srcs.size());
   if (b == 0) return {};
   const InferenceScope scope(model);
-  int64_t s_len = 1;
-  for (const auto& x : srcs) s_len = std::max<int64_t>(s_len, static_cast<int64_t>(x.size()));
-  Tensor ids = zeros({b, s_len}, DType::i64), valid = zeros({b, s_len}, DType::b8);
-  for (int64_t i = 0; i < b; ++i)
-    for (size_t j = 0; j < srcs[i].size(); ++j) {
-      ids.data<int64_t>()[i * s_len + static_cast<int64_t>(j)] = srcs[i][j];
-      valid.data<uint8_t>()[i * s_len + static_cast<int64_t>(j)] = 1;
-    }
+  const auto [ids, valid] = pad_sources(srcs);
   // Encode each source once; its `beam` rows share the memory.
   std::vector<int64_t> rep(static_cast<size_t>(b * beam));
   for (int64_t r = 0; r < b * beam; ++r) rep[static_cast<size_t>(r)] = r / beam;

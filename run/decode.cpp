@@ -8,9 +8,6 @@
 
 namespace qkv::run {
 
-namespace {
-
-// Sources padded into (B, S) ids and their (B, S) validity mask.
 std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs) {
   int64_t s = 1;
   for (const auto& x : srcs) s = std::max<int64_t>(s, static_cast<int64_t>(x.size()));
@@ -25,8 +22,6 @@ std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs) {
     }
   return {ids, valid};
 }
-
-}  // namespace
 
 std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                      const data::Framing& f, const std::vector<int64_t>& max_lens) {

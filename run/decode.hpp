@@ -4,6 +4,7 @@
 // inference (run/inference.hpp); training's validation calls evaluate directly.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/config.hpp"
@@ -32,6 +33,10 @@ struct Metrics {
 Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
                  int64_t batch_size, int64_t max_decode_extra, int64_t limit = 0,
                  const data::DataSplits* text = nullptr);
+
+// Sources padded into (B, S) int64 ids (S the longest, at least 1) and their (B, S) bool
+// validity mask, true on real tokens: the encoder's input for greedy and beam decoding.
+std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs);
 
 // Greedy decoding of a batch of sources; returns each output's ids up to (not including) the
 // first <eos> (or exactly max_len ids when the framing has no <eos>).
