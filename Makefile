@@ -6,10 +6,14 @@ ifdef CI
   CMAKE_FLAGS += -DQKV_WERROR=ON
 endif
 
-.PHONY: install build binary test test-unit test-asan fuzz demo clean
+.PHONY: install install-build build binary test test-unit test-asan fuzz demo clean
 
 install:
 	@bash scripts/install-deps.sh
+
+# Only the packages that building and running the binary needs (no PyTorch, Chromium, clang).
+install-build:
+	@bash scripts/install-deps.sh --build
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
@@ -19,7 +23,7 @@ build: install $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
 # Only the qkv binary and the libraries it links: what `make demo` runs.
-binary: install $(BUILD)/CMakeCache.txt
+binary: install-build $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target qkv
 
 # The whole suite: unit, end-to-end and PyTorch reference tests.

@@ -1,32 +1,45 @@
 #!/usr/bin/env bash
-# Installs qkv's build and test dependencies from Debian 12 packages, only those missing.
-# Idempotent: a second run installs nothing and prints one line.
+# Installs qkv's dependencies from Debian 12 packages, only those missing. Idempotent: a second
+# run installs nothing and prints one line.
+#
+#   install-deps.sh          everything: building qkv, its test suite, fuzzing and profiling
+#   install-deps.sh --build  only what building and running the qkv binary needs (`make demo`):
+#                            the test-only packages (PyTorch, Chromium, clang, ...) are most of
+#                            the download, and a first run does not need them
 set -euo pipefail
 
-packages=(
+build_packages=(
   build-essential cmake pkg-config   # toolchain
   libopenblas-openmp-dev             # BLAS kernels, OpenMP build: no second thread pool (see README)
-  libomp-dev                         # OpenMP runtime headers for clang builds (g++ ships libgomp)
-  clang libclang-rt-14-dev           # `make fuzz`: clang++ -fsanitize=fuzzer (libFuzzer runtime)
-  catch2                             # Catch2 v2 unit tests
+  catch2                             # Catch2 v2 unit tests (CMake looks for it at configure time)
   libcli11-dev                       # the qkv command line
   libspdlog-dev                      # log lines
   nlohmann-json3-dev                 # safetensors headers, metrics.jsonl
   libstb-dev                         # PNG figures
   libxxhash-dev                      # checkpoint checksums (XXH3)
-  python3-torch python3-numpy        # test-only: the PyTorch reference oracle (/usr/bin/python3)
   libopenmpi-dev openmpi-bin         # data-parallel training: `mpirun -np N qkv train` (QKV_MPI)
-  libblas3                           # test-only: the reference BLAS `qkv bench --compare` refuses
-  linux-perf                         # scripts/profile-bench.sh: where a bench step's time goes
-  chromium                           # test-only: `qkv report` pages loaded in headless Chromium
   zlib1g-dev                         # gzip-compressed corpora (data/text_file.hpp)
   libsentencepiece-dev               # subword tokenization: data.tokenizer = "sentencepiece"
-  python3-nltk                       # test-only: cross-checks qkv's BLEU against NLTK's corpus_bleu
   libdnnl-dev                        # oneDNN: bf16 and fp32 GEMMs (the library PyTorch itself uses)
   libtomlplusplus-dev                # toml++: configs are read as full TOML 1.0
   libcpp-httplib-dev                 # cpp-httplib: the HTTP server behind `qkv serve`
+)
+test_packages=(
+  libomp-dev                         # OpenMP runtime headers for clang builds (g++ ships libgomp)
+  clang libclang-rt-14-dev           # `make fuzz`: clang++ -fsanitize=fuzzer (libFuzzer runtime)
+  python3-torch python3-numpy        # test-only: the PyTorch reference oracle (/usr/bin/python3)
+  libblas3                           # test-only: the reference BLAS `qkv bench --compare` refuses
+  linux-perf                         # scripts/profile-bench.sh: where a bench step's time goes
+  chromium                           # test-only: `qkv report` pages loaded in headless Chromium
+  python3-nltk                       # test-only: cross-checks qkv's BLEU against NLTK's corpus_bleu
   python3-websocket                  # test-only: drives headless Chromium over its DevTools protocol
 )
+
+case "${1:-}" in
+  "") packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  --build) packages=("${build_packages[@]}") ;;
+  *) echo "install-deps: unknown option '$1' (use --build, or nothing for everything)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
