@@ -224,12 +224,34 @@ std::string curves_html(const std::vector<RunData>& runs, int64_t& charts) {
   return o + "</div>\n";
 }
 
+// Each run's per-head curves from its probe records ([probe]), one figure per attention and
+// score; empty when no run probed its heads.
+std::string head_curves_html(const std::vector<RunData>& runs, int64_t& charts) {
+  std::string o;
+  for (const RunData& r : runs) {
+    const std::vector<figures::HeadCurves> curves = probe_head_curves(r);
+    if (curves.empty()) continue;
+    if (runs.size() > 1) o += "<h3>" + html_escape(r.name) + "</h3>\n";
+    o += "<div class=\"heads\">\n";
+    for (const figures::HeadCurves& c : curves)
+      o += chart_figure("chart-" + std::to_string(++charts), figures::render_svg(c), "heads");
+    o += "</div>\n";
+  }
+  if (o.empty()) return o;
+  return "<p>Every attention head's scores on the probe inputs while the model trained: layers "
+         "as rows, heads as columns, the value at the last probe in each panel's corner "
+         "(<code>[probe]</code> in the config; definitions in docs/inspect.md).</p>\n" +
+         o;
+}
+
 std::string runs_page(const std::vector<RunData>& runs, const ReportArgs& a, int64_t& charts) {
   std::vector<Section> s;
   s.push_back({"runs", "Runs", summary_html(runs)});
   s.push_back({"test", "Final test metrics", final_metrics_html(runs)});
   s.push_back({"config", runs.size() > 1 ? "Config differences" : "Config", config_html(runs)});
   s.push_back({"curves", "Curves", curves_html(runs, charts)});
+  const std::string heads = head_curves_html(runs, charts);
+  if (!heads.empty()) s.push_back({"heads", "Heads while training", heads});
   std::string att;
   for (const RunData& r : runs)
     att += (runs.size() > 1 ? "<h3>" + html_escape(r.name) + "</h3>\n" : "") + attention_html(r, a);

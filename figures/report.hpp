@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "figures/head_curves.hpp"
 #include "figures/plot.hpp"
 
 namespace qkv::figures::report {
@@ -69,6 +70,12 @@ struct MetricChart {
 // one series per layer. Ordered: losses, learning rate, gradient norm, validation metrics,
 // attention entropy, the rest. Test records are left out (they are the final metrics table).
 std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs);
+
+// The per-head curves of a run's probe records (metrics.jsonl lines {"step", "probe":
+// {"attentions": {name: {"layers", "heads", score: [[per head] per layer]...}}, "icl"}}): one
+// figure per attention and score, in the records' order. Pattern scores share the range 0..1,
+// the entropy 0..its largest value. A record whose layout differs from the first is left out.
+std::vector<HeadCurves> probe_head_curves(const RunData& r);
 
 // A folder written by `qkv saturation --out DIR` (saturation.json).
 struct SaturationData {

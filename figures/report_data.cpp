@@ -1,6 +1,7 @@
 // qkv report, the data side: run folders and metrics.jsonl in, charts out (see report.hpp).
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,7 @@ const Known kKnown[] = {
      "entropy (nats)", false},
     {"attention_entropy.decoder_cross", "attention entropy, cross-attention", "entropy (nats)",
      false},
+    {"icl", "in-context learning score", "late minus early token loss (nats)", false},
 };
 
 const Known* known(const std::string& key) {
@@ -74,7 +76,8 @@ int rank_of(const std::string& split, const std::string& key) {
   if (split == "train" && key == "grad_norm") return 3;
   if (split == "valid") return 4;
   if (key.rfind("attention_entropy", 0) == 0) return 5;
-  return 6;
+  if (split == "probe") return 6;
+  return 7;
 }
 
 // Series of one chart, by (run, sub-label) in the order they appear.
@@ -232,6 +235,12 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
       const std::string split = rec.value("split", std::string("train"));
       if (split == "test" || rec.value("skipped", false)) continue;
       const double step = rec["step"].get<double>();
+      // A probe record's per-head scores are head_curves' figures; its run-level score a chart.
+      if (rec.contains("probe")) {
+        if (rec["probe"].is_object() && rec["probe"].contains("icl"))
+          add(r, "probe", "icl", "", step, rec["probe"]["icl"]);
+        continue;
+      }
       for (auto it = rec.begin(); it != rec.end(); ++it) {
         if (kNotMetrics.count(it.key())) continue;
         const json& v = it.value();
@@ -260,7 +269,8 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
     MetricChart m;
     m.key = p.split + "/" + p.key;
     // "Training loss", "Validation exact match", "Learning rate"
-    m.chart.title = p.split == "train" && p.key != "loss" ? name : split_word(p.split) + " " + name;
+    const bool bare = (p.split == "train" && p.key != "loss") || p.split == "probe";
+    m.chart.title = bare ? name : split_word(p.split) + " " + name;
     m.chart.title[0] =
         static_cast<char>(std::toupper(static_cast<unsigned char>(m.chart.title[0])));
     m.chart.x_label = "step (optimizer updates)";
@@ -316,6 +326,86 @@ SaturationData read_saturation(const std::string& dir) {
     throw Error("report: " + file + ": not a qkv saturation result (corrupt or unfinished)");
   }
   return s;
+}
+
+namespace {
+
+// "self" -> "self-attention", "cross" -> "cross-attention", "encoder" -> "encoder self-attention"
+std::string attention_title(const std::string& name) {
+  if (name == "encoder" || name == "decoder") return name + " self-attention";
+  return name + "-attention";
+}
+
+// One attention's score across the probe records: a curve per head, NaN where a record lacks it.
+HeadCurves score_curves(const std::vector<const json*>& probes, const std::string& attention,
+                        const std::string& score, int64_t layers, int64_t heads) {
+  HeadCurves c;
+  std::string shown = score;
+  std::replace(shown.begin(), shown.end(), '_', ' ');
+  c.title = attention_title(attention) + ": " + shown;
+  c.layers = layers, c.heads = heads;
+  c.values.assign(static_cast<size_t>(layers * heads), {});
+  double top = 0;
+  for (const json* rec : probes) {
+    const json& a = (*rec)["probe"]["attentions"][attention];
+    c.steps.push_back((*rec)["step"].get<double>());
+    for (int64_t l = 0; l < layers; ++l)
+      for (int64_t h = 0; h < heads; ++h) {
+        const json& v =
+            a.contains(score) ? a[score][static_cast<size_t>(l)][static_cast<size_t>(h)] : json();
+        const double y = v.is_number() ? v.get<double>() : NAN;
+        if (std::isfinite(y)) top = std::max(top, y);
+        c.values[static_cast<size_t>(l * heads + h)].push_back(y);
+      }
+  }
+  const bool entropy = score == "entropy";
+  c.y_label = entropy ? "nats" : "share of attention";
+  c.y_max = entropy ? std::max(top, 1e-3) : 1;
+  return c;
+}
+
+// True when a record's attention has the layout (layers x heads arrays for every score).
+bool same_layout(const json& a, int64_t layers, int64_t heads) {
+  if (!a.is_object() || a.value("layers", int64_t{-1}) != layers ||
+      a.value("heads", int64_t{-1}) != heads)
+    return false;
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    if (!it.value().is_array()) continue;
+    if (static_cast<int64_t>(it.value().size()) != layers) return false;
+    for (const json& row : it.value())
+      if (!row.is_array() || static_cast<int64_t>(row.size()) != heads) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<HeadCurves> probe_head_curves(const RunData& r) {
+  const json* first = nullptr;
+  for (const json& rec : r.records)
+    if (rec.contains("probe") && rec["probe"].is_object() &&
+        rec["probe"].value("attentions", json()).is_object()) {
+      first = &rec;
+      break;
+    }
+  if (!first) return {};
+  std::vector<HeadCurves> out;
+  const json& layout = (*first)["probe"]["attentions"];
+  for (auto att = layout.begin(); att != layout.end(); ++att) {
+    const int64_t layers = att.value().value("layers", int64_t{0});
+    const int64_t heads = att.value().value("heads", int64_t{0});
+    if (layers <= 0 || heads <= 0) continue;
+    std::vector<const json*> probes;
+    for (const json& rec : r.records)
+      if (rec.contains("probe") && rec["probe"].is_object() &&
+          rec["probe"].value("attentions", json()).is_object() &&
+          same_layout(rec["probe"]["attentions"].value(att.key(), json()), layers, heads))
+        probes.push_back(&rec);
+    for (auto score = att.value().begin(); score != att.value().end(); ++score)
+      if (score.value().is_array())
+        out.push_back(score_curves(probes, att.key(), score.key(), layers, heads));
+  }
+  return out;
 }
 
 }  // namespace qkv::figures::report

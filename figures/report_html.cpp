@@ -101,6 +101,8 @@ nav a { margin-right: 14px; font-size: 14px; }
 figure { margin: 0; }
 figure.chart svg { width: 100%; max-width: 600px; height: auto; display: block;
   border: 1px solid #eee; }
+.heads { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
+figure.chart[data-kind=heads] svg { width: auto; max-width: 100%; }
 .maps { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
 figure.map img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figure.map figcaption { font-size: 12px; color: #555; }

@@ -209,6 +209,77 @@ TEST_CASE("report: the page of a 20000-step run and of two runs, through the bin
   CHECK(html.size() < 1500 * 1024);
 }
 
+namespace {
+
+// A probe record as the training writes it: two layers x three heads of self-attention, the
+// score of head (l, h) at step s = (s + 10 l + h) / 1000, and an icl score.
+std::string probe_record(int step, int layers = 2) {
+  auto grid = [&](double offset) {
+    nlohmann::json g = nlohmann::json::array();
+    for (int l = 0; l < layers; ++l) {
+      g.push_back(nlohmann::json::array());
+      for (int h = 0; h < 3; ++h) g.back().push_back((step + 10 * l + h) / 1000.0 + offset);
+    }
+    return g;
+  };
+  const nlohmann::json self = {
+      {"layers", layers}, {"heads", 3}, {"entropy", grid(1.0)}, {"induction", grid(0.0)}};
+  const nlohmann::json probe = {
+      {"attentions", {{"self", self}}}, {"icl", -step / 1000.0}, {"seconds", 0.01}};
+  return nlohmann::json{{"step", step}, {"probe", probe}}.dump() + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("report: probe records are per-head curves and the in-context learning chart") {
+  const TempDir t("report_probe");
+  std::string m;
+  for (int s = 0; s <= 300; s += 100)
+    m += "{\"epoch\":0,\"grad_norm\":1.0,\"loss\":2.0,\"lr\":0.001,\"step\":" +
+         std::to_string(s + 1) + "}\n" + probe_record(s);
+  m += probe_record(400, 3);  // another layout (a corrupt line): left out of the curves
+  const RunData run = read_run(fake_run(t, "p", "copy", m));
+  std::vector<std::string> keys;
+  for (const MetricChart& c : metric_charts({run})) keys.push_back(c.key);
+  CHECK(keys == std::vector<std::string>{"train/loss", "train/lr", "train/grad_norm", "probe/icl"});
+  const MetricChart icl = metric_charts({run}).back();
+  CHECK(icl.chart.title == "In-context learning score");
+  CHECK(icl.chart.series[0].y == std::vector<double>{0.0, -0.1, -0.2, -0.3, -0.4});
+
+  const std::vector<HeadCurves> curves = probe_head_curves(run);
+  REQUIRE(curves.size() == 2);  // the record's arrays in its order: entropy, induction
+  CHECK(curves[0].title == "self-attention: entropy");
+  CHECK(curves[1].title == "self-attention: induction");
+  const HeadCurves& ind = curves[1];
+  CHECK(ind.layers == 2);
+  CHECK(ind.heads == 3);
+  CHECK(ind.steps == std::vector<double>{0, 100, 200, 300});
+  CHECK(ind.y_min == 0);
+  CHECK(ind.y_max == 1);
+  CHECK(ind.values[1 * 3 + 2] == std::vector<double>{0.012, 0.112, 0.212, 0.312});
+  CHECK(curves[0].y_max == Approx(1.312));  // entropy: 0 up to its largest value
+  CHECK(curves[0].y_label == "nats");
+
+  const std::string svg = render_svg(ind);
+  CHECK(count(svg, "<g class='head'") == 6);
+  CHECK(svg.find("data-layer='1' data-head='2'") != std::string::npos);
+  CHECK(svg.find(">0.31<") != std::string::npos);  // head (1, 2)'s last value in its corner
+  HeadCurves bad = ind;
+  bad.values.pop_back();
+  CHECK_THROWS_WITH(render_svg(bad), Catch::Contains("curves 5"));
+  bad = ind;
+  bad.values[0].push_back(1);
+  CHECK_THROWS_WITH(render_svg(bad), Catch::Contains("5 points for 4 steps"));
+
+  const RunResult r = run_qkv("report '" + run.dir + "' --out '" + t.file("r.html") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string html = read_file(t.file("r.html"));
+  check_page_basics(html);
+  CHECK(html.find("Heads while training") != std::string::npos);
+  CHECK(count(html, "data-kind=\"heads\"") == 2);
+}
+
 TEST_CASE("report: bad input gets one line and no output file") {
   const TempDir t("report_bad");
   const std::string out = t.file("r.html");
