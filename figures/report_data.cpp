@@ -106,6 +106,37 @@ std::string shade(const std::string& hex, size_t k, size_t n) {
   return o;
 }
 
+// "self" -> "self-attention", "cross" -> "cross-attention", "encoder" -> "encoder self-attention"
+std::string attention_title(const std::string& name) {
+  if (name == "encoder" || name == "decoder") return name + " self-attention";
+  return name + "-attention";
+}
+
+// The best head's value of every pattern score of a probe record, one per attention and score:
+// "induction (best head, self-attention)" -> the largest over layers and heads. What shows a
+// mechanism forming in a run at a glance (the per-head curves show which head it is).
+std::vector<std::pair<std::string, double>> best_heads(const json& probe) {
+  std::vector<std::pair<std::string, double>> out;
+  if (!probe.contains("attentions") || !probe["attentions"].is_object()) return out;
+  const json& atts = probe["attentions"];
+  for (auto a = atts.begin(); a != atts.end(); ++a) {
+    if (!a.value().is_object()) continue;
+    for (auto sc = a.value().begin(); sc != a.value().end(); ++sc) {
+      if (!sc.value().is_array() || sc.key() == "entropy") continue;
+      double best = -INFINITY;
+      for (const json& row : sc.value())
+        if (row.is_array())
+          for (const json& v : row)
+            if (v.is_number()) best = std::max(best, v.get<double>());
+      std::string name = sc.key();
+      std::replace(name.begin(), name.end(), '_', ' ');
+      if (std::isfinite(best))
+        out.push_back({name + " (best head, " + attention_title(a.key()) + ")", best});
+    }
+  }
+  return out;
+}
+
 // Which of its run's series the i-th series of p is (0, 1, ...).
 size_t nth_of_run(const Pending& p, size_t i) {
   size_t k = 0;
@@ -237,8 +268,10 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
       const double step = rec["step"].get<double>();
       // A probe record's per-head scores are head_curves' figures; its run-level score a chart.
       if (rec.contains("probe")) {
-        if (rec["probe"].is_object() && rec["probe"].contains("icl"))
-          add(r, "probe", "icl", "", step, rec["probe"]["icl"]);
+        if (!rec["probe"].is_object()) continue;
+        if (rec["probe"].contains("icl")) add(r, "probe", "icl", "", step, rec["probe"]["icl"]);
+        for (const auto& [key, best] : best_heads(rec["probe"]))
+          add(r, "probe", key, "", step, best);
         continue;
       }
       for (auto it = rec.begin(); it != rec.end(); ++it) {
@@ -274,7 +307,7 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
     m.chart.title[0] =
         static_cast<char>(std::toupper(static_cast<unsigned char>(m.chart.title[0])));
     m.chart.x_label = "step (optimizer updates)";
-    m.chart.y_label = k ? k->unit : p.key;
+    m.chart.y_label = k ? k->unit : p.split == "probe" ? "share of attention" : p.key;
     std::map<size_t, size_t> per_run;  // series per run
     for (const auto& [id, s] : p.series) ++per_run[id.first];
     bool one_each = true;
@@ -329,12 +362,6 @@ SaturationData read_saturation(const std::string& dir) {
 }
 
 namespace {
-
-// "self" -> "self-attention", "cross" -> "cross-attention", "encoder" -> "encoder self-attention"
-std::string attention_title(const std::string& name) {
-  if (name == "encoder" || name == "decoder") return name + " self-attention";
-  return name + "-attention";
-}
 
 // One attention's score across the probe records: a curve per head, NaN where a record lacks it.
 HeadCurves score_curves(const std::vector<const json*>& probes, const std::string& attention,

@@ -241,10 +241,15 @@ TEST_CASE("report: probe records are per-head curves and the in-context learning
   const RunData run = read_run(fake_run(t, "p", "copy", m));
   std::vector<std::string> keys;
   for (const MetricChart& c : metric_charts({run})) keys.push_back(c.key);
-  CHECK(keys == std::vector<std::string>{"train/loss", "train/lr", "train/grad_norm", "probe/icl"});
-  const MetricChart icl = metric_charts({run}).back();
-  CHECK(icl.chart.title == "In-context learning score");
-  CHECK(icl.chart.series[0].y == std::vector<double>{0.0, -0.1, -0.2, -0.3, -0.4});
+  CHECK(keys == std::vector<std::string>{"train/loss", "train/lr", "train/grad_norm", "probe/icl",
+                                         "probe/induction (best head, self-attention)"});
+  const std::vector<MetricChart> charts = metric_charts({run});
+  CHECK(charts[3].chart.title == "In-context learning score");
+  CHECK(charts[3].chart.series[0].y == std::vector<double>{0.0, -0.1, -0.2, -0.3, -0.4});
+  // the largest head: (1, 2) of two layers, then (2, 2) of the three-layer record
+  CHECK(charts[4].chart.title == "Induction (best head, self-attention)");
+  CHECK(charts[4].chart.y_label == "share of attention");
+  CHECK(charts[4].chart.series[0].y == std::vector<double>{0.012, 0.112, 0.212, 0.312, 0.422});
 
   const std::vector<HeadCurves> curves = probe_head_curves(run);
   REQUIRE(curves.size() == 2);  // the record's arrays in its order: entropy, induction
