@@ -15,8 +15,9 @@ install:
 install-build:
 	@bash scripts/install-deps.sh --build
 
+# A unity build: a fresh clone's first build is the one a newcomer waits for.
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DQKV_UNITY=ON $(CMAKE_FLAGS)
 
 # Everything: the qkv binary, the tests, the benchmarks and the examples' libraries.
 build: install $(BUILD)/CMakeCache.txt
@@ -38,7 +39,7 @@ test-unit: build
 # -O1 keeps asserts and stack traces but runs the e2e trainings several times faster than -O0.
 ASAN_LABELS ?=
 test-asan: install
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DQKV_UNITY=ON \
 	  -DQKV_SANITIZE=ON -DQKV_NATIVE=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

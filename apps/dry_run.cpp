@@ -19,7 +19,7 @@
 namespace qkv::app {
 
 namespace fs = std::filesystem;
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -39,14 +39,14 @@ std::pair<double, double> tokens_per_step(const run::TrainingRun& r) {
   return {src / steps, tgt / steps};
 }
 
-json plan_json(const run::TrainingRun& r) {
+ojson plan_json(const run::TrainingRun& r) {
   const auto [src, tgt] = tokens_per_step(r);
   const run::MemoryEstimate mem =
       run::estimate_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   const run::MemoryInfo avail = run::available_memory();
   const std::string toml = config::effective_toml(r.cfg);
-  json j;
-  j["config"] = json::parse(config::parse_config(toml, "config.toml").root.dump());
+  ojson j;
+  j["config"] = ojson::parse(config::parse_config(toml, "config.toml").root.dump());
   j["config_toml"] = toml;
   j["run_dir"] = r.dir;
   j["run_dir_exists"] = fs::exists(r.dir);
@@ -69,7 +69,7 @@ json plan_json(const run::TrainingRun& r) {
   return j;
 }
 
-void print_plan(const json& j, const run::TrainingRun& r) {
+void print_plan(const ojson& j, const run::TrainingRun& r) {
   std::printf("%s", j["config_toml"].get<std::string>().c_str());
   std::printf("\n# plan (nothing was written)\n");
   std::printf(
@@ -109,7 +109,7 @@ int cmd_config(const TrainArgs& a) {
   run::TrainingRun r;
   run::TrainRunArgs args{a.config, a.run_dir, a.resume, a.overrides, a.overwrite, true};
   run::open_training_run(r, args, 0, 1);
-  const json j = plan_json(r);
+  const ojson j = plan_json(r);
   if (a.json)
     std::printf("%s\n", j.dump().c_str());
   else

@@ -23,14 +23,14 @@ dnnl::stream& thread_stream() {
   return s;
 }
 
-using Dims = dnnl::memory::dims;
+using MemDims = dnnl::memory::dims;
 using DT = dnnl::memory::data_type;
 
 // A stored row-major matrix read as (rows, cols) of op: (rows, cols) itself, or the transpose
 // of a (cols, rows) matrix with row stride ld.
 dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, bool trans, int64_t ld, DT dt) {
-  return trans ? dnnl::memory::desc(Dims{rows, cols}, dt, Dims{1, ld})
-               : dnnl::memory::desc(Dims{rows, cols}, dt, Dims{ld, 1});
+  return trans ? dnnl::memory::desc(MemDims{rows, cols}, dt, MemDims{1, ld})
+               : dnnl::memory::desc(MemDims{rows, cols}, dt, MemDims{ld, 1});
 }
 
 // One product shape's primitive, with its memory objects (pointed at the operands per call),
@@ -42,17 +42,17 @@ struct Product {
   std::unordered_map<int, dnnl::memory> args;
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, bool, int>;
+using ProductKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, bool, int>;
 
-std::unique_ptr<Product> make_product(const Key& key) {
+std::unique_ptr<Product> make_product(const ProductKey& key) {
   const auto [n, m, k, ta, tb, lda, ldb, ldc, has_bias, threads] = key;
   (void)threads;  // the primitive splits its work for omp_get_max_threads() at creation
   const dnnl::engine& eng = cpu_engine();
   const auto a_md = operand_desc(n, k, ta, lda, DT::bf16);
   const auto b_md = operand_desc(k, m, tb, ldb, DT::bf16);
-  const auto c_md = dnnl::memory::desc(Dims{n, m}, DT::f32, Dims{ldc, 1});
+  const auto c_md = dnnl::memory::desc(MemDims{n, m}, DT::f32, MemDims{ldc, 1});
   const auto bias_md =
-      has_bias ? dnnl::memory::desc(Dims{1, m}, DT::f32, Dims{m, 1}) : dnnl::memory::desc();
+      has_bias ? dnnl::memory::desc(MemDims{1, m}, DT::f32, MemDims{m, 1}) : dnnl::memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::matmul::desc d(a_md, b_md, bias_md, c_md);
@@ -75,8 +75,8 @@ std::unique_ptr<Product> make_product(const Key& key) {
   return p;
 }
 
-Product& product_for(const Key& key) {
-  thread_local std::map<Key, std::unique_ptr<Product>> cache;
+Product& product_for(const ProductKey& key) {
+  thread_local std::map<ProductKey, std::unique_ptr<Product>> cache;
   std::unique_ptr<Product>& p = cache[key];
   if (!p) p = make_product(key);
   return *p;
@@ -131,7 +131,7 @@ void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* 
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
   QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,
             ", k ", k, ")");
-  Product& p = product_for(Key{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()});
+  Product& p = product_for(ProductKey{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()});
   p.src.set_data_handle(const_cast<bf16_t*>(a));
   p.wei.set_data_handle(const_cast<bf16_t*>(b));
   p.dst.set_data_handle(c);
