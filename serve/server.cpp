@@ -357,7 +357,7 @@ class Server {
       send_json(res, m.lens(q, opts_.limits, ablation(b)));
     });
     generate_route();
-    http_.Get(R"(/|/app\.js|/style\.css)", guarded([](const auto& req, auto& res) {
+    http_.Get(R"(/|/app\.js|/panels\.js|/style\.css)", guarded([](const auto& req, auto& res) {
                 const Asset* a = find_asset(req.path);
                 res.set_content(std::string(a->bytes), std::string(a->content_type).c_str());
                 // The page runs its own script and talks only to this server.
