@@ -126,8 +126,11 @@ class Browser:
                 out.append(f"log {p['entry']['level']}: {p['entry']['text']} {p['entry'].get('url', '')}")
         return out
 
-    def screenshot(self, path):
-        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    def screenshot(self, path, clip=None):
+        """The whole page, or clip {x, y, width, height} of it (CSS pixels from its top left)."""
+        extra = {"clip": {**clip, "scale": 1}} if clip else {}
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         **extra)
         with open(path, "wb") as f:
             f.write(base64.b64decode(data["data"]))
 
