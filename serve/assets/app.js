@@ -517,7 +517,7 @@ async function start() {
   fillRunChoice();
   document.getElementById('run').addEventListener('change', () => {
     fillCheckpoints();
-    forgetAblationOfOtherRuns();
+    forgetOtherRun();
   });
   document.getElementById('ask').addEventListener('submit', ask);
   document.getElementById('clear-ablation').addEventListener('click', clearAblation);

@@ -51,9 +51,18 @@ function showAblation() {
     c.parentElement.classList.toggle('ablated', state.ablated.has(c.dataset.name));
 }
 
-// Another run has other heads: its answers start with none removed.
-function forgetAblationOfOtherRuns() {
+// Another run has other heads: its answers start with none removed, and the panels of the
+// run before are emptied.
+function forgetOtherRun() {
   const run = currentRun();
+  for (const id of ['heads', 'lens']) {
+    const box = document.getElementById(id);
+    if (box.dataset.run && run && box.dataset.run !== run.name) {
+      box.replaceChildren();
+      box.dataset.state = '';
+      document.getElementById(id + '-status').textContent = '';
+    }
+  }
   if (run && state.ablationRun && run.name !== state.ablationRun) {
     state.ablated.clear();
     state.ablationRun = null;
@@ -86,6 +95,7 @@ async function scoreHeads() {
     const t = await api('/api/runs/' + encodeURIComponent(run.name) + '/heads',
                         {checkpoint, ablate: cut});
     renderHeads(t);
+    box.dataset.run = run.name;
     status.textContent = run.name + (cut ? ' with ' + cut + ' removed' : '') + ': ' + t.split +
                          ' loss ' + t.loss.toFixed(4) + ' over ' + t.batches +
                          ' batches; pattern scores on repeated sequences of 2 \u00d7 ' +
@@ -154,6 +164,7 @@ async function askLens() {
   const body = {text, checkpoint: document.getElementById('checkpoint').value || 'best',
                 ablate: ablateSpec(), top: 5};
   box.dataset.state = 'busy';
+  box.dataset.run = run.name;
   status.textContent = '';
   try {
     renderLens(await api(base, body));

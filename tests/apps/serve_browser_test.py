@@ -412,6 +412,8 @@ def main():
               f"lm: the streamed sample appears, as qkv generate's ({sample!r})")
         maps = check_grid(b, {"causal": (2, 2)}, "lm")
         lens_panel(b, qkv, lm, "ROMEO:", "a")
+        left = b.js("document.querySelectorAll('#heads table').length")
+        check(left == 0, f"lm: the copy run's head table is gone ({left} tables)")
         check(all(m["future"] == 0 for m in maps), "lm: every map is causal (no weight on a later token)")
         b.screenshot(os.path.join(work, "lm.png"))
         ok, size = png_ok(os.path.join(work, "lm.png"))
