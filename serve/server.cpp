@@ -329,33 +329,7 @@ class Server {
           // Opened without blocking, a regular file only, within a bound.
           res.set_content(run::read_run_file(path->string(), "served file", kMaxServedFile), type);
         }));
-    post_model("translate", [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
-                                 opts_.limits, ablation(b)));
-    });
-    post_model("attention", [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.attention(field<std::string>(b, "text", ""), opts_.limits, ablation(b),
-                                 field<int64_t>(b, "k", 0)));
-    });
-    post_model("next", [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.next_tokens(field<std::string>(b, "text", ""), field<int64_t>(b, "k", 5),
-                                   opts_.limits, ablation(b)));
-    });
-    post_model("heads", [this](Model& m, const json& b, auto& res) {
-      HeadsRequest q;
-      q.split = field<std::string>(b, "split", q.split);
-      q.batches = field<int64_t>(b, "batches", q.batches);
-      q.probes = field<int64_t>(b, "probes", q.probes);
-      q.seed = field<uint64_t>(b, "seed", q.seed);
-      send_json(res, m.heads(q, opts_.limits, ablation(b)));
-    });
-    post_model("lens", [this](Model& m, const json& b, auto& res) {
-      LensRequest q;
-      q.text = field<std::string>(b, "text", "");
-      q.target = field<std::string>(b, "target", "");
-      q.top = field<int64_t>(b, "top", q.top);
-      send_json(res, m.lens(q, opts_.limits, ablation(b)));
-    });
+    model_routes();
     generate_route();
     http_.Get(R"(/|/app\.js|/panels\.js|/style\.css)", guarded([](const auto& req, auto& res) {
                 const Asset* a = find_asset(req.path);
@@ -388,6 +362,37 @@ class Server {
     });
     http_.set_pre_routing_handler(
         [this](const auto& req, auto& res) { return refuse_foreign(req, res); });
+  }
+
+  // The questions to a checkpoint (model.hpp), each with its body's "ablate".
+  void model_routes() {
+    post_model("translate", [this](Model& m, const json& b, auto& res) {
+      send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
+                                 opts_.limits, ablation(b)));
+    });
+    post_model("attention", [this](Model& m, const json& b, auto& res) {
+      send_json(res, m.attention(field<std::string>(b, "text", ""), opts_.limits, ablation(b),
+                                 field<int64_t>(b, "k", 0)));
+    });
+    post_model("next", [this](Model& m, const json& b, auto& res) {
+      send_json(res, m.next_tokens(field<std::string>(b, "text", ""), field<int64_t>(b, "k", 5),
+                                   opts_.limits, ablation(b)));
+    });
+    post_model("heads", [this](Model& m, const json& b, auto& res) {
+      HeadsRequest q;
+      q.split = field<std::string>(b, "split", q.split);
+      q.batches = field<int64_t>(b, "batches", q.batches);
+      q.probes = field<int64_t>(b, "probes", q.probes);
+      q.seed = field<uint64_t>(b, "seed", q.seed);
+      send_json(res, m.heads(q, opts_.limits, ablation(b)));
+    });
+    post_model("lens", [this](Model& m, const json& b, auto& res) {
+      LensRequest q;
+      q.text = field<std::string>(b, "text", "");
+      q.target = field<std::string>(b, "target", "");
+      q.top = field<int64_t>(b, "top", q.top);
+      send_json(res, m.lens(q, opts_.limits, ablation(b)));
+    });
   }
 
   template <class F>
