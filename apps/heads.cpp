@@ -1,8 +1,6 @@
 // qkv heads RUN [--split valid] [--json] [--out DIR]: one row per head of every attention --
 // importance, the loss change when it is removed, its entropy and pattern scores
 // (inspect/head_table.hpp); --out writes one heatmap (layer x head) per score and attention.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -17,32 +15,6 @@ namespace qkv::app {
 
 namespace {
 
-// Every number of a row by column name, in the table's order.
-std::vector<std::pair<std::string, double>> columns(const inspect::HeadRow& r) {
-  std::vector<std::pair<std::string, double>> c{{"importance", r.importance},
-                                                {"zero_loss_change", r.zero_loss_change},
-                                                {"mean_loss_change", r.mean_loss_change}};
-  for (const char* s : {"entropy", "previous_token", "duplicate_token", "induction", "alignment"})
-    if (r.scores.count(s)) c.emplace_back(s, r.scores.at(s));
-  return c;
-}
-
-void print_json(const inspect::HeadTable& t) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const inspect::HeadRow& r : t.rows) {
-    nlohmann::json j{
-        {"attention", r.attention}, {"head", r.name}, {"layer", r.layer}, {"index", r.head}};
-    for (const auto& [k, v] : columns(r)) j[k] = v;
-    rows.push_back(j);
-  }
-  const nlohmann::json out{{"split", t.split},
-                           {"loss", t.loss},
-                           {"batches", t.batches},
-                           {"probe_length", t.probe_length},
-                           {"heads", rows}};
-  std::printf("%s\n", out.dump(2).c_str());
-}
-
 void print_table(const inspect::HeadTable& t) {
   std::printf(
       "split %s: loss %.4f over %lld batches; pattern scores on repeated sequences of 2 x %lld\n",
@@ -50,7 +22,7 @@ void print_table(const inspect::HeadTable& t) {
       static_cast<long long>(t.probe_length));
   std::string attention;
   for (const inspect::HeadRow& r : t.rows) {
-    const auto cols = columns(r);
+    const auto cols = inspect::head_columns(r);
     if (r.attention != attention) {
       attention = r.attention;
       std::printf("\n%-12s", (attention + " head").c_str());
@@ -68,7 +40,7 @@ void write_heatmaps(const inspect::HeadTable& t, const std::string& dir) {
   std::filesystem::create_directories(dir);
   std::map<std::pair<std::string, std::string>, std::vector<const inspect::HeadRow*>> groups;
   for (const inspect::HeadRow& r : t.rows)
-    for (const auto& [k, v] : columns(r)) groups[{r.attention, k}].push_back(&r);
+    for (const auto& [k, v] : inspect::head_columns(r)) groups[{r.attention, k}].push_back(&r);
   int written = 0;
   for (const auto& [key, rows] : groups) {
     figures::Heatmap hm;
@@ -76,7 +48,7 @@ void write_heatmaps(const inspect::HeadTable& t, const std::string& dir) {
     hm.x_label = "head", hm.y_label = "layer";
     for (const inspect::HeadRow* r : rows) {
       hm.rows = std::max(hm.rows, r->layer + 1), hm.cols = std::max(hm.cols, r->head + 1);
-      for (const auto& [k, v] : columns(*r))
+      for (const auto& [k, v] : inspect::head_columns(*r))
         if (k == key.second) hm.values.push_back(v);
     }
     for (int64_t l = 0; l < hm.rows; ++l) hm.row_labels.push_back(std::to_string(l));
@@ -100,7 +72,7 @@ int cmd_heads(const HeadsArgs& a) {
   const inspect::HeadTable t = inspect::head_table(
       *inf, {.split = a.split, .max_batches = a.batches, .probes = a.probes, .seed = a.seed});
   if (a.json)
-    print_json(t);
+    std::printf("%s\n", inspect::head_table_json(t).dump(2).c_str());
   else
     print_table(t);
   if (!a.out.empty()) write_heatmaps(t, a.out);

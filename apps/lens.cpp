@@ -1,7 +1,5 @@
 // qkv lens RUN "input": the logit lens per layer (inspect/lens.hpp) -- each layer's top tokens
 // and the final prediction's rank and probability there.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <optional>
 
@@ -14,17 +12,6 @@
 namespace qkv::app {
 
 namespace {
-
-// The id of --target TOKEN in the model's output vocabulary.
-int64_t target_id(const run::Inference& inf, const LensArgs& a) {
-  const data::Vocab& v = inf.run().data.tgt_vocab;
-  int64_t id = -1;
-  for (int64_t i = 0; i < v.size() && id < 0; ++i)
-    if (v.token(i) == a.target || inf.output_labels({i})[0] == a.target) id = i;
-  QKV_CHECK(id >= 0, "lens --target", "'", a.target, "' is no token of the model's output (",
-            v.size(), " tokens; a space is shown and given as _)");
-  return id;
-}
 
 // The parts of the target's logit at the last position (inspect/attribution.hpp).
 void print_attribution(const inspect::Attribution& at) {
@@ -48,27 +35,12 @@ int cmd_lens(const LensArgs& a) {
   const data::Ids input = inf->encode(a.text, "lens");
   // The attribution first: a model it does not apply to fails before anything is printed.
   std::optional<inspect::Attribution> parts;
-  if (!a.target.empty()) parts = inspect::direct_logit_attribution(*inf, input, target_id(*inf, a));
+  if (!a.target.empty())
+    parts = inspect::direct_logit_attribution(
+        *inf, input, inspect::output_token_id(*inf, a.target, "lens --target"));
   const inspect::Lens lens = inspect::logit_lens(*inf, input, a.top);
   if (a.json) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const auto& l : lens.layers) {
-      nlohmann::json top = nlohmann::json::array();
-      for (const auto& [t, p] : l.top) top.push_back({{"token", t}, {"probability", p}});
-      layers.push_back({{"layer", l.name},
-                        {"hook", l.hook},
-                        {"rank", l.rank},
-                        {"probability", l.probability},
-                        {"top", top}});
-    }
-    nlohmann::json out{
-        {"position", lens.position}, {"prediction", lens.prediction}, {"layers", layers}};
-    if (parts) {
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& p : parts->parts) list.push_back({{"part", p.name}, {"logit", p.logit}});
-      out["attribution"] = {{"target", parts->target}, {"logit", parts->logit}, {"parts", list}};
-    }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", inspect::lens_json(lens, parts ? &*parts : nullptr).dump(2).c_str());
     return 0;
   }
   std::printf("after '%s' the model predicts '%s'\n\n%-6s %5s %8s  top tokens\n",

@@ -120,4 +120,12 @@ Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids&
   return a;
 }
 
+int64_t output_token_id(const run::Inference& inf, const std::string& token, const char* op) {
+  const data::Vocab& v = inf.run().data.tgt_vocab;
+  for (int64_t i = 0; i < v.size(); ++i)
+    if (v.token(i) == token || inf.output_labels({i})[0] == token) return i;
+  throw Error(cat(op, ": '", token, "' is no token of the model's output (", v.size(),
+                  " tokens; a space is shown and given as _)"));
+}
+
 }  // namespace qkv::inspect

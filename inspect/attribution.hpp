@@ -40,6 +40,10 @@ struct Attribution {
   std::vector<LogitPart> parts;  // the bias terms last
 };
 
+// The id of token in the model's output vocabulary, spelt as the vocabulary spells it or as the
+// axes' labels show it (a space as _); qkv::Error naming op otherwise.
+int64_t output_token_id(const run::Inference& inf, const std::string& token, const char* op);
+
 Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids& input,
                                      int64_t target);
 

@@ -165,4 +165,28 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
   return t;
 }
 
+std::vector<std::pair<std::string, double>> head_columns(const HeadRow& r) {
+  std::vector<std::pair<std::string, double>> c{{"importance", r.importance},
+                                                {"zero_loss_change", r.zero_loss_change},
+                                                {"mean_loss_change", r.mean_loss_change}};
+  for (const char* s : {"entropy", "previous_token", "duplicate_token", "induction", "alignment"})
+    if (r.scores.count(s)) c.emplace_back(s, r.scores.at(s));
+  return c;
+}
+
+nlohmann::json head_table_json(const HeadTable& t) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const HeadRow& r : t.rows) {
+    nlohmann::json j{
+        {"attention", r.attention}, {"head", r.name}, {"layer", r.layer}, {"index", r.head}};
+    for (const auto& [k, v] : head_columns(r)) j[k] = v;
+    rows.push_back(j);
+  }
+  return {{"split", t.split},
+          {"loss", t.loss},
+          {"batches", t.batches},
+          {"probe_length", t.probe_length},
+          {"heads", rows}};
+}
+
 }  // namespace qkv::inspect

@@ -21,7 +21,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "inspect/heads.hpp"
 
@@ -52,6 +55,14 @@ struct HeadTable {
 
 // Everything above, under the Inference's own hooks (an ablation stays in place).
 HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o);
+
+// A row's numbers by column name, in the table's order: importance, zero_loss_change,
+// mean_loss_change, then entropy and its attention's pattern scores.
+std::vector<std::pair<std::string, double>> head_columns(const HeadRow& r);
+// The table as `qkv heads --json` prints it and `qkv serve` answers it:
+// {"split", "loss", "batches", "probe_length",
+//  "heads": [{"attention", "head", "layer", "index", <every column>: number} ...]}
+nlohmann::json head_table_json(const HeadTable& t);
 
 // The split's mean loss per token under hooks (null: the Inference's own), and the batches.
 std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "inspect/attribution.hpp"
 #include "inspect/heads.hpp"
 #include "run/inference.hpp"
 
@@ -73,6 +74,27 @@ Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
     lens.layers.push_back(std::move(row));
   }
   return lens;
+}
+
+nlohmann::json lens_json(const Lens& lens, const Attribution* parts) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LensLayer& l : lens.layers) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& [t, p] : l.top) top.push_back({{"token", t}, {"probability", p}});
+    layers.push_back({{"layer", l.name},
+                      {"hook", l.hook},
+                      {"rank", l.rank},
+                      {"probability", l.probability},
+                      {"top", top}});
+  }
+  nlohmann::json out{
+      {"position", lens.position}, {"prediction", lens.prediction}, {"layers", layers}};
+  if (parts) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const LogitPart& p : parts->parts) list.push_back({{"part", p.name}, {"logit", p.logit}});
+    out["attribution"] = {{"target", parts->target}, {"logit", parts->logit}, {"parts", list}};
+  }
+  return out;
 }
 
 }  // namespace qkv::inspect

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/tensor.hpp"
 #include "data/dataset.hpp"
 #include "nn/hooks.hpp"
@@ -21,6 +23,8 @@ class Inference;
 }
 
 namespace qkv::inspect {
+
+struct Attribution;  // inspect/attribution.hpp
 
 struct LensLayer {
   std::string name;                                 // "embed", then "0", "1", ...: after block L
@@ -41,5 +45,11 @@ struct Lens {
 
 // The lens of one input, the k most likely tokens per layer. Under the Inference's own hooks.
 Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k = 5);
+
+// The lens (and a target's attribution, when given) as `qkv lens --json` prints it and
+// `qkv serve` answers it: {"position", "prediction", "layers": [{"layer", "hook", "rank",
+// "probability", "top": [{"token", "probability"}...]}...], "attribution": {"target", "logit",
+// "parts": [{"part", "logit"}...]}} (attribution only with parts).
+nlohmann::json lens_json(const Lens& lens, const Attribution* parts = nullptr);
 
 }  // namespace qkv::inspect

@@ -4,11 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
+#include <optional>
 
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "data/lm.hpp"
+#include "inspect/attribution.hpp"
+#include "inspect/head_table.hpp"
+#include "inspect/heads.hpp"
+#include "inspect/lens.hpp"
 #include "run/inference.hpp"
 
 namespace fs = std::filesystem;
@@ -18,6 +24,7 @@ namespace qkv::serve {
 
 struct Model::Impl {
   std::unique_ptr<run::Inference> inf;
+  std::mutex question;  // held for the whole of one question (Ablation)
 };
 
 namespace {
@@ -50,6 +57,28 @@ data::Ids encode(const run::Inference& inf, const std::string& text, const Limit
   return ids;
 }
 
+// One question's ablation: the heads of spec zero-ablated in this question's calls only, and
+// the question's hold on the model. Inference::set_hooks is the Inference's own state, shared
+// by every request thread, so the model's lock is held from set_hooks to its reset -- by a
+// question without an ablation too, which must not run under another's hooks. Hooks handed to
+// each call instead exist only for the teacher-forced passes, not for decoding, sampling or
+// inspecting; and the lock costs no parallelism: the Inference runs one pass at a time anyway.
+class Ablation {
+ public:
+  Ablation(std::mutex& question, run::Inference& inf, const std::string& spec, const char* op)
+      : hold_(question), inf_(inf) {
+    as_bad_input([&] { return inspect::ablate(inf_, spec, hooks_, op); });
+  }
+  ~Ablation() { inf_.set_hooks(nullptr); }
+  Ablation(const Ablation&) = delete;
+  Ablation& operator=(const Ablation&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> hold_;
+  run::Inference& inf_;
+  nn::Hooks hooks_;  // the replacements the Inference calls while this question runs
+};
+
 // A line of output as the page shows it: a line break as \n keeps it on one line.
 std::string one_line(const std::string& text) {
   std::string shown;
@@ -71,6 +100,23 @@ json heads_of(const Tensor& w) {
   return heads;
 }
 
+void check_k(int64_t k, const Limits& lim, bool zero_allowed) {
+  if ((k < 1 && !(zero_allowed && k == 0)) || k > lim.max_top_k)
+    throw BadInput(cat("k must be in ", zero_allowed ? 0 : 1, "..", lim.max_top_k, ", got ", k));
+}
+
+// The top-k next tokens at each position of an inspection's pass:
+// [{"at": label, "top":[{"token","p"}...]}...]
+json steps_json(const run::Inference& inf, const run::Inspection& a, int64_t k) {
+  json steps = json::array();
+  for (const run::NextTokens& n : inf.next_tokens(a, k)) {
+    json top = json::array();
+    for (const auto& [token, p] : n.top) top.push_back({{"token", token}, {"p", p}});
+    steps.push_back({{"at", n.at}, {"top", std::move(top)}});
+  }
+  return steps;
+}
+
 }  // namespace
 
 Model::Model(const std::string& run_dir, const std::string& which,
@@ -83,10 +129,12 @@ Model::Model(const std::string& run_dir, const std::string& which,
 
 Model::~Model() = default;
 
-json Model::translate(const std::string& text, int64_t beam, const Limits& lim) {
+json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
+                      const std::string& ablate) {
   const run::Inference& inf = *impl_->inf;
   if (beam < 1 || beam > lim.max_beam)
     throw BadInput(cat("beam must be in 1..", lim.max_beam, ", got ", beam));
+  const Ablation held(impl_->question, *impl_->inf, ablate, "translate");
   as_bad_input([&] {
     inf.require(run::Inference::Operation::decode, "translate");
     return 0;
@@ -101,6 +149,7 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim) 
 }
 
 void Model::check_sample(const SampleRequest& q, const Limits& lim) {
+  const Ablation held(impl_->question, *impl_->inf, q.ablate, "generate");
   as_bad_input([&] {
     impl_->inf->require(run::Inference::Operation::generate, "generate");
     return 0;
@@ -114,6 +163,7 @@ void Model::check_sample(const SampleRequest& q, const Limits& lim) {
 void Model::generate(const SampleRequest& q, const Limits& lim,
                      const std::function<bool(const std::string&)>& on_text) {
   check_sample(q, lim);
+  const Ablation held(impl_->question, *impl_->inf, q.ablate, "generate");
   const run::Inference& inf = *impl_->inf;
   const data::Ids prompt = encode(inf, q.prompt, lim);
   const run::LoadedRun& r = inf.run();
@@ -132,11 +182,15 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
   }
 }
 
-json Model::attention(const std::string& text, const Limits& lim) {
+json Model::attention(const std::string& text, const Limits& lim, const std::string& ablate,
+                      int64_t k) {
+  check_k(k, lim, true);
+  const Ablation held(impl_->question, *impl_->inf, ablate, "attention");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
   json out{{"output", one_line(inf.text(a.output))}, {"kinds", json::array()}};
+  if (k > 0) out["steps"] = steps_json(inf, a, k);
   for (const run::AttentionView& v : a.views) {
     json k{{"kind", v.kind}, {"title", v.title}, {"rows", v.rows}, {"cols", v.cols}};
     k["layers"] = json::array();
@@ -146,19 +200,46 @@ json Model::attention(const std::string& text, const Limits& lim) {
   return out;
 }
 
-json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim) {
-  if (k < 1 || k > lim.max_top_k)
-    throw BadInput(cat("k must be in 1..", lim.max_top_k, ", got ", k));
+json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim,
+                        const std::string& ablate) {
+  check_k(k, lim, false);
+  const Ablation held(impl_->question, *impl_->inf, ablate, "next");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
-  json steps = json::array();
-  for (const run::NextTokens& n : inf.next_tokens(a, k)) {
-    json top = json::array();
-    for (const auto& [token, p] : n.top) top.push_back({{"token", token}, {"p", p}});
-    steps.push_back({{"at", n.at}, {"top", std::move(top)}});
-  }
-  return {{"steps", std::move(steps)}};
+  return {{"steps", steps_json(inf, a, k)}};
+}
+
+json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& ablate) {
+  if (r.batches < 1 || r.batches > lim.max_head_batches)
+    throw BadInput(cat("batches must be in 1..", lim.max_head_batches, ", got ", r.batches));
+  if (r.probes < 1 || r.probes > lim.max_probes)
+    throw BadInput(cat("probes must be in 1..", lim.max_probes, ", got ", r.probes));
+  const Ablation held(impl_->question, *impl_->inf, ablate, "heads");
+  const run::Inference& inf = *impl_->inf;
+  return as_bad_input([&] {
+    return inspect::head_table_json(inspect::head_table(inf, {.split = r.split,
+                                                              .max_batches = r.batches,
+                                                              .probes = r.probes,
+                                                              .probe_length = 0,
+                                                              .seed = r.seed}));
+  });
+}
+
+json Model::lens(const LensRequest& r, const Limits& lim, const std::string& ablate) {
+  if (r.top < 1 || r.top > lim.max_top_k)
+    throw BadInput(cat("top must be in 1..", lim.max_top_k, ", got ", r.top));
+  const Ablation held(impl_->question, *impl_->inf, ablate, "lens");
+  const run::Inference& inf = *impl_->inf;
+  const data::Ids input = encode(inf, r.text, lim);
+  return as_bad_input([&] {
+    // The attribution first, as `qkv lens` does: a model it does not apply to says so.
+    std::optional<inspect::Attribution> parts;
+    if (!r.target.empty())
+      parts = inspect::direct_logit_attribution(
+          inf, input, inspect::output_token_id(inf, r.target, "lens target"));
+    return inspect::lens_json(inspect::logit_lens(inf, input, r.top), parts ? &*parts : nullptr);
+  });
 }
 
 json list_checkpoints(const std::string& run_dir) {

@@ -6,8 +6,13 @@
 // precision or the one `qkv serve --precision` names: the page answers as `qkv translate` and
 // `qkv generate` do, token for token.
 //
-// Thread safety: one Model may be asked from many threads; its Inference serialises the
-// passes (they flip the model's shared training flag). Different Models run in parallel.
+// Every question may name heads to remove, "ablate": "L.H,..." as `--ablate` names them
+// (inspect/heads.hpp): the answer is the one of the model with those heads zero-ablated. An
+// empty or absent ablate installs nothing (the answer is the same bits as without).
+//
+// Thread safety: one Model may be asked from many threads; one question runs at a time (its
+// Inference serialises the passes anyway: they flip the model's shared training flag, and a
+// question's ablation must not reach another's). Different Models run in parallel.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -34,6 +39,9 @@ struct Limits {
   int64_t max_new_tokens = 1000;   // one LM sample
   int64_t max_beam = 16;
   int64_t max_top_k = 20;  // next-token probabilities per position
+  // The head table runs a split: at most this many batches of it, and of probe sequences.
+  int64_t max_head_batches = 8;
+  int64_t max_probes = 16;
 };
 
 struct SampleRequest {
@@ -42,6 +50,21 @@ struct SampleRequest {
   double temperature = 0.8, top_p = 1.0;
   int64_t top_k = 200;
   uint64_t seed = 1;
+  std::string ablate;  // heads removed while sampling
+};
+
+// POST .../heads: the head table's options (inspect/head_table.hpp), as `qkv heads` takes them.
+struct HeadsRequest {
+  std::string split = "valid";
+  int64_t batches = 4, probes = 4;
+  uint64_t seed = 1;
+};
+
+// POST .../lens: the logit lens of text, the k most likely tokens per layer, and with a target
+// token its direct logit attribution (inspect/lens.hpp, inspect/attribution.hpp).
+struct LensRequest {
+  std::string text, target;
+  int64_t top = 5;
 };
 
 class Model {
@@ -57,7 +80,8 @@ class Model {
   const std::string& checkpoint() const { return checkpoint_; }  // the folder's name, step-N
 
   // {"source_tokens":[...], "greedy": text, "beam": text, "beam_size": n}
-  nlohmann::json translate(const std::string& text, int64_t beam, const Limits& lim);
+  nlohmann::json translate(const std::string& text, int64_t beam, const Limits& lim,
+                           const std::string& ablate = "");
   // A language model's sample of r.tokens tokens after the prompt, each piece of text handed to
   // on_text as it is made (on_text returns false to stop early: the client went away).
   void generate(const SampleRequest& r, const Limits& lim,
@@ -68,10 +92,18 @@ class Model {
   // Every layer's and head's attention for one input, with the tokens of the axes:
   // {"output": text, "kinds":[{"kind","title","rows":[labels],"cols":[labels],
   //   "layers":[[ head (n x m, row-major) ... ] ...]}]}
-  nlohmann::json attention(const std::string& text, const Limits& lim);
+  // k > 0: also next_tokens's "steps", from the same pass (the page asks for both at once).
+  nlohmann::json attention(const std::string& text, const Limits& lim,
+                           const std::string& ablate = "", int64_t k = 0);
   // The top-k next-token probabilities at each position (LM) or output step (Seq2Seq):
   // {"steps":[{"at": label, "top":[{"token","p"}...]}...]}
-  nlohmann::json next_tokens(const std::string& text, int64_t k, const Limits& lim);
+  nlohmann::json next_tokens(const std::string& text, int64_t k, const Limits& lim,
+                             const std::string& ablate = "");
+  // The head table as `qkv heads --json` prints it (inspect::head_table_json), within the
+  // limits' batches and probes.
+  nlohmann::json heads(const HeadsRequest& r, const Limits& lim, const std::string& ablate = "");
+  // The logit lens as `qkv lens --json` prints it (inspect::lens_json).
+  nlohmann::json lens(const LensRequest& r, const Limits& lim, const std::string& ablate = "");
 
  private:
   struct Impl;

@@ -188,6 +188,9 @@ T field(const json& body, const char* key, T fallback) {
   return v.get<T>();
 }
 
+// The heads a request removes: "ablate": "L.H,..." (inspect/heads.hpp); absent: none.
+std::string ablation(const json& body) { return field<std::string>(body, "ablate", ""); }
+
 class Server {
  public:
   explicit Server(const ServeOptions& o)
@@ -326,19 +329,9 @@ class Server {
           // Opened without blocking, a regular file only, within a bound.
           res.set_content(run::read_run_file(path->string(), "served file", kMaxServedFile), type);
         }));
-    post_model("translate", [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
-                                 opts_.limits));
-    });
-    post_model("attention", [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.attention(field<std::string>(b, "text", ""), opts_.limits));
-    });
-    post_model("next", [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.next_tokens(field<std::string>(b, "text", ""), field<int64_t>(b, "k", 5),
-                                   opts_.limits));
-    });
+    model_routes();
     generate_route();
-    http_.Get(R"(/|/app\.js|/style\.css)", guarded([](const auto& req, auto& res) {
+    http_.Get(R"(/|/app\.js|/panels\.js|/style\.css)", guarded([](const auto& req, auto& res) {
                 const Asset* a = find_asset(req.path);
                 res.set_content(std::string(a->bytes), std::string(a->content_type).c_str());
                 // The page runs its own script and talks only to this server.
@@ -371,6 +364,37 @@ class Server {
         [this](const auto& req, auto& res) { return refuse_foreign(req, res); });
   }
 
+  // The questions to a checkpoint (model.hpp), each with its body's "ablate".
+  void model_routes() {
+    post_model("translate", [this](Model& m, const json& b, auto& res) {
+      send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
+                                 opts_.limits, ablation(b)));
+    });
+    post_model("attention", [this](Model& m, const json& b, auto& res) {
+      send_json(res, m.attention(field<std::string>(b, "text", ""), opts_.limits, ablation(b),
+                                 field<int64_t>(b, "k", 0)));
+    });
+    post_model("next", [this](Model& m, const json& b, auto& res) {
+      send_json(res, m.next_tokens(field<std::string>(b, "text", ""), field<int64_t>(b, "k", 5),
+                                   opts_.limits, ablation(b)));
+    });
+    post_model("heads", [this](Model& m, const json& b, auto& res) {
+      HeadsRequest q;
+      q.split = field<std::string>(b, "split", q.split);
+      q.batches = field<int64_t>(b, "batches", q.batches);
+      q.probes = field<int64_t>(b, "probes", q.probes);
+      q.seed = field<uint64_t>(b, "seed", q.seed);
+      send_json(res, m.heads(q, opts_.limits, ablation(b)));
+    });
+    post_model("lens", [this](Model& m, const json& b, auto& res) {
+      LensRequest q;
+      q.text = field<std::string>(b, "text", "");
+      q.target = field<std::string>(b, "target", "");
+      q.top = field<int64_t>(b, "top", q.top);
+      send_json(res, m.lens(q, opts_.limits, ablation(b)));
+    });
+  }
+
   template <class F>
   void post_model(const char* what, F f) {
     http_.Post(std::string(R"(/api/runs/([^/]+)/)") + what,
@@ -395,6 +419,7 @@ class Server {
                  q.top_k = field<int64_t>(b, "top_k", q.top_k);
                  q.top_p = field<double>(b, "top_p", q.top_p);
                  q.seed = field<uint64_t>(b, "seed", q.seed);
+                 q.ablate = ablation(b);
                  m->check_sample(q, opts_.limits);
                  const int threads = opts_.threads;
                  res.set_chunked_content_provider(

@@ -1,12 +1,15 @@
 // qkv serve's page: live curves of the served runs, and one input through a chosen checkpoint
-// (outputs, every layer's and head's attention, next-token probabilities). Talks only to the
-// JSON API of the server that sent it (docs/serve.md); no libraries.
+// (outputs, every layer's and head's attention, next-token probabilities), with the heads
+// clicked in the grid removed (panels.js: the removed heads, the head table, the logit lens).
+// Talks only to the JSON API of the server that sent it (docs/serve.md); no libraries.
 'use strict';
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2',
                 '#17becf'];
 const SVG_NS = 'http://www.w3.org/2000/svg';
-const state = {runs: [], series: {}, offsets: {}, charts: {}, busy: false};
+// ablated: the heads removed from every answer (--ablate names); again: asked while busy.
+const state = {runs: [], series: {}, offsets: {}, charts: {}, busy: false, again: false,
+               ablated: new Set(), ablationRun: null};
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -357,6 +360,9 @@ function enlarge(kind, w, title) {
   c.shown = {kind, w, title};
 }
 
+// Every kind's maps, layers as rows and heads as columns. Clicking a map removes its head from
+// the answers (again: puts it back), clicking a layer's label every head of that layer; the
+// corner button enlarges a map.
 function renderGrid(att) {
   const grid = document.getElementById('grid');
   grid.replaceChildren();
@@ -370,23 +376,31 @@ function renderGrid(att) {
     kind.layers[0].forEach((_, h) => head.append(el('th', {text: 'head ' + (h + 1)})));
     table.append(head);
     kind.layers.forEach((heads, l) => {
-      const tr = el('tr', {}, el('th', {text: 'layer ' + (l + 1)}));
+      const names = heads.map((_, h) => headName(kind.kind, l, h));
+      const label = el('th', {class: 'layer-label', text: 'layer ' + (l + 1),
+                              title: 'click: remove every head of this layer (again: restore)'});
+      label.addEventListener('click', () => toggleHeads(names));
+      const tr = el('tr', {}, label);
       heads.forEach((w, h) => {
         const title = kind.title + ', layer ' + (l + 1) + ', head ' + (h + 1);
         const c = el('canvas', {class: 'map', 'data-kind': kind.kind, 'data-layer': l + 1,
                                 'data-head': h + 1, 'data-rows': rows, 'data-cols': cols,
-                                title: ''});
+                                'data-name': names[h], title: ''});
         c.weights = w;  // kept for the checks of the page's tests
         paintMap(c, w, kind, cell, Math.min(11, Math.max(8, cell - 2)));
-        hoverable(c, () => ({kind, w, title}));
-        c.addEventListener('click', () => enlarge(kind, w, title));
-        tr.append(el('td', {}, c));
+        hoverable(c, () => ({kind, w, title: title + ' (' + names[h] + ')'}));
+        c.addEventListener('click', () => toggleHeads([names[h]]));
+        const big = el('button', {type: 'button', class: 'enlarge', title: 'enlarge',
+                                  'aria-label': 'enlarge ' + title, text: '\u2922'});
+        big.addEventListener('click', () => enlarge(kind, w, title));
+        tr.append(el('td', {}, c, big));
       });
       table.append(tr);
     });
     box.append(table);
     grid.append(box);
   }
+  showAblation();
 }
 
 function renderNext(next, lm) {
@@ -404,11 +418,11 @@ function renderNext(next, lm) {
   box.replaceChildren(table);
 }
 
-async function decode(run, text, checkpoint) {
+async function decode(run, text, checkpoint, ablate) {
   const out = document.getElementById('output');
   const beam = Number(document.getElementById('beam').value) || 1;
   const j = await api('/api/runs/' + encodeURIComponent(run.name) + '/translate',
-                      {text, beam, checkpoint});
+                      {text, beam, checkpoint, ablate});
   out.replaceChildren(el('div', {}, el('span', {class: 'label', text: 'greedy: '}),
                              el('span', {id: 'greedy', text: j.greedy})),
                       el('div', {}, el('span', {class: 'label', text: 'beam ' + j.beam_size + ': '}),
@@ -416,16 +430,17 @@ async function decode(run, text, checkpoint) {
 }
 
 // Reads the streamed sample (one JSON line per piece) as it arrives.
-async function sample(run, prompt, checkpoint) {
+async function sample(run, prompt, checkpoint, ablate) {
   const out = document.getElementById('output');
   const num = id => Number(document.getElementById(id).value);
-  const body = {prompt, checkpoint, tokens: num('tokens'), temperature: num('temperature'),
+  const body = {prompt, checkpoint, ablate, tokens: num('tokens'), temperature: num('temperature'),
                 top_k: num('top_k'), top_p: num('top_p'), seed: num('seed')};
   const res = await fetch('/api/runs/' + encodeURIComponent(run.name) + '/generate',
                           {method: 'POST', body: JSON.stringify(body),
                            headers: {'Content-Type': 'application/json'}});
   if (!res.ok) throw new Error((await res.json()).error);
   const shown = el('span', {id: 'sample'});
+  out.removeAttribute('data-done');
   out.replaceChildren(el('span', {class: 'label', text: 'sample: '}), el('b', {text: prompt}), shown);
   const reader = res.body.getReader(), dec = new TextDecoder();
   let pending = '';
@@ -444,30 +459,48 @@ async function sample(run, prompt, checkpoint) {
   }
 }
 
-async function ask(ev) {
+function ask(ev) {
   ev.preventDefault();
+  refresh();
+}
+
+// The input through the chosen run and checkpoint with the removed heads: maps and next-token
+// probabilities (one pass), the output, the lens. Asked again once more when something changed
+// while it ran (a head clicked meanwhile).
+async function refresh() {
   const run = currentRun();
-  if (!run || state.busy) return;
+  if (!run) return;
+  if (state.busy) {
+    state.again = true;
+    return;
+  }
   const text = document.getElementById('text').value;
   const checkpoint = document.getElementById('checkpoint').value || 'best';
   const lm = run.facts && run.facts.language_model;
+  const ablate = ablateSpec();
   showError('');
   state.busy = true;
   document.body.setAttribute('data-busy', 'true');
   try {
     const base = '/api/runs/' + encodeURIComponent(run.name);
     // The maps and probabilities first: they are quick; then the (streamed) output.
-    const [att, next] = await Promise.all([api(base + '/attention', {text, checkpoint}),
-                                           api(base + '/next', {text, checkpoint, k: 5})]);
+    const att = await api(base + '/attention', {text, checkpoint, ablate, k: 5});
     renderGrid(att);
-    renderNext(next, lm);
-    if (lm) await sample(run, text, checkpoint);
-    else await decode(run, text, checkpoint);
+    renderNext(att, lm);
+    if (lm) await sample(run, text, checkpoint, ablate);
+    else await decode(run, text, checkpoint, ablate);
+    document.getElementById('output').setAttribute('data-ablate', ablate);
+    await askLens();
   } catch (e) {
     showError(e.message);
   } finally {
     state.busy = false;
-    document.body.setAttribute('data-busy', 'false');
+    if (state.again) {
+      state.again = false;
+      refresh();
+    } else {
+      document.body.setAttribute('data-busy', 'false');
+    }
   }
 }
 
@@ -482,8 +515,14 @@ async function start() {
   renderRuns();
   renderSaturation();
   fillRunChoice();
-  document.getElementById('run').addEventListener('change', fillCheckpoints);
+  document.getElementById('run').addEventListener('change', () => {
+    fillCheckpoints();
+    forgetOtherRun();
+  });
   document.getElementById('ask').addEventListener('submit', ask);
+  document.getElementById('clear-ablation').addEventListener('click', clearAblation);
+  document.getElementById('score-heads').addEventListener('click', scoreHeads);
+  document.getElementById('lens-go').addEventListener('click', askLens);
   document.getElementById('zoom').addEventListener('click', () => {
     document.getElementById('zoom').hidden = true;
     document.getElementById('tip').hidden = true;

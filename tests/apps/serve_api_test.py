@@ -3,12 +3,14 @@
 
 Trains a short copy run and a tiny character LM (serve_fixture.py), keeps a third run training
 beside, and serves all three. Checks: the answers agree with `qkv translate` / `qkv generate`;
-each bad input (empty text, symbols outside the vocabulary, a prompt longer than the context,
-malformed JSON, wrong types, out-of-range options) is a 400 with a one-line JSON message; the
-body-size bound is a 413; unknown runs, `..`, absolute paths and symbolic links out of a run are
-404s; a half-written metrics line is never returned; 20 concurrent requests while the training
-runs all get the sequential answers; a non-loopback --host warns; SIGTERM and SIGINT stop the
-server with exit 0.
+"ablate" answers as `--ablate` does (an unknown head a 400, an empty one the same as none), and
+the heads and lens routes answer as `qkv heads --json` and `qkv lens --json`; each bad input
+(empty text, symbols outside the vocabulary, a prompt longer than the context, malformed JSON,
+wrong types, out-of-range options) is a 400 with a one-line JSON message; the body-size bound is
+a 413; unknown runs, `..`, absolute paths and symbolic links out of a run are 404s; a
+half-written metrics line is never returned; 24 concurrent requests (some ablated) while the
+training runs all get the sequential answers; a non-loopback --host warns; SIGTERM and SIGINT
+stop the server with exit 0.
 
 Usage: serve_api_test.py QKV_BINARY SOURCE_DIR
 Exit 0: passed; 1: failed.
@@ -86,6 +88,76 @@ def answers(s, qkv, copy, lm):
     check(code == 200, f"a kept checkpoint by name ({code} {c})")
 
 
+def cli_json(cmd):
+    return json.loads(fx.run(cmd).stdout)
+
+
+def inspection(s, qkv, copy, lm):
+    """The look-inside questions: ablations, the head table, the logit lens."""
+    text, head = "3 1 4 1 5", "cross.0.1"
+    tr = "/api/runs/copy/translate"
+    code, plain, _ = s.post(tr, {"text": text})
+    code2, cut, _ = s.post(tr, {"text": text, "ablate": head})
+    cli = fx.run([qkv, "translate", copy, text, "--ablate", head]).stdout.strip()
+    cli_beam = fx.run([qkv, "translate", copy, text, "--ablate", head, "--beam", "4"]).stdout.strip()
+    check(code == code2 == 200 and cut["greedy"] == cli and cut["beam"] == cli_beam,
+          f"translate with ablate {head}: qkv translate --ablate's output ({cut} / {cli!r})")
+    check(cut["greedy"] != plain["greedy"],
+          f"the ablation changes the output ({plain['greedy']!r} -> {cut['greedy']!r})")
+    for path, body in ((tr, {"text": text}), ("/api/runs/copy/attention", {"text": text, "k": 3}),
+                       ("/api/runs/lm/next", {"text": "ROMEO", "k": 3})):
+        none, empty = s.post(path, body)[:2], s.post(path, {**body, "ablate": ""})[:2]
+        check(none[0] == 200 and none == empty, f"{path}: an empty ablate answers as none")
+    code, a, _ = s.post("/api/runs/copy/attention", {"text": text, "k": 3})
+    code2, n, _ = s.post("/api/runs/copy/next", {"text": text, "k": 3})
+    check(code == code2 == 200 and a["steps"] == n["steps"],
+          "attention with k: next's steps from the same pass")
+    code, a2, _ = s.post("/api/runs/copy/attention", {"text": text, "k": 3, "ablate": head})
+    check(code == 200 and a2["kinds"] != a["kinds"] and a2["steps"] != a["steps"],
+          "attention and next-token steps with an ablation differ from without")
+    code, g = fx.generated_text(s.post("/api/runs/lm/generate", {
+        "prompt": "ROMEO:", "tokens": 30, "seed": 7, "ablate": "1.0,0.1"}))
+    cli = fx.run([qkv, "generate", lm, "--prompt", "ROMEO:", "--tokens", "30", "--seed", "7",
+                  "--ablate", "1.0,0.1", "--quiet"]).stdout
+    check(code == 200 and "ROMEO:" + g == cli.rstrip("\n"),
+          f"generate with ablate: qkv generate --ablate's sample ({g!r} / {cli!r})")
+    check_error(s, "POST", tr, {"text": text, "ablate": "cross.9.1"},
+                says="translate --ablate: no head cross.9.1 (nearest: cross.1.1)")
+    check_error(s, "POST", "/api/runs/lm/next", {"text": "a", "ablate": "0.7"}, says="no head 0.7")
+    check_error(s, "POST", "/api/runs/lm/generate", {"prompt": "a", "ablate": "x"},
+                says="expected LAYER.HEAD")
+    check_error(s, "POST", tr, {"text": text, "ablate": 3}, says="ablate must be a string")
+
+    code, h, _ = s.post("/api/runs/lm/heads", {})
+    cli = cli_json([qkv, "heads", lm, "--json", "--threads", "1"])
+    check(code == 200 and h == cli and len(h["heads"]) == 4,
+          f"lm heads: qkv heads --json's table ({code}, {len(h.get('heads', []))} heads)")
+    body = {"batches": 2, "probes": 2, "seed": 3, "ablate": head}
+    code, h, _ = s.post("/api/runs/copy/heads", body)
+    cli = cli_json([qkv, "heads", copy, "--json", "--threads", "1", "--batches", "2", "--probes",
+                    "2", "--seed", "3", "--ablate", head])
+    check(code == 200 and h == cli and len(h["heads"]) == 12,
+          f"copy heads with options and ablate: qkv heads --json's ({code})")
+    check_error(s, "POST", "/api/runs/copy/heads", {"batches": 0}, says="batches must be in 1..8")
+    check_error(s, "POST", "/api/runs/copy/heads", {"probes": 1000}, says="probes must be in 1..16")
+    check_error(s, "POST", "/api/runs/copy/heads", {"split": "nope"}, says="nope")
+
+    code, l, _ = s.post("/api/runs/lm/lens", {"text": "ROMEO", "target": "a", "top": 3})
+    cli = cli_json([qkv, "lens", lm, "ROMEO", "--target", "a", "--top", "3", "--json"])
+    check(code == 200 and l == cli and len(l["layers"]) == 3 and l["attribution"]["parts"],
+          f"lm lens with a target: qkv lens --json's ({code})")
+    code, l, _ = s.post("/api/runs/copy/lens", {"text": text, "ablate": head})
+    cli = cli_json([qkv, "lens", copy, text, "--json", "--ablate", head])
+    check(code == 200 and l == cli and "attribution" not in l,
+          f"copy lens with ablate: qkv lens --json's ({code})")
+    check_error(s, "POST", "/api/runs/lm/lens", {"text": "ROMEO", "target": "zz"},
+                says="'zz' is no token of the model's output")
+    check_error(s, "POST", "/api/runs/lm/lens", {"text": "ROMEO", "top": 0}, says="top must be in")
+    check_error(s, "POST", "/api/runs/copy/lens", {"text": text, "target": "4"},
+                says="needs a pre-LN model")
+    check_error(s, "POST", "/api/runs/lm/lens", {"text": ""}, says="empty")
+
+
 def bad_inputs(s, work):
     tr, gen = "/api/runs/copy/translate", "/api/runs/lm/generate"
     check_error(s, "POST", tr, {"text": ""}, says="empty")
@@ -143,27 +215,29 @@ def half_written_line(s, partial):
 
 
 def concurrent_requests(s):
-    """20 requests at once (four kinds, two runs) while the live run trains: each gets the answer
-    it gets alone."""
+    """24 requests at once (four kinds, two runs, some with an ablation) while the live run
+    trains: each gets the answer it gets alone (one request's ablation reaches no other)."""
     reqs = []
-    for i in range(20):
+    for i in range(24):
         text = " ".join(str(1 + (i + j) % 9) for j in range(3 + i % 5))
         kind = i % 4
+        cut = {"ablate": "cross.0.1" if kind < 2 else "1.0"} if i % 3 == 0 else {}
         if kind == 0:
-            reqs.append(("/api/runs/copy/translate", {"text": text, "beam": 2}))
+            reqs.append(("/api/runs/copy/translate", {"text": text, "beam": 2, **cut}))
         elif kind == 1:
-            reqs.append(("/api/runs/copy/attention", {"text": text}))
+            reqs.append(("/api/runs/copy/attention", {"text": text, **cut}))
         elif kind == 2:
-            reqs.append(("/api/runs/lm/next", {"text": "ROMEO"[: 1 + i % 5], "k": 4}))
+            reqs.append(("/api/runs/lm/next", {"text": "ROMEO"[: 1 + i % 5], "k": 4, **cut}))
         else:
-            reqs.append(("/api/runs/lm/generate", {"prompt": "KING", "tokens": 20, "seed": i}))
+            reqs.append(("/api/runs/lm/generate", {"prompt": "KING", "tokens": 20, "seed": i,
+                                                   **cut}))
     alone = [s.post(p, b)[:2] for p, b in reqs]
-    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+    with concurrent.futures.ThreadPoolExecutor(len(reqs)) as pool:
         together = list(pool.map(lambda r: s.post(*r)[:2], reqs))
     same = [a == t for a, t in zip(alone, together)]
     check(all(a[0] == 200 for a in alone) and all(same),
-          f"20 concurrent requests beside a training: all 200 and as answered alone "
-          f"({sum(same)}/20 the same)")
+          f"{len(reqs)} concurrent requests (some ablated) beside a training: all 200 and as "
+          f"answered alone ({sum(same)}/{len(reqs)} the same)")
 
 
 def signals_and_host(qkv, copy):
@@ -201,6 +275,7 @@ def main():
         live, live_dir = fx.start_live(qkv, source, work)
         server = fx.Server(qkv, [copy, lm, live_dir, partial])
         answers(server, qkv, copy, lm)
+        inspection(server, qkv, copy, lm)
         bad_inputs(server, work)
         half_written_line(server, partial)
         concurrent_requests(server)

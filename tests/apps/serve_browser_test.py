@@ -7,8 +7,12 @@ but the server). For the copy run it types an input, presses Decode and waits fo
 the LM it types a prompt, presses Sample and waits for the streamed sample. Each time it checks
 that the grid has layers x heads maps of every kind, that every map's rows sum to 1 (and the
 LM's maps are causal), that the output text appears and is what `qkv translate` / `qkv
-generate` print, and that hovering a cell and clicking a map work; for the copy run it also picks an
-earlier checkpoint in the selector and checks that it answers as `qkv translate --checkpoint` does. It checks that the training
+generate` print, and that hovering a cell and a map's enlarge button work; for the copy run it also picks an
+earlier checkpoint in the selector and checks that it answers as `qkv translate --checkpoint` does.
+Clicking a head's map (and a layer's label) removes those heads: the outputs become `qkv translate
+--ablate`'s, the maps are marked, and clear restores the first answer. The heads panel's
+heatmaps hold `qkv heads --json`'s numbers; the lens panel's table has `qkv lens --json`'s ranks,
+and with a target token the attribution's bars. It checks that the training
 curve of the live run gains points while the page is open, that no console message, script
 error or failed load is reported (an injected error must be caught, so the listener is known to
 work), and saves screenshots that must not be blank.
@@ -122,8 +126,11 @@ class Browser:
                 out.append(f"log {p['entry']['level']}: {p['entry']['text']} {p['entry'].get('url', '')}")
         return out
 
-    def screenshot(self, path):
-        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    def screenshot(self, path, clip=None):
+        """The whole page, or clip {x, y, width, height} of it (CSS pixels from its top left)."""
+        extra = {"clip": {**clip, "scale": 1}} if clip else {}
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         **extra)
         with open(path, "wb") as f:
             f.write(base64.b64decode(data["data"]))
 
@@ -171,19 +178,112 @@ def check_grid(b, want, what):
     return maps
 
 
+def center(b, selector):
+    """The middle of the element, scrolled into view, in the viewport's pixels."""
+    return b.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+                " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+                " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+
+
+def click(b, x, y):
+    for kind in ("mousePressed", "mouseReleased"):
+        b.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+
 def hover_and_enlarge(b):
     # The middle of the first cell (below and right of the token labels).
     box = b.js("(() => { const c = document.querySelector('canvas.map'), g = c.grid;"
+               " c.scrollIntoView({block: 'center'});"
                " const r = c.getBoundingClientRect(), s = r.width / c.width;"
                " return [r.left + (g.left + g.cell / 2) * s, r.top + (g.top + g.cell / 2) * s]; })()")
     b.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
     tip = b.js("(() => { const t = document.getElementById('tip'); return t.hidden ? '' : t.textContent; })()")
     check("\u2192" in tip and "layer 1, head 1" in tip, f"hovering a cell shows the tokens and the weight ({tip!r})")
-    b.call("Input.dispatchMouseEvent", type="mousePressed", x=box[0], y=box[1], button="left", clickCount=1)
-    b.call("Input.dispatchMouseEvent", type="mouseReleased", x=box[0], y=box[1], button="left", clickCount=1)
+    click(b, *center(b, "button.enlarge"))
     big = b.js("(() => !document.getElementById('zoom').hidden && document.getElementById('zoom-canvas').width)()")
-    check(bool(big) and big > 100, f"clicking a map enlarges it ({big} px wide)")
+    check(bool(big) and big > 100, f"a map's enlarge button enlarges it ({big} px wide)")
     b.js("document.getElementById('zoom').click()")
+    check(b.js("document.querySelectorAll('td.ablated').length") == 0,
+          "enlarging a map removes no head")
+
+
+OUTPUTS = "[document.getElementById('greedy').textContent, document.getElementById('beamed').textContent]"
+
+
+def answered(b, spec):
+    """Waits for the page's answer with the heads spec removed; its (greedy, beam) outputs."""
+    b.wait(f"document.body.dataset.busy === 'false' && document.getElementById('output')"
+           f".dataset.ablate === {json.dumps(spec)}", 60, f"the answer without {spec or 'none'}")
+    return b.js(OUTPUTS)
+
+
+def ablate_in_grid(b, qkv, copy, text, head, layer_label):
+    """Clicking the map of head (a cross-attention head: its output changes) removes it from the
+    answers; clicking a layer's label removes that layer's heads; clear restores the first."""
+    first = b.js(OUTPUTS)
+    selector = f"canvas.map[data-name='{head}']"
+    click(b, *center(b, selector))
+    got = answered(b, head)
+    cli = [fx.run([qkv, "translate", copy, text, "--ablate", head, *beam]).stdout.strip()
+           for beam in ([], ["--beam", "4"])]
+    check(got == cli and got != first,
+          f"clicking {head}'s map: the outputs become qkv translate --ablate {head}'s "
+          f"({first} -> {got}, cli {cli})")
+    marked = b.js("[...document.querySelectorAll('td.ablated canvas')].map(c => c.dataset.name)")
+    line = b.js("document.getElementById('ablated').textContent")
+    check(marked == [head] and line == f"ablated: {head}",
+          f"the removed head is marked and listed ({marked}, {line!r})")
+    kind, layer = layer_label
+    label = (f"div.kind[data-kind='{kind}'] tr:nth-child({layer + 2}) th.layer-label")
+    click(b, *center(b, label))
+    names = b.js(f"[...document.querySelectorAll(\"canvas.map[data-kind='{kind}']"
+                 f"[data-layer='{layer + 1}']\")].map(c => c.dataset.name)")
+    spec = ",".join(sorted({head, *names}))
+    got = answered(b, spec)
+    cli = fx.run([qkv, "translate", copy, text, "--ablate", spec]).stdout.strip()
+    check(len(names) == 2 and got[0] == cli,
+          f"clicking {kind} layer {layer + 1}'s label removes its heads {names}: "
+          f"qkv translate --ablate {spec}'s output ({got[0]!r})")
+    click(b, *center(b, "#clear-ablation"))
+    got = answered(b, "")
+    check(got == first and b.js("document.querySelectorAll('td.ablated').length") == 0
+          and b.js("document.getElementById('ablated').textContent") == "ablated: none",
+          f"clear restores the first answer and the marks ({got})")
+
+
+def heads_panel(b, qkv, copy):
+    click(b, *center(b, "#score-heads"))
+    b.wait("['done', 'error'].includes(document.getElementById('heads').dataset.state)", 120,
+           "the head table")
+    status = b.js("document.getElementById('heads-status').textContent")
+    cells = b.js("[...document.querySelectorAll('table.heatmap')].map(t => [t.closest('.head-group')"
+                 ".dataset.attention, t.dataset.score, [...t.querySelectorAll('td')].map(td =>"
+                 " [td.title, Number(td.dataset.value)])])")
+    cli = json.loads(fx.run([qkv, "heads", copy, "--json", "--threads", "1"]).stdout)
+    want = {(r["attention"], k): [] for r in cli["heads"] for k in r
+            if k not in ("attention", "head", "layer", "index")}
+    for r in cli["heads"]:  # layer by layer, head by head: the cells' order
+        for k, v in r.items():
+            if (r["attention"], k) in want:
+                want[(r["attention"], k)].append((f"{r['head']} {k}", v))
+    mine = {(a, k): [(t.rsplit(":", 1)[0], v) for t, v in c] for a, k, c in cells}
+    check(len(cells) == 19 and mine == want,
+          f"heads: 19 heatmaps (2 x 2 cells) of qkv heads --json's numbers ({len(cells)}; {status!r})")
+    titles = b.js("[...document.querySelectorAll('table.heatmap td')].slice(0, 2).map(t => t.title)")
+    check(all(":" in t for t in titles), f"heads: each cell's value on hover ({titles})")
+
+
+def lens_panel(b, qkv, run, text, target):
+    rows = b.js("[...document.querySelectorAll('#lens table.lens tr[data-layer]')].map(r =>"
+                " [r.dataset.layer, Number(r.children[1].textContent)])")
+    cli = json.loads(fx.run([qkv, "lens", run, text, "--json", "--target", target]).stdout)
+    check(rows == [[l["layer"], l["rank"]] for l in cli["layers"]],
+          f"lens: a row per layer with qkv lens's ranks ({rows})")
+    parts = b.js("[...document.querySelectorAll('#lens table.attribution tr[data-part]')].map(r =>"
+                 " r.dataset.part)")
+    bars = b.js("document.querySelectorAll('#lens table.attribution .bar').length")
+    check(parts == [p["part"] for p in cli["attribution"]["parts"]] and bars == len(parts),
+          f"lens: a bar per part of {target!r}'s logit ({parts})")
 
 
 def points(b, run):
@@ -276,6 +376,10 @@ def main():
         check(rows == len(cli.split()) + 2, f"copy: next-token probabilities at each output step ({rows - 1})")
         hover_and_enlarge(b)
         best_next = b.js("document.getElementById('next').textContent")
+        lens_rows = b.js("document.querySelectorAll('#lens table.lens tr[data-layer]').length")
+        check(lens_rows == 3, f"copy: the lens panel has the embedding's and each layer's row ({lens_rows})")
+        ablate_in_grid(b, qkv, copy, "3 1 4 1 5", "cross.0.1", ("decoder_self", 1))
+        heads_panel(b, qkv, copy)
 
         # The checkpoint selector: an earlier checkpoint answers as qkv translate --checkpoint does.
         kept = b.js("[...document.getElementById('checkpoint').options].map(o => o.value)")
@@ -298,7 +402,8 @@ def main():
 
         # The LM: a streamed sample, causal maps, 2 layers x 2 heads.
         ask(b, "lm", "ROMEO:", "document.getElementById('tokens').value = 40;"
-            " document.getElementById('seed').value = 3;")
+            " document.getElementById('seed').value = 3;"
+            " document.getElementById('target').value = 'a';")
         b.wait("document.getElementById('output').dataset.done === 'true'", 60, "the sample to end")
         sample = b.js("document.getElementById('sample').textContent")
         cli = fx.run([qkv, "generate", lm, "--prompt", "ROMEO:", "--tokens", "40", "--seed", "3",
@@ -306,6 +411,9 @@ def main():
         check(len(sample) > 0 and "ROMEO:" + sample == cli.rstrip("\n"),
               f"lm: the streamed sample appears, as qkv generate's ({sample!r})")
         maps = check_grid(b, {"causal": (2, 2)}, "lm")
+        lens_panel(b, qkv, lm, "ROMEO:", "a")
+        left = b.js("document.querySelectorAll('#heads table').length")
+        check(left == 0, f"lm: the copy run's head table is gone ({left} tables)")
         check(all(m["future"] == 0 for m in maps), "lm: every map is causal (no weight on a later token)")
         b.screenshot(os.path.join(work, "lm.png"))
         ok, size = png_ok(os.path.join(work, "lm.png"))
