@@ -194,6 +194,7 @@ struct ReportArgs {
   int64_t examples = 3;  // validation examples with attention maps, per run
   bool heads = false;    // every head's map too, not only their mean
   int threads = 0;       // 0: each run's own
+  std::string svg_dir;   // non-empty: every chart also as DIR/<its title>.svg
 };
 int cmd_report(const ReportArgs& a);  // report.cpp
 

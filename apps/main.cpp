@@ -255,6 +255,7 @@ void add_report(CLI::App* cmd, ReportArgs& a) {
       ->check(CLI::Range(int64_t{0}, int64_t{100}));
   cmd->add_flag("--heads", a.heads, "every head's attention map too, not only their mean");
   cmd->add_option("--threads", a.threads, "threads (default: each run's)");
+  cmd->add_option("--svg", a.svg_dir, "also write every chart as DIR/<its title>.svg");
 }
 
 void add_serve(CLI::App* cmd, ServeArgs& a) {

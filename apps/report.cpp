@@ -1,6 +1,7 @@
 // qkv report RUN [RUN ...] --out report.html: what goes on the page for training runs or for
 // qkv saturation folders, and the atomic write (see report.hpp for the parts).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -211,22 +212,44 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
   return o;
 }
 
+// The page's charts as they are made: each one numbered for its figure id, and kept as
+// (file name, SVG) for --svg.
+struct Charts {
+  int64_t count = 0;
+  std::vector<std::pair<std::string, std::string>> svgs;
+  // The figure of one chart; name: its title, made a file name.
+  std::string figure(const std::string& name, const std::string& svg, const std::string& kind) {
+    std::string file;
+    for (char ch : name) {
+      const bool word = std::isalnum(static_cast<unsigned char>(ch)) != 0;
+      if (word)
+        file += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      else if (!file.empty() && file.back() != '-')
+        file += '-';
+    }
+    while (!file.empty() && file.back() == '-') file.pop_back();
+    for (const auto& [taken, unused] : svgs)
+      if (taken == file + ".svg") file += "-" + std::to_string(count + 1);
+    svgs.push_back({file + ".svg", svg});
+    return chart_figure("chart-" + std::to_string(++count), svg, kind);
+  }
+};
+
 // Line charts of every logged metric, runs overlaid.
-std::string curves_html(const std::vector<RunData>& runs, int64_t& charts) {
+std::string curves_html(const std::vector<RunData>& runs, Charts& charts) {
   const std::vector<MetricChart> mc = metric_charts(runs);
   if (mc.empty())
     return "<p class=\"missing\">No curves: no run has logged metrics yet "
            "(metrics.jsonl is missing or empty).</p>";
   std::string o = "<div class=\"charts\">\n";
   for (const MetricChart& m : mc)
-    o += chart_figure("chart-" + std::to_string(++charts),
-                      render_svg(m.chart, kChartWidth, kChartHeight), "line");
+    o += charts.figure(m.chart.title, render_svg(m.chart, kChartWidth, kChartHeight), "line");
   return o + "</div>\n";
 }
 
 // Each run's per-head curves from its probe records ([probe]), one figure per attention and
 // score; empty when no run probed its heads.
-std::string head_curves_html(const std::vector<RunData>& runs, int64_t& charts) {
+std::string head_curves_html(const std::vector<RunData>& runs, Charts& charts) {
   std::string o;
   for (const RunData& r : runs) {
     const std::vector<figures::HeadCurves> curves = probe_head_curves(r);
@@ -234,7 +257,8 @@ std::string head_curves_html(const std::vector<RunData>& runs, int64_t& charts) 
     if (runs.size() > 1) o += "<h3>" + html_escape(r.name) + "</h3>\n";
     o += "<div class=\"heads\">\n";
     for (const figures::HeadCurves& c : curves)
-      o += chart_figure("chart-" + std::to_string(++charts), figures::render_svg(c), "heads");
+      o += charts.figure((runs.size() > 1 ? r.name + " " : "") + c.title, figures::render_svg(c),
+                         "heads");
     o += "</div>\n";
   }
   if (o.empty()) return o;
@@ -244,7 +268,7 @@ std::string head_curves_html(const std::vector<RunData>& runs, int64_t& charts) 
          o;
 }
 
-std::string runs_page(const std::vector<RunData>& runs, const ReportArgs& a, int64_t& charts) {
+std::string runs_page(const std::vector<RunData>& runs, const ReportArgs& a, Charts& charts) {
   std::vector<Section> s;
   s.push_back({"runs", "Runs", summary_html(runs)});
   s.push_back({"test", "Final test metrics", final_metrics_html(runs)});
@@ -264,10 +288,10 @@ std::string runs_page(const std::vector<RunData>& runs, const ReportArgs& a, int
   return render_page(title,
                      html_escape(std::to_string(runs.size()) + " run(s) of the " +
                                  d.value("task", std::string("?")) + " task"),
-                     s, charts);
+                     s, charts.count);
 }
 
-std::string saturation_page(const std::vector<SaturationData>& sat, int64_t& charts) {
+std::string saturation_page(const std::vector<SaturationData>& sat, Charts& charts) {
   std::vector<std::vector<std::string>> rows;
   for (const SaturationData& f : sat) {
     const json& st = f.j["settings"];
@@ -286,11 +310,9 @@ std::string saturation_page(const std::vector<SaturationData>& sat, int64_t& cha
   }
   std::string figs = "<div class=\"charts\">\n";
   for (const LineChart& c : saturation_charts(sat))
-    figs += chart_figure("chart-" + std::to_string(++charts),
-                         render_svg(c, kChartWidth, kChartHeight), "line");
+    figs += charts.figure(c.title, render_svg(c, kChartWidth, kChartHeight), "line");
   for (const BarChart& b : saturation_bars(sat))
-    figs += chart_figure("chart-" + std::to_string(++charts),
-                         render_svg(b, kChartWidth, kChartHeight), "bars");
+    figs += charts.figure(b.title, render_svg(b, kChartWidth, kChartHeight), "bars");
   figs += "</div>\n";
   std::vector<Section> s;
   s.push_back(
@@ -303,7 +325,7 @@ std::string saturation_page(const std::vector<SaturationData>& sat, int64_t& cha
   s.push_back({"charts", "Charts", figs});
   std::string title = "qkv report: saturation";
   for (const SaturationData& f : sat) title += " " + f.name;
-  return render_page(title, "why attention scales q.k by 1/sqrt(d_k)", s, charts);
+  return render_page(title, "why attention scales q.k by 1/sqrt(d_k)", s, charts.count);
 }
 
 }  // namespace
@@ -339,6 +361,8 @@ int cmd_report(const ReportArgs& a) {
   const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   QKV_CHECK(fs::is_directory(parent), "report", "--out ", a.out, ": folder ", parent.string(),
             " does not exist");
+  QKV_CHECK(a.svg_dir.empty() || !fs::exists(a.svg_dir) || fs::is_directory(a.svg_dir), "report",
+            "--svg ", a.svg_dir, " is a file, not a folder");
   std::vector<RunData> runs;
   std::vector<SaturationData> sat;
   for (const std::string& dir : a.runs) {
@@ -361,14 +385,19 @@ int cmd_report(const ReportArgs& a) {
       }
   check_same_task(runs);
 
-  int64_t charts = 0;
+  Charts charts;
   const std::string html = sat.empty() ? runs_page(runs, a, charts) : saturation_page(sat, charts);
   atomic_write_file(a.out, html);
+  if (!a.svg_dir.empty()) {
+    fs::create_directories(a.svg_dir);
+    for (const auto& [file, svg] : charts.svgs)
+      atomic_write_file((fs::path(a.svg_dir) / file).string(), svg);
+  }
   for (const RunData& r : runs)
     for (const std::string& m : r.missing)
       std::fprintf(stderr, "qkv report: %s: %s\n", r.dir.c_str(), m.c_str());
-  std::printf("wrote %s: %lld chart(s), %.0f KB\n", a.out.c_str(), static_cast<long long>(charts),
-              static_cast<double>(html.size()) / 1024);
+  std::printf("wrote %s: %lld chart(s), %.0f KB\n", a.out.c_str(),
+              static_cast<long long>(charts.count), static_cast<double>(html.size()) / 1024);
   return 0;
 }
 

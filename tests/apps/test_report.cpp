@@ -276,12 +276,24 @@ TEST_CASE("report: probe records are per-head curves and the in-context learning
   bad.values[0].push_back(1);
   CHECK_THROWS_WITH(render_svg(bad), Catch::Contains("5 points for 4 steps"));
 
-  const RunResult r = run_qkv("report '" + run.dir + "' --out '" + t.file("r.html") + "'");
+  const RunResult r = run_qkv("report '" + run.dir + "' --out '" + t.file("r.html") + "' --svg '" +
+                              t.file("svg") + "'");
   INFO(r.output);
   REQUIRE(r.status == 0);
   const std::string html = read_file(t.file("r.html"));
   check_page_basics(html);
   CHECK(html.find("Heads while training") != std::string::npos);
+  // --svg: each chart as a file named after its title, the same SVG as on the page
+  const std::string induction = read_file(t.file("svg/self-attention-induction.svg"));
+  CHECK(induction.rfind("<svg", 0) == 0);
+  CHECK(html.find(induction) != std::string::npos);
+  CHECK(std::filesystem::exists(t.file("svg/in-context-learning-score.svg")));
+  CHECK(std::filesystem::exists(t.file("svg/training-loss.svg")));
+  const RunResult refused = run_qkv("report '" + run.dir + "' --out '" + t.file("r2.html") +
+                                    "' --svg '" + t.file("r.html") + "'");
+  CHECK(refused.status != 0);
+  CHECK(refused.output.find("--svg " + t.file("r.html") + " is a file") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.file("r2.html")));
   CHECK(count(html, "data-kind=\"heads\"") == 2);
 }
 
