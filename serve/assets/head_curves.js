@@ -4,9 +4,9 @@
 // one run, attention and score, a panel per head (layers as rows, heads as columns) with that
 // head's score against step, every panel on the same y range. The panels are built once per
 // choice and their lines redrawn as records arrive. Clicking a panel marks that head's map in
-// the attention grid. Uses app.js's el(), svg(), state, fillCheckpoints() and panels.js's
-// headName(), SCORES, forgetOtherRun() at call time; app.js calls addProbe(), renderHeadCurves() and
-// markLinkedMap().
+// the attention grid. Uses app.js's el(), svg(), fmt(), state, currentRun(), fillCheckpoints()
+// and panels.js's headName(), SCORES, forgetOtherRun() at call time; app.js calls addProbe(),
+// renderHeadCurves() and markLinkedMap().
 'use strict';
 
 // A probe record's attention -> the attention grid's kind (and so headName's prefix).
@@ -167,7 +167,9 @@ function drawPanels(c, {steps, values}) {
       d += (pen ? ' L' : ' M') + sx(steps[i]).toFixed(1) + ' ' + sy(y).toFixed(1);
       pen = true, last = y, n++, lastStep = steps[i];
     });
-    s.querySelector('path').setAttribute('d', d.trim());
+    const path = s.querySelector('path');
+    if (d) path.setAttribute('d', d.trim());
+    else path.removeAttribute('d');  // no value logged yet
     s.dataset.points = n;
     s.dataset.value = isFinite(last) ? last : '';
     s.querySelector('text.last').textContent = isFinite(last) ? last.toFixed(2) : '';
