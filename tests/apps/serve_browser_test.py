@@ -13,7 +13,11 @@ Clicking a head's map (and a layer's label) removes those heads: the outputs bec
 --ablate`'s, the maps are marked, and clear restores the first answer. The heads panel's
 heatmaps hold `qkv heads --json`'s numbers; the lens panel's table has `qkv lens --json`'s ranks,
 and with a target token the attribution's bars. It checks that the training
-curve of the live run gains points while the page is open, that no console message, script
+curve of the live run gains points while the page is open; appends probe records (a [probe]
+training's lines, made-up numbers of the runs' layers and heads) to the LM's and the copy run's
+metrics.jsonl while the page is open and checks the per-head grid of "Heads while training"
+(layers x heads panels named as --ablate names heads, holding the appended numbers, growing in
+place), the icl curve, and that a panel's click outlines its head's map; that no console message, script
 error or failed load is reported (an injected error must be caught, so the listener is known to
 work), and saves screenshots that must not be blank.
 
