@@ -138,7 +138,11 @@ function buildPanels(box, run, c, key) {
                svg('title'));
       const go = () => linkToMap(run, name);
       s.addEventListener('click', go);
-      s.addEventListener('keydown', ev => { if (ev.key === 'Enter' || ev.key === ' ') go(); });
+      s.addEventListener('keydown', ev => {
+        if (ev.key !== 'Enter' && ev.key !== ' ') return;
+        ev.preventDefault();  // a space would scroll the page too
+        go();
+      });
       tr.append(el('td', {}, s));
     }
     table.append(tr);
