@@ -331,7 +331,8 @@ class Server {
         }));
     model_routes();
     generate_route();
-    http_.Get(R"(/|/app\.js|/panels\.js|/style\.css)", guarded([](const auto& req, auto& res) {
+    http_.Get(R"(/|/app\.js|/panels\.js|/head_curves\.js|/style\.css)",
+              guarded([](const auto& req, auto& res) {
                 const Asset* a = find_asset(req.path);
                 res.set_content(std::string(a->bytes), std::string(a->content_type).c_str());
                 // The page runs its own script and talks only to this server.

@@ -1,15 +1,17 @@
 // qkv serve's page: live curves of the served runs, and one input through a chosen checkpoint
 // (outputs, every layer's and head's attention, next-token probabilities), with the heads
-// clicked in the grid removed (panels.js: the removed heads, the head table, the logit lens).
+// clicked in the grid removed (panels.js: the removed heads, the head table, the logit lens;
+// head_curves.js: each head's probe scores while a run trains).
 // Talks only to the JSON API of the server that sent it (docs/serve.md); no libraries.
 'use strict';
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2',
                 '#17becf'];
 const SVG_NS = 'http://www.w3.org/2000/svg';
-// ablated: the heads removed from every answer (--ablate names); again: asked while busy.
+// ablated: the heads removed from every answer (--ablate names); again: asked while busy;
+// probes: each run's probe records; linkedHead: the head whose map a curve panel asked for.
 const state = {runs: [], series: {}, offsets: {}, charts: {}, busy: false, again: false,
-               ablated: new Set(), ablationRun: null};
+               ablated: new Set(), ablationRun: null, probes: {}, linkedHead: null};
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -50,6 +52,8 @@ const CURVES = [
    pick: r => r.split === 'valid' && r.exact_match},
   {id: 'bleu', title: 'Validation BLEU', pick: r => r.split === 'valid' && r.bleu >= 0 && r.bleu},
   {id: 'entropy', title: 'Attention entropy (mean over layers)', pick: r => meanEntropy(r)},
+  // A language model's probe: late-token minus early-token loss; below 0 the context helps.
+  {id: 'icl', title: 'In-context learning score (nats)', pick: r => r.probe && r.probe.icl},
 ];
 
 function meanEntropy(r) {
@@ -149,6 +153,7 @@ function addRecords(run, records) {
       if (typeof v === 'number' && isFinite(v) && v !== false)
         (series[curve.id] || (series[curve.id] = [])).push([r.step, v]);
     }
+    addProbe(run, r);
     run.lastStep = Math.max(run.lastStep || 0, r.step);
   }
 }
@@ -162,7 +167,11 @@ async function pollMetrics() {
     try {
       const j = await api('/api/runs/' + encodeURIComponent(run.name) + '/metrics?offset=' +
                           (state.offsets[run.name] || 0));
-      if (j.reset) state.series[run.name] = {};
+      if (j.reset) {  // the log was replaced: its records again from the start
+        state.series[run.name] = {};
+        state.probes[run.name] = [];
+        grew = true;
+      }
       state.offsets[run.name] = j.next;
       if (j.records.length) { addRecords(run, j.records); grew = true; }
     } catch (e) {
@@ -172,6 +181,7 @@ async function pollMetrics() {
   if (grew) {
     drawCharts();
     renderRunSteps();
+    renderHeadCurves();
   }
   const steps = state.runs.filter(r => r.lastStep).map(r => r.name + ' ' + r.lastStep);
   document.getElementById('live').textContent = steps.length ? 'live: step ' + steps.join(', ') : '';
@@ -486,6 +496,8 @@ async function refresh() {
     // The maps and probabilities first: they are quick; then the (streamed) output.
     const att = await api(base + '/attention', {text, checkpoint, ablate, k: 5});
     renderGrid(att);
+    document.getElementById('grid').dataset.run = run.name;
+    markLinkedMap();
     renderNext(att, lm);
     if (lm) await sample(run, text, checkpoint, ablate);
     else await decode(run, text, checkpoint, ablate);
@@ -527,7 +539,10 @@ async function start() {
     document.getElementById('zoom').hidden = true;
     document.getElementById('tip').hidden = true;
   });
+  for (const id of ['hc-run', 'hc-score'])
+    document.getElementById(id).addEventListener('change', renderHeadCurves);
   await pollMetrics();
+  renderHeadCurves();
   document.body.setAttribute('data-ready', 'true');
   setInterval(pollMetrics, 1000);
   setInterval(refreshRuns, 5000);

@@ -13,7 +13,11 @@ Clicking a head's map (and a layer's label) removes those heads: the outputs bec
 --ablate`'s, the maps are marked, and clear restores the first answer. The heads panel's
 heatmaps hold `qkv heads --json`'s numbers; the lens panel's table has `qkv lens --json`'s ranks,
 and with a target token the attribution's bars. It checks that the training
-curve of the live run gains points while the page is open, that no console message, script
+curve of the live run gains points while the page is open; appends probe records (a [probe]
+training's lines, made-up numbers of the runs' layers and heads) to the LM's and the copy run's
+metrics.jsonl while the page is open and checks the per-head grid of "Heads while training"
+(layers x heads panels named as --ablate names heads, holding the appended numbers, growing in
+place), the icl curve, and that a panel's click outlines its head's map; that no console message, script
 error or failed load is reported (an injected error must be caught, so the listener is known to
 work), and saves screenshots that must not be blank.
 
@@ -308,6 +312,161 @@ def png_ok(path):
     return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 30000, len(data)
 
 
+# --- heads while training: probe records appended to a served run's metrics.jsonl -------------
+
+def probe_scores(step, names, salt):
+    """A 2 x 2 grid of made-up values for each score name (entropy up to 2 nats, the pattern
+    scores in 0..1), different at every step, layer and head."""
+    out = {}
+    for k, name in enumerate(names):
+        scale = 2.0 if name == "entropy" else 1.0
+        out[name] = [[round(scale * ((step * 7 + l * 13 + h * 5 + k * 3 + salt) % 97) / 97, 4)
+                      for h in range(2)] for l in range(2)]
+    return out
+
+
+PATTERNS = ("entropy", "previous_token", "duplicate_token", "induction")
+
+
+def lm_probe(step):
+    """A probe record as a training of a 2-layer, 2-head language model logs it."""
+    return {"step": step, "probe": {"seconds": 0.01, "icl": round(-0.01 * step, 4),
+                                    "attentions": {"self": {"layers": 2, "heads": 2,
+                                                            **probe_scores(step, PATTERNS, 0)}}}}
+
+
+def copy_probe(step):
+    """... and as a training of the 2 + 2 layer encoder-decoder logs it (no icl)."""
+    atts = {a: {"layers": 2, "heads": 2, **probe_scores(step, PATTERNS, salt)}
+            for a, salt in (("encoder", 1), ("decoder", 2))}
+    atts["cross"] = {"layers": 2, "heads": 2, **probe_scores(step, ("entropy", "alignment"), 3)}
+    return {"step": step, "probe": {"seconds": 0.02, "attentions": atts}}
+
+
+def append_lines(path, records):
+    """What a training does: whole JSON lines added to the end of the log."""
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+
+
+PANELS = """(() => { const box = document.getElementById('head-curves');
+  return {y0: Number(box.dataset.y0), y1: Number(box.dataset.y1),
+          panels: [...box.querySelectorAll('svg.head-panel')].map(s => ({
+            name: s.dataset.name, layer: Number(s.dataset.layer), head: Number(s.dataset.head),
+            points: Number(s.dataset.points), value: Number(s.dataset.value),
+            corner: s.querySelector('text.last').textContent,
+            hover: s.querySelector('title').textContent, d: s.querySelector('path').getAttribute('d'),
+            kept: s.kept === true}))}; })()"""
+
+
+def drawn_values(d, y0, y1):
+    """The values a panel's line was drawn at, read back from its path (the page's geometry:
+    a 56 px panel, the line between y 14 and 53)."""
+    ys = [float(t) for t in d.replace("M", " ").replace("L", " ").split()][1::2]
+    return [y0 + (1 - (y - 14) / 39) * (y1 - y0) for y in ys]
+
+
+def check_panels(b, records, attention, score, prefix, what):
+    """Every head's panel: named as --ablate names it, its line through the records' values,
+    its last value in the corner and on hover; the shared y range."""
+    got = b.js(PANELS)
+    panels = got["panels"]
+    cells = sorted((p["layer"], p["head"], p["name"]) for p in panels)
+    check(cells == [(l + 1, h + 1, f"{prefix}{l}.{h}") for l in range(2) for h in range(2)],
+          f"{what}: 2 layers x 2 heads of panels named {prefix}L.H ({cells})")
+    top = max(v for r in records for row in r["probe"]["attentions"][attention][score] for v in row)
+    want_y1 = max(top, 1e-3) if score == "entropy" else 1
+    check(got["y0"] == 0 and abs(got["y1"] - want_y1) < 1e-12,
+          f"{what}: every panel on the y range 0..{want_y1} ({got['y0']}..{got['y1']})")
+    bad = []
+    for p in panels:
+        want = [r["probe"]["attentions"][attention][score][p["layer"] - 1][p["head"] - 1]
+                for r in records]
+        drawn = drawn_values(p["d"], got["y0"], got["y1"])
+        if (p["points"] != len(want) or len(drawn) != len(want) or p["value"] != want[-1]
+                or p["corner"] != f"{want[-1]:.2f}" or f"{want[-1]:.4f}" not in p["hover"]
+                or any(abs(a - w) > 0.003 * want_y1 for a, w in zip(drawn, want))):
+            bad.append((p["name"], p["points"], p["corner"], p["hover"], want))
+    check(not bad, f"{what}: each panel's line, corner and hover hold the {len(records)} "
+          f"appended values ({bad or 'all ' + str(len(panels))})")
+    return panels
+
+
+def choose(b, selector, value):
+    b.js(f"(() => {{ const s = document.querySelector({json.dumps(selector)});"
+         f" s.value = {json.dumps(value)}; s.dispatchEvent(new Event('change')); }})()")
+
+
+def in_view(b, selector):
+    return b.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+                " if (!e) return false; const r = e.getBoundingClientRect();"
+                " return r.top >= 0 && r.bottom <= innerHeight; })()")
+
+
+LINKED = "[...document.querySelectorAll('#grid td.linked canvas.map')].map(c => c.dataset.name)"
+
+
+def heads_while_training(b, copy, lm):
+    """Probe records appended to the LM's log while the page is open: the per-head grid
+    appears, grows without being rebuilt, holds the numbers; a panel's click outlines its
+    head's map. Then the encoder-decoder's attentions, linked before its maps are drawn."""
+    log = os.path.join(lm, "metrics.jsonl")
+    first = [lm_probe(s) for s in (20, 40, 60)]
+    append_lines(log, first)
+    b.wait("document.querySelectorAll('#head-curves svg.head-panel').length === 4", 30,
+           "the LM's per-head grid")
+    off = b.js("document.getElementById('head-curves-off').hidden")
+    options = b.js("[...document.getElementById('hc-score').options].map(o => o.textContent)")
+    check(off and b.js("document.getElementById('hc-run').value") == "lm" and
+          options == ["self: entropy", "self: previous token", "self: duplicate token",
+                      "self: induction"],
+          f"lm: the section shows the run's attention and scores ({options})")
+    choose(b, "#hc-score", "self/induction")
+    check_panels(b, first, "self", "induction", "", "lm, 3 probes")
+    b.js("document.querySelectorAll('#head-curves svg.head-panel').forEach(s => s.kept = true)")
+    more = [lm_probe(s) for s in (80, 100)]
+    append_lines(log, more)
+    b.wait("[...document.querySelectorAll('#head-curves svg.head-panel')]"
+           ".every(s => s.dataset.points === '5')", 30, "the panels to gain the new points")
+    panels = check_panels(b, first + more, "self", "induction", "", "lm, 5 probes")
+    check(all(p["kept"] for p in panels), "lm: the panels grew in place (the grid was not rebuilt)")
+    icl = b.js("(() => { const p = document.querySelector('#chart-icl polyline[data-run=\"lm\"]');"
+               " return p ? p.points.numberOfItems : 0; })()")
+    check(icl == 5 and not b.js("document.getElementById('chart-icl').hidden"),
+          f"lm: the in-context learning score joins the curves ({icl} points)")
+    choose(b, "#hc-score", "self/entropy")
+    check_panels(b, first + more, "self", "entropy", "", "lm, entropy")
+
+    # The LM's maps are in the grid (the last input asked): a click outlines head 1.0's map.
+    click(b, *center(b, "#head-curves svg.head-panel[data-name='1.0']"))
+    b.wait(f"{LINKED}.length === 1", 10, "the clicked head's map outlined")
+    check(b.js(LINKED) == ["1.0"] and in_view(b, "#grid td.linked"),
+          f"lm: clicking panel 1.0 outlines map 1.0 and scrolls to it ({b.js(LINKED)})")
+
+    # The encoder-decoder: its three attentions, named encoder./decoder./cross.L.H.
+    copy_records = [copy_probe(s) for s in (50, 100)]
+    append_lines(os.path.join(copy, "metrics.jsonl"), copy_records)
+    b.wait("[...document.getElementById('hc-run').options].some(o => o.value === 'copy')", 30,
+           "copy among the runs with probe records")
+    choose(b, "#hc-run", "copy")
+    options = b.js("[...document.getElementById('hc-score').options].map(o => o.value)")
+    check(options == [f"{a}/{s}" for a in ("encoder", "decoder") for s in PATTERNS] +
+          ["cross/entropy", "cross/alignment"], f"copy: every attention's scores ({options})")
+    choose(b, "#hc-score", "cross/alignment")
+    check_panels(b, copy_records, "cross", "alignment", "cross.", "copy, cross alignment")
+    choose(b, "#hc-score", "decoder/induction")
+    check_panels(b, copy_records, "decoder", "induction", "decoder.", "copy, decoder induction")
+    choose(b, "#hc-score", "cross/alignment")
+    click(b, *center(b, "#head-curves svg.head-panel[data-name='cross.0.1']"))
+    status = b.js("document.getElementById('map-link').textContent")
+    check(b.js(LINKED) == [] and "lm\u2019s" in status and "Decode" in status and
+          b.js("document.getElementById('run').value") == "copy",
+          f"copy: with the LM's maps shown, the click says to decode first ({status!r})")
+    ask(b, "copy", "3 1 4 1 5", "document.getElementById('target').value = '';")
+    check(b.js(LINKED) == ["cross.0.1"] and in_view(b, "#grid td.linked"),
+          f"copy: once decoded, map cross.0.1 is outlined and in view ({b.js(LINKED)})")
+
+
 def main():
     args = sys.argv[1:]
     opts = {}
@@ -342,6 +501,10 @@ def main():
         b.wait("document.body && document.body.dataset.ready === 'true'", 60, "the page to load")
         title = b.js("document.title")
         check(title == "qkv serve", f"the page's title ({title!r})")
+        off = b.js("document.getElementById('head-curves-off').hidden ? ''"
+                   " : document.getElementById('head-curves-off').textContent")
+        check("[probe]" in off and b.js("document.getElementById('head-curves-on').hidden"),
+              f"no run has probe records: one line says how to log them ({off[:60]!r})")
         cards = b.js("[...document.querySelectorAll('.run-card')].map(c => c.dataset.run)")
         check(cards == ["copy", "lm", "live", "saturation"], f"a card per folder ({cards})")
         b.wait("[...document.querySelectorAll('#saturation img')].every(i => i.complete)", 30,
@@ -418,6 +581,10 @@ def main():
         b.screenshot(os.path.join(work, "lm.png"))
         ok, size = png_ok(os.path.join(work, "lm.png"))
         check(ok, f"screenshot of the LM's page, not blank ({size} bytes)")
+
+        heads_while_training(b, copy, lm)
+        b.js("window.scrollTo(0, 0)")
+        b.screenshot(os.path.join(work, "heads.png"))
 
         problems = b.problems()
         check(problems == [], f"no console messages, script errors or failed loads ({problems})")
