@@ -63,14 +63,14 @@ struct CheckpointOptions {
 
 // [probe]: every `every` steps (and at step 0 of a new run and at its last step) the heads'
 // pattern scores, as `qkv heads` computes them (inspect/head_table.hpp), and a language
-// model's in-context-learning score go to metrics.jsonl (run/probe_hook.hpp). The probe's
+// model's in-context-learning score go to metrics.jsonl (inspect/probe_hook.hpp). The probe's
 // inputs are drawn once from `seed`; it changes nothing the training computes.
 struct ProbeOptions {
-  int64_t every = 0;        // steps between probes (0: off)
-  int64_t sequences = 4;    // repeated random token sequences (and examples for alignment)
-  int64_t length = 0;       // the repeated half L (0: up to 16, within the model's positions)
-  uint64_t seed = 1;        // the probe's tokens
-  int64_t icl_windows = 8;  // data.task = "lm": validation windows of the icl score
+  int64_t every = 0;         // steps between probes (0: off)
+  int64_t sequences = 4;     // repeated random token sequences (and examples for alignment)
+  int64_t length = 0;        // the repeated half L (0: up to 16, within the model's positions)
+  uint64_t seed = 1;         // the probe's tokens
+  int64_t icl_windows = 16;  // data.task = "lm": validation windows of the icl score
 };
 
 struct RunConfig {

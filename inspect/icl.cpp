@@ -13,7 +13,7 @@ namespace qkv::inspect {
 IclPositions icl_positions(int64_t n) {
   QKV_CHECK(n >= 2, "icl", "a context of ", n, " tokens has no early and late positions");
   IclPositions p;
-  p.width = std::max<int64_t>(1, n / 32);
+  p.width = std::max<int64_t>(1, n / 16);
   p.late = n - p.width;
   p.early = std::max<int64_t>(0, n / 10 - p.width / 2);
   return p;

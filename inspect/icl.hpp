@@ -6,7 +6,7 @@
 // context minus the average loss of the 50th token in the context, averaged over dataset
 // examples". Their contexts are 512 tokens or more; a model here reads n = data.block_size
 // tokens, so the two positions become the end of the context and a tenth of the way in, each
-// averaged over a small neighbourhood of k = max(1, n / 32) positions (a single position's
+// averaged over a small neighbourhood of k = max(1, n / 16) positions (a single position's
 // loss over a few windows is noisy):
 //
 //   late   positions n - k .. n - 1           (the last k: 0-based, the loss of predicting the
@@ -16,8 +16,10 @@
 //
 // each position's loss being its mean cross-entropy over a fixed set of validation windows
 // (icl_windows: W windows of n + 1 tokens at evenly spaced offsets of the validation text).
-// Negative: the model predicts better with more context. For n = 256 (shakespeare-char):
-// k = 8, late = 248..255, early = 21..28.
+// Negative: the model predicts better with more context. For n = 64 (shakespeare-char):
+// k = 4, late = 60..63, early = 4..7; for n = 256: k = 16, late = 240..255, early = 17..32.
+// The score is a mean over W k tokens on each side: with few windows it is noisy (a few
+// hundredths of a nat and more), so read its trend over the probes, not one value.
 #pragma once
 #include <cstdint>
 #include <vector>

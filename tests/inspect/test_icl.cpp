@@ -11,10 +11,10 @@ using namespace qkv;
 using namespace qkv::inspect;
 
 TEST_CASE("icl: the early and late positions of a context") {
-  const IclPositions p256 = icl_positions(256);  // k = 8, late 248..255, early 25 - 4 = 21
-  CHECK(p256.width == 8);
-  CHECK(p256.late == 248);
-  CHECK(p256.early == 21);
+  const IclPositions p256 = icl_positions(256);  // k = 16, late 240..255, early 25 - 8 = 17
+  CHECK(p256.width == 16);
+  CHECK(p256.late == 240);
+  CHECK(p256.early == 17);
   const IclPositions p16 = icl_positions(16);  // k = 1: the last position, and position 1
   CHECK(p16.width == 1);
   CHECK(p16.late == 15);
@@ -41,12 +41,12 @@ TEST_CASE("icl: per-position losses are the mean cross-entropy over the windows"
 TEST_CASE("icl: the score is the late mean minus the early mean") {
   std::vector<double> loss(64);
   std::iota(loss.begin(), loss.end(), 0.0);  // loss t at position t
-  // n = 64: k = 2, late = 62, 63; early = 64 / 10 - 1 = 5, 6
-  CHECK(icl_score(loss) == Approx(62.5 - 5.5));
+  // n = 64: k = 4, late = 60..63; early = 64 / 10 - 2 = 4..7
+  CHECK(icl_score(loss) == Approx(61.5 - 5.5));
   std::vector<double> falling(32);
   for (size_t t = 0; t < falling.size(); ++t) falling[t] = 4.0 - 0.1 * static_cast<double>(t);
-  // n = 32: k = 1, late 31, early 3: a model that uses context scores negative
-  CHECK(icl_score(falling) == Approx(-0.1 * 28));
+  // n = 32: k = 2, late 30, 31, early 2, 3: a model that uses context scores negative
+  CHECK(icl_score(falling) == Approx(-0.1 * (30.5 - 2.5)));
 }
 
 TEST_CASE("icl: windows are evenly spaced over the text, the last ending at its end") {
