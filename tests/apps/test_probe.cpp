@@ -2,13 +2,15 @@
 // the probe and without it. The probe's records come at step 0, every N and the last step in
 // the documented shape; its last scores are `qkv heads`'s on the final checkpoint (the same
 // code, on the same weights: equal bits); the runs with and without it log the same training
-// and validation records and write the same weights; bad [probe] settings are one-line errors.
+// and validation records and write the same weights (a language model in bf16 too, where it
+// runs); bad [probe] settings are one-line errors.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/precision.hpp"
 #include "inspect/head_table.hpp"
 #include "run/inference.hpp"
 #include "run/run.hpp"
@@ -38,10 +40,18 @@ const std::string kProbe = " --probe.every 5 --probe.sequences 2 --probe.seed 7"
 struct Kind {
   std::string name, config, args;
   int64_t steps;
+  bool lm;
 };
+// The language model in bf16 too where this machine runs it (the probe's scope nests in the
+// run's precision, whose weight copies are made per scope).
 const std::vector<Kind>& kinds() {
-  static const std::vector<Kind> k{{"lm", "shakespeare-char.toml", kLm, 12},
-                                   {"copy", "copy.toml", kCopy, 8}};
+  static const std::vector<Kind> k = [] {
+    std::vector<Kind> out{{"lm", "shakespeare-char.toml", kLm, 12, true},
+                          {"copy", "copy.toml", kCopy, 8, false}};
+    if (bf16_unsupported_reason().empty())
+      out.push_back({"lm-bf16", "shakespeare-char.toml", kLm + " --precision bf16", 12, true});
+    return out;
+  }();
   return k;
 }
 
@@ -87,7 +97,7 @@ TEST_CASE("probe: records at step 0, every N steps and the last, in the document
     std::vector<int64_t> steps;
     for (const json& j : p) steps.push_back(j["step"].get<int64_t>());
     const std::vector<int64_t> want =
-        k.name == "lm" ? std::vector<int64_t>{0, 5, 10, 12} : std::vector<int64_t>{0, 5, 8};
+        k.lm ? std::vector<int64_t>{0, 5, 10, 12} : std::vector<int64_t>{0, 5, 8};
     CHECK(steps == want);
     CHECK(probes(k.name + "-plain").empty());
     for (const json& j : p) {
@@ -95,19 +105,18 @@ TEST_CASE("probe: records at step 0, every N steps and the last, in the document
       CHECK(pr["seconds"].get<double>() > 0);
       const json& atts = pr["attentions"];
       const std::vector<std::pair<std::string, std::vector<std::string>>> shape =
-          k.name == "lm"
-              ? decltype(shape){{"self",
-                                 {"entropy", "previous_token", "duplicate_token", "induction"}}}
-              : decltype(shape){
-                    {"encoder", {"entropy", "previous_token", "duplicate_token", "induction"}},
-                    {"decoder", {"entropy", "previous_token", "duplicate_token", "induction"}},
-                    {"cross", {"entropy", "alignment"}}};
+          k.lm ? decltype(shape){{"self",
+                                  {"entropy", "previous_token", "duplicate_token", "induction"}}}
+               : decltype(shape){
+                     {"encoder", {"entropy", "previous_token", "duplicate_token", "induction"}},
+                     {"decoder", {"entropy", "previous_token", "duplicate_token", "induction"}},
+                     {"cross", {"entropy", "alignment"}}};
       CHECK(atts.size() == shape.size());
       for (const auto& [att, scores] : shape) {
         INFO(att);
         REQUIRE(atts.contains(att));
         const json& a = atts[att];
-        const int64_t layers = k.name == "lm" ? 2 : 1;
+        const int64_t layers = k.lm ? 2 : 1;
         CHECK(a["layers"] == layers);
         CHECK(a["heads"] == 2);
         CHECK(a.size() == scores.size() + 2);  // layers, heads and the scores, nothing else
@@ -116,8 +125,8 @@ TEST_CASE("probe: records at step 0, every N steps and the last, in the document
           for (const json& row : a[s]) CHECK(row.size() == 2);
         }
       }
-      CHECK(pr.contains("icl") == (k.name == "lm"));
-      if (k.name == "lm") CHECK(std::isfinite(pr["icl"].get<double>()));
+      CHECK(pr.contains("icl") == k.lm);
+      if (k.lm) CHECK(std::isfinite(pr["icl"].get<double>()));
     }
   }
 }
