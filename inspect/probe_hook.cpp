@@ -15,7 +15,11 @@ using nlohmann::json;
 namespace {
 
 HeadTableOptions options_of(const config::ProbeOptions& p) {
-  return {.split = "valid", .probes = p.sequences, .probe_length = p.length, .seed = p.seed};
+  return {.split = "valid",
+          .max_batches = 0,  // unused: the probe scores patterns only
+          .probes = p.sequences,
+          .probe_length = p.length,
+          .seed = p.seed};
 }
 
 // One attention's entry: its sizes and each score as (layers) x (heads).

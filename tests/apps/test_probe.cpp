@@ -136,10 +136,13 @@ TEST_CASE("probe: the last probe's scores are qkv heads's on the final checkpoin
     INFO(k.name);
     const json last = probes(k.name + "-probe").back();
     REQUIRE(last["step"] == k.steps);
-    const auto inf = run::open_inference(runs().file(k.name + "-probe"),
-                                         {.checkpoint = "latest", .threads = 1, .op = "test"});
-    const inspect::HeadTable t =
-        inspect::head_table(*inf, {.max_batches = 1, .probes = 2, .probe_length = 0, .seed = 7});
+    const auto inf = run::open_inference(runs().file(k.name + "-probe"), {.checkpoint = "latest",
+                                                                          .precision = std::nullopt,
+                                                                          .threads = 1,
+                                                                          .op = "test",
+                                                                          .max_input = 1024});
+    const inspect::HeadTable t = inspect::head_table(
+        *inf, {.split = "valid", .max_batches = 1, .probes = 2, .probe_length = 0, .seed = 7});
     REQUIRE(!t.rows.empty());
     for (const inspect::HeadRow& row : t.rows) {
       INFO(row.attention << " " << row.name);
