@@ -12,12 +12,15 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "apps/commands.hpp"
 #include "figures/attention_stats.hpp"
 #include "figures/plot.hpp"
 #include "figures/progress.hpp"
 #include "figures/report.hpp"
+#include "inspect/probe_hook.hpp"
 #include "run/distributed.hpp"
 #include "run/run.hpp"
 #include "run/train_hooks.hpp"
@@ -145,9 +148,15 @@ int cmd_train(const TrainArgs& a) {
   train::EarlyStopping early(r.cfg.train.early_stopping);
   run::StopOnSignal signals(c, ckpt);
   run::DropoutPerRank dropout(c);
-  for (train::Hook* h : std::initializer_list<train::Hook*>{&bar, &log, &validator, &early, &ckpt,
-                                                            &signals, &dropout})
-    trainer.add_hook(*h);
+  // [probe]: the heads' scores while it trains (rank 0 alone: its record, its model's bits)
+  std::optional<inspect::ProbeHook> probe;
+  if (r.cfg.probe.every > 0 && root) probe.emplace(c, r.options.precision);
+  std::vector<train::Hook*> hooks{&bar, &log};
+  if (probe) hooks.push_back(&*probe);  // before validation: its record precedes the checkpoint
+  for (train::Hook* h :
+       std::initializer_list<train::Hook*>{&validator, &early, &ckpt, &signals, &dropout})
+    hooks.push_back(h);
+  for (train::Hook* h : hooks) trainer.add_hook(*h);
 
   r.model->train();
   if (trainer.fit() == train::StopReason::requested) return signals.exit_code();

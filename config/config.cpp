@@ -104,8 +104,8 @@ struct Reader {
   // section, at the top level) is offered.
   void finish() const {
     if (!j.is_object()) return;
-    static constexpr std::string_view kSections[] = {"model", "data", "train", "optim",
-                                                     "checkpoint"};
+    static constexpr std::string_view kSections[] = {"model", "data",       "train",
+                                                     "optim", "checkpoint", "probe"};
     std::vector<std::string_view> keys;
     for (const std::string& u : used)
       if (!section.empty() ||
@@ -115,7 +115,7 @@ struct Reader {
       if (!used.count(it.key())) {
         if (section.empty() && it.value().is_object())
           throw Error("[" + it.key() +
-                      "]: unknown section (expected model, data, train, optim, checkpoint)" +
+                      "]: unknown section (expected model, data, train, optim, checkpoint, probe)" +
                       did_you_mean(it.key(), kSections, "[", "]"));
         const std::string prefix = section.empty() ? "" : section + ".";
         throw Error(key(it.key().c_str()) + ": unknown key" + did_you_mean(it.key(), keys, prefix));
@@ -227,6 +227,39 @@ void checkpoint_fields(V& v, C& c) {
   v("average_last", c.average_last);
 }
 
+template <class V, class P>
+void probe_fields(V& v, P& p) {
+  v("every", p.every);
+  v("sequences", p.sequences);
+  v("length", p.length);
+  v("seed", p.seed);
+  v("icl_windows", p.icl_windows);
+}
+
+// The longest repeated half L the probe's model can read, with what limits it: a language
+// model reads 2L tokens within its context; an encoder-decoder with learned positions reads a
+// source of 2L and decodes up to 2L + train.max_decode_extra tokens after <bos>.
+void check_probe_length(const RunConfig& c) {
+  const int64_t L = c.probe.length;
+  if (L == 0) return;
+  const std::string twice = "the probe's 2 x " + std::to_string(L) + " = " + std::to_string(2 * L);
+  if (data::is_language_model(c.data.task)) {
+    if (2 * L > c.data.block_size)
+      throw Error("probe.length: " + twice + " tokens are more than the model's context of " +
+                  std::to_string(c.data.block_size) + " (data.block_size); at most " +
+                  std::to_string(c.data.block_size / 2));
+    return;
+  }
+  if (c.model.position != nn::PositionKind::learned) return;
+  const int64_t need = 2 * L + c.train.max_decode_extra + 1;
+  if (need > c.model.max_len)
+    throw Error(
+        "probe.length: " + twice + " source tokens decode to up to " + std::to_string(need) +
+        " decoder positions (with <bos> and train.max_decode_extra = " +
+        std::to_string(c.train.max_decode_extra) +
+        "), more than model.max_len = " + std::to_string(c.model.max_len) + " learned positions");
+}
+
 // Prefixes an error from a section parser with where the key was set. An error about a key of
 // the file that a command-line value made wrong ("heads: d_model 100 is not divisible by heads
 // 3" after --model.d_model 100) is blamed on the flag, with the file's line beside it.
@@ -322,6 +355,14 @@ void RunConfig::validate() const {
        "checkpoint.average_last: averages the last " + std::to_string(checkpoint.average_last) +
            " checkpoints, but checkpoint.keep = " + std::to_string(checkpoint.keep) +
            " keeps fewer; set checkpoint.keep >= " + std::to_string(checkpoint.average_last));
+  need(probe.every >= 0, "probe.every: must be >= 0 (0: off), got " + std::to_string(probe.every));
+  need(probe.sequences >= 1,
+       "probe.sequences: must be >= 1, got " + std::to_string(probe.sequences));
+  need(probe.length >= 0,
+       "probe.length: must be >= 0 (0: automatic), got " + std::to_string(probe.length));
+  need(probe.icl_windows >= 1,
+       "probe.icl_windows: must be >= 1, got " + std::to_string(probe.icl_windows));
+  check_probe_length(*this);
   optim.validate();
   // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.
   optim::validate_unfilled(optim::fill_schedule(optim.schedule, model.d_model, 0));
@@ -401,6 +442,9 @@ RunConfig config_from_toml(const ConfigDoc& doc_in,
     Reader k{section("checkpoint"), "checkpoint", {}};
     checkpoint_fields(k, c.checkpoint);
     k.finish();
+    Reader p{section("probe"), "probe", {}};
+    probe_fields(p, c.probe);
+    p.finish();
     Reader o{section("optim"), "optim", {}};
     optim::optim_fields(o, c.optim);  // the keys are optim/'s, the reading is this Reader's
     o.finish();
@@ -435,17 +479,19 @@ std::string effective_toml(const RunConfig& c) {
   root["seed"] = c.seed;
   root["threads"] = c.threads;
   root["precision"] = std::string(name_of(c.precision));
-  Writer m, d, t, o, k;
+  Writer m, d, t, o, k, p;
   model_fields(m, c.model);
   data_fields(d, c.data);
   train_fields(t, c.train);
   optim::optim_fields(o, c.optim);
   checkpoint_fields(k, c.checkpoint);
+  probe_fields(p, c.probe);
   root["model"] = m.j;
   root["data"] = d.j;
   root["train"] = t.j;
   root["optim"] = o.j;
   root["checkpoint"] = k.j;
+  root["probe"] = p.j;
   return write_config(root);
 }
 

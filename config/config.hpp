@@ -7,6 +7,7 @@
 //   [model]  nn::ModelConfig        [data]  data::DataConfig
 //   [train]  TrainOptions           [optim] optim::OptimSection (optimizer, schedule, clipping)
 //   [checkpoint] CheckpointOptions
+//   [probe]  ProbeOptions: per-head scores recorded while the model trains
 //
 // Precedence: defaults < file < command line (--section.key VALUE). Unknown keys and values
 // of the wrong type are errors naming the key and where it came from ("FILE:LINE" or
@@ -60,6 +61,18 @@ struct CheckpointOptions {
   int64_t average_last = 0;
 };
 
+// [probe]: every `every` steps (and at step 0 of a new run and at its last step) the heads'
+// pattern scores, as `qkv heads` computes them (inspect/head_table.hpp), and a language
+// model's in-context-learning score go to metrics.jsonl (inspect/probe_hook.hpp). The probe's
+// inputs are drawn once from `seed`; it changes nothing the training computes.
+struct ProbeOptions {
+  int64_t every = 0;         // steps between probes (0: off)
+  int64_t sequences = 4;     // repeated random token sequences (and examples for alignment)
+  int64_t length = 0;        // the repeated half L (0: up to 16, within the model's positions)
+  uint64_t seed = 1;         // the probe's tokens
+  int64_t icl_windows = 16;  // data.task = "lm": validation windows of the icl score
+};
+
 struct RunConfig {
   uint64_t seed = 1;
   int64_t threads = 0;
@@ -69,6 +82,7 @@ struct RunConfig {
   TrainOptions train;
   optim::OptimSection optim;
   CheckpointOptions checkpoint;
+  ProbeOptions probe;
   std::string name = "run";  // the config file's stem: default run folder runs/<name>
 
   void validate() const;  // every section; errors name the key

@@ -5,9 +5,12 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "data/task_kind.hpp"
 #include "interp/head_scores.hpp"
 #include "interp/repeated_tokens.hpp"
 #include "run/inference.hpp"
+#include "run/run.hpp"
+#include "run/task.hpp"
 
 namespace qkv::inspect {
 
@@ -22,14 +25,15 @@ nn::Hooks own_replacements(const run::Inference& inf) {
 
 // The inputs the pattern scores are measured on: repeated random token rows of the input
 // vocabulary, each as long as the model's positions allow (with room for the decoded output).
-std::vector<data::Ids> probe_inputs(const run::Inference& inf, const HeadTableOptions& o,
-                                    int64_t& length) {
-  const data::Vocab& v =
-      inf.run().data.src_vocab.size() > 4 ? inf.run().data.src_vocab : inf.run().data.tgt_vocab;
-  const int64_t limit = inf.max_input_tokens(), out = inf.max_output_tokens(0);
+std::vector<data::Ids> repeated_rows(const config::RunConfig& c, const data::DataSplits& d,
+                                     const nn::Model& model, const HeadTableOptions& o,
+                                     const char* op, int64_t& length) {
+  const data::Vocab& v = d.src_vocab.size() > 4 ? d.src_vocab : d.tgt_vocab;
+  const run::Task& task = run::task_of(c.data.task);
+  const int64_t limit = task.max_input_tokens(c, model), out = task.max_output_tokens(c, 0);
   const int64_t room = out >= limit ? limit : limit - out;  // a decoder's extra tokens
   length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>((room - 1) / 2, 1, 16);
-  QKV_CHECK(2 * length <= limit, "heads", "--probe-length ", length, ": 2 x ", length,
+  QKV_CHECK(2 * length <= limit, op, "--probe-length ", length, ": 2 x ", length,
             " tokens is more than the model's ", limit, " positions");
   interp::RepeatedTokens spec{.batch = o.probes, .length = length, .vocab = v.size()};
   for (int64_t id = 0; id < v.size(); ++id)
@@ -43,8 +47,7 @@ std::vector<data::Ids> probe_inputs(const run::Inference& inf, const HeadTableOp
 }
 
 // The split's first examples' sources (alignment is measured on real pairs).
-std::vector<data::Ids> split_sources(const run::Inference& inf, const HeadTableOptions& o) {
-  const data::DataSplits& d = inf.run().data;
+std::vector<data::Ids> split_sources(const data::DataSplits& d, const HeadTableOptions& o) {
   const data::Dataset* ds = o.split == "train" ? &d.train : o.split == "test" ? &d.test : &d.valid;
   std::vector<data::Ids> out;
   for (int64_t i = 0; i < std::min<int64_t>(o.probes, ds->size()); ++i)
@@ -65,24 +68,32 @@ interp::AttentionProbe probe_of(const run::Inspection& in, const Attention& a, i
   return p;
 }
 
-// Adds each score of the attention's kind, averaged over the inspections, to rows.
-void add_scores(const std::vector<run::Inspection>& ins, const Attention& a, int64_t first_row,
-                std::vector<HeadRow>& rows) {
+// Each score of the attention's kind, averaged over the inspections.
+AttentionScores scores_of(const std::vector<run::Inspection>& ins, const Attention& a) {
+  AttentionScores out{a, {}};
   for (const auto& [name, score] : interp::kHeadScoreNames) {
     const interp::ScoredAttention kind = interp::attention_of(score);
     if (kind != interp::ScoredAttention::any && (kind == interp::ScoredAttention::cross) != a.cross)
       continue;
+    std::vector<std::vector<double>>& layers = out.scores[std::string(name)];
     for (int64_t l = 0; l < a.layers; ++l) {
       std::vector<double> mean(static_cast<size_t>(a.heads), 0.0);
       for (const run::Inspection& in : ins) {
         const std::vector<double> s = interp::head_score(score, probe_of(in, a, l));
         for (size_t h = 0; h < mean.size(); ++h) mean[h] += s[h] / static_cast<double>(ins.size());
       }
-      for (int64_t h = 0; h < a.heads; ++h)
-        rows[static_cast<size_t>(first_row + l * a.heads + h)].scores[std::string(name)] =
-            mean[static_cast<size_t>(h)];
+      layers.push_back(std::move(mean));
     }
   }
+  return out;
+}
+
+// Hooks capturing every attention pattern, with keep's replacements.
+nn::Hooks pattern_hooks(const nn::Hooks* keep) {
+  nn::Hooks h;
+  h.capture = nn::names_matching({"*.pattern"});
+  if (keep) h.replace = keep->replace;
+  return h;
 }
 
 }  // namespace
@@ -129,38 +140,71 @@ std::map<std::string, std::vector<double>> head_importance(const run::Inference&
   return out;
 }
 
+PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d,
+                           const nn::Model& model, const HeadTableOptions& o, const char* op) {
+  PatternProbe p;
+  p.repeated = repeated_rows(c, d, model, o, op, p.length);
+  if (!data::is_language_model(c.data.task)) p.sources = split_sources(d, o);
+  return p;
+}
+
+std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
+                                            const data::DataSplits& d, const PatternProbe& probe,
+                                            const nn::Hooks* keep) {
+  const run::Task& task = run::task_of(c.data.task);
+  // The inputs of the scores: repeated tokens for self-attention, split examples for cross.
+  const auto inspect_all = [&](const std::vector<data::Ids>& inputs) {
+    std::vector<run::Inspection> out;
+    for (const data::Ids& ids : inputs) {
+      nn::Hooks h = pattern_hooks(keep);
+      out.push_back(task.inspect(model, c, d, ids, h));
+    }
+    return out;
+  };
+  const std::vector<Attention> atts = attentions_of(model, c.model.heads);
+  const std::vector<run::Inspection> repeated = inspect_all(probe.repeated);
+  const bool has_cross =
+      std::any_of(atts.begin(), atts.end(), [](const Attention& a) { return a.cross; });
+  const std::vector<run::Inspection> examples =
+      has_cross ? inspect_all(probe.sources) : std::vector<run::Inspection>{};
+  std::vector<AttentionScores> out;
+  for (const Attention& a : atts) out.push_back(scores_of(a.cross ? examples : repeated, a));
+  return out;
+}
+
 HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
   const std::vector<Attention> atts = attentions_of(inf);
+  const run::LoadedRun& r = inf.run();
   HeadTable t;
   t.split = o.split;
   nn::Hooks base = own_replacements(inf);
   std::tie(t.loss, t.batches) = split_loss(inf, o.split, o.max_batches, &base);
   const auto importance = head_importance(inf, atts, o.split, o.max_batches);
   const MeanZ means = mean_z(inf, atts, o.split, o.max_batches);
-  // The inputs of the scores: repeated tokens for self-attention, split examples for cross.
-  std::vector<run::Inspection> repeated, examples;
-  for (const data::Ids& ids : probe_inputs(inf, o, t.probe_length))
-    repeated.push_back(inf.inspect(ids));
-  const bool has_cross =
-      std::any_of(atts.begin(), atts.end(), [](const Attention& a) { return a.cross; });
-  if (has_cross)
-    for (const data::Ids& src : split_sources(inf, o)) examples.push_back(inf.inspect(src));
-  for (const Attention& a : atts) {
-    const auto first = static_cast<int64_t>(t.rows.size());
+  const PatternProbe probe = pattern_probe(r.config, r.data, inf.model(), o);
+  t.probe_length = probe.length;
+  std::vector<AttentionScores> scores;
+  {
+    const run::InferenceScope scope(inf.model(), inf.precision(), inf.hooks());
+    scores = pattern_scores(inf.model(), r.config, r.data, probe, &base);
+  }
+  for (size_t i = 0; i < atts.size(); ++i) {
+    const Attention& a = atts[i];
     for (int64_t l = 0; l < a.layers; ++l)
       for (int64_t h = 0; h < a.heads; ++h) {
-        HeadRow r;
-        r.attention = a.name, r.name = a.head_name(l, h), r.layer = l, r.head = h;
-        r.importance = importance.at(a.z(l))[static_cast<size_t>(h)];
+        HeadRow row;
+        row.attention = a.name, row.name = a.head_name(l, h), row.layer = l, row.head = h;
+        row.importance = importance.at(a.z(l))[static_cast<size_t>(h)];
         const std::vector<HeadRef> one{{a, l, h}};
         nn::Hooks zero = own_replacements(inf), mean = own_replacements(inf);
         add_zero_ablation(zero, one);
         add_mean_ablation(mean, one, means);
-        r.zero_loss_change = split_loss(inf, o.split, o.max_batches, &zero).first - t.loss;
-        r.mean_loss_change = split_loss(inf, o.split, o.max_batches, &mean).first - t.loss;
-        t.rows.push_back(std::move(r));
+        row.zero_loss_change = split_loss(inf, o.split, o.max_batches, &zero).first - t.loss;
+        row.mean_loss_change = split_loss(inf, o.split, o.max_batches, &mean).first - t.loss;
+        for (const auto& [name, layers] : scores[i].scores)
+          row.scores[name] = layers[static_cast<size_t>(l)][static_cast<size_t>(h)];
+        t.rows.push_back(std::move(row));
       }
-    add_scores(a.cross ? examples : repeated, a, first, t.rows);
   }
   return t;
 }

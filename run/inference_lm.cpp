@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "data/lm.hpp"
+#include "run/task_families.hpp"
 
 namespace qkv::run {
 
@@ -42,12 +43,21 @@ std::string LanguageModelInference::output_name() const {
   return run_.data.tgt_spm ? "next-piece guesses" : "next-character guesses";
 }
 
-int64_t LanguageModelInference::max_input_tokens() const {
-  return std::min(run_.config.data.block_size, run_.lm("context").max_positions());
+int64_t LanguageModelTask::max_input_tokens(const config::RunConfig& c,
+                                            const nn::Model& model) const {
+  return std::min(c.data.block_size, nn::model_as<nn::DecoderLM>(model, "context").max_positions());
 }
 
-int64_t LanguageModelInference::max_output_tokens(int64_t) const {
+int64_t LanguageModelTask::max_output_tokens(const config::RunConfig&, int64_t) const {
   return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
+}
+
+int64_t LanguageModelInference::max_input_tokens() const {
+  return run_.task().max_input_tokens(run_.config, *run_.model);
+}
+
+int64_t LanguageModelInference::max_output_tokens(int64_t n) const {
+  return run_.task().max_output_tokens(run_.config, n);
 }
 
 void LanguageModelInference::require(Operation what, const char* op) const {
@@ -145,19 +155,33 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
-  Inspection a;
-  a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
   nn::Hooks h = with_patterns();
+  Inspection a;
   {
-    const auto c = call(false, &h);
-    a.logits = run_.lm("attention").forward(row_of(ids)).data().select(0, 0);  // (T, V)
+    const auto c = call();
+    a = run_.task().inspect(*run_.model, run_.config, run_.data, ids, h);
   }
-  a.output = to_vector<int64_t>(argmax(a.logits, -1));
-  a.maps.decoder_self = patterns(h, "blocks.", ".attn.pattern", run_.config.model.decoder_layers);
   const auto t = input_labels(ids);
   a.views.push_back(view("causal", "causal self-attention", "blocks.{l}.attn.pattern", t, t,
                          a.maps.decoder_self));
   give_back(h);
+  return a;
+}
+
+Inspection LanguageModelTask::inspect(const nn::Model& model, const config::RunConfig& c,
+                                      const data::DataSplits&, const data::Ids& ids,
+                                      nn::Hooks& patterns) const {
+  Inspection a;
+  a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
+  {
+    const nn::HookScope scope(patterns);
+    a.logits = nn::model_as<nn::DecoderLM>(model, "attention")
+                   .forward(row_of(ids))
+                   .data()
+                   .select(0, 0);  // (T, V)
+  }
+  a.output = to_vector<int64_t>(argmax(a.logits, -1));
+  a.maps.decoder_self = run::patterns(patterns, "blocks.", ".attn.pattern", c.model.decoder_layers);
   return a;
 }
 

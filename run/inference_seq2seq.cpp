@@ -8,6 +8,7 @@
 
 #include "data/tokenizer.hpp"
 #include "run/limits.hpp"
+#include "run/task_families.hpp"
 
 namespace qkv::run {
 
@@ -112,14 +113,21 @@ std::vector<std::string> Seq2SeqInference::output_labels(const data::Ids& ids) c
   return token_labels(ids, run_.data.tgt_vocab);
 }
 
+int64_t Seq2SeqTask::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
+  return c.model.position == nn::PositionKind::learned ? c.model.max_len
+                                                       : std::numeric_limits<int64_t>::max();
+}
+
+int64_t Seq2SeqTask::max_output_tokens(const config::RunConfig& c, int64_t n) const {
+  return n + c.train.max_decode_extra;
+}
+
 int64_t Seq2SeqInference::max_input_tokens() const {
-  return run_.config.model.position == nn::PositionKind::learned
-             ? run_.config.model.max_len
-             : std::numeric_limits<int64_t>::max();
+  return run_.task().max_input_tokens(run_.config, *run_.model);
 }
 
 int64_t Seq2SeqInference::max_output_tokens(int64_t n) const {
-  return n + run_.config.train.max_decode_extra;
+  return run_.task().max_output_tokens(run_.config, n);
 }
 
 std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& inputs,
@@ -223,30 +231,43 @@ Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
   return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
 }
 
-Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
-  const data::Framing& f = run_.data.framing;
+Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig& c,
+                                const data::DataSplits& d, const data::Ids& src,
+                                nn::Hooks& patterns) const {
+  const data::Framing& f = d.framing;
   Inspection a;
   a.input = src;
-  // The model's own output (greedy, under this Inference's hooks), then one teacher-forced
-  // pass over it that keeps every pattern.
-  a.output = decode({src}, {})[0];
+  // The model's own output (greedy, under the caller's hooks), then one teacher-forced pass
+  // over it that keeps every pattern.
+  const int64_t n = static_cast<int64_t>(src.size());
+  a.output = greedy_decode(nn::model_as<nn::Seq2Seq>(model, "attention"), {src}, f,
+                           {max_output_tokens(c, n)})[0];
   data::Ids full{f.bos};
   full.insert(full.end(), a.output.begin(), a.output.end());
   if (f.eos >= 0) full.push_back(f.eos);
   QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
   a.tgt_in.assign(full.begin(), full.end() - 1);
   a.tgt_out.assign(full.begin() + 1, full.end());
-  const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
+  const Tensor sv = ones({1, n}, DType::b8);
   const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
-  nn::Hooks h = with_patterns();
   {
-    const auto c = call(false, &h);
-    a.logits = model().forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
+    const nn::HookScope scope(patterns);
+    a.logits = model.forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
   }
-  const int64_t enc = run_.config.model.encoder_layers, dec = run_.config.model.decoder_layers;
-  a.maps.encoder_self = patterns(h, "encoder.blocks.", ".attn.pattern", enc);
-  a.maps.decoder_self = patterns(h, "decoder.blocks.", ".attn.pattern", dec);
-  a.maps.decoder_cross = patterns(h, "decoder.blocks.", ".cross.pattern", dec);
+  const int64_t enc = c.model.encoder_layers, dec = c.model.decoder_layers;
+  a.maps.encoder_self = run::patterns(patterns, "encoder.blocks.", ".attn.pattern", enc);
+  a.maps.decoder_self = run::patterns(patterns, "decoder.blocks.", ".attn.pattern", dec);
+  a.maps.decoder_cross = run::patterns(patterns, "decoder.blocks.", ".cross.pattern", dec);
+  return a;
+}
+
+Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
+  nn::Hooks h = with_patterns();
+  Inspection a;
+  {
+    const auto c = call();
+    a = run_.task().inspect(*run_.model, run_.config, run_.data, src, h);
+  }
   const auto src_l = input_labels(src), in_l = output_labels(a.tgt_in),
              out_l = output_labels(a.tgt_out);
   a.views.push_back(view("encoder_self", "encoder self-attention",

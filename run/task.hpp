@@ -20,12 +20,14 @@
 #include "core/random.hpp"
 #include "data/config.hpp"
 #include "data/loader.hpp"
+#include "nn/hooks.hpp"
 #include "nn/model.hpp"
 #include "train/state.hpp"
 
 namespace qkv::run {
 
 struct RunContext;   // run/train_hooks.hpp
+struct Inspection;   // run/inference.hpp
 struct LoadedRun;    // run/run.hpp
 class Inference;     // run/inference.hpp
 class MetricsLog;    // run/train_hooks.hpp
@@ -67,6 +69,19 @@ class Task {
   // The family's inference (run/inference.hpp) over a loaded run, its products in precision p:
   // what eval, translate, generate, attention, report and serve call.
   virtual std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const = 0;
+  // The longest input model reads (its context, or its source positions), and the
+  // decode-length rule: the most output tokens for an input of n. What the family's Inference
+  // answers, for any model of config c.
+  virtual int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const = 0;
+  virtual int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const = 0;
+  // One input through model as the family's Inference::inspect passes it, without axis labels:
+  // a language model reads it under `patterns`; an encoder-decoder decodes it greedily under
+  // the caller's hooks, then reads <bos> + its output teacher-forced under `patterns`.
+  // patterns must capture every "*.pattern" point (and holds the replacements wanted). Runs in
+  // the caller's InferenceScope; the model of config c and data d (the framing).
+  virtual Inspection inspect(const nn::Model& model, const config::RunConfig& c,
+                             const data::DataSplits& d, const data::Ids& input,
+                             nn::Hooks& patterns) const = 0;
   // The family's facts about a run for its page (serve's run_facts): the model described
   // ("model", "language_model") and the sizes only it has (encoder_layers, block_size).
   virtual void describe(const config::RunConfig& c, nlohmann::json& facts) const = 0;

@@ -19,6 +19,10 @@ class Seq2SeqTask : public Task {
   std::string final_result(TrainingRun& r, const train::TrainState& st,
                            MetricsLog& metrics) const override;
   std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
+  int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
+  int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const override;
+  Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
+                     const data::Ids& input, nn::Hooks& patterns) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 
@@ -38,6 +42,10 @@ class LanguageModelTask : public Task {
   std::string final_result(TrainingRun& r, const train::TrainState& st,
                            MetricsLog& metrics) const override;
   std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
+  int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
+  int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const override;
+  Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
+                     const data::Ids& input, nn::Hooks& patterns) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 

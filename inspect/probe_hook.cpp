@@ -1,0 +1,89 @@
+// The heads watched while the model trains (inspect/probe_hook.hpp).
+#include "inspect/probe_hook.hpp"
+
+#include <fmt/format.h>
+
+#include "inspect/icl.hpp"
+#include "nn/decoder_lm.hpp"
+#include "run/inference.hpp"
+#include "run/task.hpp"
+
+namespace qkv::inspect {
+
+using nlohmann::json;
+
+namespace {
+
+HeadTableOptions options_of(const config::ProbeOptions& p) {
+  return {.split = "valid",
+          .max_batches = 0,  // unused: the probe scores patterns only
+          .probes = p.sequences,
+          .probe_length = p.length,
+          .seed = p.seed};
+}
+
+// One attention's entry: its sizes and each score as (layers) x (heads).
+json entry_of(const AttentionScores& s) {
+  json j = {{"layers", s.attention.layers}, {"heads", s.attention.heads}};
+  for (const auto& [name, layers] : s.scores) j[name] = layers;
+  return j;
+}
+
+}  // namespace
+
+ProbeHook::ProbeHook(run::RunContext& c, Precision p)
+    : c_(c),
+      precision_(p),
+      inputs_(pattern_probe(c.cfg, c.data, c.model, options_of(c.cfg.probe), "probe")) {
+  if (data::is_language_model(c.cfg.data.task)) {
+    const int64_t n = run::task_of(c.cfg.data.task).max_input_tokens(c.cfg, c.model);
+    icl_ = icl_windows(c.data.lm_valid, n, c.cfg.probe.icl_windows, "probe");
+  }
+}
+
+json ProbeHook::probe() {
+  const auto t0 = std::chrono::steady_clock::now();
+  json out;
+  {
+    const run::InferenceScope scope(c_.model, precision_);
+    json atts = json::object();
+    for (const AttentionScores& s : pattern_scores(c_.model, c_.cfg, c_.data, inputs_))
+      atts[s.attention.name] = entry_of(s);
+    out["attentions"] = std::move(atts);
+    if (icl_) out["icl"] = icl_score(nn::model_as<nn::DecoderLM>(c_.model, "probe"), *icl_);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out["seconds"] = secs;
+  seconds_ += secs;
+  ++probes_;
+  return out;
+}
+
+void ProbeHook::record(int64_t step) {
+  c_.metrics.write({{"step", step}, {"probe", probe()}});
+  last_step_ = step;
+}
+
+void ProbeHook::on_train_begin(train::Trainer& t) {
+  t0_ = std::chrono::steady_clock::now();
+  if (t.state().step == 0) record(0);  // where the curves start (a resumed run has it)
+}
+
+void ProbeHook::on_step_end(train::Trainer& t, const train::StepStats&) {
+  const int64_t step = t.state().step;
+  const int64_t every = c_.cfg.probe.every;  // 0 (off): at the start and the end only
+  if ((every > 0 && step % every == 0) || step == t.options().total_steps) record(step);
+}
+
+void ProbeHook::on_train_end(train::Trainer& t, train::StopReason r) {
+  // Early stopping ends the run before its last step: the probe of where it ended.
+  if (r == train::StopReason::early_stopping && last_step_ != t.state().step)
+    record(t.state().step);
+  if (probes_ == 0) return;
+  const double run = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  c_.say(fmt::format("probe: {} probes, {:.3f} s each, {:.1f}% of the training time", probes_,
+                     seconds_ / static_cast<double>(probes_),
+                     run > 0 ? 100.0 * seconds_ / run : 0.0));
+}
+
+}  // namespace qkv::inspect
