@@ -144,6 +144,7 @@ void model_fields(V& v, M& m) {
   v("d_model", m.d_model);
   v("heads", m.heads);
   v("d_ff", m.d_ff);
+  v("attn_only", m.attn_only);
   v("encoder_layers", m.encoder_layers);
   v("decoder_layers", m.decoder_layers);
   v("dropout", m.dropout);

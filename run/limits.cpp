@@ -110,7 +110,8 @@ void check_model_memory(const config::RunConfig& c, int64_t src_vocab, int64_t t
 MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_vocab,
                                      int64_t tgt_vocab) {
   const nn::ModelConfig& m = c.model;
-  const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
+  const double d = static_cast<double>(m.d_model),
+               ff = m.attn_only ? 0.0 : static_cast<double>(m.d_ff);  // attn_only: no FFN
   const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
   const double enc = static_cast<double>(m.encoder_layers),
                dec = static_cast<double>(m.decoder_layers), layers = enc + dec;
