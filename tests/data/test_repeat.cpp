@@ -56,7 +56,7 @@ TEST_CASE("repeat: each episode repeats a segment of distinct symbols, its perio
   CHECK(periods.size() == 7u);  // every period of [3, 9] occurs: no fixed offset predicts
 }
 
-TEST_CASE("repeat: same seed -> same streams; train and valid differ; another seed differs") {
+TEST_CASE("repeat: same seed -> same streams, train and valid differ, another seed differs") {
   DataConfig c = repeat_config();
   const DataSplits a = load_data(c), b = load_data(c);
   CHECK(a.lm_train == b.lm_train);
