@@ -127,4 +127,10 @@ TEST_CASE("induction: the 1-layer config trains, and an attention-only encoder-d
       train_run("induction-2l.toml", dir.file("wrong"), "--data.max_len 40 --train.max_steps 1");
   CHECK(wrong.status != 0);
   CHECK(wrong.output.find("data.max_len:") != std::string::npos);
+  // episodes of block_size tokens are counted before any is generated
+  const RunResult huge = train_run("induction-2l.toml", dir.file("huge"),
+                                   "--data.train_size 2000000000 --train.max_steps 1");
+  CHECK(huge.status != 0);
+  CHECK(huge.output.find("data.train_size: generating") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("huge")));
 }
