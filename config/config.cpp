@@ -144,6 +144,7 @@ void model_fields(V& v, M& m) {
   v("d_model", m.d_model);
   v("heads", m.heads);
   v("d_ff", m.d_ff);
+  v("attn_only", m.attn_only);
   v("encoder_layers", m.encoder_layers);
   v("decoder_layers", m.decoder_layers);
   v("dropout", m.dropout);
@@ -340,8 +341,10 @@ void RunConfig::validate() const {
   const bool lm = data::is_language_model(data.task);
   const std::string task(name_of(data.task));
   need(lm == (model.kind == nn::ModelKind::decoder),
-       lm ? "model.kind: data.task = \"lm\" needs model.kind = \"decoder\""
-          : "model.kind: a decoder-only model needs data.task = \"lm\", got \"" + task + "\"");
+       lm ? "model.kind: data.task = \"" + task + "\" needs model.kind = \"decoder\""
+          : "model.kind: a decoder-only model needs a language-model data.task (lm, repeat), "
+            "got \"" +
+                task + "\"");
   need(!lm || model.position != nn::PositionKind::learned || data.block_size <= model.max_len,
        "model.max_len: learned positions cover " + std::to_string(model.max_len) +
            " tokens, less than data.block_size = " + std::to_string(data.block_size));

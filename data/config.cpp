@@ -10,7 +10,7 @@ namespace qkv::data {
 
 void validate(const DataConfig& c) {
   const bool parallel = c.task == TaskKind::parallel, tsv = c.task == TaskKind::tsv;
-  const bool lm = is_language_model(c.task);
+  const bool lm = c.task == TaskKind::lm;  // running text (repeat, the other LM task, is generated)
   QKV_DATA_KEY_CHECK(c.vocab_size >= 1, "vocab_size", "must be >= 1, got ", c.vocab_size);
   QKV_DATA_KEY_CHECK(c.min_len >= 1, "min_len", "must be >= 1, got ", c.min_len);
   QKV_DATA_KEY_CHECK(c.max_len >= c.min_len, "max_len", "must be >= min_len = ", c.min_len,

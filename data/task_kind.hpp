@@ -16,6 +16,8 @@
 //   tsv                     a tab-separated corpus of sentence pairs (data/corpus.hpp)
 //   parallel                line-aligned corpus files per split (data/parallel.hpp)
 //   lm                      running text for a language model (data/lm.hpp)
+//   repeat                  a stream of repeated random segments: in-context copying pays
+//                           (induction heads; data/tasks/repeat.cpp)
 #pragma once
 #include <span>
 
@@ -29,7 +31,8 @@
   X(dates, pairs, text)                   \
   X(tsv, pairs, text)                     \
   X(parallel, pairs, text)                \
-  X(lm, lm, text)
+  X(lm, lm, text)                         \
+  X(repeat, lm, symbols)
 
 namespace qkv::data {
 

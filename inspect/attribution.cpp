@@ -108,8 +108,9 @@ Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids&
         biases.push_back({(att.cross ? "cross_bias." : "attn_bias.") + std::to_string(l),
                           f(row_of_tensor(params.at(module + "bias").data()))});
     }
-    a.parts.push_back(
-        {"mlp." + std::to_string(l), f(at_last(hooks_prefix + std::to_string(l) + ".mlp_out"))});
+    if (!mc.attn_only)
+      a.parts.push_back(
+          {"mlp." + std::to_string(l), f(at_last(hooks_prefix + std::to_string(l) + ".mlp_out"))});
   }
   if (layernorm)
     biases.push_back({"norm_bias", dot(row_of_tensor(params.at(stack + "norm.bias").data()), u)});

@@ -2,7 +2,8 @@
 // Circuits"; TransformerLens's decompose_resid / stack_head_results and apply_ln_to_stack): the
 // last block's output at the last position is a sum of parts -- the embedding (with
 // positions), each head's output z_h through its slice of W_O, each attention's W_O bias, each
-// MLP's output (and an encoder-decoder's cross-attention heads) -- and each part's share of one
+// MLP's output (none when model.attn_only; and an encoder-decoder's cross-attention heads) --
+// and each part's share of one
 // token's logit is that part through the final norm with its scale frozen at the value the
 // whole stream gave it, times the token's row of the output layer:
 //

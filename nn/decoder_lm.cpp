@@ -36,13 +36,16 @@ DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen, std::shared_ptr<Gener
       "blocks", std::make_shared<Encoder>(c.decoder_layers, c.block(), c.final_norm || c.norm_first,
                                           gen, dropout_gen_));
   // GPT-2's initialisation, drawn after construction (which drew the default one).
-  const double std = 0.02, residual = std / std::sqrt(2.0 * static_cast<double>(c.decoder_layers));
+  // One residual branch per block when attention-only, two (attention, FFN) otherwise.
+  const double branches = static_cast<double>(c.decoder_layers) * (c.attn_only ? 1 : 2);
+  const double std = 0.02, residual = std / std::sqrt(branches);
   normal_init(embed->weight, std, gen);
   if (pos->table.defined()) normal_init(pos->table, std, gen);
   for (const auto& layer : blocks->layers) {
     const MultiHeadAttention& a = *layer->self_attn;
     for (const auto& lin : {a.w_q, a.w_k, a.w_v}) normal_init(lin->weight, std, gen);
     normal_init(a.w_o->weight, residual, gen);
+    if (!layer->ffn) continue;  // attn_only
     normal_init(layer->ffn->linear1->weight, std, gen);
     normal_init(layer->ffn->linear2->weight, residual, gen);
     if (layer->ffn->linear3) normal_init(layer->ffn->linear3->weight, std, gen);

@@ -8,11 +8,14 @@
 // A block is a TransformerEncoderBlock under a causal mask: self-attention over the past and
 // the position itself, then the FFN (pre-LN by default). That is exactly
 // torch.nn.TransformerEncoderLayer with a causal src_mask (tests/nn/test_torch_parity.cpp).
+// With model.attn_only a block is the self-attention sublayer alone (no FFN): the residual
+// stream is the embeddings plus the heads' outputs, as the models of Elhage et al. 2021.
 // Positions: any kind qkv has (ModelConfig::position); learned, as GPT, by default.
 //
 // Initialisation (GPT-2): every Linear weight, the embedding and the learned position table
 // ~ N(0, 0.02); the residual branches' output projections (attention w_o, FFN linear2)
-// ~ N(0, 0.02 / sqrt(2 * layers)); biases 0, norm gains 1; an untied output matrix
+// ~ N(0, 0.02 / sqrt(residual branches): 2 * layers, or layers when attention-only); biases
+// 0, norm gains 1; an untied output matrix
 // ~ N(0, 0.02), no bias (nanoGPT's lm_head).
 //
 // Incremental decoding: step() feeds new tokens with every layer's keys and values cached,

@@ -17,7 +17,7 @@ void ModelConfig::validate() const {
   need(
       d_model % heads == 0, "heads",
       "d_model " + std::to_string(d_model) + " is not divisible by heads " + std::to_string(heads));
-  need(d_ff > 0, "d_ff", "must be positive, got " + std::to_string(d_ff));
+  need(attn_only || d_ff > 0, "d_ff", "must be positive, got " + std::to_string(d_ff));
   need(encoder_layers >= 0, "encoder_layers", "must be >= 0");
   need(decoder_layers > 0, "decoder_layers", "must be >= 1");
   need(dropout >= 0 && dropout < 1, "dropout", "must be in [0, 1), got " + std::to_string(dropout));
@@ -53,6 +53,7 @@ BlockConfig ModelConfig::block() const {
   b.d_model = d_model;
   b.heads = heads;
   b.d_ff = d_ff;
+  b.attn_only = attn_only;
   b.dropout = dropout;
   b.attention_dropout = attention_dropout;
   b.norm_first = norm_first;

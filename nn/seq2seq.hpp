@@ -25,7 +25,10 @@ struct ModelConfig {
   int64_t tgt_vocab = 0;
   int64_t d_model = 128;
   int64_t heads = 4;
-  int64_t d_ff = 512;
+  int64_t d_ff = 512;  // unused (and unchecked) when attn_only
+  // Blocks of attention alone, no FFN (TransformerLens's attn_only): the residual stream is the
+  // embeddings plus the attention layers' outputs.
+  bool attn_only = false;
   int64_t encoder_layers = 2;
   int64_t decoder_layers = 2;
   double dropout = 0.1;

@@ -44,11 +44,13 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator
     : norm_first(c.norm_first) {
   self_attn = register_module("self_attn", make_attention(c, gen, dgen, true));
   self_attn->use_positions(c.position, c.relative_clip);
-  ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
-                                   c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
+  if (!c.attn_only)
+    ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
+                                     c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
   norm1 = register_module("norm1", make_norm(c.norm, c.d_model, c.layer_norm_eps));
-  norm2 = register_module("norm2", make_norm(c.norm, c.d_model, c.layer_norm_eps));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dgen));
+  if (c.attn_only) return;
+  norm2 = register_module("norm2", make_norm(c.norm, c.d_model, c.layer_norm_eps));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dgen));
 }
 
@@ -75,6 +77,8 @@ Var TransformerEncoderBlock::forward_step(const Var& x, SelfAttentionCache& cach
 template <class SA, class FF>
 Var TransformerEncoderBlock::sublayers(const Var& x, const SA& sa, const FF& ff) const {
   const Var x0 = hook_point(x, hook_prefix, "resid_pre");
+  // Attention alone: its sublayer's output is the block's (no resid_mid between sublayers).
+  if (!ffn) return hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_post");
   const Var x1 = hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_mid");
   return hook_point(residual(x1, *norm2, norm_first, ff), hook_prefix, "resid_post");
 }
@@ -82,7 +86,7 @@ Var TransformerEncoderBlock::sublayers(const Var& x, const SA& sa, const FF& ff)
 void TransformerEncoderBlock::name_hooks(const std::string& prefix) {
   hook_prefix = prefix;
   self_attn->hook_prefix = prefix + "attn.";
-  ffn->hook_prefix = prefix + "mlp.";
+  if (ffn) ffn->hook_prefix = prefix + "mlp.";
 }
 
 // ------------------------------------------------------------------ decoder block
@@ -93,13 +97,15 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator
   self_attn = register_module("self_attn", make_attention(c, gen, dgen, true));
   self_attn->use_positions(c.position, c.relative_clip);
   cross_attn = register_module("cross_attn", make_attention(c, gen, dgen, false));
-  ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
-                                   c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
+  if (!c.attn_only)
+    ffn = register_module("ffn", std::make_shared<PositionwiseFeedForward>(
+                                     c.d_model, c.d_ff, gen, c.activation, c.dropout, dgen));
   norm1 = register_module("norm1", make_norm(c.norm, c.d_model, c.layer_norm_eps));
   norm2 = register_module("norm2", make_norm(c.norm, c.d_model, c.layer_norm_eps));
-  norm3 = register_module("norm3", make_norm(c.norm, c.d_model, c.layer_norm_eps));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, dgen));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dgen));
+  if (c.attn_only) return;
+  norm3 = register_module("norm3", make_norm(c.norm, c.d_model, c.layer_norm_eps));
   dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout, dgen));
 }
 
@@ -142,6 +148,8 @@ Var TransformerDecoderBlock::sublayers(const Var& x, const SA& sa, const CA& ca,
                                        const FF& ff) const {
   const Var x0 = hook_point(x, hook_prefix, "resid_pre");
   const Var x1 = hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_mid");
+  // Attention alone: cross-attention's sublayer output is the block's.
+  if (!ffn) return hook_point(residual(x1, *norm2, norm_first, ca), hook_prefix, "resid_post");
   const Var x2 = hook_point(residual(x1, *norm2, norm_first, ca), hook_prefix, "resid_cross");
   return hook_point(residual(x2, *norm3, norm_first, ff), hook_prefix, "resid_post");
 }
@@ -150,7 +158,7 @@ void TransformerDecoderBlock::name_hooks(const std::string& prefix) {
   hook_prefix = prefix;
   self_attn->hook_prefix = prefix + "attn.";
   cross_attn->hook_prefix = prefix + "cross.";
-  ffn->hook_prefix = prefix + "mlp.";
+  if (ffn) ffn->hook_prefix = prefix + "mlp.";
 }
 
 // ------------------------------------------------------------------ stacks

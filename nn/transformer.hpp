@@ -16,6 +16,7 @@ struct BlockConfig {
   int64_t d_model = 128;
   int64_t heads = 4;
   int64_t d_ff = 512;
+  bool attn_only = false;  // no FFN sublayer (nor its norm and dropout): attention alone
   double dropout = 0.1;
   double attention_dropout = 0.0;
   bool norm_first = false;
@@ -47,7 +48,7 @@ struct SelfAttentionCache {
 Var cached_self_attention(const MultiHeadAttention& attn, const Var& h, Var& k_cache, Var& v_cache);
 
 // Self-attention + FFN. x: (B, n, d) -> (B, n, d). Under a causal mask it is a decoder-only
-// (GPT) block.
+// (GPT) block. BlockConfig::attn_only: self-attention alone (ffn, norm2 and dropout2 null).
 class TransformerEncoderBlock : public Module {
  public:
   TransformerEncoderBlock(const BlockConfig& c, Generator& gen, std::shared_ptr<Generator> dgen);
@@ -58,7 +59,8 @@ class TransformerEncoderBlock : public Module {
   Var forward_step(const Var& x, SelfAttentionCache& cache) const;
 
   // Names its hook points prefix + resid_pre, attn_out, resid_mid, mlp_out, resid_post and its
-  // attention's and FFN's (prefix + "attn.", prefix + "mlp."); nn/hooks.hpp.
+  // attention's and FFN's (prefix + "attn.", prefix + "mlp."); nn/hooks.hpp. Attention alone
+  // passes resid_pre, attn.*, attn_out, resid_post.
   void name_hooks(const std::string& prefix);
 
   bool norm_first;
@@ -79,7 +81,8 @@ struct DecoderBlockCache {
   Var cross_k, cross_v;  // (B, h, m, d_head): the memory's projections, computed once
 };
 
-// Masked self-attention + cross-attention to the encoder output + FFN.
+// Masked self-attention + cross-attention to the encoder output + FFN. BlockConfig::attn_only:
+// the two attentions alone (ffn, norm3 and dropout3 null; no resid_cross, no mlp_* points).
 class TransformerDecoderBlock : public Module {
  public:
   TransformerDecoderBlock(const BlockConfig& c, Generator& gen, std::shared_ptr<Generator> dgen);

@@ -76,9 +76,12 @@ void check_data_memory(const config::RunConfig& c) {
   const data::DataConfig& d = c.data;
   const double examples = static_cast<double>(d.train_size) + static_cast<double>(d.valid_size) +
                           static_cast<double>(d.test_size);
-  const bool tsv = d.task == data::TaskKind::tsv;
+  const bool tsv = d.task == data::TaskKind::tsv, repeat = d.task == data::TaskKind::repeat;
+  // repeat: an example is an episode of block_size tokens (one id vector: counted as half length)
   const double len =
-      tsv ? 32.0 : (static_cast<double>(d.min_len) + static_cast<double>(d.max_len)) / 2 + 2;
+      tsv      ? 32.0
+      : repeat ? static_cast<double>(d.block_size) / 2
+               : (static_cast<double>(d.min_len) + static_cast<double>(d.max_len)) / 2 + 2;
   // two id vectors per example (8 bytes an id) and their headers, plus the batch plan
   const double example_bytes = examples * (96 + 2 * 8 * len);
   const bool symbols = data::is_synthetic(d.task);
@@ -89,9 +92,9 @@ void check_data_memory(const config::RunConfig& c) {
     require_memory("data.vocab_size", vocab_bytes + example_bytes,
                    "a vocabulary of " + std::to_string(d.vocab_size) + " symbols");
   else if (len > 96)  // long examples rather than many
-    require_memory(
-        "data.max_len", vocab_bytes + example_bytes,
-        "generating " + n + " examples of up to " + std::to_string(d.max_len) + " symbols");
+    require_memory(repeat ? "data.block_size" : "data.max_len", vocab_bytes + example_bytes,
+                   "generating " + n + " examples of up to " +
+                       std::to_string(repeat ? d.block_size : d.max_len) + " symbols");
   else
     require_memory(d.train_size >= d.valid_size + d.test_size ? "data.train_size"
                    : d.valid_size >= d.test_size              ? "data.valid_size"
@@ -110,7 +113,8 @@ void check_model_memory(const config::RunConfig& c, int64_t src_vocab, int64_t t
 MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_vocab,
                                      int64_t tgt_vocab) {
   const nn::ModelConfig& m = c.model;
-  const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
+  const double d = static_cast<double>(m.d_model),
+               ff = m.attn_only ? 0.0 : static_cast<double>(m.d_ff);  // attn_only: no FFN
   const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
   const double enc = static_cast<double>(m.encoder_layers),
                dec = static_cast<double>(m.decoder_layers), layers = enc + dec;

@@ -102,7 +102,8 @@ std::unique_ptr<Inference> LanguageModelTask::inference(LoadedRun r, Precision p
 }
 
 void LanguageModelTask::describe(const config::RunConfig& c, nlohmann::json& facts) const {
-  facts["model"] = "decoder-only language model";
+  facts["model"] = c.model.attn_only ? "attention-only decoder-only language model"
+                                     : "decoder-only language model";
   facts["language_model"] = true;
   facts["block_size"] = c.data.block_size;
 }

@@ -153,7 +153,7 @@ std::unique_ptr<Inference> Seq2SeqTask::inference(LoadedRun r, Precision p) cons
 }
 
 void Seq2SeqTask::describe(const config::RunConfig& c, nlohmann::json& facts) const {
-  facts["model"] = "encoder-decoder";
+  facts["model"] = c.model.attn_only ? "attention-only encoder-decoder" : "encoder-decoder";
   facts["language_model"] = false;
   facts["encoder_layers"] = c.model.encoder_layers;
 }

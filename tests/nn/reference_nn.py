@@ -170,6 +170,38 @@ def layer_options(c):
                 norm_first=c["norm_first"])
 
 
+class AttnOnlyLayer(tnn.Module):
+    """qkv's attention-only block (model.attn_only; names match): the self-attention sublayer
+    of nn.TransformerEncoderLayer (and, with cross, the cross-attention sublayer of
+    nn.TransformerDecoderLayer), without the feed-forward sublayer, its norm and dropout."""
+
+    def __init__(self, c, cross=False):
+        super().__init__()
+        d, eps = c["d_model"], c.get("layer_norm_eps", 1e-5)
+        self.norm_first = c["norm_first"]
+        self.self_attn = attention(c)
+        self.norm1 = tnn.LayerNorm(d, eps=eps)
+        if cross:
+            self.multihead_attn = attention(c)
+            self.norm2 = tnn.LayerNorm(d, eps=eps)
+
+    def sublayer(self, x, norm, f):
+        return x + f(norm(x)) if self.norm_first else norm(x + f(x))
+
+    def forward(self, x, memory=None, attn_mask=None, key_padding_mask=None,
+                memory_key_padding_mask=None):
+        def sa(h):
+            return self.self_attn(h, h, h, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                  need_weights=False)[0]
+
+        def ca(h):
+            return self.multihead_attn(h, memory, memory, need_weights=False,
+                                       key_padding_mask=memory_key_padding_mask)[0]
+
+        x = self.sublayer(x, self.norm1, sa)
+        return x if memory is None else self.sublayer(x, self.norm2, ca)
+
+
 def sinusoidal(n, d, dtype):
     pe = np.zeros((n, d))
     pos = np.arange(n)[:, None]
@@ -241,7 +273,9 @@ class GPT(tnn.Module):
         self.pos = tnn.Module()
         self.pos.weight = tnn.Parameter(torch.zeros(c["max_len"], d))
         self.blocks = tnn.Module()
+        self.attn_only = c.get("attn_only", False)
         self.blocks.layers = tnn.ModuleList([
+            AttnOnlyLayer(dict(c, norm_first=True)) if self.attn_only else
             without_attention_bias(tnn.TransformerEncoderLayer(
                 d, c["heads"], c["d_ff"], dropout=0.0, activation="gelu", batch_first=True,
                 norm_first=True), c)
@@ -251,8 +285,8 @@ class GPT(tnn.Module):
     def forward(self, ids):
         T = ids.shape[1]
         h = self.embed(ids) + self.pos.weight[:T]
-        for layer in self.blocks.layers:
-            h = layer(h, src_mask=causal(T))  # torch's own mask: -inf above the diagonal
+        for layer in self.blocks.layers:  # torch's own mask: -inf above the diagonal
+            h = layer(h, attn_mask=causal(T)) if self.attn_only else layer(h, src_mask=causal(T))
         return F.linear(self.blocks.norm(h), self.embed.weight)
 
 
@@ -294,12 +328,24 @@ def run_case(path):
         if c.get("causal"):  # self-attention only: n == m
             kw["attn_mask"] = causal(q.shape[1])
         out, _ = module(q, kv, kv, **kw)
+    elif kind == "encoder_layer" and c.get("attn_only"):
+        module = AttnOnlyLayer(c)
+        load_into(module, params)
+        x = inputs["x"]
+        out = module(x, key_padding_mask=padding(c["src_lengths"], x.shape[1]))
     elif kind == "encoder_layer":
         module = without_attention_bias(
             tnn.TransformerEncoderLayer(c["d_model"], c["heads"], **layer_options(c)), c)
         load_into(module, params)
         x = inputs["x"]
         out = module(x, src_key_padding_mask=padding(c["src_lengths"], x.shape[1]))
+    elif kind == "decoder_layer" and c.get("attn_only"):
+        module = AttnOnlyLayer(c, cross=True)
+        load_into(module, params)
+        x, mem = inputs["x"], inputs["memory"]
+        out = module(x, mem, attn_mask=causal(x.shape[1]),
+                     key_padding_mask=padding(c["tgt_lengths"], x.shape[1]),
+                     memory_key_padding_mask=padding(c["src_lengths"], mem.shape[1]))
     elif kind == "decoder_layer":
         module = without_attention_bias(
             tnn.TransformerDecoderLayer(c["d_model"], c["heads"], **layer_options(c)), c)

@@ -109,3 +109,40 @@ TEST_CASE("DecoderLM key/value cache equals the full forward, every position kin
   CHECK_THROWS_WITH(lm.step(cache, zeros({1, 1}, DType::i64)),
                     Catch::Contains("beyond the learned positions' max_len 32"));
 }
+
+TEST_CASE("DecoderLM attn_only: attention alone, one residual branch per block, cached decoding") {
+  Generator g(9);
+  ModelConfig c = tiny_lm();
+  c.attn_only = true;
+  c.d_ff = 0;  // unused, so unchecked
+  c.d_model = 64, c.decoder_layers = 4, c.tgt_vocab = c.src_vocab = 50, c.max_len = 64;
+  DecoderLM lm(c, g, std::make_shared<Generator>(1));
+  for (const auto& [name, p] : lm.named_parameters()) {
+    INFO(name);
+    CHECK(name.find("ffn") == std::string::npos);
+    CHECK(name.find("norm2") == std::string::npos);
+  }
+  CHECK(lm.blocks->layers[0]->ffn == nullptr);
+  const double resid = 0.02 / std::sqrt(4.0);  // 4 blocks, one branch each
+  CHECK(std::abs(std_of(lm.blocks->layers[1]->self_attn->w_o->weight.data()) - resid) <
+        0.1 * resid);
+
+  ModelConfig small = tiny_lm();
+  small.attn_only = true;
+  for (bool norm_first : {true, false}) {
+    INFO("norm_first " << norm_first);
+    small.norm_first = norm_first, small.final_norm = true, small.max_len = 11;
+    DecoderLM m(small, g, std::make_shared<Generator>(1));
+    m.to(DType::f64);
+    for (Var p : m.parameters())
+      p.data() = add(p.data(), mul(randn(p.shape(), g, DType::f64), 0.3));
+    const Tensor ids = randint({2, 11}, 0, 7, g);
+    check_gradients([&](Ins) { return m.forward(ids.narrow(1, 0, 5)); }, with_params({}, m));
+    m.eval();
+    const Tensor full = m.forward(ids).data();
+    DecoderLM::Cache cache;
+    std::vector<Tensor> parts = {m.step(cache, ids.narrow(1, 0, 4)).data()};
+    for (int64_t t = 4; t < 11; ++t) parts.push_back(m.step(cache, ids.narrow(1, t, 1)).data());
+    CHECK(max_abs_diff(concat(parts, 1), full) < 1e-12);
+  }
+}

@@ -19,6 +19,15 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// The names that contain part.
+std::vector<std::string> named_with(const std::vector<std::string>& names,
+                                    const std::string& part) {
+  std::vector<std::string> out;
+  for (const std::string& n : names)
+    if (n.find(part) != std::string::npos) out.push_back(n);
+  return out;
+}
+
 // Exact equality, element by element (== treats -0 and +0 as equal, as zeroing may differ there).
 bool same_values(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return false;
@@ -82,6 +91,40 @@ TEST_CASE("hook points: an encoder-decoder prefixes encoder and decoder, with cr
                         "decoder.blocks.0.resid_cross", "decoder.final_norm", "logits"})
     CHECK(has(names, n));
   CHECK_FALSE(has(names, "encoder.blocks.1.resid_pre"));  // one encoder layer
+}
+
+TEST_CASE("hook points: attention-only blocks pass no mlp points and no resid_mid") {
+  ModelConfig lm_config = tiny_lm();
+  lm_config.attn_only = true;
+  LmCase c(lm_config);
+  const std::vector<std::string> names = hook_points(c.lm);
+  for (const char* n : {"embed", "blocks.0.resid_pre", "blocks.0.attn.z", "blocks.0.attn_out",
+                        "blocks.0.resid_post", "blocks.1.attn.pattern", "blocks.1.resid_post",
+                        "final_norm", "logits"})
+    CHECK(has(names, n));
+  CHECK(named_with(names, "mlp").empty());
+  CHECK(named_with(names, "resid_mid").empty());
+  // the block's output is its input plus what attention added (pre-LN)
+  Hooks h;
+  h.capture = names_matching({"blocks.0.*"});
+  {
+    HookScope scope(h);
+    c.lm.forward(c.ids);
+  }
+  CHECK(max_abs_diff(h.cache.at("blocks.0.resid_post").data(),
+                     add(h.cache.at("blocks.0.resid_pre").data(),
+                         h.cache.at("blocks.0.attn_out").data())) < 1e-6);
+
+  ModelConfig s2s_config = tiny_config(true, true);
+  s2s_config.attn_only = true;
+  Generator g(7);
+  const Seq2Seq m(s2s_config, g);
+  const std::vector<std::string> s2s = hook_points(m);
+  for (const char* n : {"encoder.blocks.0.resid_post", "decoder.blocks.1.resid_mid",
+                        "decoder.blocks.1.cross_out", "decoder.blocks.1.resid_post"})
+    CHECK(has(s2s, n));
+  CHECK(named_with(s2s, "mlp").empty());
+  CHECK(named_with(s2s, "resid_cross").empty());
 }
 
 TEST_CASE("hooks: capture keeps each named activation with its documented shape") {

@@ -95,6 +95,7 @@ struct Options {
   std::string activation = "relu";
   bool bias = true;  // attention projections (qkv's model.bias)
   double eps = 1e-5;
+  bool attn_only = false;  // no FFN sublayer (qkv's model.attn_only)
 };
 
 json base_config(const std::string& kind, const Dims& d, const Options& o) {
@@ -105,14 +106,15 @@ json base_config(const std::string& kind, const Dims& d, const Options& o) {
           {"norm_first", o.norm_first},
           {"activation", o.activation},
           {"bias", o.bias},
-          {"layer_norm_eps", o.eps}};
+          {"layer_norm_eps", o.eps},
+          {"attn_only", o.attn_only}};
 }
 
 BlockConfig block_config(const Dims& d, const Options& o) {
   BlockConfig c;
   c.d_model = d.d, c.heads = d.heads, c.d_ff = d.d_ff, c.dropout = 0;
   c.norm_first = o.norm_first, c.activation = parse_activation(o.activation);
-  c.bias = o.bias, c.layer_norm_eps = o.eps;
+  c.bias = o.bias, c.layer_norm_eps = o.eps, c.attn_only = o.attn_only;
   return c;
 }
 
@@ -227,19 +229,21 @@ Prepared transformer_case(DType dt, const Dims& d, const Lengths& L, const Optio
 // A decoder-only LM (GPT layout): against token embedding + position table +
 // nn.TransformerEncoderLayer(norm_first, gelu) stack under torch's causal mask + LayerNorm +
 // the tied head. t = 300 crosses the fused attention kernel's query tiles (64) and its
-// forward (256) and backward (128) key tiles (core/attention.cpp).
-Prepared gpt_case(DType dt, const Dims& d, int64_t b, int64_t t, bool bias) {
+// forward (256) and backward (128) key tiles (core/attention.cpp). attn_only: blocks of the
+// attention sublayer alone (reference_nn.py's AttnOnlyLayer).
+Prepared gpt_case(DType dt, const Dims& d, int64_t b, int64_t t, bool bias,
+                  bool attn_only = false) {
   Generator g(71);
   ModelConfig c = ModelConfig::decoder_defaults();
   c.src_vocab = c.tgt_vocab = 11, c.d_model = d.d, c.heads = d.heads, c.d_ff = d.d_ff;
-  c.decoder_layers = 2, c.dropout = 0, c.max_len = t + 3, c.bias = bias;
+  c.decoder_layers = 2, c.dropout = 0, c.max_len = t + 3, c.bias = bias, c.attn_only = attn_only;
   DecoderLM m(c, g, nullptr);
   m.to(dt);
   perturb(m, g);
   Prepared p;
   p.config = {{"kind", "gpt"},        {"d_model", d.d},       {"heads", d.heads},
               {"d_ff", d.d_ff},       {"vocab", c.tgt_vocab}, {"layers", c.decoder_layers},
-              {"max_len", c.max_len}, {"bias", bias}};
+              {"max_len", c.max_len}, {"bias", bias},         {"attn_only", attn_only}};
   const Tensor ids = randint({b, t}, 0, c.tgt_vocab, g);
   finish(p, m.forward(ids), {{"ids", Var(ids)}}, &m, g);
   return p;
@@ -328,6 +332,8 @@ std::vector<std::pair<std::string, Make>> small_cases() {
   const Lengths enc{0, 5, {}, {5, 3}}, dec{4, 6, {4, 3}, {6, 4}}, model{5, 6, {5, 3}, {6, 4}};
   Options pre;
   pre.norm_first = true;
+  Options attn_only_post, attn_only_pre = pre;
+  attn_only_post.attn_only = attn_only_pre.attn_only = true;
   return {
       {"mha_self_causal_padding",
        [](DType dt) {
@@ -344,6 +350,12 @@ std::vector<std::pair<std::string, Make>> small_cases() {
       {"encoder_layer_post_ln", [=](DType dt) { return encoder_layer_case(dt, kSmall, enc, {}); }},
       {"encoder_layer_norm_first",
        [=](DType dt) { return encoder_layer_case(dt, kSmall, enc, pre); }},
+      {"encoder_layer_attn_only_post_ln",
+       [=](DType dt) { return encoder_layer_case(dt, kSmall, enc, attn_only_post); }},
+      {"encoder_layer_attn_only_norm_first",
+       [=](DType dt) { return encoder_layer_case(dt, kSmall, enc, attn_only_pre); }},
+      {"decoder_layer_attn_only_post_ln",
+       [=](DType dt) { return decoder_layer_case(dt, kSmall, dec, attn_only_post); }},
       {"decoder_layer_post_ln", [=](DType dt) { return decoder_layer_case(dt, kSmall, dec, {}); }},
       {"decoder_layer_norm_first",
        [=](DType dt) { return decoder_layer_case(dt, kSmall, dec, pre); }},
@@ -429,6 +441,11 @@ TEST_CASE(
       {"gpt_decoder_only_no_bias", [](DType dt) { return gpt_case(dt, kSmall, 2, 5, false); }});
   cases.push_back({"L_gpt_decoder_only_300_positions",
                    [](DType dt) { return gpt_case(dt, kLarge, 1, 300, true); }});
+  // attention-only LMs (model.attn_only)
+  cases.push_back(
+      {"gpt_attn_only", [](DType dt) { return gpt_case(dt, kSmall, 2, 7, true, true); }});
+  cases.push_back({"L_gpt_attn_only_no_bias_300_positions",
+                   [](DType dt) { return gpt_case(dt, kLarge, 1, 300, false, true); }});
   for (const auto& [name, make] : cases)
     for (DType dt : {DType::f32, DType::f64}) {
       const std::string id = name + (dt == DType::f32 ? ".f32" : ".f64");
