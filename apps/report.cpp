@@ -250,10 +250,20 @@ std::string curves_html(const std::vector<RunData>& runs, Charts& charts) {
 // Each run's per-head curves from its probe records ([probe]), one figure per attention and
 // score; empty when no run probed its heads.
 std::string head_curves_html(const std::vector<RunData>& runs, Charts& charts) {
-  std::string o;
+  std::vector<std::vector<figures::HeadCurves>> per_run;
+  std::map<std::string, double> top;  // a figure's title -> the largest y_max over the runs
   for (const RunData& r : runs) {
-    const std::vector<figures::HeadCurves> curves = probe_head_curves(r);
+    per_run.push_back(probe_head_curves(r));
+    for (const figures::HeadCurves& c : per_run.back())
+      top[c.title] = std::max(top[c.title], c.y_max);
+  }
+  std::string o;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    std::vector<figures::HeadCurves>& curves = per_run[i];
     if (curves.empty()) continue;
+    // One y range per attention and score across the runs, so the runs' panels compare.
+    for (figures::HeadCurves& c : curves) c.y_max = top[c.title];
     if (runs.size() > 1) o += "<h3>" + html_escape(r.name) + "</h3>\n";
     o += "<div class=\"heads\">\n";
     for (const figures::HeadCurves& c : curves)

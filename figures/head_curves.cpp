@@ -66,7 +66,12 @@ std::string render_svg(const HeadCurves& c, int cell_width, int cell_height) {
   if (!std::isfinite(x0)) x0 = 0, x1 = 1;
 
   const double ml = 36, mt = 46, gap = 6, mb = 30;
-  const double W = ml + static_cast<double>(c.heads) * (cell_width + gap) + 10;
+  const std::string range = "steps " + general(x0) + " to " + general(x1) + ", y " + general(y0) +
+                            " to " + general(y1) + ": " + c.y_label;
+  // Wide enough for the grid, the title and the range line (about 0.6 em per character).
+  const double grid_width = ml + static_cast<double>(c.heads) * (cell_width + gap) + 10;
+  const double W = std::max({grid_width, 0.6 * 13 * static_cast<double>(c.title.size()) + 20,
+                             ml + 0.6 * 11 * static_cast<double>(range.size()) + 10});
   const double H = mt + static_cast<double>(c.layers) * (cell_height + gap) + mb;
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
@@ -101,9 +106,6 @@ std::string render_svg(const HeadCurves& c, int cell_width, int cell_height) {
       o << "\n";
     }
   }
-  const std::string range = "steps " + general(x0) + " to " + general(x1) +
-                            "; every panel's y axis: " + c.y_label + " from " + general(y0) +
-                            " to " + general(y1);
   o << "<text x='" << ml << "' y='" << H - 10 << "' fill='#555'>" << xml_escape(range)
     << "</text>\n</svg>\n";
   return o.str();

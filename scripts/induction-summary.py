@@ -5,8 +5,8 @@ For each run folder: the best head's induction score (the largest over layers an
 the self-attention's "induction" score in the probe records of metrics.jsonl) against steps,
 the window of steps in which it rises (from the last probe below 20% of its final value to the
 first at or above 80%), the score and the in-context learning score before and after that
-window, and the training loss around it. A run whose best score never rises past 0.1 has no
-window ("none").
+window, and the training loss around it. A run whose best score stays under 0.2 (the initial
+weights score about 0.05) has no window ("none").
 
 Usage: induction-summary.py RUN [RUN ...]        (standard library only)
 """
@@ -46,8 +46,9 @@ def summary(run):
     if not probes:
         return f"{run}: no probe records (train with [probe] every = N)"
     final = probes[-1][1]
-    line = f"{run}: best induction {fmt(probes[0][1])} at step {probes[0][0]} -> {fmt(final)} at step {probes[-1][0]}"
-    if final < 0.1:
+    line = (f"{run}: best induction {fmt(probes[0][1])} at step {probes[0][0]} -> {fmt(final)}"
+            f" at step {probes[-1][0]} (icl {fmt(probes[0][2])} -> {fmt(probes[-1][2])})")
+    if final < 0.2:
         return line + "; window: none"
     start = max((p for p in probes if p[1] < 0.2 * final), key=lambda p: p[0], default=probes[0])
     end = min((p for p in probes if p[1] >= 0.8 * final and p[0] > start[0]), key=lambda p: p[0],
