@@ -66,8 +66,8 @@ std::string render_svg(const HeadCurves& c, int cell_width, int cell_height) {
   if (!std::isfinite(x0)) x0 = 0, x1 = 1;
 
   const double ml = 36, mt = 46, gap = 6, mb = 30;
-  const std::string range = "steps " + general(x0) + " to " + general(x1) + ", y " + general(y0) +
-                            " to " + general(y1) + ": " + c.y_label;
+  const std::string range = "steps " + general(x0) + " to " + general(x1) + ", y " + fixed(y0, 2) +
+                            " to " + fixed(y1, 2) + ": " + c.y_label;
   // Wide enough for the grid, the title and the range line (about 0.6 em per character).
   const double grid_width = ml + static_cast<double>(c.heads) * (cell_width + gap) + 10;
   const double W = std::max({grid_width, 0.6 * 13 * static_cast<double>(c.title.size()) + 20,
