@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
 """qkv serve in a real browser: headless Chromium, driven through its DevTools protocol.
 
-Trains a short copy run and a tiny character LM, keeps a third copy run training, runs a short
-qkv saturation, serves the four folders (serve_fixture.py) and opens the page in headless Chromium (a fresh profile, no network
-but the server). For the copy run it types an input, presses Decode and waits for the grid; for
-the LM it types a prompt, presses Sample and waits for the streamed sample. Each time it checks
-that the grid has layers x heads maps of every kind, that every map's rows sum to 1 (and the
-LM's maps are causal), that the output text appears and is what `qkv translate` / `qkv
-generate` print, and that hovering a cell and a map's enlarge button work; for the copy run it also picks an
-earlier checkpoint in the selector and checks that it answers as `qkv translate --checkpoint` does.
-Clicking a head's map (and a layer's label) removes those heads: the outputs become `qkv translate
---ablate`'s, the maps are marked, and clear restores the first answer. The heads panel's
-heatmaps hold `qkv heads --json`'s numbers; the lens panel's table has `qkv lens --json`'s ranks,
-and with a target token the attribution's bars. It checks that the training
-curve of the live run gains points while the page is open; appends probe records (a [probe]
+Trains a short copy run and a tiny character LM and first serves those two alone: with no probe
+records yet the page says how to log them. Then keeps a third copy run training (its heads
+probed every 10 steps), runs a short qkv saturation, serves the four folders (serve_fixture.py)
+and opens the page in headless Chromium (a fresh profile, no network but the server). For the
+copy run it types an input, presses Decode and waits for the grid; for the LM it types a prompt,
+presses Sample and waits for the streamed sample. Each time it checks that the grid has layers x
+heads maps of every kind, that every map's rows sum to 1 (and the LM's maps are causal), that
+the output text appears and is what `qkv translate` / `qkv generate` print, and that hovering a
+cell and a map's enlarge button work; for the copy run it also picks an earlier checkpoint in
+the selector and checks that it answers as `qkv translate --checkpoint` does. Clicking a head's
+map (and a layer's label) removes those heads: the outputs become `qkv translate --ablate`'s,
+the maps are marked, and clear restores the first answer. The heads panel's heatmaps hold `qkv
+heads --json`'s numbers; the lens panel's table has `qkv lens --json`'s ranks, and with a
+target token the attribution's bars. It checks that the training curve of the live run gains
+points while the page is open, and that the live run's per-head grid in "Heads while training"
+(its 1 + 1 layers x 2 heads, chosen in the run selector) holds the numbers of the probe records
+its training wrote (read from its metrics.jsonl on disk, as many as the panels have points) and
+gains points in place as the training writes more. It appends probe records (a [probe]
 training's lines, made-up numbers of the runs' layers and heads) to the LM's and the copy run's
-metrics.jsonl while the page is open and checks the per-head grid of "Heads while training"
-(layers x heads panels named as --ablate names heads, holding the appended numbers, growing in
-place), the icl curve, and that a panel's click outlines its head's map; that no console message, script
-error or failed load is reported (an injected error must be caught, so the listener is known to
-work), and saves screenshots that must not be blank.
+metrics.jsonl while the page is open and checks the per-head grid of "Heads while training" for
+2 x 2 layouts of every attention (layers x heads panels named as --ablate names heads, holding
+the appended numbers, growing in place), the icl curve, and that a panel's click outlines its
+head's map; that no console message, script error or failed load is reported (an injected
+error must be caught, so the listener is known to work), and saves screenshots that must not be
+blank.
 
 Usage: serve_browser_test.py QKV_BINARY SOURCE_DIR [--screenshot FILE.png] [--keep DIR]
 Exit 0: passed; 1: failed; 77: skipped (no chromium or no python3-websocket).
@@ -366,14 +372,18 @@ def drawn_values(d, y0, y1):
     return [y0 + (1 - (y - 14) / 39) * (y1 - y0) for y in ys]
 
 
-def check_panels(b, records, attention, score, prefix, what):
-    """Every head's panel: named as --ablate names it, its line through the records' values,
-    its last value in the corner and on hover; the shared y range."""
-    got = b.js(PANELS)
+def check_panels(b, records, attention, score, prefix, what, got=None):
+    """Every head's panel (got: the PANELS read, else read now): named as --ablate names it, its
+    line through the records' values, its last value in the corner and on hover; the shared y
+    range."""
+    got = got or b.js(PANELS)
     panels = got["panels"]
     cells = sorted((p["layer"], p["head"], p["name"]) for p in panels)
-    check(cells == [(l + 1, h + 1, f"{prefix}{l}.{h}") for l in range(2) for h in range(2)],
-          f"{what}: 2 layers x 2 heads of panels named {prefix}L.H ({cells})")
+    grid = records[0]["probe"]["attentions"][attention]
+    layers, heads = grid["layers"], grid["heads"]
+    check(cells == [(l + 1, h + 1, f"{prefix}{l}.{h}") for l in range(layers)
+                    for h in range(heads)],
+          f"{what}: {layers} layers x {heads} heads of panels named {prefix}L.H ({cells})")
     top = max(v for r in records for row in r["probe"]["attentions"][attention][score] for v in row)
     want_y1 = max(top, 1e-3) if score == "entropy" else 1
     check(got["y0"] == 0 and abs(got["y1"] - want_y1) < 1e-12,
@@ -386,9 +396,10 @@ def check_panels(b, records, attention, score, prefix, what):
         if (p["points"] != len(want) or len(drawn) != len(want) or p["value"] != want[-1]
                 or p["corner"] != f"{want[-1]:.2f}" or f"{want[-1]:.4f}" not in p["hover"]
                 or any(abs(a - w) > 0.003 * want_y1 for a, w in zip(drawn, want))):
-            bad.append((p["name"], p["points"], p["corner"], p["hover"], want))
+            bad.append((p["name"], p["points"], p["corner"], p["hover"],
+                        f"{len(want)} values ending {want[-3:]}"))
     check(not bad, f"{what}: each panel's line, corner and hover hold the {len(records)} "
-          f"appended values ({bad or 'all ' + str(len(panels))})")
+          f"records' values ({bad or 'all ' + str(len(panels))})")
     return panels
 
 
@@ -405,6 +416,62 @@ def in_view(b, selector):
 
 LINKED = "[...document.querySelectorAll('#grid td.linked canvas.map')].map(c => c.dataset.name)"
 
+# The live run's training probes its heads every 10 steps (a probe of its 1 + 1 layer model
+# takes about a third of the time of those 10 steps).
+LIVE_PROBE = ["--probe.every", "10"]
+
+
+def probe_records(run):
+    """The probe records the training has written to the run's metrics.jsonl so far (whole
+    lines only: the last may be half written)."""
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        lines = f.read().split("\n")[:-1]
+    return [r for r in map(json.loads, lines) if "probe" in r]
+
+
+def check_live_panels(b, live, attention, score, prefix, what):
+    """The panels shown, then the log read from disk (so it holds every record the page has):
+    the panels must hold the first records, as many as they have points. Returns that count."""
+    got = b.js(PANELS)
+    records = probe_records(live)
+    n = got["panels"][0]["points"] if got["panels"] else 0
+    check(0 < n <= len(records), f"{what}: the page shows {n} of the {len(records)} probe "
+          "records written so far")
+    if n > 0 and records:
+        check_panels(b, records[:n], attention, score, prefix, what, got)
+    return n
+
+
+def live_heads_while_training(b, live):
+    """The live run's own probe records, written by its training while the page is open: the
+    per-head grid of its layers and heads holds the logged numbers and gains points in place."""
+    b.wait("[...document.getElementById('hc-run').options].some(o => o.value === 'live')", 30,
+           "live among the runs with probe records")
+    choose(b, "#hc-run", "live")
+    check(b.js("document.getElementById('head-curves-off').hidden &&"
+               " !document.getElementById('head-curves-on').hidden"),
+          "live: with probe records the section is shown, the line about [probe] hidden")
+    options = b.js("[...document.getElementById('hc-score').options].map(o => o.value)")
+    check(options == [f"{a}/{s}" for a in ("encoder", "decoder") for s in PATTERNS] +
+          ["cross/entropy", "cross/alignment"], f"live: every attention's scores ({options})")
+    choose(b, "#hc-score", "decoder/previous_token")
+    before = check_live_panels(b, live, "decoder", "previous_token", "decoder.",
+                               "live, decoder previous token")
+    b.js("document.querySelectorAll('#head-curves svg.head-panel').forEach(s => s.kept = true)")
+    deadline = time.time() + 60
+    while len(probe_records(live)) < before + 3 and time.time() < deadline:
+        time.sleep(0.2)
+    b.wait(f"[...document.querySelectorAll('#head-curves svg.head-panel')]"
+           f".every(s => Number(s.dataset.points) >= {before + 3})", 60,
+           "the live panels to gain the training's new probe records")
+    after = check_live_panels(b, live, "decoder", "previous_token", "decoder.",
+                              "live, decoder previous token, later")
+    kept = b.js("[...document.querySelectorAll('#head-curves svg.head-panel')].every(s => s.kept)")
+    check(after >= before + 3 and kept,
+          f"live: the panels grew in place from {before} to {after} points as the training probed")
+    choose(b, "#hc-score", "cross/entropy")
+    check_live_panels(b, live, "cross", "entropy", "cross.", "live, cross entropy")
+
 
 def heads_while_training(b, copy, lm):
     """Probe records appended to the LM's log while the page is open: the per-head grid
@@ -413,12 +480,13 @@ def heads_while_training(b, copy, lm):
     log = os.path.join(lm, "metrics.jsonl")
     first = [lm_probe(s) for s in (20, 40, 60)]
     append_lines(log, first)
+    b.wait("[...document.getElementById('hc-run').options].some(o => o.value === 'lm')", 30,
+           "lm among the runs with probe records")
+    choose(b, "#hc-run", "lm")
     b.wait("document.querySelectorAll('#head-curves svg.head-panel').length === 4", 30,
            "the LM's per-head grid")
-    off = b.js("document.getElementById('head-curves-off').hidden")
     options = b.js("[...document.getElementById('hc-score').options].map(o => o.textContent)")
-    check(off and b.js("document.getElementById('hc-run').value") == "lm" and
-          options == ["self: entropy", "self: previous token", "self: duplicate token",
+    check(options == ["self: entropy", "self: previous token", "self: duplicate token",
                       "self: induction"],
           f"lm: the section shows the run's attention and scores ({options})")
     choose(b, "#hc-score", "self/induction")
@@ -488,23 +556,32 @@ def main():
         return SKIP
     work = opts.get("--keep") or tempfile.mkdtemp(prefix="qkv_serve_browser_")
     os.makedirs(work, exist_ok=True)
-    live = server = b = None
+    live = server = first_server = b = None
     try:
         copy, lm = fx.train_runs(qkv, source, work)
         sat = os.path.join(work, "saturation")
         fx.run([qkv, "saturation", "--out", sat, "--d-k", "4,16,64", "--samples", "500",
                 "--rows", "50", "--batch", "2", "--train-steps", "0", "--threads", "1"])
-        live, live_dir = fx.start_live(qkv, source, work)
-        server = fx.Server(qkv, [copy, lm, live_dir, sat])
         b = Browser(chromium, tempfile.mkdtemp(prefix="profile_", dir=work))
+        # Before any run has probe records (the live run probes from its step 0): the page of
+        # the two finished runs says how to log them.
+        server = fx.Server(qkv, [copy, lm])
         b.call("Page.navigate", url=server.url)
         b.wait("document.body && document.body.dataset.ready === 'true'", 60, "the page to load")
-        title = b.js("document.title")
-        check(title == "qkv serve", f"the page's title ({title!r})")
         off = b.js("document.getElementById('head-curves-off').hidden ? ''"
                    " : document.getElementById('head-curves-off').textContent")
         check("[probe]" in off and b.js("document.getElementById('head-curves-on').hidden"),
               f"no run has probe records: one line says how to log them ({off[:60]!r})")
+        first_server = server
+        live, live_dir = fx.start_live(qkv, source, work, LIVE_PROBE)
+        server = fx.Server(qkv, [copy, lm, live_dir, sat])
+        b.call("Page.navigate", url=server.url)
+        b.wait("document.body && document.body.dataset.ready === 'true' &&"
+               " document.querySelector('.run-card[data-run=\"live\"]') !== null", 60,
+               "the page of the four runs to load")
+        first_server.stop()  # once its page is gone (its polls would fail)
+        title = b.js("document.title")
+        check(title == "qkv serve", f"the page's title ({title!r})")
         cards = b.js("[...document.querySelectorAll('.run-card')].map(c => c.dataset.run)")
         check(cards == ["copy", "lm", "live", "saturation"], f"a card per folder ({cards})")
         b.wait("[...document.querySelectorAll('#saturation img')].every(i => i.complete)", 30,
@@ -582,6 +659,7 @@ def main():
         ok, size = png_ok(os.path.join(work, "lm.png"))
         check(ok, f"screenshot of the LM's page, not blank ({size} bytes)")
 
+        live_heads_while_training(b, live_dir)
         heads_while_training(b, copy, lm)
         b.js("window.scrollTo(0, 0)")
         b.screenshot(os.path.join(work, "heads.png"))
@@ -596,8 +674,9 @@ def main():
     finally:
         if b:
             b.close()
-        if server:
-            server.stop()
+        for s in (first_server, server):
+            if s:
+                s.stop()
         if live:
             fx.stop(live)
         if not opts.get("--keep"):

@@ -2,8 +2,9 @@
 
 Trains, through the real binary, a short copy-task run and a tiny character language model
 (seconds each, one thread), and can keep a third copy run training in the background (the
-run a page watches grow). Starts `qkv serve ... --port 0` and reads the chosen port from its
-first line on stdout. HTTP goes through http.client straight to 127.0.0.1 (no proxy).
+run a page watches grow; extra flags, such as --probe.every, added to its training). Starts
+`qkv serve ... --port 0` and reads the chosen port from its first line on stdout. HTTP goes
+through http.client straight to 127.0.0.1 (no proxy).
 """
 import http.client
 import json
@@ -54,12 +55,12 @@ def train_runs(qkv, source, work):
     return copy, lm
 
 
-def start_live(qkv, source, work):
-    """A copy run that keeps training (stop it with stop()); returns (process, folder) once its
-    metrics.jsonl exists."""
+def start_live(qkv, source, work, extra=()):
+    """A copy run that keeps training (stop it with stop()), LIVE's flags and then extra; returns
+    (process, folder) once its metrics.jsonl exists."""
     live = os.path.join(work, "live")
     p = subprocess.Popen([qkv, "train", os.path.join(source, "configs", "copy.toml"), "--run-dir",
-                          live, *LIVE], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                          live, *LIVE, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for _ in range(600):
         if os.path.exists(os.path.join(live, "metrics.jsonl")):
             return p, live
