@@ -24,6 +24,9 @@ namespace qkv::serve {
 
 struct Model::Impl {
   std::unique_ptr<run::Inference> inf;
+  // The model's attentions, listed once at load: listing them runs a forward pass, which must
+  // not happen outside a question's hold, and the heads of an "ablate" are checked against them.
+  std::vector<inspect::Attention> attentions;
   std::mutex question;  // held for the whole of one question (Ablation)
 };
 
@@ -57,23 +60,37 @@ data::Ids encode(const run::Inference& inf, const std::string& text, const Limit
   return ids;
 }
 
-// One question's ablation: the heads of spec zero-ablated in this question's calls only, and
-// the question's hold on the model. Inference::set_hooks is the Inference's own state, shared
-// by every request thread, so the model's lock is held from set_hooks to its reset -- by a
+// The heads an "ablate" names (empty: none), checked against the model's attentions without
+// installing anything; an unknown head is a BadInput naming op, as `qkv OP --ablate` says it.
+std::vector<inspect::HeadRef> heads_named(const std::vector<inspect::Attention>& attentions,
+                                          const std::string& spec, const char* op) {
+  if (spec.empty()) return {};
+  const std::string where = std::string(op) + " --ablate";
+  return as_bad_input([&] { return inspect::parse_heads(spec, attentions, where.c_str()); });
+}
+
+// One question's ablation: the heads zero-ablated in this question's calls only, and the
+// question's hold on the model. Inference::set_hooks is the Inference's own state, shared by
+// every request thread, so the model's lock is held from set_hooks to its reset -- by a
 // question without an ablation too, which must not run under another's hooks. Hooks handed to
 // each call instead exist only for the teacher-forced passes, not for decoding, sampling or
 // inspecting; and the lock costs no parallelism: the Inference runs one pass at a time anyway.
+// As inspect::ablate installs them: no heads install nothing (the same bits as without).
 class Ablation {
  public:
-  Ablation(std::mutex& question, run::Inference& inf, const std::string& spec, const char* op)
-      : hold_(question), inf_(inf) {
-    as_bad_input([&] { return inspect::ablate(inf_, spec, hooks_, op); });
+  Ablation(const std::vector<inspect::Attention>& attentions, std::mutex& question,
+           run::Inference& inf, const std::string& spec, const char* op)
+      : heads_(heads_named(attentions, spec, op)), hold_(question), inf_(inf) {
+    if (heads_.empty()) return;
+    inspect::add_zero_ablation(hooks_, heads_);
+    inf_.set_hooks(&hooks_);
   }
   ~Ablation() { inf_.set_hooks(nullptr); }
   Ablation(const Ablation&) = delete;
   Ablation& operator=(const Ablation&) = delete;
 
  private:
+  std::vector<inspect::HeadRef> heads_;  // parsed before the lock: a bad name waits for nothing
   std::lock_guard<std::mutex> hold_;
   run::Inference& inf_;
   nn::Hooks hooks_;  // the replacements the Inference calls while this question runs
@@ -117,6 +134,19 @@ json steps_json(const run::Inference& inf, const run::Inspection& a, int64_t k) 
   return steps;
 }
 
+// A sample request's options and prompt ids, checked as `qkv generate` checks them; the
+// ablation is not (see check_sample). Reads only the run's vocabulary: needs no hold.
+data::Ids sample_prompt(const run::Inference& inf, const SampleRequest& q, const Limits& lim) {
+  as_bad_input([&] {
+    inf.require(run::Inference::Operation::generate, "generate");
+    return 0;
+  });
+  if (q.tokens < 1 || q.tokens > lim.max_new_tokens)
+    throw BadInput(cat("tokens must be in 1..", lim.max_new_tokens, ", got ", q.tokens));
+  as_bad_input([&] { run::validate(run::SampleOptions{q.temperature, q.top_k, q.top_p}); });
+  return encode(inf, q.prompt, lim);
+}
+
 }  // namespace
 
 Model::Model(const std::string& run_dir, const std::string& which,
@@ -125,6 +155,7 @@ Model::Model(const std::string& run_dir, const std::string& which,
   impl_->inf = run::open_inference(
       run_dir, {.checkpoint = which, .precision = precision, .threads = -1, .op = "serve"});
   checkpoint_ = fs::path(impl_->inf->run().checkpoint).filename().string();
+  impl_->attentions = inspect::attentions_of(*impl_->inf);
 }
 
 Model::~Model() = default;
@@ -134,7 +165,7 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
   const run::Inference& inf = *impl_->inf;
   if (beam < 1 || beam > lim.max_beam)
     throw BadInput(cat("beam must be in 1..", lim.max_beam, ", got ", beam));
-  const Ablation held(impl_->question, *impl_->inf, ablate, "translate");
+  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "translate");
   as_bad_input([&] {
     inf.require(run::Inference::Operation::decode, "translate");
     return 0;
@@ -148,24 +179,16 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
           {"beam_size", beam}};
 }
 
-void Model::check_sample(const SampleRequest& q, const Limits& lim) {
-  const Ablation held(impl_->question, *impl_->inf, q.ablate, "generate");
-  as_bad_input([&] {
-    impl_->inf->require(run::Inference::Operation::generate, "generate");
-    return 0;
-  });
-  if (q.tokens < 1 || q.tokens > lim.max_new_tokens)
-    throw BadInput(cat("tokens must be in 1..", lim.max_new_tokens, ", got ", q.tokens));
-  as_bad_input([&] { run::validate(run::SampleOptions{q.temperature, q.top_k, q.top_p}); });
-  encode(*impl_->inf, q.prompt, lim);
+void Model::check_sample(const SampleRequest& q, const Limits& lim) const {
+  heads_named(impl_->attentions, q.ablate, "generate");  // an unknown head first, as before
+  sample_prompt(*impl_->inf, q, lim);
 }
 
 void Model::generate(const SampleRequest& q, const Limits& lim,
                      const std::function<bool(const std::string&)>& on_text) {
-  check_sample(q, lim);
-  const Ablation held(impl_->question, *impl_->inf, q.ablate, "generate");
+  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, q.ablate, "generate");
   const run::Inference& inf = *impl_->inf;
-  const data::Ids prompt = encode(inf, q.prompt, lim);
+  const data::Ids prompt = sample_prompt(inf, q, lim);
   const run::LoadedRun& r = inf.run();
   data::LmDetokenizer text(r.data.tgt_vocab, r.data.tgt_spm != nullptr, q.prompt.back() == '\n');
   Generator gen(q.seed);
@@ -185,7 +208,7 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
 json Model::attention(const std::string& text, const Limits& lim, const std::string& ablate,
                       int64_t k) {
   check_k(k, lim, true);
-  const Ablation held(impl_->question, *impl_->inf, ablate, "attention");
+  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "attention");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
@@ -203,7 +226,7 @@ json Model::attention(const std::string& text, const Limits& lim, const std::str
 json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim,
                         const std::string& ablate) {
   check_k(k, lim, false);
-  const Ablation held(impl_->question, *impl_->inf, ablate, "next");
+  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "next");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
@@ -215,7 +238,7 @@ json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& a
     throw BadInput(cat("batches must be in 1..", lim.max_head_batches, ", got ", r.batches));
   if (r.probes < 1 || r.probes > lim.max_probes)
     throw BadInput(cat("probes must be in 1..", lim.max_probes, ", got ", r.probes));
-  const Ablation held(impl_->question, *impl_->inf, ablate, "heads");
+  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "heads");
   const run::Inference& inf = *impl_->inf;
   return as_bad_input([&] {
     return inspect::head_table_json(inspect::head_table(inf, {.split = r.split,
@@ -229,7 +252,7 @@ json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& a
 json Model::lens(const LensRequest& r, const Limits& lim, const std::string& ablate) {
   if (r.top < 1 || r.top > lim.max_top_k)
     throw BadInput(cat("top must be in 1..", lim.max_top_k, ", got ", r.top));
-  const Ablation held(impl_->question, *impl_->inf, ablate, "lens");
+  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "lens");
   const run::Inference& inf = *impl_->inf;
   const data::Ids input = encode(inf, r.text, lim);
   return as_bad_input([&] {

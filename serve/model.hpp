@@ -83,12 +83,14 @@ class Model {
   nlohmann::json translate(const std::string& text, int64_t beam, const Limits& lim,
                            const std::string& ablate = "");
   // A language model's sample of r.tokens tokens after the prompt, each piece of text handed to
-  // on_text as it is made (on_text returns false to stop early: the client went away).
+  // on_text as it is made (on_text returns false to stop early: the client went away). A bad
+  // request throws BadInput before the first piece, but the server asks check_sample first.
   void generate(const SampleRequest& r, const Limits& lim,
                 const std::function<bool(const std::string&)>& on_text);
-  // Checks a sample request (bad options, prompt outside the vocabulary or longer than the
-  // context) before any of it is streamed; throws BadInput.
-  void check_sample(const SampleRequest& r, const Limits& lim);
+  // Checks a sample request (unknown heads to ablate, bad options, prompt outside the
+  // vocabulary or longer than the context) before any of it is streamed; throws BadInput.
+  // Installs nothing and waits for no other question.
+  void check_sample(const SampleRequest& r, const Limits& lim) const;
   // Every layer's and head's attention for one input, with the tokens of the axes:
   // {"output": text, "kinds":[{"kind","title","rows":[labels],"cols":[labels],
   //   "layers":[[ head (n x m, row-major) ... ] ...]}]}
