@@ -256,12 +256,20 @@ json Model::lens(const LensRequest& r, const Limits& lim, const std::string& abl
   const run::Inference& inf = *impl_->inf;
   const data::Ids input = encode(inf, r.text, lim);
   return as_bad_input([&] {
-    // The attribution first, as `qkv lens` does: a model it does not apply to says so.
-    std::optional<inspect::Attribution> parts;
-    if (!r.target.empty())
-      parts = inspect::direct_logit_attribution(
+    const inspect::Lens lens = inspect::logit_lens(inf, input, r.top);
+    if (r.target.empty()) return inspect::lens_json(lens);
+    // The attribution's own failure (a target that is no output token, a model it does not
+    // apply to) still answers the lens, with the reason beside it: the page shows both from
+    // this one pass instead of asking again.
+    try {
+      const inspect::Attribution parts = inspect::direct_logit_attribution(
           inf, input, inspect::output_token_id(inf, r.target, "lens target"));
-    return inspect::lens_json(inspect::logit_lens(inf, input, r.top), parts ? &*parts : nullptr);
+      return inspect::lens_json(lens, &parts);
+    } catch (const Error& e) {
+      json out = inspect::lens_json(lens);
+      out["attribution_error"] = e.what();
+      return out;
+    }
   });
 }
 

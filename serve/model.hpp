@@ -104,7 +104,9 @@ class Model {
   // The head table as `qkv heads --json` prints it (inspect::head_table_json), within the
   // limits' batches and probes.
   nlohmann::json heads(const HeadsRequest& r, const Limits& lim, const std::string& ablate = "");
-  // The logit lens as `qkv lens --json` prints it (inspect::lens_json).
+  // The logit lens as `qkv lens --json` prints it (inspect::lens_json). With r.target, also
+  // the attribution, or when it fails (a target that is no output token, a post-LN model)
+  // "attribution_error": its one-line message beside the lens.
   nlohmann::json lens(const LensRequest& r, const Limits& lim, const std::string& ablate = "");
 
  private:

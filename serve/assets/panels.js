@@ -153,33 +153,30 @@ function heatmap(score, rows) {
 
 // --- the logit lens ------------------------------------------------------------------------------
 
-// The lens of the current input, then (with a target token) its direct logit attribution: a
-// model the attribution does not apply to still shows its lens.
+// The lens of the current input and (with a target token) its direct logit attribution, from
+// one request: a model the attribution does not apply to still shows its lens, with the
+// attribution's error below it.
 async function askLens() {
   const run = currentRun(), text = document.getElementById('text').value;
   const box = document.getElementById('lens'), status = document.getElementById('lens-status');
   if (!run || !text) return;
   const target = document.getElementById('target').value.trim();
-  const base = '/api/runs/' + encodeURIComponent(run.name) + '/lens';
   const body = {text, checkpoint: document.getElementById('checkpoint').value || 'best',
                 ablate: ablateSpec(), top: 5};
+  if (target) body.target = target;
   box.dataset.state = 'busy';
   box.dataset.run = run.name;
   status.textContent = '';
   try {
-    renderLens(await api(base, body));
+    const j = await api('/api/runs/' + encodeURIComponent(run.name) + '/lens', body);
+    renderLens(j);
+    if (j.attribution) renderAttribution(j.attribution);
+    if (j.attribution_error) status.textContent = j.attribution_error;
   } catch (e) {
     box.replaceChildren();
     status.textContent = e.message;
     box.dataset.state = 'error';
     return;
-  }
-  if (target) {
-    try {
-      renderAttribution((await api(base, Object.assign(body, {target}))).attribution);
-    } catch (e) {
-      status.textContent = e.message;
-    }
   }
   box.dataset.state = 'done';
 }

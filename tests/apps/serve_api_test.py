@@ -4,7 +4,8 @@
 Trains a short copy run and a tiny character LM (serve_fixture.py), keeps a third run training
 beside, and serves all three. Checks: the answers agree with `qkv translate` / `qkv generate`;
 "ablate" answers as `--ablate` does (an unknown head a 400, an empty one the same as none), and
-the heads and lens routes answer as `qkv heads --json` and `qkv lens --json`; each bad input
+the heads and lens routes answer as `qkv heads --json` and `qkv lens --json` (an attribution
+that fails answers the lens with its error beside it); each bad input
 (empty text, symbols outside the vocabulary, a prompt longer than the context, malformed JSON,
 wrong types, out-of-range options) is a 400 with a one-line JSON message; the body-size bound is
 a 413; unknown runs, `..`, absolute paths and symbolic links out of a run are 404s; a
@@ -150,11 +151,18 @@ def inspection(s, qkv, copy, lm):
     cli = cli_json([qkv, "lens", copy, text, "--json", "--ablate", head])
     check(code == 200 and l == cli and "attribution" not in l,
           f"copy lens with ablate: qkv lens --json's ({code})")
-    check_error(s, "POST", "/api/runs/lm/lens", {"text": "ROMEO", "target": "zz"},
-                says="'zz' is no token of the model's output")
+    # The attribution's failure answers the lens with the reason beside it (one request).
+    for run, folder, words, target, says in (
+            ("lm", lm, "ROMEO", "zz", "'zz' is no token of the model's output"),
+            ("copy", copy, text, "4", "needs a pre-LN model")):
+        code, l, _ = s.post(f"/api/runs/{run}/lens", {"text": words, "target": target})
+        cli = cli_json([qkv, "lens", folder, words, "--json"])
+        err = l.pop("attribution_error", None) if isinstance(l, dict) else None
+        check(code == 200 and l == cli and isinstance(err, str) and says in err
+              and "\n" not in err and "attribution" not in l,
+              f"{run} lens with target {target!r}: qkv lens --json's lens and the attribution's "
+              f"one-line error '{says}' ({code}, {err!r})")
     check_error(s, "POST", "/api/runs/lm/lens", {"text": "ROMEO", "top": 0}, says="top must be in")
-    check_error(s, "POST", "/api/runs/copy/lens", {"text": text, "target": "4"},
-                says="needs a pre-LN model")
     check_error(s, "POST", "/api/runs/lm/lens", {"text": ""}, says="empty")
 
 
