@@ -298,13 +298,14 @@ json run_facts(const std::string& run_dir) {
   json f{{"task", std::string(name_of(c.data.task))},
          {"d_model", c.model.d_model},
          {"heads", c.model.heads},
-         {"d_ff", c.model.d_ff},
          {"decoder_layers", c.model.decoder_layers},
          {"position", std::string(name_of(c.model.position))},
          {"optimizer", std::string(name_of(c.optim.optim.name))},
          {"lr", c.optim.optim.lr},
          {"batch_size", c.data.batch_size},
          {"seed", c.seed}};
+  // An attention-only model has no MLP: its config's d_ff is unused, so not shown as a size.
+  f["d_ff"] = c.model.attn_only ? json("attention-only") : json(c.model.d_ff);
   run::task_of(c.data.task).describe(c, f);
   if (c.train.max_steps > 0)
     f["max_steps"] = c.train.max_steps;
