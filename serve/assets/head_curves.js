@@ -5,8 +5,8 @@
 // head's score against step, every panel on the same y range. The panels are built once per
 // choice and their lines redrawn as records arrive. Clicking a panel marks that head's map in
 // the attention grid. Uses app.js's el(), svg(), fmt(), state, currentRun(), fillCheckpoints()
-// and panels.js's headName(), SCORES, forgetOtherRun() at call time; app.js calls addProbe(),
-// renderHeadCurves() and markLinkedMap().
+// and panels.js's headName(), attentionTitle(), SCORES, forgetOtherRun() at call time; app.js
+// calls addProbe(), renderHeadCurves() and markLinkedMap().
 'use strict';
 
 // A probe record's attention -> the attention grid's kind (and so headName's prefix).
@@ -69,8 +69,9 @@ function choiceCurves(probes, c) {
   return {steps, values};
 }
 
+// As `qkv report` titles the same figure: "self-attention: induction".
 function choiceLabel(c) {
-  return c.attention + ': ' + c.score.replaceAll('_', ' ');
+  return attentionTitle(c.attention) + ': ' + c.score.replaceAll('_', ' ');
 }
 
 // Sets a select's options only when they changed (an open list stays open); keeps the value
@@ -114,22 +115,22 @@ function renderHeadCurves() {
   drawPanels(c, choiceCurves(probes, c));
 }
 
-// The grid of empty panels: layers as rows and heads as columns, labelled as the attention
-// grid is ("layer 1", "head 1"), each panel named as --ablate names its head.
+// The grid of empty panels: layers as rows and heads as columns, labelled from 0 as `qkv
+// report` labels them ("L1", "head 0"), each panel named as --ablate names its head ("1.0").
 function buildPanels(box, run, c, key) {
   const kind = PROBE_KIND[c.attention];
   const table = el('table', {class: 'head-curves', 'data-attention': c.attention,
                              'data-score': c.score});
   const top = el('tr', {}, el('th'));
-  for (let h = 0; h < c.heads; h++) top.append(el('th', {text: 'head ' + (h + 1)}));
+  for (let h = 0; h < c.heads; h++) top.append(el('th', {text: 'head ' + h}));
   table.append(top);
   for (let l = 0; l < c.layers; l++) {
-    const tr = el('tr', {}, el('th', {text: 'layer ' + (l + 1)}));
+    const tr = el('tr', {}, el('th', {text: 'L' + l}));
     for (let h = 0; h < c.heads; h++) {
       const name = headName(kind, l, h);
       const s = svg('svg', {class: 'head-panel', width: PANEL.w, height: PANEL.h, tabindex: 0,
-                            role: 'button', 'data-name': name, 'data-layer': l + 1,
-                            'data-head': h + 1, 'aria-label': 'head ' + name + ': show its map'});
+                            role: 'button', 'data-name': name, 'data-layer': l,
+                            'data-head': h, 'aria-label': 'head ' + name + ': show its map'});
       const label = svg('text', {x: 3, y: 11, class: 'name'});
       label.textContent = name;
       s.append(svg('rect', {x: 0.5, y: 0.5, width: PANEL.w - 1, height: PANEL.h - 1}),
@@ -164,7 +165,7 @@ function drawPanels(c, {steps, values}) {
                                   (PANEL.h - PANEL.top - 3);
   const word = c.score.replaceAll('_', ' ');
   for (const s of document.querySelectorAll('#head-curves svg.head-panel')) {
-    const k = (Number(s.dataset.layer) - 1) * c.heads + Number(s.dataset.head) - 1;
+    const k = Number(s.dataset.layer) * c.heads + Number(s.dataset.head);
     let d = '', pen = false, last = NaN, n = 0, lastStep = null;
     values[k].forEach((y, i) => {
       if (!isFinite(y)) { pen = false; return; }
@@ -178,8 +179,7 @@ function drawPanels(c, {steps, values}) {
     s.dataset.value = isFinite(last) ? last : '';
     s.querySelector('text.last').textContent = isFinite(last) ? last.toFixed(2) : '';
     s.querySelector('title').textContent =
-        'layer ' + s.dataset.layer + ', head ' + s.dataset.head + ' (' + s.dataset.name + '): ' +
-        word + (isFinite(last) ? ' ' + last.toFixed(4) + ' at step ' + lastStep : ' not logged') +
+        'head ' + s.dataset.name + ': ' + word + (isFinite(last) ? ' ' + last.toFixed(4) + ' at step ' + lastStep : ' not logged') +
         '; click: its attention map';
   }
   const box = document.getElementById('head-curves');

@@ -14,6 +14,14 @@ function headName(kind, layer, head) {
   return KIND_PREFIX[kind] + layer + '.' + head;
 }
 
+// An attention as `qkv report` titles it (its head table's and probe records' name).
+const ATTENTION_TITLE = {self: 'self-attention', encoder: 'encoder self-attention',
+                         decoder: 'decoder self-attention', cross: 'cross-attention'};
+
+function attentionTitle(name) {
+  return ATTENTION_TITLE[name] || name + ' attention';
+}
+
 function removedHeads() {
   return [...state.ablated].sort((a, b) => a.localeCompare(b, undefined, {numeric: true}));
 }
@@ -121,24 +129,24 @@ function renderHeads(t) {
     for (const score of SCORES)
       if (rows[0][score] !== undefined) maps.append(heatmap(score, rows));
     box.append(el('div', {class: 'head-group', 'data-attention': attention},
-                  el('h4', {text: attention === 'self' ? 'self-attention'
-                                                       : attention + ' attention'}),
+                  el('h4', {text: attentionTitle(attention)}),
                   maps));
   }
 }
 
 // One score of one attention: layers as rows, heads as columns, each cell's value on hover.
+// Labelled from 0 as --ablate names heads and `qkv report` labels them (L1, head 0: head 1.0).
 function heatmap(score, rows) {
   const layers = 1 + Math.max(...rows.map(r => r.layer));
   const heads = 1 + Math.max(...rows.map(r => r.index));
   const scale = Math.max(1e-12, ...rows.map(r => Math.abs(r[score])));
   const table = el('table', {class: 'heatmap', 'data-score': score});
   table.append(el('caption', {text: score.replaceAll('_', ' ')}));
-  const top = el('tr', {}, el('th', {text: 'layer \\ head'}));
-  for (let h = 0; h < heads; h++) top.append(el('th', {text: String(h)}));
+  const top = el('tr', {}, el('th'));
+  for (let h = 0; h < heads; h++) top.append(el('th', {text: 'head ' + h}));
   table.append(top);
   for (let l = 0; l < layers; l++) {
-    const tr = el('tr', {}, el('th', {text: String(l)}));
+    const tr = el('tr', {}, el('th', {text: 'L' + l}));
     for (let h = 0; h < heads; h++) {
       const r = rows.find(x => x.layer === l && x.index === h);
       const v = r[score], x = v / scale;

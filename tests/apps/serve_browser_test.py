@@ -281,6 +281,13 @@ def heads_panel(b, qkv, copy):
           f"heads: 19 heatmaps (2 x 2 cells) of qkv heads --json's numbers ({len(cells)}; {status!r})")
     titles = b.js("[...document.querySelectorAll('table.heatmap td')].slice(0, 2).map(t => t.title)")
     check(all(":" in t for t in titles), f"heads: each cell's value on hover ({titles})")
+    groups = b.js("[...document.querySelectorAll('#heads .head-group h4')].map(h => h.textContent)")
+    check(groups == ["encoder self-attention", "decoder self-attention", "cross-attention"],
+          f"heads: each attention titled as qkv report titles it ({groups})")
+    labels = b.js("[...document.querySelectorAll('table.heatmap')].map(t =>"
+                  " [...t.querySelectorAll('th')].map(th => th.textContent).join('|'))")
+    check(labels and all(x == "|head 0|head 1|L0|L1" for x in labels),
+          f"heads: rows L0, L1 and columns head 0, head 1, counted from 0 as --ablate ({labels[:1]})")
 
 
 def lens_panel(b, qkv, run, text, target):
@@ -381,16 +388,19 @@ def check_panels(b, records, attention, score, prefix, what, got=None):
     cells = sorted((p["layer"], p["head"], p["name"]) for p in panels)
     grid = records[0]["probe"]["attentions"][attention]
     layers, heads = grid["layers"], grid["heads"]
-    check(cells == [(l + 1, h + 1, f"{prefix}{l}.{h}") for l in range(layers)
-                    for h in range(heads)],
+    check(cells == [(l, h, f"{prefix}{l}.{h}") for l in range(layers) for h in range(heads)],
           f"{what}: {layers} layers x {heads} heads of panels named {prefix}L.H ({cells})")
+    labels = b.js("[...document.querySelectorAll('#head-curves table.head-curves th')]"
+                  ".map(t => t.textContent)")
+    check(labels == [""] + [f"head {h}" for h in range(heads)] + [f"L{l}" for l in range(layers)],
+          f"{what}: rows and columns labelled from 0 as qkv report labels them ({labels})")
     top = max(v for r in records for row in r["probe"]["attentions"][attention][score] for v in row)
     want_y1 = max(top, 1e-3) if score == "entropy" else 1
     check(got["y0"] == 0 and abs(got["y1"] - want_y1) < 1e-12,
           f"{what}: every panel on the y range 0..{want_y1} ({got['y0']}..{got['y1']})")
     bad = []
     for p in panels:
-        want = [r["probe"]["attentions"][attention][score][p["layer"] - 1][p["head"] - 1]
+        want = [r["probe"]["attentions"][attention][score][p["layer"]][p["head"]]
                 for r in records]
         drawn = drawn_values(p["d"], got["y0"], got["y1"])
         if (p["points"] != len(want) or len(drawn) != len(want) or p["value"] != want[-1]
@@ -486,8 +496,8 @@ def heads_while_training(b, copy, lm):
     b.wait("document.querySelectorAll('#head-curves svg.head-panel').length === 4", 30,
            "the LM's per-head grid")
     options = b.js("[...document.getElementById('hc-score').options].map(o => o.textContent)")
-    check(options == ["self: entropy", "self: previous token", "self: duplicate token",
-                      "self: induction"],
+    check(options == ["self-attention: entropy", "self-attention: previous token",
+                      "self-attention: duplicate token", "self-attention: induction"],
           f"lm: the section shows the run's attention and scores ({options})")
     choose(b, "#hc-score", "self/induction")
     check_panels(b, first, "self", "induction", "", "lm, 3 probes")
