@@ -628,6 +628,16 @@ def main():
         best_next = b.js("document.getElementById('next').textContent")
         lens_rows = b.js("document.querySelectorAll('#lens table.lens tr[data-layer]').length")
         check(lens_rows == 3, f"copy: the lens panel has the embedding's and each layer's row ({lens_rows})")
+        # A target on this post-LN model: one answer, the lens kept and the attribution's reason.
+        b.js("document.getElementById('target').value = '4';"
+             " document.getElementById('lens-go').click()")
+        b.wait("document.getElementById('lens').dataset.state === 'done'", 60, "the copy lens")
+        lens_rows = b.js("document.querySelectorAll('#lens table.lens tr[data-layer]').length")
+        why = b.js("document.getElementById('lens-status').textContent")
+        check(lens_rows == 3 and "pre-LN" in why and
+              b.js("document.querySelector('#lens table.attribution') === null"),
+              f"copy: with a target the lens stays and the attribution says why not ({why!r})")
+        b.js("document.getElementById('target').value = ''")
         ablate_in_grid(b, qkv, copy, "3 1 4 1 5", "cross.0.1", ("decoder_self", 1))
         heads_panel(b, qkv, copy)
 
