@@ -220,7 +220,13 @@ def slow_clients(qkv, runs):
         slow = [SlowClient(srv.port, 20) for _ in range(40)]
         for c in slow:
             c.start()
-        time.sleep(1.5)
+        # The refusals come as the server accepts; on a loaded machine 40 threads may take a
+        # while to connect, so wait for them (well inside the 10 s deadline of the others),
+        # then a moment more, in which a ninth refusal would show.
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and sum(c.refused for c in slow) < 8:
+            time.sleep(0.1)
+        time.sleep(0.5)
         refused = sum(c.refused for c in slow)
         check(refused == 8, f"40 slow connections from one address: the 8 past its bound of 32 "
                             f"are refused at once ({refused})")
