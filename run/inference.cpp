@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "run/limits.hpp"
+#include "run/task.hpp"
 
 namespace qkv::run {
 
@@ -24,6 +25,14 @@ std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) 
   std::unique_lock<std::recursive_mutex> lock(mu_);
   return std::unique_ptr<Call>(new Call{
       std::move(lock), InferenceScope(*run_.model, precision_, hooks ? hooks : hooks_, record)});
+}
+
+int64_t Inference::max_input_tokens() const {
+  return run_.task().max_input_tokens(run_.config, *run_.model);
+}
+
+int64_t Inference::max_output_tokens(int64_t n) const {
+  return run_.task().max_output_tokens(run_.config, n);
 }
 
 nn::Hooks Inference::with_patterns() const {

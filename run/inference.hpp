@@ -156,10 +156,12 @@ class Inference {
   // Labels for the axes of maps: input ids, or output-side ids.
   virtual std::vector<std::string> input_labels(const data::Ids& ids) const = 0;
   virtual std::vector<std::string> output_labels(const data::Ids& ids) const = 0;
-  // The longest input the model reads (its context or source positions).
-  virtual int64_t max_input_tokens() const = 0;
-  // The decode-length rule: the most tokens an output of an input of n tokens may have.
-  virtual int64_t max_output_tokens(int64_t n) const = 0;
+  // The longest input the model reads (its context or source positions): the family's rule
+  // (Task::max_input_tokens).
+  int64_t max_input_tokens() const;
+  // The decode-length rule: the most tokens an output of an input of n tokens may have
+  // (Task::max_output_tokens: n + train.max_decode_extra; a language model's has no end).
+  int64_t max_output_tokens(int64_t n) const;
 
   // --- decoding and sampling
   // What a family does not do (a language model does not translate, an encoder-decoder does not
