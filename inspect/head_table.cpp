@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.hpp"
 #include "data/task_kind.hpp"
@@ -88,14 +89,6 @@ AttentionScores scores_of(const std::vector<run::Inspection>& ins, const Attenti
   return out;
 }
 
-// Hooks capturing every attention pattern, with keep's replacements.
-nn::Hooks pattern_hooks(const nn::Hooks* keep) {
-  nn::Hooks h;
-  h.capture = nn::names_matching({"*.pattern"});
-  if (keep) h.replace = keep->replace;
-  return h;
-}
-
 }  // namespace
 
 std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,
@@ -150,13 +143,15 @@ PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d
 
 std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
                                             const data::DataSplits& d, const PatternProbe& probe,
-                                            const nn::Hooks* keep) {
+                                            nn::Hooks* hooks) {
   const run::Task& task = run::task_of(c.data.task);
+  std::optional<nn::HookScope> in_scope;  // an encoder-decoder decodes under them
+  if (hooks) in_scope.emplace(*hooks);
   // The inputs of the scores: repeated tokens for self-attention, split examples for cross.
   const auto inspect_all = [&](const std::vector<data::Ids>& inputs) {
     std::vector<run::Inspection> out;
     for (const data::Ids& ids : inputs) {
-      nn::Hooks h = pattern_hooks(keep);
+      nn::Hooks h = run::with_patterns(hooks);
       out.push_back(task.inspect(model, c, d, ids, h));
     }
     return out;
@@ -184,12 +179,9 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
   const PatternProbe probe = pattern_probe(r.config, r.data, inf.model(), o);
   t.probe_length = probe.length;
   std::vector<AttentionScores> scores;
-  {
-    const run::InferenceScope scope(inf.model(), inf.precision(), inf.hooks());
-    scores = pattern_scores(inf.model(), r.config, r.data, probe, &base);
-  }
-  for (size_t i = 0; i < atts.size(); ++i) {
-    const Attention& a = atts[i];
+  inf.in_call([&] { scores = pattern_scores(inf.model(), r.config, r.data, probe, inf.hooks()); });
+  for (const AttentionScores& s : scores) {
+    const Attention& a = s.attention;
     for (int64_t l = 0; l < a.layers; ++l)
       for (int64_t h = 0; h < a.heads; ++h) {
         HeadRow row;
@@ -201,7 +193,7 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
         add_mean_ablation(mean, one, means);
         row.zero_loss_change = split_loss(inf, o.split, o.max_batches, &zero).first - t.loss;
         row.mean_loss_change = split_loss(inf, o.split, o.max_batches, &mean).first - t.loss;
-        for (const auto& [name, layers] : scores[i].scores)
+        for (const auto& [name, layers] : s.scores)
           row.scores[name] = layers[static_cast<size_t>(l)][static_cast<size_t>(h)];
         t.rows.push_back(std::move(row));
       }

@@ -85,11 +85,12 @@ struct AttentionScores {
   std::map<std::string, std::vector<std::vector<double>>> scores;
 };
 // Every attention's scores on probe (entropy and the scores of its kind), in forward order.
-// Runs in the caller's InferenceScope (eval mode, no tape, precision, hooks: an encoder-decoder
-// decodes under them); keep: replacements the passes keep in place (an ablation), or null.
+// Runs in the caller's InferenceScope (eval mode, no tape, precision). hooks, when non-null, are
+// in scope for the passes (an encoder-decoder decodes under them) and the pattern passes keep
+// their replacements (an ablation stays in place).
 std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
                                             const data::DataSplits& d, const PatternProbe& probe,
-                                            const nn::Hooks* keep = nullptr);
+                                            nn::Hooks* hooks = nullptr);
 
 // The split's mean loss per token under hooks (null: the Inference's own), and the batches.
 std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,

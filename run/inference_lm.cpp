@@ -147,7 +147,7 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
-  nn::Hooks h = with_patterns();
+  nn::Hooks h = with_patterns(hooks_);
   Inspection a;
   {
     const auto c = call();

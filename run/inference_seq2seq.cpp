@@ -254,7 +254,7 @@ Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig&
 }
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
-  nn::Hooks h = with_patterns();
+  nn::Hooks h = with_patterns(hooks_);
   Inspection a;
   {
     const auto c = call();
