@@ -24,18 +24,25 @@ nn::Hooks own_replacements(const run::Inference& inf) {
   return h;
 }
 
+// The model's room for the probe (config::ProbeRoom), by its family's length rules.
+config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) {
+  const run::Task& task = run::task_of(c.data.task);
+  const int64_t positions = task.max_input_tokens(c, model);
+  if (data::is_language_model(c.data.task)) return {positions, "data.block_size", std::nullopt};
+  return {positions, "model.max_len", task.max_output_tokens(c, 0)};  // 0 + max_decode_extra
+}
+
 // The inputs the pattern scores are measured on: repeated random token rows of the input
 // vocabulary, each as long as the model's positions allow (with room for the decoded output).
 std::vector<data::Ids> repeated_rows(const config::RunConfig& c, const data::DataSplits& d,
                                      const nn::Model& model, const HeadTableOptions& o,
-                                     const char* op, int64_t& length) {
+                                     const std::string& key, int64_t& length) {
   const data::Vocab& v = d.src_vocab.size() > 4 ? d.src_vocab : d.tgt_vocab;
-  const run::Task& task = run::task_of(c.data.task);
-  const int64_t limit = task.max_input_tokens(c, model), out = task.max_output_tokens(c, 0);
-  const int64_t room = out >= limit ? limit : limit - out;  // a decoder's extra tokens
-  length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>((room - 1) / 2, 1, 16);
-  QKV_CHECK(2 * length <= limit, op, "--probe-length ", length, ": 2 x ", length,
-            " tokens is more than the model's ", limit, " positions");
+  const config::ProbeRoom room = probe_room(c, model);
+  // 0: the longest up to 16 that fits with the 2 L input a position short of the model's
+  const int64_t fits = std::min(config::longest_probe_length(room), (room.positions - 1) / 2);
+  length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>(fits, 1, 16);
+  config::check_probe_length(length, room, key);
   interp::RepeatedTokens spec{.batch = o.probes, .length = length, .vocab = v.size()};
   for (int64_t id = 0; id < v.size(); ++id)
     if (v.is_special(id)) spec.specials.push_back(id);
@@ -134,9 +141,10 @@ std::map<std::string, std::vector<double>> head_importance(const run::Inference&
 }
 
 PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d,
-                           const nn::Model& model, const HeadTableOptions& o, const char* op) {
+                           const nn::Model& model, const HeadTableOptions& o,
+                           const std::string& key) {
   PatternProbe p;
-  p.repeated = repeated_rows(c, d, model, o, op, p.length);
+  p.repeated = repeated_rows(c, d, model, o, key, p.length);
   if (!data::is_language_model(c.data.task)) p.sources = split_sources(d, o);
   return p;
 }

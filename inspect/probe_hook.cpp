@@ -34,7 +34,7 @@ json entry_of(const AttentionScores& s) {
 ProbeHook::ProbeHook(run::RunContext& c, Precision p)
     : c_(c),
       precision_(p),
-      inputs_(pattern_probe(c.cfg, c.data, c.model, options_of(c.cfg.probe), "probe")) {
+      inputs_(pattern_probe(c.cfg, c.data, c.model, options_of(c.cfg.probe), "probe.length")) {
   if (data::is_language_model(c.cfg.data.task)) {
     const int64_t n = run::task_of(c.cfg.data.task).max_input_tokens(c.cfg, c.model);
     icl_ = icl_windows(c.data.lm_valid, n, c.cfg.probe.icl_windows, "probe");
