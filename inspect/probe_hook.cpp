@@ -71,8 +71,8 @@ void ProbeHook::on_train_begin(train::Trainer& t) {
 
 void ProbeHook::on_step_end(train::Trainer& t, const train::StepStats&) {
   const int64_t step = t.state().step;
-  const int64_t every = c_.cfg.probe.every;  // 0 (off): at the start and the end only
-  if ((every > 0 && step % every == 0) || step == t.options().total_steps) record(step);
+  // every > 0: apps/train.cpp makes no probe hook for 0 (off)
+  if (step % c_.cfg.probe.every == 0 || step == t.options().total_steps) record(step);
 }
 
 void ProbeHook::on_train_end(train::Trainer& t, train::StopReason r) {
