@@ -237,28 +237,16 @@ void probe_fields(V& v, P& p) {
   v("icl_windows", p.icl_windows);
 }
 
-// The longest repeated half L the probe's model can read, with what limits it: a language
-// model reads 2L tokens within its context; an encoder-decoder with learned positions reads a
-// source of 2L and decodes up to 2L + train.max_decode_extra tokens after <bos>.
-void check_probe_length(const RunConfig& c) {
-  const int64_t L = c.probe.length;
-  if (L == 0) return;
-  const std::string twice = "the probe's 2 x " + std::to_string(L) + " = " + std::to_string(2 * L);
-  if (data::is_language_model(c.data.task)) {
-    if (2 * L > c.data.block_size)
-      throw Error("probe.length: " + twice + " tokens are more than the model's context of " +
-                  std::to_string(c.data.block_size) + " (data.block_size); at most " +
-                  std::to_string(c.data.block_size / 2));
-    return;
-  }
-  if (c.model.position != nn::PositionKind::learned) return;
-  const int64_t need = 2 * L + c.train.max_decode_extra + 1;
-  if (need > c.model.max_len)
-    throw Error(
-        "probe.length: " + twice + " source tokens decode to up to " + std::to_string(need) +
-        " decoder positions (with <bos> and train.max_decode_extra = " +
-        std::to_string(c.train.max_decode_extra) +
-        "), more than model.max_len = " + std::to_string(c.model.max_len) + " learned positions");
+// [probe] length against the model's positions: a language model's context, an
+// encoder-decoder's learned positions (other positions have no limit).
+void check_probe_positions(const RunConfig& c) {
+  if (c.probe.length == 0) return;
+  if (data::is_language_model(c.data.task))
+    check_probe_length(c.probe.length, {c.data.block_size, "data.block_size", std::nullopt},
+                       "probe.length");
+  else if (c.model.position == nn::PositionKind::learned)
+    check_probe_length(c.probe.length, {c.model.max_len, "model.max_len", c.train.max_decode_extra},
+                       "probe.length");
 }
 
 // Prefixes an error from a section parser with where the key was set. An error about a key of
@@ -365,7 +353,7 @@ void RunConfig::validate() const {
        "probe.length: must be >= 0 (0: automatic), got " + std::to_string(probe.length));
   need(probe.icl_windows >= 1,
        "probe.icl_windows: must be >= 1, got " + std::to_string(probe.icl_windows));
-  check_probe_length(*this);
+  check_probe_positions(*this);
   optim.validate();
   // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.
   optim::validate_unfilled(optim::fill_schedule(optim.schedule, model.d_model, 0));
@@ -496,6 +484,24 @@ std::string effective_toml(const RunConfig& c) {
   root["checkpoint"] = k.j;
   root["probe"] = p.j;
   return write_config(root);
+}
+
+int64_t longest_probe_length(const ProbeRoom& r) {
+  return r.decode_extra ? (r.positions - *r.decode_extra - 1) / 2 : r.positions / 2;
+}
+
+void check_probe_length(int64_t L, const ProbeRoom& r, const std::string& key) {
+  if (L <= longest_probe_length(r)) return;
+  const std::string twice = "the probe's 2 x " + std::to_string(L) + " = " + std::to_string(2 * L);
+  const std::string P = std::to_string(r.positions);
+  if (!r.decode_extra)
+    throw Error(key + ": " + twice + " tokens are more than the model's context of " + P + " (" +
+                r.positions_name + "); at most " + std::to_string(longest_probe_length(r)));
+  const int64_t need = 2 * L + *r.decode_extra + 1;
+  throw Error(key + ": " + twice + " source tokens decode to up to " + std::to_string(need) +
+              " decoder positions (with <bos> and train.max_decode_extra = " +
+              std::to_string(*r.decode_extra) + "), more than " + r.positions_name + " = " + P +
+              " learned positions");
 }
 
 }  // namespace qkv::config

@@ -13,6 +13,7 @@
 // of the wrong type are errors naming the key and where it came from ("FILE:LINE" or
 // "command line").
 #pragma once
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -87,6 +88,21 @@ struct RunConfig {
 
   void validate() const;  // every section; errors name the key
 };
+
+// The probe's length rule, one implementation for [probe] length (RunConfig::validate) and the
+// repeated rows of `qkv heads` and the training probe (inspect/head_table.cpp): the repeated
+// half L is read as an input of 2 L tokens within the model's input positions; an
+// encoder-decoder (decode_extra set) then decodes up to 2 L + decode_extra tokens after <bos>
+// within the same positions, 2 L + decode_extra + 1 of them.
+struct ProbeRoom {
+  int64_t positions = 0;                // the most input tokens the model reads
+  std::string positions_name;           // what sets them, for messages: "data.block_size"
+  std::optional<int64_t> decode_extra;  // an encoder-decoder: train.max_decode_extra
+};
+// The longest L that fits (< 1: none does).
+int64_t longest_probe_length(const ProbeRoom& r);
+// qkv::Error "<key>: the probe's 2 x L = ..." saying what it is more than, when L does not fit.
+void check_probe_length(int64_t L, const ProbeRoom& r, const std::string& key);
 
 // overrides: ("model.d_model", "256") pairs from the command line.
 RunConfig load_config(const std::string& path,

@@ -17,12 +17,6 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string general(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // The last finite value of a curve (NaN when none).
 double last_finite(const std::vector<double>& v) {
   for (auto it = v.rbegin(); it != v.rend(); ++it)

@@ -12,12 +12,11 @@ namespace {
 
 const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
+// A tick label: one significant digit in exponent form for very small or large values.
 std::string fmt(double v) {
+  if (v == 0 || (std::abs(v) >= 1e-3 && std::abs(v) < 1e5)) return general(v);
   char buf[32];
-  if (v != 0 && (std::abs(v) < 1e-3 || std::abs(v) >= 1e5))
-    std::snprintf(buf, sizeof buf, "%.0e", v);
-  else
-    std::snprintf(buf, sizeof buf, "%g", v);
+  std::snprintf(buf, sizeof buf, "%.0e", v);
   return buf;
 }
 
@@ -106,6 +105,12 @@ void decimate(std::vector<double>& x, std::vector<double>& y, size_t buckets) {
 }
 
 }  // namespace
+
+std::string general(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 Series downsample(const Series& s, size_t buckets) {
   Series out = s;

@@ -46,6 +46,9 @@ Series downsample(const Series& s, size_t buckets);
 // quantity that spans decades, better read on a log axis.
 bool spans_decades(const std::vector<Series>& series, double ratio = 100);
 
+// v as printf's %g: six significant digits, no trailing zeros ("1500", "0.25", "1e+06").
+std::string general(double v);
+
 // s with <, >, &, ' and " replaced by entities: safe as SVG text or a quoted attribute value.
 std::string xml_escape(const std::string& s);
 

@@ -405,29 +405,35 @@ bool same_layout(const json& a, int64_t layers, int64_t heads) {
   return true;
 }
 
+// A record's probe.attentions object, or null when it has none (not a probe record).
+const json* probe_attentions(const json& rec) {
+  const auto probe = rec.find("probe");
+  if (probe == rec.end() || !probe->is_object()) return nullptr;
+  const auto atts = probe->find("attentions");
+  return atts != probe->end() && atts->is_object() ? &*atts : nullptr;
+}
+
 }  // namespace
 
 std::vector<HeadCurves> probe_head_curves(const RunData& r) {
-  const json* first = nullptr;
-  for (const json& rec : r.records)
-    if (rec.contains("probe") && rec["probe"].is_object() &&
-        rec["probe"].value("attentions", json()).is_object()) {
-      first = &rec;
-      break;
-    }
-  if (!first) return {};
+  const json* layout = nullptr;  // the first probe record's attentions
+  for (const json& rec : r.records) {
+    layout = probe_attentions(rec);
+    if (layout) break;
+  }
+  if (!layout) return {};
   std::vector<HeadCurves> out;
-  const json& layout = (*first)["probe"]["attentions"];
-  for (auto att = layout.begin(); att != layout.end(); ++att) {
+  for (auto att = layout->begin(); att != layout->end(); ++att) {
     const int64_t layers = att.value().value("layers", int64_t{0});
     const int64_t heads = att.value().value("heads", int64_t{0});
     if (layers <= 0 || heads <= 0) continue;
     std::vector<const json*> probes;
-    for (const json& rec : r.records)
-      if (rec.contains("probe") && rec["probe"].is_object() &&
-          rec["probe"].value("attentions", json()).is_object() &&
-          same_layout(rec["probe"]["attentions"].value(att.key(), json()), layers, heads))
-        probes.push_back(&rec);
+    for (const json& rec : r.records) {
+      const json* atts = probe_attentions(rec);
+      if (!atts) continue;
+      const auto a = atts->find(att.key());
+      if (a != atts->end() && same_layout(*a, layers, heads)) probes.push_back(&rec);
+    }
     for (auto score = att.value().begin(); score != att.value().end(); ++score)
       if (score.value().is_array())
         out.push_back(score_curves(probes, att.key(), score.key(), layers, heads));

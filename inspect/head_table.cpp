@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.hpp"
 #include "data/task_kind.hpp"
@@ -23,18 +24,25 @@ nn::Hooks own_replacements(const run::Inference& inf) {
   return h;
 }
 
+// The model's room for the probe (config::ProbeRoom), by its family's length rules.
+config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) {
+  const run::Task& task = run::task_of(c.data.task);
+  const int64_t positions = task.max_input_tokens(c, model);
+  if (data::is_language_model(c.data.task)) return {positions, "data.block_size", std::nullopt};
+  return {positions, "model.max_len", task.max_output_tokens(c, 0)};  // 0 + max_decode_extra
+}
+
 // The inputs the pattern scores are measured on: repeated random token rows of the input
 // vocabulary, each as long as the model's positions allow (with room for the decoded output).
 std::vector<data::Ids> repeated_rows(const config::RunConfig& c, const data::DataSplits& d,
                                      const nn::Model& model, const HeadTableOptions& o,
-                                     const char* op, int64_t& length) {
+                                     const std::string& key, int64_t& length) {
   const data::Vocab& v = d.src_vocab.size() > 4 ? d.src_vocab : d.tgt_vocab;
-  const run::Task& task = run::task_of(c.data.task);
-  const int64_t limit = task.max_input_tokens(c, model), out = task.max_output_tokens(c, 0);
-  const int64_t room = out >= limit ? limit : limit - out;  // a decoder's extra tokens
-  length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>((room - 1) / 2, 1, 16);
-  QKV_CHECK(2 * length <= limit, op, "--probe-length ", length, ": 2 x ", length,
-            " tokens is more than the model's ", limit, " positions");
+  const config::ProbeRoom room = probe_room(c, model);
+  // 0: the longest up to 16 that fits with the 2 L input a position short of the model's
+  const int64_t fits = std::min(config::longest_probe_length(room), (room.positions - 1) / 2);
+  length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>(fits, 1, 16);
+  config::check_probe_length(length, room, key);
   interp::RepeatedTokens spec{.batch = o.probes, .length = length, .vocab = v.size()};
   for (int64_t id = 0; id < v.size(); ++id)
     if (v.is_special(id)) spec.specials.push_back(id);
@@ -88,14 +96,6 @@ AttentionScores scores_of(const std::vector<run::Inspection>& ins, const Attenti
   return out;
 }
 
-// Hooks capturing every attention pattern, with keep's replacements.
-nn::Hooks pattern_hooks(const nn::Hooks* keep) {
-  nn::Hooks h;
-  h.capture = nn::names_matching({"*.pattern"});
-  if (keep) h.replace = keep->replace;
-  return h;
-}
-
 }  // namespace
 
 std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,
@@ -141,22 +141,25 @@ std::map<std::string, std::vector<double>> head_importance(const run::Inference&
 }
 
 PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d,
-                           const nn::Model& model, const HeadTableOptions& o, const char* op) {
+                           const nn::Model& model, const HeadTableOptions& o,
+                           const std::string& key) {
   PatternProbe p;
-  p.repeated = repeated_rows(c, d, model, o, op, p.length);
+  p.repeated = repeated_rows(c, d, model, o, key, p.length);
   if (!data::is_language_model(c.data.task)) p.sources = split_sources(d, o);
   return p;
 }
 
 std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
                                             const data::DataSplits& d, const PatternProbe& probe,
-                                            const nn::Hooks* keep) {
+                                            nn::Hooks* hooks) {
   const run::Task& task = run::task_of(c.data.task);
+  std::optional<nn::HookScope> in_scope;  // an encoder-decoder decodes under them
+  if (hooks) in_scope.emplace(*hooks);
   // The inputs of the scores: repeated tokens for self-attention, split examples for cross.
   const auto inspect_all = [&](const std::vector<data::Ids>& inputs) {
     std::vector<run::Inspection> out;
     for (const data::Ids& ids : inputs) {
-      nn::Hooks h = pattern_hooks(keep);
+      nn::Hooks h = run::with_patterns(hooks);
       out.push_back(task.inspect(model, c, d, ids, h));
     }
     return out;
@@ -184,12 +187,9 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
   const PatternProbe probe = pattern_probe(r.config, r.data, inf.model(), o);
   t.probe_length = probe.length;
   std::vector<AttentionScores> scores;
-  {
-    const run::InferenceScope scope(inf.model(), inf.precision(), inf.hooks());
-    scores = pattern_scores(inf.model(), r.config, r.data, probe, &base);
-  }
-  for (size_t i = 0; i < atts.size(); ++i) {
-    const Attention& a = atts[i];
+  inf.in_call([&] { scores = pattern_scores(inf.model(), r.config, r.data, probe, inf.hooks()); });
+  for (const AttentionScores& s : scores) {
+    const Attention& a = s.attention;
     for (int64_t l = 0; l < a.layers; ++l)
       for (int64_t h = 0; h < a.heads; ++h) {
         HeadRow row;
@@ -201,7 +201,7 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
         add_mean_ablation(mean, one, means);
         row.zero_loss_change = split_loss(inf, o.split, o.max_batches, &zero).first - t.loss;
         row.mean_loss_change = split_loss(inf, o.split, o.max_batches, &mean).first - t.loss;
-        for (const auto& [name, layers] : scores[i].scores)
+        for (const auto& [name, layers] : s.scores)
           row.scores[name] = layers[static_cast<size_t>(l)][static_cast<size_t>(h)];
         t.rows.push_back(std::move(row));
       }

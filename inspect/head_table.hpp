@@ -66,17 +66,19 @@ std::vector<std::pair<std::string, double>> head_columns(const HeadRow& r);
 //  "heads": [{"attention", "head", "layer", "index", <every column>: number} ...]}
 nlohmann::json head_table_json(const HeadTable& t);
 // The inputs of the pattern scores, fixed by the options (probes, probe_length, seed, split):
-// what `qkv heads` and the training probe (run/probe_hook.hpp) read.
+// what `qkv heads` and the training probe (inspect/probe_hook.hpp) read.
 struct PatternProbe {
   int64_t length = 0;               // L, the repeated half
   std::vector<data::Ids> repeated;  // self-attention: `probes` rows r + r of 2 L tokens
   std::vector<data::Ids> sources;   // cross-attention: the split's first `probes` sources
 };
 // For a model of config c over data d (its vocabularies, split and the family's length rules).
-// qkv::Error naming op when 2 L tokens are more than the model's positions.
+// qkv::Error naming key when L does not fit the model's positions (config::check_probe_length:
+// an encoder-decoder's greedy decode of the 2 L tokens must fit as well); key: what set the
+// length ("probe.length"), or the command whose automatic length found no room.
 PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d,
                            const nn::Model& model, const HeadTableOptions& o,
-                           const char* op = "heads");
+                           const std::string& key = "heads");
 
 // One attention's pattern scores: score name -> (layers) x (heads), each the mean over the
 // probe's inputs (repeated rows for self-attention, sources for cross-attention).
@@ -85,11 +87,12 @@ struct AttentionScores {
   std::map<std::string, std::vector<std::vector<double>>> scores;
 };
 // Every attention's scores on probe (entropy and the scores of its kind), in forward order.
-// Runs in the caller's InferenceScope (eval mode, no tape, precision, hooks: an encoder-decoder
-// decodes under them); keep: replacements the passes keep in place (an ablation), or null.
+// Runs in the caller's InferenceScope (eval mode, no tape, precision). hooks, when non-null, are
+// in scope for the passes (an encoder-decoder decodes under them) and the pattern passes keep
+// their replacements (an ablation stays in place).
 std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
                                             const data::DataSplits& d, const PatternProbe& probe,
-                                            const nn::Hooks* keep = nullptr);
+                                            nn::Hooks* hooks = nullptr);
 
 // The split's mean loss per token under hooks (null: the Inference's own), and the batches.
 std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,

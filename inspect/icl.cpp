@@ -25,12 +25,17 @@ std::vector<double> position_losses(const Tensor& logits, const Tensor& labels) 
             "icl", "logits (W, n, V) and labels (W, n), got ", logits.shape(), " and ",
             labels.shape());
   const int64_t W = logits.size(0), n = logits.size(1), V = logits.size(2);
-  const std::vector<double> z = to_vector<double>(logits.to(DType::f64).contiguous());
+  // Each row widened to float64 as it is read (exactly), not a float64 copy of all W x n x V.
+  const bool f64 = logits.dtype() == DType::f64;
+  const Tensor z = (f64 ? logits : logits.to(DType::f32)).contiguous();
   const std::vector<int64_t> y = to_vector<int64_t>(labels.contiguous());
   std::vector<double> loss(static_cast<size_t>(n), 0.0);
+  std::vector<double> wide(static_cast<size_t>(V));
   for (int64_t w = 0; w < W; ++w)
     for (int64_t t = 0; t < n; ++t) {
-      const double* row = z.data() + (w * n + t) * V;
+      const int64_t at = (w * n + t) * V;
+      const double* row = f64 ? z.data<double>() + at : wide.data();
+      if (!f64) std::copy(z.data<float>() + at, z.data<float>() + at + V, wide.begin());
       const double mx = *std::max_element(row, row + V);
       double sum = 0;
       for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);

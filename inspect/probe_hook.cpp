@@ -34,7 +34,7 @@ json entry_of(const AttentionScores& s) {
 ProbeHook::ProbeHook(run::RunContext& c, Precision p)
     : c_(c),
       precision_(p),
-      inputs_(pattern_probe(c.cfg, c.data, c.model, options_of(c.cfg.probe), "probe")) {
+      inputs_(pattern_probe(c.cfg, c.data, c.model, options_of(c.cfg.probe), "probe.length")) {
   if (data::is_language_model(c.cfg.data.task)) {
     const int64_t n = run::task_of(c.cfg.data.task).max_input_tokens(c.cfg, c.model);
     icl_ = icl_windows(c.data.lm_valid, n, c.cfg.probe.icl_windows, "probe");
@@ -71,8 +71,8 @@ void ProbeHook::on_train_begin(train::Trainer& t) {
 
 void ProbeHook::on_step_end(train::Trainer& t, const train::StepStats&) {
   const int64_t step = t.state().step;
-  const int64_t every = c_.cfg.probe.every;  // 0 (off): at the start and the end only
-  if ((every > 0 && step % every == 0) || step == t.options().total_steps) record(step);
+  // every > 0: apps/train.cpp makes no probe hook for 0 (off)
+  if (step % c_.cfg.probe.every == 0 || step == t.options().total_steps) record(step);
 }
 
 void ProbeHook::on_train_end(train::Trainer& t, train::StopReason r) {

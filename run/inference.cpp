@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "run/limits.hpp"
+#include "run/task.hpp"
 
 namespace qkv::run {
 
@@ -26,12 +27,27 @@ std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) 
       std::move(lock), InferenceScope(*run_.model, precision_, hooks ? hooks : hooks_, record)});
 }
 
-nn::Hooks Inference::with_patterns() const {
+int64_t Inference::max_input_tokens() const {
+  return run_.task().max_input_tokens(run_.config, *run_.model);
+}
+
+int64_t Inference::max_output_tokens(int64_t n) const {
+  return run_.task().max_output_tokens(run_.config, n);
+}
+
+void Inference::in_call(const std::function<void()>& fn) const {
+  const auto c = call();
+  fn();
+}
+
+nn::Hooks with_patterns(const nn::Hooks* own) {
   nn::Hooks h;
-  auto own = hooks_ ? hooks_->capture : std::function<bool(std::string_view)>();
+  auto captured = own ? own->capture : std::function<bool(std::string_view)>();
   const auto pattern = nn::names_matching({"*.pattern"});
-  h.capture = [own, pattern](std::string_view n) { return pattern(n) || (own && own(n)); };
-  if (hooks_) h.replace = hooks_->replace;
+  h.capture = [captured, pattern](std::string_view n) {
+    return pattern(n) || (captured && captured(n));
+  };
+  if (own) h.replace = own->replace;
   return h;
 }
 

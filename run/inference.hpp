@@ -156,10 +156,12 @@ class Inference {
   // Labels for the axes of maps: input ids, or output-side ids.
   virtual std::vector<std::string> input_labels(const data::Ids& ids) const = 0;
   virtual std::vector<std::string> output_labels(const data::Ids& ids) const = 0;
-  // The longest input the model reads (its context or source positions).
-  virtual int64_t max_input_tokens() const = 0;
-  // The decode-length rule: the most tokens an output of an input of n tokens may have.
-  virtual int64_t max_output_tokens(int64_t n) const = 0;
+  // The longest input the model reads (its context or source positions): the family's rule
+  // (Task::max_input_tokens).
+  int64_t max_input_tokens() const;
+  // The decode-length rule: the most tokens an output of an input of n tokens may have
+  // (Task::max_output_tokens: n + train.max_decode_extra; a language model's has no end).
+  int64_t max_output_tokens(int64_t n) const;
 
   // --- decoding and sampling
   // What a family does not do (a language model does not translate, an encoder-decoder does not
@@ -194,6 +196,10 @@ class Inference {
                         nn::Hooks* hooks = nullptr) const = 0;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
+  // fn run as one call: holding this Inference's lock, in its scope (eval mode, no tape, its
+  // precision and hooks). For a pass the interface has no call for (inspect/head_table.cpp's
+  // pattern scores), so that it too is serialised with every other call.
+  void in_call(const std::function<void()>& fn) const;
 
  protected:
   Inference(LoadedRun run, Precision p) : run_(std::move(run)), precision_(p) {}
@@ -204,9 +210,8 @@ class Inference {
     InferenceScope scope;
   };
   std::unique_ptr<Call> call(bool record = false, nn::Hooks* hooks = nullptr) const;
-  // Hooks for an inspecting pass: this Inference's replacements, capturing every pattern and
-  // what its own hooks capture; give_back hands the latter to this Inference's hooks.
-  nn::Hooks with_patterns() const;
+  // What an inspecting pass under with_patterns(hooks_) captured that this Inference's hooks
+  // capture, handed to them.
   void give_back(const nn::Hooks& h) const;
 
   LoadedRun run_;
@@ -216,6 +221,9 @@ class Inference {
   mutable std::recursive_mutex mu_;
 };
 
+// Hooks for an inspecting pass: own's replacements (an ablation stays in place), capturing every
+// attention pattern and what own captures; own null: the patterns alone.
+nn::Hooks with_patterns(const nn::Hooks* own);
 // ids as one row (1, n) int64.
 Tensor row_of(const data::Ids& ids);
 // Ids as labels for an axis: SentencePiece's word-start mark U+2581 as "_", a character

@@ -14,8 +14,6 @@ class Seq2SeqInference : public Inference {
   std::string text(const data::Ids& ids) const override;
   std::vector<std::string> input_labels(const data::Ids& ids) const override;
   std::vector<std::string> output_labels(const data::Ids& ids) const override;
-  int64_t max_input_tokens() const override;
-  int64_t max_output_tokens(int64_t n) const override;  // n + train.max_decode_extra
   void require(Operation what, const char* op) const override;
   std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
                                 const DecodeOptions& o) const override;
@@ -39,8 +37,6 @@ class LanguageModelInference : public Inference {
   std::string text(const data::Ids& ids) const override;
   std::vector<std::string> input_labels(const data::Ids& ids) const override;
   std::vector<std::string> output_labels(const data::Ids& ids) const override;
-  int64_t max_input_tokens() const override;  // the context: block_size, within the positions
-  int64_t max_output_tokens(int64_t n) const override;
   void require(Operation what, const char* op) const override;
   std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
                                 const DecodeOptions& o) const override;

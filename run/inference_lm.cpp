@@ -52,14 +52,6 @@ int64_t LanguageModelTask::max_output_tokens(const config::RunConfig&, int64_t) 
   return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
 }
 
-int64_t LanguageModelInference::max_input_tokens() const {
-  return run_.task().max_input_tokens(run_.config, *run_.model);
-}
-
-int64_t LanguageModelInference::max_output_tokens(int64_t n) const {
-  return run_.task().max_output_tokens(run_.config, n);
-}
-
 void LanguageModelInference::require(Operation what, const char* op) const {
   QKV_CHECK(what != Operation::decode, op, run_.dir,
             " is a language model (model.kind = \"decoder\"): sample from it with qkv generate");
@@ -155,7 +147,7 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
-  nn::Hooks h = with_patterns();
+  nn::Hooks h = with_patterns(hooks_);
   Inspection a;
   {
     const auto c = call();

@@ -122,14 +122,6 @@ int64_t Seq2SeqTask::max_output_tokens(const config::RunConfig& c, int64_t n) co
   return n + c.train.max_decode_extra;
 }
 
-int64_t Seq2SeqInference::max_input_tokens() const {
-  return run_.task().max_input_tokens(run_.config, *run_.model);
-}
-
-int64_t Seq2SeqInference::max_output_tokens(int64_t n) const {
-  return run_.task().max_output_tokens(run_.config, n);
-}
-
 std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& inputs,
                                                 const DecodeOptions& o) const {
   QKV_CHECK(o.beam >= 1, "decode", "beam must be >= 1, got ", o.beam);
@@ -262,7 +254,7 @@ Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig&
 }
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
-  nn::Hooks h = with_patterns();
+  nn::Hooks h = with_patterns(hooks_);
   Inspection a;
   {
     const auto c = call();
