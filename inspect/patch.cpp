@@ -2,6 +2,8 @@
 // the corrupted one.
 #include "inspect/patch.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "inspect/heads.hpp"
 #include "run/inference.hpp"
@@ -29,6 +31,19 @@ nn::HookFn head_patch(const ag::Var& clean, int64_t head) {
   };
 }
 
+// The output side both runs read: the clean run's greedy output up to the first token where
+// the corrupted run's differs, so the answers compared are the two runs' tokens there (an
+// encoder-decoder reading the whole output would compare two <eos>). When the outputs agree,
+// all of it. A language model reads its input alone and ignores this.
+data::Ids shared_output_side(const run::Inspection& clean, const run::Inspection& corrupt) {
+  size_t same = 0;
+  while (same < clean.tgt_out.size() && same < corrupt.tgt_out.size() &&
+         clean.tgt_out[same] == corrupt.tgt_out[same])
+    ++same;
+  const size_t keep = std::min(same + 1, clean.tgt_in.size());  // <bos> and the shared tokens
+  return data::Ids(clean.tgt_in.begin(), clean.tgt_in.begin() + static_cast<ptrdiff_t>(keep));
+}
+
 }  // namespace
 
 double logit_difference(const Tensor& logits, int64_t a, int64_t b) {
@@ -52,7 +67,7 @@ Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
             ": patching puts each position of one run into the other, so they need the same "
             "length");
   const std::vector<Attention> atts = attentions_of(inf);
-  const data::Ids tgt_in = inf.inspect(clean).tgt_in;  // the output side both runs read
+  const data::Ids tgt_in = shared_output_side(inf.inspect(clean), inf.inspect(corrupt));
   nn::Hooks cap = own(inf);
   cap.capture = nn::names_matching({"*.z", "*.resid_pre"});
   const Tensor clean_logits = inf.logits(clean, tgt_in, &cap);
