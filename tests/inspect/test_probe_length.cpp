@@ -64,7 +64,7 @@ TEST_CASE("probe length: an encoder-decoder's decode of the probe must fit its p
   CHECK_NOTHROW(c.validate());
 }
 
-TEST_CASE("probe length: the longest probe decodes within the positions; one longer would not") {
+TEST_CASE("probe length: the longest probe decodes within the positions and one longer would not") {
   LearnedPositions m;
   inspect::PatternProbe p = m.probe(7);
   {
