@@ -42,7 +42,8 @@ struct Product {
   std::unordered_map<int, dnnl::memory> args;
 };
 
-using ProductKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, bool, int>;
+using ProductKey =
+    std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, bool, int>;
 
 std::unique_ptr<Product> make_product(const ProductKey& key) {
   const auto [n, m, k, ta, tb, lda, ldb, ldc, has_bias, threads] = key;
@@ -131,7 +132,8 @@ void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* 
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
   QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,
             ", k ", k, ")");
-  Product& p = product_for(ProductKey{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()});
+  Product& p =
+      product_for(ProductKey{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()});
   p.src.set_data_handle(const_cast<bf16_t*>(a));
   p.wei.set_data_handle(const_cast<bf16_t*>(b));
   p.dst.set_data_handle(c);
