@@ -112,14 +112,22 @@ std::string attention_title(const std::string& name) {
   return name + "-attention";
 }
 
+// A record's probe.attentions object, or null when it has none (not a probe record).
+const json* probe_attentions(const json& rec) {
+  const auto probe = rec.find("probe");
+  if (probe == rec.end() || !probe->is_object()) return nullptr;
+  const auto atts = probe->find("attentions");
+  return atts != probe->end() && atts->is_object() ? &*atts : nullptr;
+}
+
 // The best head's value of every pattern score of a probe record, one per attention and score:
 // "induction (best head, self-attention)" -> the largest over layers and heads. What shows a
 // mechanism forming in a run at a glance (the per-head curves show which head it is).
-std::vector<std::pair<std::string, double>> best_heads(const json& probe) {
+std::vector<std::pair<std::string, double>> best_heads(const json& rec) {
   std::vector<std::pair<std::string, double>> out;
-  if (!probe.contains("attentions") || !probe["attentions"].is_object()) return out;
-  const json& atts = probe["attentions"];
-  for (auto a = atts.begin(); a != atts.end(); ++a) {
+  const json* atts = probe_attentions(rec);
+  if (!atts) return out;
+  for (auto a = atts->begin(); a != atts->end(); ++a) {
     if (!a.value().is_object()) continue;
     for (auto sc = a.value().begin(); sc != a.value().end(); ++sc) {
       if (!sc.value().is_array() || sc.key() == "entropy") continue;
@@ -270,8 +278,7 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
       if (rec.contains("probe")) {
         if (!rec["probe"].is_object()) continue;
         if (rec["probe"].contains("icl")) add(r, "probe", "icl", "", step, rec["probe"]["icl"]);
-        for (const auto& [key, best] : best_heads(rec["probe"]))
-          add(r, "probe", key, "", step, best);
+        for (const auto& [key, best] : best_heads(rec)) add(r, "probe", key, "", step, best);
         continue;
       }
       for (auto it = rec.begin(); it != rec.end(); ++it) {
@@ -403,14 +410,6 @@ bool same_layout(const json& a, int64_t layers, int64_t heads) {
       if (!row.is_array() || static_cast<int64_t>(row.size()) != heads) return false;
   }
   return true;
-}
-
-// A record's probe.attentions object, or null when it has none (not a probe record).
-const json* probe_attentions(const json& rec) {
-  const auto probe = rec.find("probe");
-  if (probe == rec.end() || !probe->is_object()) return nullptr;
-  const auto atts = probe->find("attentions");
-  return atts != probe->end() && atts->is_object() ? &*atts : nullptr;
 }
 
 }  // namespace
