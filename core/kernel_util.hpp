@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fused.hpp"
+#include "parallel.hpp"
 #include "tensor.hpp"
 
 namespace qkv::kernel {
@@ -29,12 +30,40 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a
 // single-threaded GEMM on its own band of C's rows (or columns, when C is wider than tall), so
 // no thread ever waits on another inside BLAS. Called inside a parallel region, or for a small
 // product, it is plain gemm. Each element of C is computed by one thread with the same
-// reduction order for a given thread count, so results are deterministic.
+// reduction order for a given thread count, so results are deterministic; under
+// ThreadInvariantProducts the bands are fixed by the shape, the same at any thread count.
 // row_init (length m, or null): every row of C is first set to it by the thread that owns it,
 // then the product is added (pass beta = 1): a bias written by the thread that owns the rows.
 template <class T>
 void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
                 const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init = nullptr);
+
+// Below this many multiply-adds one thread does a product in one call: forking costs more than
+// it saves (bench_matmul, 2 threads: 64^3 takes 5 us on one thread, 9 us in two bands; 80^3
+// breaks even).
+constexpr int64_t kBandMinWork = 2 * 64 * 64 * 64;
+// Bands start at multiples of this many rows (columns), so every band but the last fills whole
+// register tiles of the sgemm kernel.
+constexpr int64_t kBandAlign = 16;
+// Under ThreadInvariantProducts (core/parallel.hpp) a product is cut into at most this many
+// bands, their boundaries fixed by the shape: enough to keep 2, 4 or 8 threads evenly busy.
+constexpr int64_t kInvariantBands = 8;
+
+// Rows (columns) per band of a thread-invariant product whose split dimension is len long.
+inline int64_t invariant_band_size(int64_t len) {
+  const int64_t per_band = (len + kInvariantBands - 1) / kInvariantBands;
+  return (per_band + kBandAlign - 1) / kBandAlign * kBandAlign;
+}
+
+// Runs band(lo, hi) over [0, len) in the bands of a thread-invariant product, in parallel when
+// called outside a parallel region.
+template <class F>
+void for_invariant_bands(int64_t len, F&& band) {
+  const int64_t size = invariant_band_size(len), count = (len + size - 1) / size;
+  parallel_for(count, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) band(i * size, std::min(len, (i + 1) * size));
+  });
+}
 
 // Storage offset of every batch entry of t (batch dims: all but the last two), row-major order.
 inline std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {

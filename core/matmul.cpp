@@ -87,13 +87,6 @@ void bf16_product_into(const Tensor& a, bool a_weight, const Tensor& b, bool b_w
 
 namespace kernel {
 
-// Below this many multiply-adds one thread does the product: forking costs more than it saves
-// (bench_matmul, 2 threads: 64^3 takes 5 us on one thread, 9 us in two bands; 80^3 breaks even).
-constexpr int64_t kBandMinWork = 2 * 64 * 64 * 64;
-// Bands start at multiples of this many rows (columns), so every band but the last fills whole
-// register tiles of the sgemm kernel.
-constexpr int64_t kBandAlign = 16;
-
 template <class T>
 void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t lda,
                 const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* row_init) {
@@ -102,17 +95,16 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
     if (!row_init) return;
     for (int64_t r = r0; r < r1; ++r) std::copy(row_init + c0, row_init + c1, c + r * ldc + c0);
   };
-  if (n * m * k < kBandMinWork || get_num_threads() <= 1 || in_parallel_region()) {
+  const bool invariant = thread_invariant_products();
+  if (n * m * k < kBandMinWork ||
+      (!invariant && (get_num_threads() <= 1 || in_parallel_region()))) {
     init(0, n, 0, m);
     gemm<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   const bool by_rows = n >= m;
   const int64_t len = by_rows ? n : m;
-  const int64_t units = (len + kBandAlign - 1) / kBandAlign;
-  // Cost per unit high enough that parallel_for always forks above kBandMinWork.
-  parallel_for(units, kParallelGrain, [&](int64_t lo_u, int64_t hi_u) {
-    const int64_t lo = lo_u * kBandAlign, hi = std::min(hi_u * kBandAlign, len);
+  auto band = [&](int64_t lo, int64_t hi) {
     if (by_rows) {  // rows lo..hi of op(A) and of C
       init(lo, hi, 0, m);
       const T* ab = ta ? a + lo : a + lo * lda;
@@ -122,6 +114,13 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
       const T* bb = tb ? b + lo * ldb : b + lo;
       gemm<T>(ta, tb, n, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
     }
+  };
+  if (invariant) return for_invariant_bands(len, band);
+  const int64_t units = (len + kBandAlign - 1) / kBandAlign;
+  // One band per thread, in whole units of kBandAlign. Cost per unit high enough that
+  // parallel_for always forks above kBandMinWork.
+  parallel_for(units, kParallelGrain, [&](int64_t lo_u, int64_t hi_u) {
+    band(lo_u * kBandAlign, std::min(hi_u * kBandAlign, len));
   });
 }
 

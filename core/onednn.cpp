@@ -1,5 +1,7 @@
 #include "onednn.hpp"
 
+#include <omp.h>
+
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "error.hpp"
+#include "kernel_util.hpp"
 #include "parallel.hpp"
 
 namespace qkv {
@@ -128,18 +131,63 @@ bool cpu_has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
 
 namespace kernel {
 
-void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
-               const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
-  QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,
-            ", k ", k, ")");
-  Product& p =
-      product_for(ProductKey{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()});
+namespace {
+
+// Sets the calling thread's OpenMP thread count for the scope: a primitive made and run inside
+// plans and runs its work for that many threads.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n) : was_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreads() { omp_set_num_threads(was_); }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int was_;
+};
+
+void run_product(const ProductKey& key, const bf16_t* a, const bf16_t* b, float* c,
+                 const float* bias) {
+  Product& p = product_for(key);
   p.src.set_data_handle(const_cast<bf16_t*>(a));
   p.wei.set_data_handle(const_cast<bf16_t*>(b));
   p.dst.set_data_handle(c);
   if (bias) p.bias.set_data_handle(const_cast<float*>(bias));
   p.prim.execute(thread_stream(), p.args);
   thread_stream().wait();
+}
+
+// The product on the calling thread alone, with a primitive planned for one thread: its bits
+// do not depend on how many threads the process has.
+void run_one_thread(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
+                    const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
+  const OmpThreads one(1);
+  run_product(ProductKey{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, 1}, a, b, c, bias);
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
+               const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
+  QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,
+            ", k ", k, ")");
+  if (!thread_invariant_products()) {
+    const ProductKey key{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()};
+    return run_product(key, a, b, c, bias);
+  }
+  if (n * m * k < kBandMinWork)
+    return run_one_thread(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, bias);
+  // Bands fixed by the shape, each on one thread with a one-thread plan (oneDNN may split k
+  // between threads otherwise, which would change a sum's rounding with the thread count).
+  const bool by_rows = n >= m;
+  for_invariant_bands(by_rows ? n : m, [&](int64_t lo, int64_t hi) {
+    if (by_rows)
+      run_one_thread(ta, tb, hi - lo, m, k, ta ? a + lo : a + lo * lda, lda, b, ldb, c + lo * ldc,
+                     ldc, bias);
+    else
+      run_one_thread(ta, tb, n, hi - lo, k, a, lda, tb ? b + lo * ldb : b + lo, ldb, c + lo, ldc,
+                     bias ? bias + lo : nullptr);
+  });
 }
 
 }  // namespace kernel

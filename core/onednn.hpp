@@ -26,7 +26,9 @@ namespace kernel {
 // c (n, m) = op(a) (n, k) op(b) (k, m) [+ bias (m) on every row], row-major, bfloat16 operands,
 // float32 accumulation and result; op transposes when ta / tb; lda, ldb, ldc: the row strides
 // of the stored matrices. Must be called outside a parallel region (throws qkv::Error there).
-// Deterministic: a given primitive splits the work the same way on every call.
+// Deterministic: a given primitive splits the work the same way on every call. Under
+// ThreadInvariantProducts (core/parallel.hpp): bands fixed by the shape, one thread each, the
+// same bits at any thread count.
 void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias);
 

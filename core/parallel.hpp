@@ -14,6 +14,26 @@ void set_num_threads(int n);  // n <= 0: all cores
 int get_num_threads();
 bool in_parallel_region();
 
+// Thread-invariant products. While one of these scopes is open on the calling thread, every
+// matrix product (kernel::gemm_bands, kernel::gemm_bf16) splits its work into bands fixed by its
+// shape alone and hands them out to however many threads there are: a product gives the same
+// bits at any thread count, whatever BLAS or oneDNN kernels run (a kernel's result for a row can
+// depend on where its call starts and how many rows it has). Inference opens one
+// (run::InferenceScope), so scoring and decoding give the same output at any --threads.
+// Training does not: its products take one band per thread, which packs each operand once per
+// thread, and are deterministic for a given thread count.
+class ThreadInvariantProducts {
+ public:
+  ThreadInvariantProducts();
+  ~ThreadInvariantProducts();
+  ThreadInvariantProducts(const ThreadInvariantProducts&) = delete;
+  ThreadInvariantProducts& operator=(const ThreadInvariantProducts&) = delete;
+
+ private:
+  bool was_;
+};
+bool thread_invariant_products();  // whether a scope is open on the calling thread
+
 // Below this many elements an elementwise kernel stays on one thread: spawning costs more.
 constexpr int64_t kParallelGrain = 32768;
 
@@ -37,6 +57,8 @@ ParallelStats parallel_stats();
 
 namespace detail {
 extern std::atomic<bool> g_parallel_stats_on;
+// The calling thread's ThreadInvariantProducts flag; parallel_for hands it to its workers.
+inline thread_local bool t_invariant_products = false;
 void parallel_stats_record(double seconds, const double* busy);
 double wall_seconds();
 }  // namespace detail
@@ -55,12 +77,16 @@ void parallel_for(int64_t n, int64_t cost_per_item, F&& fn) {
   }
   const bool timed = detail::g_parallel_stats_on.load(std::memory_order_relaxed);
   double busy[2] = {}, t0 = timed ? detail::wall_seconds() : 0;
+  const bool invariant = detail::t_invariant_products;
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
     const double start = timed ? detail::wall_seconds() : 0;
+    const bool was = detail::t_invariant_products;
+    detail::t_invariant_products = invariant;  // products inside fn split as the caller's do
     if (lo < hi) fn(lo, hi);
+    detail::t_invariant_products = was;
     if (timed && t < 2) busy[t] = detail::wall_seconds() - start;
   }
   if (timed) detail::parallel_stats_record(detail::wall_seconds() - t0, busy);

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "data/metrics.hpp"
 #include "nn/hooks.hpp"
@@ -39,7 +40,8 @@ namespace qkv::run {
 // Eval mode (dropout off), the precision p for the products (nullopt: the caller's stays), and
 // (record = false) no autograd tape, for a scope; the model's flag, the precision and recording
 // come back after. hooks, when non-null, are in scope too (nn/hooks.hpp). The one way qkv opens
-// a pass that does not train: decoding, sampling, validation and every inference call.
+// a pass that does not train: decoding, sampling, validation and every inference call. Its
+// products are thread-invariant (core/parallel.hpp): the same output at any thread count.
 class InferenceScope {
  public:
   explicit InferenceScope(const nn::Module& model, std::optional<Precision> p = std::nullopt,
@@ -54,6 +56,7 @@ class InferenceScope {
   std::optional<PrecisionScope> precision_;
   std::optional<ag::NoGrad> no_grad_;
   std::optional<nn::HookScope> hooks_;
+  ThreadInvariantProducts invariant_products_;
 };
 
 struct DecodeOptions {

@@ -1,5 +1,6 @@
-// Threading: results do not depend on the thread count, and BLAS never adds threads of its
-// own (the OpenMP build of OpenBLAS runs single-threaded inside a parallel region).
+// Threading: results do not depend on the thread count (reductions always, products under
+// ThreadInvariantProducts), and BLAS never adds threads of its own (the OpenMP build of
+// OpenBLAS runs single-threaded inside a parallel region).
 #include <cblas.h>
 #include <omp.h>
 
@@ -8,7 +9,9 @@
 #include <fstream>
 #include <string>
 
+#include "core/fused.hpp"
 #include "core/parallel.hpp"
+#include "core/precision.hpp"
 #include "support/tensors.hpp"
 
 using namespace qkv;
@@ -183,4 +186,79 @@ TEST_CASE("parallel region timers: off by default, on they count regions and eac
   }
   region();
   CHECK(parallel_stats().regions == 0);  // enable(false) cleared them, and nothing is recorded
+}
+
+namespace {
+
+// Products of every band layout: one call (small), row bands, column bands (wider than tall),
+// transposed operands, a batch of matrices (whole matrices per thread or banded), a bias.
+std::vector<Tensor> products(Generator& g) {
+  const Tensor a = randn({641, 256}, g), b = randn({256, 512}, g), wide = randn({256, 6000}, g);
+  const Tensor batch = randn({3, 100, 96}, g), w = randn({300, 256}, g), bias = randn({300}, g);
+  return {matmul(a.narrow(0, 0, 3), b),  // below the banding threshold
+          matmul(a, b),
+          matmul(a.narrow(0, 0, 40), wide),
+          matmul(a.t().narrow(1, 0, 250).t(), b.t().contiguous().t()),
+          matmul(batch, b.narrow(0, 0, 96)),
+          linear_forward(a, w, bias)};
+}
+
+}  // namespace
+
+TEST_CASE("thread-invariant products give the same bits at 1, 2 and 3 threads") {
+  ThreadGuard guard;
+  const ThreadInvariantProducts invariant;
+  std::vector<std::vector<Tensor>> runs;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    Generator g(8);
+    runs.push_back(products(g));
+  }
+  for (size_t t = 1; t < runs.size(); ++t)
+    for (size_t i = 0; i < runs[0].size(); ++i) {
+      INFO("threads " << t + 1 << ", product " << i);
+      CHECK(same_bits(runs[0][i], runs[t][i]));
+    }
+}
+
+TEST_CASE("a thread-invariant product is its bands fixed by the shape, each one BLAS call") {
+  ThreadGuard guard;
+  set_num_threads(2);
+  Generator g(9);
+  const Tensor a = randn({641, 256}, g), b = randn({256, 512}, g);
+  Tensor got;
+  {
+    const ThreadInvariantProducts invariant;
+    got = matmul(a, b);
+  }
+  // 641 rows in bands of 96 (641 / 8 rounded up to a multiple of 16): 7 calls, the last 65 rows.
+  set_num_threads(1);  // one thread outside the scope: each band is one plain GEMM call
+  for (int64_t lo = 0; lo < 641; lo += 96) {
+    const int64_t rows = std::min<int64_t>(96, 641 - lo);
+    INFO("band at row " << lo);
+    CHECK(same_bits(got.narrow(0, lo, rows), matmul(a.narrow(0, lo, rows), b)));
+  }
+}
+
+TEST_CASE("thread-invariant bf16 products give the same bits at 1, 2 and 3 threads") {
+  const std::string why = bf16_unsupported_reason();
+  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
+  ThreadGuard guard;
+  const ThreadInvariantProducts invariant;
+  std::vector<std::vector<Tensor>> runs;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    const PrecisionScope bf16(Precision::bf16);
+    Generator g(10);
+    const Tensor x = randn({641, 256}, g), w = randn({300, 256}, g), bias = randn({300}, g);
+    const Tensor gy = randn({641, 300}, g), wide = randn({6000, 256}, g);
+    runs.push_back({linear_forward(x, w, bias), linear_forward(x.narrow(0, 0, 40), wide, Tensor()),
+                    linear_input_grad(gy, w), linear_weight_grad(gy, x),
+                    linear_forward(x.narrow(0, 0, 5), w, bias)});
+  }
+  for (size_t t = 1; t < runs.size(); ++t)
+    for (size_t i = 0; i < runs[0].size(); ++i) {
+      INFO("threads " << t + 1 << ", product " << i);
+      CHECK(same_bits(runs[0][i], runs[t][i]));
+    }
 }
