@@ -270,8 +270,11 @@ struct Children {
 // Every round's results per model, one JSON object per child process, and each round's sgemm
 // peak (and bf16 GEMM peak when bf16 runs).
 struct Rounds {
+  // The main table's runs: fp32, or bf16 when --precision bf16 asked for bf16 alone.
   std::map<std::string, std::vector<json>> qkv, torch;
-  std::map<std::string, std::vector<json>> qkv_bf16, torch_bf16;  // empty: bf16 not run
+  Precision precision = Precision::fp32;
+  // bf16 beside fp32 (--precision auto where bf16 runs); empty otherwise.
+  std::map<std::string, std::vector<json>> qkv_bf16, torch_bf16;
   std::vector<double> peaks, bf16_peaks;
 };
 
@@ -303,9 +306,11 @@ std::vector<Precision> bench_precisions(const BenchArgs& a) {
 // load hits both alike; a progress line per model and round on stderr unless --json.
 Rounds run_rounds(const BenchArgs& a, const std::vector<std::string>& names, const Children& c) {
   Rounds rounds;
+  const std::vector<Precision> precisions = bench_precisions(a);
+  const bool beside = precisions.size() > 1;  // bf16 in a table of its own beside fp32
+  rounds.precision = precisions.front();
   for (int r = 0; r < a.repeats; ++r) {
     rounds.peaks.push_back(sgemm_peak_gflops());
-    const std::vector<Precision> precisions = bench_precisions(a);
     if (std::count(precisions.begin(), precisions.end(), Precision::bf16))
       rounds.bf16_peaks.push_back(bf16_gemm_peak_gflops());
     for (const std::string& n : names) {
@@ -314,8 +319,8 @@ Rounds run_rounds(const BenchArgs& a, const std::vector<std::string>& names, con
       const std::string shapes = a.gemm_shapes ? " --gemm-shapes" : "";
       for (Precision p : precisions) {
         const bool bf16 = p == Precision::bf16;
-        auto& qkv = bf16 ? rounds.qkv_bf16 : rounds.qkv;
-        auto& torch = bf16 ? rounds.torch_bf16 : rounds.torch;
+        auto& qkv = bf16 && beside ? rounds.qkv_bf16 : rounds.qkv;
+        auto& torch = bf16 && beside ? rounds.torch_bf16 : rounds.torch;
         const std::string prec = std::string(" --precision ") + precision_name(p);
         qkv[n].push_back(run_child(c.env + c.self + " bench --child" + common + shapes + prec));
         if (a.compare)
@@ -358,12 +363,15 @@ json summarize(const std::vector<json>& runs, const BenchModel& m, double peak, 
 json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds,
                   const Peaks& peaks) {
   const double peak = peaks.fp32;
+  // MFU against the peak of the main table's precision
+  const double mfu_peak = rounds.precision == Precision::bf16 ? peaks.bf16 : peak;
   const BenchModel& m = find_model(n);
   const std::vector<json>& qkv_runs = rounds.qkv.at(n);
   json e;
   e["model"] = n;
+  e["precision"] = precision_name(rounds.precision);
   e["gflop_per_step"] = train_flops(m) / 1e9;
-  e["qkv"] = summarize(qkv_runs, m, peak, peak);
+  e["qkv"] = summarize(qkv_runs, m, peak, mfu_peak);
   e["qkv"]["peak_tensor_mb"] = qkv_runs.back()["peak_tensor_mb"];
   e["qkv"]["system_allocs_per_step"] = qkv_runs.back()["system_allocs_per_step"];
   e["qkv"]["page_faults_per_step"] = qkv_runs.back()["page_faults_per_step"];
@@ -373,7 +381,7 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
       e["qkv"][key] = qkv_runs.back()[key];
   if (a.compare) {
     const std::vector<json>& torch_runs = rounds.torch.at(n);
-    e["torch"] = summarize(torch_runs, m, peak, peak);
+    e["torch"] = summarize(torch_runs, m, peak, mfu_peak);
     e["torch"]["runtime"] = torch_runs.back()["runtime"];
     e["ratio"] = e["qkv"]["ms_per_step"].get<double>() / e["torch"]["ms_per_step"].get<double>();
   }
@@ -487,6 +495,9 @@ void print_bench_table(const BenchArgs& a, const json& result, const Sides& side
   // A side the checks found unfair (run with --allow-unfair) is marked "!" beside its time.
   const char* qkv_mark = sides.qkv_problems.empty() ? "" : " !";
   const char* torch_mark = sides.torch_problems.empty() ? "" : " !";
+  if (result["models"].front()["precision"] == "bf16")
+    std::printf("bf16 products, f32 accumulation (PyTorch under torch.autocast); MFU against the "
+                "bf16 GEMM peak:\n\n");
   if (a.compare) {
     std::printf(
         "| model | qkv ms/step | torch ms/step | qkv/torch | qkv tokens/s | qkv GFLOP/s | "
@@ -544,7 +555,9 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
   print_bench_table(a, result, sides);
   if (a.gemm_shapes)
     for (const json& e : result["models"]) {
-      print_gemm_shapes(e["model"].get<std::string>(), e["qkv"]["gemm_shapes"],
+      const bool bf16_only = e["precision"] == "bf16";
+      print_gemm_shapes(e["model"].get<std::string>() + (bf16_only ? " in bf16" : ""),
+                        e["qkv"]["gemm_shapes"],
                         rounds.qkv.at(e["model"].get<std::string>()).back()["ms_per_step"], peak);
       print_parallel_regions(e["qkv"]["parallel_regions"]);
       if (e.contains("qkv_bf16"))

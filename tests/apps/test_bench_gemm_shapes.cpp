@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/precision.hpp"
 #include "support/process.hpp"
 
 using namespace qkv::testing;
@@ -65,6 +66,29 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
         std::string::npos);  // q, k, v, o
   CHECK(t.output.find("| all GEMMs |") != std::string::npos);
   CHECK(t.output.find("Parallel regions in the same steps:") != std::string::npos);
+}
+
+TEST_CASE("bench --precision bf16 alone: one table in bf16, MFU against the bf16 GEMM peak") {
+  const std::string why = qkv::bf16_unsupported_reason();
+  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
+  const std::string quick =
+      " --model tiny --repeats 1 --min-seconds 0 --passive --precision bf16 --gemm-shapes";
+  const RunResult r = run_qkv("bench --json" + quick);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const nlohmann::json& e = j["models"][0];
+  CHECK(e["precision"] == "bf16");
+  CHECK_FALSE(e.contains("qkv_bf16"));  // no fp32 run to stand beside
+  const double gflops = e["qkv"]["gflops"].get<double>();
+  CHECK(e["qkv"]["mfu"].get<double>() ==
+        Approx(gflops / j["bf16_gemm_peak_gflops"].get<double>()).epsilon(1e-9));
+  for (const nlohmann::json& s : e["qkv"]["gemm_shapes"]) CHECK(s["backend"] == "oneDNN bf16");
+  const RunResult t = run_qkv("bench" + quick);
+  INFO(t.output);
+  REQUIRE(t.status == 0);
+  CHECK(t.output.find("bf16 products, f32 accumulation") != std::string::npos);
+  CHECK(t.output.find("GEMMs in one training step of tiny in bf16") != std::string::npos);
 }
 
 TEST_CASE("bench --child: when the timed steps began, on CLOCK_MONOTONIC for profile-bench.sh") {
