@@ -496,8 +496,9 @@ void print_bench_table(const BenchArgs& a, const json& result, const Sides& side
   const char* qkv_mark = sides.qkv_problems.empty() ? "" : " !";
   const char* torch_mark = sides.torch_problems.empty() ? "" : " !";
   if (result["models"].front()["precision"] == "bf16")
-    std::printf("bf16 products, f32 accumulation (PyTorch under torch.autocast); MFU against the "
-                "bf16 GEMM peak:\n\n");
+    std::printf(
+        "bf16 products, f32 accumulation (PyTorch under torch.autocast); MFU against the "
+        "bf16 GEMM peak:\n\n");
   if (a.compare) {
     std::printf(
         "| model | qkv ms/step | torch ms/step | qkv/torch | qkv tokens/s | qkv GFLOP/s | "
