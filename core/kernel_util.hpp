@@ -49,6 +49,11 @@ constexpr int64_t kBandAlign = 16;
 // bands, their boundaries fixed by the shape: enough to keep 2, 4 or 8 threads evenly busy.
 constexpr int64_t kInvariantBands = 8;
 
+// Where a band starts in a stored operand of row stride ld: row lo of op(A), column lo of
+// op(B), op transposing when trans. Every banded product (gemm_bands, gemm_bf16) cuts this way.
+inline int64_t op_row_offset(bool trans, int64_t ld, int64_t lo) { return trans ? lo : lo * ld; }
+inline int64_t op_col_offset(bool trans, int64_t ld, int64_t lo) { return trans ? lo * ld : lo; }
+
 // Rows (columns) per band of a thread-invariant product whose split dimension is len long.
 inline int64_t invariant_band_size(int64_t len) {
   const int64_t per_band = (len + kInvariantBands - 1) / kInvariantBands;

@@ -107,12 +107,12 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
   auto band = [&](int64_t lo, int64_t hi) {
     if (by_rows) {  // rows lo..hi of op(A) and of C
       init(lo, hi, 0, m);
-      const T* ab = ta ? a + lo : a + lo * lda;
-      gemm<T>(ta, tb, hi - lo, m, k, alpha, ab, lda, b, ldb, beta, c + lo * ldc, ldc);
+      gemm<T>(ta, tb, hi - lo, m, k, alpha, a + op_row_offset(ta, lda, lo), lda, b, ldb, beta,
+              c + lo * ldc, ldc);
     } else {  // columns lo..hi of op(B) and of C
       init(0, n, lo, hi);
-      const T* bb = tb ? b + lo * ldb : b + lo;
-      gemm<T>(ta, tb, n, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
+      gemm<T>(ta, tb, n, hi - lo, k, alpha, a, lda, b + op_col_offset(tb, ldb, lo), ldb, beta,
+              c + lo, ldc);
     }
   };
   if (invariant) return for_invariant_bands(len, band);

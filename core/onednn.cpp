@@ -182,11 +182,11 @@ void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* 
   const bool by_rows = n >= m;
   for_invariant_bands(by_rows ? n : m, [&](int64_t lo, int64_t hi) {
     if (by_rows)
-      run_one_thread(ta, tb, hi - lo, m, k, ta ? a + lo : a + lo * lda, lda, b, ldb, c + lo * ldc,
-                     ldc, bias);
+      run_one_thread(ta, tb, hi - lo, m, k, a + op_row_offset(ta, lda, lo), lda, b, ldb,
+                     c + lo * ldc, ldc, bias);
     else
-      run_one_thread(ta, tb, n, hi - lo, k, a, lda, tb ? b + lo * ldb : b + lo, ldb, c + lo, ldc,
-                     bias ? bias + lo : nullptr);
+      run_one_thread(ta, tb, n, hi - lo, k, a, lda, b + op_col_offset(tb, ldb, lo), ldb, c + lo,
+                     ldc, bias ? bias + lo : nullptr);
   });
 }
 

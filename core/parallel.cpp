@@ -18,12 +18,6 @@ int get_num_threads() { return omp_get_max_threads(); }
 
 bool in_parallel_region() { return omp_in_parallel(); }
 
-ThreadInvariantProducts::ThreadInvariantProducts() : was_(detail::t_invariant_products) {
-  detail::t_invariant_products = true;
-}
-ThreadInvariantProducts::~ThreadInvariantProducts() { detail::t_invariant_products = was_; }
-bool thread_invariant_products() { return detail::t_invariant_products; }
-
 namespace {
 std::mutex g_stats_mu;
 ParallelStats g_stats;

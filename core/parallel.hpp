@@ -22,17 +22,8 @@ bool in_parallel_region();
 // (run::InferenceScope), so scoring and decoding give the same output at any --threads.
 // Training does not: its products take one band per thread, which packs each operand once per
 // thread, and are deterministic for a given thread count.
-class ThreadInvariantProducts {
- public:
-  ThreadInvariantProducts();
-  ~ThreadInvariantProducts();
-  ThreadInvariantProducts(const ThreadInvariantProducts&) = delete;
-  ThreadInvariantProducts& operator=(const ThreadInvariantProducts&) = delete;
-
- private:
-  bool was_;
-};
-bool thread_invariant_products();  // whether a scope is open on the calling thread
+class ThreadInvariantProducts;
+inline bool thread_invariant_products();  // whether a scope is open on the calling thread
 
 // Below this many elements an elementwise kernel stays on one thread: spawning costs more.
 constexpr int64_t kParallelGrain = 32768;
@@ -62,6 +53,20 @@ inline thread_local bool t_invariant_products = false;
 void parallel_stats_record(double seconds, const double* busy);
 double wall_seconds();
 }  // namespace detail
+
+class ThreadInvariantProducts {
+ public:
+  ThreadInvariantProducts() : was_(detail::t_invariant_products) {
+    detail::t_invariant_products = true;
+  }
+  ~ThreadInvariantProducts() { detail::t_invariant_products = was_; }
+  ThreadInvariantProducts(const ThreadInvariantProducts&) = delete;
+  ThreadInvariantProducts& operator=(const ThreadInvariantProducts&) = delete;
+
+ private:
+  bool was_;
+};
+inline bool thread_invariant_products() { return detail::t_invariant_products; }
 
 }  // namespace qkv
 

@@ -203,22 +203,31 @@ std::vector<Tensor> products(Generator& g) {
           linear_forward(a, w, bias)};
 }
 
-}  // namespace
-
-TEST_CASE("thread-invariant products give the same bits at 1, 2 and 3 threads") {
+// Runs make() inside a ThreadInvariantProducts scope at 1, 2 and 3 threads: the same bits each
+// time.
+template <class F>
+void check_same_bits_at_1_2_3_threads(F&& make) {
   ThreadGuard guard;
   const ThreadInvariantProducts invariant;
   std::vector<std::vector<Tensor>> runs;
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
-    Generator g(8);
-    runs.push_back(products(g));
+    runs.push_back(make());
   }
   for (size_t t = 1; t < runs.size(); ++t)
     for (size_t i = 0; i < runs[0].size(); ++i) {
       INFO("threads " << t + 1 << ", product " << i);
       CHECK(same_bits(runs[0][i], runs[t][i]));
     }
+}
+
+}  // namespace
+
+TEST_CASE("thread-invariant products give the same bits at 1, 2 and 3 threads") {
+  check_same_bits_at_1_2_3_threads([] {
+    Generator g(8);
+    return products(g);
+  });
 }
 
 TEST_CASE("a thread-invariant product is its bands fixed by the shape, each one BLAS call") {
@@ -243,22 +252,14 @@ TEST_CASE("a thread-invariant product is its bands fixed by the shape, each one 
 TEST_CASE("thread-invariant bf16 products give the same bits at 1, 2 and 3 threads") {
   const std::string why = bf16_unsupported_reason();
   if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
-  ThreadGuard guard;
-  const ThreadInvariantProducts invariant;
-  std::vector<std::vector<Tensor>> runs;
-  for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
+  check_same_bits_at_1_2_3_threads([] {
     const PrecisionScope bf16(Precision::bf16);
     Generator g(10);
     const Tensor x = randn({641, 256}, g), w = randn({300, 256}, g), bias = randn({300}, g);
     const Tensor gy = randn({641, 300}, g), wide = randn({6000, 256}, g);
-    runs.push_back({linear_forward(x, w, bias), linear_forward(x.narrow(0, 0, 40), wide, Tensor()),
-                    linear_input_grad(gy, w), linear_weight_grad(gy, x),
-                    linear_forward(x.narrow(0, 0, 5), w, bias)});
-  }
-  for (size_t t = 1; t < runs.size(); ++t)
-    for (size_t i = 0; i < runs[0].size(); ++i) {
-      INFO("threads " << t + 1 << ", product " << i);
-      CHECK(same_bits(runs[0][i], runs[t][i]));
-    }
+    return std::vector<Tensor>{linear_forward(x, w, bias),
+                               linear_forward(x.narrow(0, 0, 40), wide, Tensor()),
+                               linear_input_grad(gy, w), linear_weight_grad(gy, x),
+                               linear_forward(x.narrow(0, 0, 5), w, bias)};
+  });
 }
