@@ -1,5 +1,6 @@
 // Cross-entropy's kernels (see fused.hpp): log-softmax and NLL fused.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "fused.hpp"
@@ -7,19 +8,57 @@
 #include "parallel.hpp"
 
 namespace qkv {
+namespace {
 
-CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                         int64_t ignore_index, double label_smoothing) {
+// One row's log-softmax statistics, computed as log_softmax computes them (core/softmax.cpp):
+// max m and lz = log(sum exp(x - m)) rounded to T. e: n values of scratch.
+template <class T>
+struct RowStats {
+  T m, lz;
+};
+template <class T>
+RowStats<T> row_statistics(const T* x, int64_t n, T* e) {
+  const T m = kernel::max_lanes(x, n);  // a local: the loop below must not reload it
+  if (m == -std::numeric_limits<T>::infinity()) return {m, 0};  // log_softmax's fill below
+  for (int64_t j = 0; j < n; ++j) e[j] = kernel::fast_exp<T>(x[j] - m);
+  return {m, static_cast<T>(std::log(kernel::sum_lanes(e, n)))};
+}
+
+// The row's log-probabilities into p, with log_softmax's bits: (x - m) - lz (not x - (m + lz):
+// with m = 1e4 in float32 the sum would round lz away). A row whose max is -inf gives -inf, or
+// NaN where a NaN (which max skips) is in it, as log_softmax.
+template <class T>
+void row_log_probs(const T* x, int64_t n, T m, T lz, T* p) {
+  if (m == -std::numeric_limits<T>::infinity()) {
+    const T fill = kernel::any_nan(x, n) ? std::numeric_limits<T>::quiet_NaN() : m;
+    std::fill(p, p + n, fill);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) p[j] = (x[j] - m) - lz;
+}
+
+void check_inputs(const Tensor& logits, const Tensor& targets, double label_smoothing) {
   QKV_CHECK(logits.dim() == 2, "cross_entropy", "logits must be (N, C), got ", logits.shape());
+  QKV_CHECK(is_floating(logits.dtype()), "cross_entropy", "logits must be float, got ",
+            dtype_name(logits.dtype()), " ", logits.shape());
   QKV_CHECK(
       targets.dtype() == DType::i64 && targets.dim() == 1 && targets.size(0) == logits.size(0),
       "cross_entropy", "targets must be int64 (N) for logits ", logits.shape(), ", got ",
       dtype_name(targets.dtype()), " ", targets.shape());
   QKV_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy",
             "label_smoothing must be in [0, 1], got ", label_smoothing);
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                         int64_t ignore_index, double label_smoothing) {
+  check_inputs(logits, targets, label_smoothing);
   const int64_t n = logits.size(0), c = logits.size(1);
   CrossEntropyResult r;
-  r.log_probs = log_softmax(logits, 1).contiguous();  // (N, C)
+  r.logits = logits.contiguous();
+  r.row_max = empty({n}, logits.dtype());
+  r.row_log_sum = empty({n}, logits.dtype());
   r.targets = to_vector<int64_t>(targets);
   r.ignore_index = ignore_index;
   r.label_smoothing = label_smoothing;
@@ -32,14 +71,23 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
   }
   const double eps = label_smoothing;
   std::vector<double> row_loss(n, 0.0);
-  visit_float(r.log_probs.dtype(), "cross_entropy", [&](auto tag) {
+  visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* p = r.log_probs.data<T>();
-    parallel_for(n, c, [&](int64_t lo, int64_t hi) {
+    const T* x = r.logits.data<T>();
+    T* pm = r.row_max.data<T>();
+    T* plz = r.row_log_sum.data<T>();
+    parallel_for(n, 3 * c, [&](int64_t lo, int64_t hi) {
+      std::vector<T> p(c);  // one row's exps, then its log-probabilities
       for (int64_t i = lo; i < hi; ++i) {
+        const T* xi = x + i * c;
+        pm[i] = plz[i] = 0;  // read by nothing when the row is ignored
         if (t[i] == ignore_index) continue;
-        row_loss[i] = -(1.0 - eps) * p[i * c + t[i]];
-        if (eps > 0) row_loss[i] -= eps * kernel::sum_lanes(p + i * c, c) / c;
+        const RowStats<T> st = row_statistics(xi, c, p.data());
+        pm[i] = st.m;
+        plz[i] = st.lz;
+        row_log_probs(xi, c, st.m, st.lz, p.data());
+        row_loss[i] = -(1.0 - eps) * p[t[i]];
+        if (eps > 0) row_loss[i] -= eps * kernel::sum_lanes(p.data(), c) / c;
       }
     });
   });
@@ -50,30 +98,34 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
 }
 
 Tensor cross_entropy_backward(const CrossEntropyResult& f, double g) {
-  const Tensor& lp = f.log_probs;
-  const int64_t n = lp.size(0), c = lp.size(1);
-  if (!f.count) return zeros({n, c}, lp.dtype());
-  Tensor dx = empty({n, c}, lp.dtype());  // every row written below
+  const Tensor& x = f.logits;
+  const int64_t n = x.size(0), c = x.size(1);
+  if (!f.count) return zeros({n, c}, x.dtype());
+  Tensor dx = empty({n, c}, x.dtype());  // every row written below
   const double scale = g / f.count, eps = f.label_smoothing;
   const std::vector<int64_t>& t = f.targets;
-  visit_float(lp.dtype(), "cross_entropy backward", [&](auto tag) {
+  visit_float(x.dtype(), "cross_entropy backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* p = lp.data<T>();
+    const T* px = x.data<T>();
+    const T* pm = f.row_max.data<T>();
+    const T* plz = f.row_log_sum.data<T>();
     T* o = dx.data<T>();
-    parallel_for(n, c, [&](int64_t lo, int64_t hi) {
+    parallel_for(n, 2 * c, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T* oi = o + i * c;
         if (t[i] == f.ignore_index) {  // padding: no gradient
           std::fill(oi, oi + c, T(0));
           continue;
         }
-        // d/dlogit_j = softmax_j - q_j, q = (1 - eps) onehot(t) + eps / C
-        const T* pi = p + i * c;
+        // d/dlogit_j = softmax_j - q_j, q = (1 - eps) onehot(t) + eps / C, from the
+        // log-probabilities written into oi first
+        row_log_probs(px + i * c, c, pm[i], plz[i], oi);
+        const T lp_t = oi[t[i]];
         // In T, so that the loop vectorizes at the full width: scale * softmax - scale * eps / C
         const T s = static_cast<T>(scale), s_eps = static_cast<T>(scale * eps / c);
-        for (int64_t j = 0; j < c; ++j) oi[j] = s * kernel::fast_exp<T>(pi[j]) - s_eps;
+        for (int64_t j = 0; j < c; ++j) oi[j] = s * kernel::fast_exp<T>(oi[j]) - s_eps;
         oi[t[i]] =
-            static_cast<T>(scale * (double(kernel::fast_exp<T>(pi[t[i]])) - eps / c - (1.0 - eps)));
+            static_cast<T>(scale * (double(kernel::fast_exp<T>(lp_t)) - eps / c - (1.0 - eps)));
       }
     });
   });

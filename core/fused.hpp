@@ -73,10 +73,14 @@ Tensor layer_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& x
 
 // --- cross-entropy over classes (core/cross_entropy.cpp) ---
 // log-softmax and NLL fused: the gradient is softmax minus the (smoothed) target distribution
-// q = (1 - eps) onehot(t) + eps / C, so only the log-probabilities are kept between the two.
+// q = (1 - eps) onehot(t) + eps / C. The log-probabilities are never stored: each row's max and
+// log-sum-exp are kept beside the logits and the backward recomputes a row's log-probabilities
+// from them, with log_softmax's bits (core/softmax.cpp): the only (N, C) tensor it writes is
+// the gradient (a stored log-probability tensor was 64 MB of Multi30k's step, 2688 x 6000).
 struct CrossEntropyResult {
   double loss = 0;               // mean over the rows whose target is not ignore_index (0: none)
-  Tensor log_probs;              // (N, C), contiguous
+  Tensor logits;                 // (N, C), contiguous: the input (a copy only if it was strided)
+  Tensor row_max, row_log_sum;   // (N), logits' dtype: max_j x_j, log sum_j exp(x_j - max)
   std::vector<int64_t> targets;  // (N), a copy: the caller may reuse its tensor
   int64_t ignore_index = -100, count = 0;  // count: rows that are not ignored
   double label_smoothing = 0;
