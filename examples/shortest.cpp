@@ -1,5 +1,6 @@
-// The shortest complete program that trains a model of one's own with qkv's Trainer (the
-// README's "Use qkv as a library" shows it whole). Does a row's first token appear again?
+// The shortest complete program that trains a model of one's own with qkv's Trainer
+// (docs/libraries.md, "Use qkv from your own program", shows it whole). Does a row's first
+// token appear again?
 #include <cstdio>
 #include <qkv/autograd/ops.hpp>
 #include <qkv/nn/attention.hpp>
