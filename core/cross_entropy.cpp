@@ -10,31 +10,24 @@
 namespace qkv {
 namespace {
 
-// One row's log-softmax statistics, computed as log_softmax computes them (core/softmax.cpp):
-// max m and lz = log(sum exp(x - m)) rounded to T. e: n values of scratch.
+// One row's log-softmax statistics, as log_softmax computes them (core/softmax.cpp): max m and
+// lz = log(sum exp(x - m)) rounded to T (0 when m is -inf). e: n values of scratch.
 template <class T>
 struct RowStats {
   T m, lz;
 };
 template <class T>
 RowStats<T> row_statistics(const T* x, int64_t n, T* e) {
-  const T m = kernel::max_lanes(x, n);  // a local: the loop below must not reload it
-  if (m == -std::numeric_limits<T>::infinity()) return {m, 0};  // log_softmax's fill below
-  for (int64_t j = 0; j < n; ++j) e[j] = kernel::fast_exp<T>(x[j] - m);
-  return {m, static_cast<T>(std::log(kernel::sum_lanes(e, n)))};
+  const T m = kernel::max_lanes(x, n);
+  if (m == -std::numeric_limits<T>::infinity()) return {m, 0};
+  return {m, static_cast<T>(std::log(kernel::exp_sum_row(x, n, m, e)))};
 }
 
-// The row's log-probabilities into p, with log_softmax's bits: (x - m) - lz (not x - (m + lz):
-// with m = 1e4 in float32 the sum would round lz away). A row whose max is -inf gives -inf, or
-// NaN where a NaN (which max skips) is in it, as log_softmax.
+// The row's log-probabilities into p, with log_softmax's bits.
 template <class T>
-void row_log_probs(const T* x, int64_t n, T m, T lz, T* p) {
-  if (m == -std::numeric_limits<T>::infinity()) {
-    const T fill = kernel::any_nan(x, n) ? std::numeric_limits<T>::quiet_NaN() : m;
-    std::fill(p, p + n, fill);
-    return;
-  }
-  for (int64_t j = 0; j < n; ++j) p[j] = (x[j] - m) - lz;
+void row_log_probs(const T* x, int64_t n, RowStats<T> st, T* p) {
+  if (st.m == -std::numeric_limits<T>::infinity()) return kernel::fill_masked_row<true>(x, n, p);
+  kernel::log_probs_row(x, n, st.m, st.lz, p);
 }
 
 void check_inputs(const Tensor& logits, const Tensor& targets, double label_smoothing) {
@@ -85,7 +78,7 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
         const RowStats<T> st = row_statistics(xi, c, p.data());
         pm[i] = st.m;
         plz[i] = st.lz;
-        row_log_probs(xi, c, st.m, st.lz, p.data());
+        row_log_probs(xi, c, st, p.data());
         row_loss[i] = -(1.0 - eps) * p[t[i]];
         if (eps > 0) row_loss[i] -= eps * kernel::sum_lanes(p.data(), c) / c;
       }
@@ -119,7 +112,7 @@ Tensor cross_entropy_backward(const CrossEntropyResult& f, double g) {
         }
         // d/dlogit_j = softmax_j - q_j, q = (1 - eps) onehot(t) + eps / C, from the
         // log-probabilities written into oi first
-        row_log_probs(px + i * c, c, pm[i], plz[i], oi);
+        row_log_probs(px + i * c, c, RowStats<T>{pm[i], plz[i]}, oi);
         const T lp_t = oi[t[i]];
         // In T, so that the loop vectorizes at the full width: scale * softmax - scale * eps / C
         const T s = static_cast<T>(scale), s_eps = static_cast<T>(scale * eps / c);

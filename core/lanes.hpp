@@ -163,4 +163,31 @@ bool any_nan(const T* x, int64_t n) {
   return nan;
 }
 
+// The pieces of a softmax row, shared by softmax and cross-entropy so that both give the same
+// bits. m: the row's max (max_lanes).
+//
+// e = exp(x - m) for a row whose m is finite; returns sum(e), in double lanes.
+template <class T>
+double exp_sum_row(const T* x, int64_t n, T m, T* e) {
+  for (int64_t j = 0; j < n; ++j) e[j] = fast_exp<T>(x[j] - m);
+  return sum_lanes(e, n);
+}
+
+// y for a row whose max is -inf (fully masked): 0 (softmax) or -inf (log-softmax); NaN if the
+// row holds a NaN, which max skips, as everywhere else.
+template <bool kLog, class T>
+void fill_masked_row(const T* x, int64_t n, T* y) {
+  const T fill = any_nan(x, n) ? std::numeric_limits<T>::quiet_NaN()
+                 : kLog        ? -std::numeric_limits<T>::infinity()
+                               : T(0);
+  std::fill(y, y + n, fill);
+}
+
+// y = log-softmax(x) = (x - m) - lz, lz = log(sum exp(x - m)) rounded to T; not x - (m + lz):
+// with m = 1e4 in float32 the sum would round lz away.
+template <class T>
+void log_probs_row(const T* x, int64_t n, T m, T lz, T* y) {
+  for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) - lz;
+}
+
 }  // namespace qkv::kernel

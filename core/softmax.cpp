@@ -23,24 +23,11 @@ namespace {
 template <bool kLog, class T>
 void softmax_row(const T* x, T* y, int64_t n) {
   const T m = kernel::max_lanes(x, n);
-  if (m == -std::numeric_limits<T>::infinity()) {
-    // fully masked: zeros (log: -inf); unless a NaN, which max skips, is there: then NaN, as
-    // everywhere else
-    const T fill = kernel::any_nan(x, n) ? std::numeric_limits<T>::quiet_NaN() : kLog ? m : T(0);
-    std::fill(y, y + n, fill);
-    return;
-  }
-  for (int64_t j = 0; j < n; ++j) y[j] = kernel::fast_exp<T>(x[j] - m);
-  const double z = kernel::sum_lanes(y, n);
-  if (kLog) {
-    // (x - m) - log z, not x - (m + log z): with m = 1e4 in float32 the sum m + log z would
-    // round away log z.
-    const T lz = static_cast<T>(std::log(z));
-    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) - lz;
-  } else {
-    const T inv = static_cast<T>(1.0 / z);
-    for (int64_t j = 0; j < n; ++j) y[j] *= inv;
-  }
+  if (m == -std::numeric_limits<T>::infinity()) return kernel::fill_masked_row<kLog>(x, n, y);
+  const double z = kernel::exp_sum_row(x, n, m, y);
+  if (kLog) return kernel::log_probs_row(x, n, m, static_cast<T>(std::log(z)), y);
+  const T inv = static_cast<T>(1.0 / z);
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
 }
 
 // dx = y * (g - sum(g * y))     for softmax
