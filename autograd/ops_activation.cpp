@@ -65,10 +65,12 @@ Var log_softmax(const Var& x, int64_t d) {
 Var dropout(const Var& x, double p, Generator& gen) {
   QKV_CHECK(p >= 0 && p < 1, "dropout", "p must be in [0, 1), got ", p);
   if (p == 0) return x;
-  // The scaled keep-mask: 1/(1-p) where kept, 0 where dropped; forward and backward share it.
-  const Tensor scale = dropout_mask(x.shape(), p, x.dtype(), gen);
-  return record("dropout", qkv::mul(x.data(), scale), {x},
-                [scale](const Tensor& g) -> std::vector<Tensor> { return {qkv::mul(g, scale)}; });
+  // The kept elements, as bytes: forward and backward scale the same ones by 1/(1-p).
+  DropoutResult d = dropout_forward(x.data(), p, gen);
+  return record("dropout", std::move(d.y), {x},
+                [keep = std::move(d.keep), p](const Tensor& g) -> std::vector<Tensor> {
+                  return {dropout_backward(g, keep, p)};
+                });
 }
 
 }  // namespace qkv::ag

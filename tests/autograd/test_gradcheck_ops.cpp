@@ -196,6 +196,12 @@ TEST_CASE("gradcheck: layer_norm, dropout, losses") {
         return dropout(in[0], 0.3, g);
       },
       {leaf({4, 5})});
+  check(
+      [](Ins in) {
+        Generator g(8);
+        return dropout(in[0], 0.5, g);
+      },
+      {leaf_t(6, 7)});
   const Tensor targets = from_vector<int64_t>({1, 0, 3, -100, 2}, {5});
   check([&](Ins in) { return cross_entropy(in[0], targets, -100, 0.0); }, {leaf({5, 4}, -2, 2)});
   check([&](Ins in) { return cross_entropy(in[0], targets, -100, 0.1); }, {leaf({5, 4}, -2, 2)});

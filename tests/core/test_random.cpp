@@ -46,6 +46,9 @@ TEST_CASE("random streams are bitwise independent of the thread count") {
     out.push_back(uniform(big, -3, 3, g));
     out.push_back(randint(big, 0, 1000, g));
     out.push_back(bernoulli(big, 0.3, g));
+    const DropoutResult d = dropout_forward(ones(big), 0.3, g);
+    out.push_back(d.y);
+    out.push_back(d.keep);
     out.push_back(randn({7}, g, DType::f64));  // small: the serial path
     out.push_back(from_vector(randperm(100, g), {100}));
   }
@@ -132,4 +135,34 @@ TEST_CASE("dropout_mask keeps exactly bernoulli's elements, scaled") {
   Generator g(1);
   CHECK_THROWS_WITH(dropout_mask({4}, 1.0, DType::f32, g), Catch::Contains("dropout_mask"));
   CHECK_THROWS_WITH(dropout_mask({4}, 0.5, DType::i64, g), Catch::Contains("float32 or float64"));
+}
+
+TEST_CASE("dropout_forward and dropout_backward give mul with dropout_mask's bits") {
+  // 41 x 1031 crosses the parallel grain; the transposed view gives a strided input, whose
+  // elements draw in logical (row-major) order as mul's would
+  for (double p : {0.1, 0.25, 0.5}) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      Generator data(3);
+      Tensor x = uniform({1031, 41}, -2, 2, data, dt).t();
+      x.select(0, 1).select(0, 7).fill_(INFINITY);  // inf * 0: NaN in both
+      x.select(0, 2).select(0, 9).fill_(-0.0);
+      const Tensor g = uniform({41, 1031}, -1, 1, data, dt);
+      Generator a(17), b(17);
+      a.advance(9);
+      b.advance(9);
+      const DropoutResult d = dropout_forward(x, p, a);
+      const Tensor mask = dropout_mask(x.shape(), p, dt, b);
+      CHECK(a.position() == b.position());
+      CHECK(same_bits(d.y, mul(x, mask)));
+      CHECK(same_bits(d.keep, ne(mask, zeros({}, dt))));
+      CHECK(same_bits(dropout_backward(g, d.keep, p), mul(g, mask)));
+      CHECK(same_bits(dropout_backward(g.t().contiguous().t(), d.keep, p), mul(g, mask)));
+    }
+  }
+  Generator g(1);
+  CHECK_THROWS_WITH(dropout_forward(zeros({4}), 1.0, g), Catch::Contains("dropout"));
+  CHECK_THROWS_WITH(dropout_forward(zeros({4}, DType::i64), 0.5, g),
+                    Catch::Contains("float32 or float64"));
+  const DropoutResult d = dropout_forward(zeros({4}), 0.5, g);
+  CHECK_THROWS_WITH(dropout_backward(zeros({5}), d.keep, 0.5), Catch::Contains("keep-mask"));
 }
