@@ -25,14 +25,25 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
                 });
 }
 
-// Composed (not fused): RMSNorm is the blocks' alternative to LayerNorm, not its hot path.
+// Fused as LayerNorm: the blocks' alternative norm and QK-norm's, on every q and k.
 Var rms_norm(const Var& x, const Var& gamma, double eps) {
   QKV_CHECK(x.dim() >= 1 && (!gamma.defined() || (gamma.dim() == 1 && gamma.size(0) == x.size(-1))),
             "rms_norm", "x ", x.shape(), " and gamma ", gamma.defined() ? gamma.shape() : Shape{},
             " do not fit (x: (..., d), gamma: (d))");
-  QKV_CHECK(eps > 0, "rms_norm", "eps must be > 0, got ", eps);
-  const Var y = mul(x, rsqrt(add(mean(mul(x, x), {-1}, true), eps)));
-  return gamma.defined() ? mul(y, gamma) : y;
+  const Tensor gam = gamma.defined() ? gamma.data() : Tensor();
+  LayerNormResult f = rms_norm_forward(x.data(), gam, eps);
+  std::vector<Var> inputs = {x};
+  if (gamma.defined()) inputs.push_back(gamma);
+  const int64_t rows = f.rstd.numel(), d = x.size(-1);
+  return record(
+      "rms_norm", f.y, inputs,
+      [xhat = f.xhat, rstd = f.rstd, gam, rows, d](const Tensor& g_in) -> std::vector<Tensor> {
+        const Tensor g = g_in.contiguous();
+        std::vector<Tensor> grads = {rms_norm_backward(g, gam, xhat, rstd)};
+        if (gam.defined())
+          grads.push_back(sum_rows_product(g.reshape({rows, d}), xhat.reshape({rows, d})));
+        return grads;
+      });
 }
 
 }  // namespace qkv::ag

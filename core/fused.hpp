@@ -71,6 +71,16 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const T
 Tensor layer_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
                            const Tensor& rstd);
 
+// --- RMSNorm (core/layer_norm.cpp) ---
+// LayerNorm without the centering, as LayerNorm: xhat = x * rstd, rstd = 1 / sqrt(mean(x^2) +
+// eps) (eps > 0), y = xhat * gamma (xhat itself when gamma is undefined).
+// x: (..., d), gamma: (d) or undefined
+LayerNormResult rms_norm_forward(const Tensor& x, const Tensor& gamma, double eps);
+// g: (..., d) = dL/dy -> dL/dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = g * gamma;
+// gamma's gradient is sum_rows_product(g, xhat) on (rows, d) views.
+Tensor rms_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
+                         const Tensor& rstd);
+
 // --- cross-entropy over classes (core/cross_entropy.cpp) ---
 // log-softmax and NLL fused: the gradient is softmax minus the (smoothed) target distribution
 // q = (1 - eps) onehot(t) + eps / C. The log-probabilities are never stored: each row's max and

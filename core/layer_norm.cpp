@@ -1,4 +1,6 @@
-// LayerNorm's row kernels (see fused.hpp): one pass per row forward, one backward.
+// LayerNorm's and RMSNorm's row kernels (see fused.hpp): one pass per row forward, one
+// backward. RMSNorm is LayerNorm without the centering (Zhang & Sennrich, 2019): the same
+// kernels with the mean taken as 0 forward and mean(dxhat) as 0 backward.
 #include <algorithm>
 #include <cmath>
 
@@ -10,14 +12,15 @@ namespace qkv {
 namespace {
 
 // x: (R, D) packed. Writes xhat = (x - mean) * rstd (R, D), rstd (R) and, when y is given,
-// y = xhat * gamma + beta (R, D) in the same pass (gamma, beta: (D) or null).
-template <class T>
+// y = xhat * gamma + beta (R, D) in the same pass (gamma, beta: (D) or null). Not Centered:
+// mean = 0, so rstd = 1 / sqrt(mean(x^2) + eps).
+template <bool Centered, class T>
 void normalize_rows(const T* x, T* xhat, T* rstd, T* y, const T* gamma, const T* beta, int64_t rows,
                     int64_t d, double eps) {
   parallel_for(rows, d, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* xr = x + r * d;
-      const double mu = kernel::sum_lanes(xr, d) / d;
+      const double mu = Centered ? kernel::sum_lanes(xr, d) / d : 0.0;
       const double v = kernel::sum_sq_dev_lanes(xr, mu, d);
       const double rs = 1.0 / std::sqrt(v / d + eps);
       rstd[r] = static_cast<T>(rs);
@@ -36,8 +39,9 @@ void normalize_rows(const T* x, T* xhat, T* rstd, T* y, const T* gamma, const T*
   });
 }
 
-// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * gamma.
-template <class T>
+// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * gamma; not
+// Centered, the mean(dxhat) term is 0 (the mean did not move with x).
+template <bool Centered, class T>
 void layer_norm_dx(const T* g, const T* gamma, const T* xhat, const T* rstd, T* dx, int64_t rows,
                    int64_t d) {
   parallel_for(rows, d, [&](int64_t lo, int64_t hi) {
@@ -60,10 +64,10 @@ void layer_norm_dx(const T* g, const T* gamma, const T* xhat, const T* rstd, T* 
           l1[l] += dxh;
           l2[l] += dxh * xr[j];
         }
-        m1 = kernel::combine_lanes(l1) / d;
+        m1 = Centered ? kernel::combine_lanes(l1) / d : 0.0;
         m2 = kernel::combine_lanes(l2) / d;
       } else {
-        m1 = kernel::sum_lanes(gr, d) / d;
+        m1 = Centered ? kernel::sum_lanes(gr, d) / d : 0.0;
         m2 = kernel::dot_lanes(gr, xr, d) / d;
       }
       const double rs = rstd[r];
@@ -78,15 +82,15 @@ void layer_norm_dx(const T* g, const T* gamma, const T* xhat, const T* rstd, T* 
   });
 }
 
-}  // namespace
-
-LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   double eps) {
+template <bool Centered>
+LayerNormResult normalize(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                          const char* op) {
   const int64_t d = x.size(-1);
-  QKV_CHECK(!gamma.defined() || gamma.shape() == Shape{d}, "layer_norm", "weight ", gamma.shape(),
+  QKV_CHECK(!gamma.defined() || gamma.shape() == Shape{d}, op, "weight ", gamma.shape(),
             " for input ", x.shape());
-  QKV_CHECK(!beta.defined() || beta.shape() == Shape{d}, "layer_norm", "bias ", beta.shape(),
-            " for input ", x.shape());
+  QKV_CHECK(!beta.defined() || beta.shape() == Shape{d}, op, "bias ", beta.shape(), " for input ",
+            x.shape());
+  QKV_CHECK(eps > 0 || Centered, op, "eps must be > 0, got ", eps);
   const Tensor xc = x.contiguous();
   const int64_t rows = xc.numel() / std::max<int64_t>(d, 1);
   LayerNormResult r;
@@ -96,31 +100,51 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const T
   r.y = affine ? empty(xc.shape(), xc.dtype()) : r.xhat;
   const Tensor gc = gamma.defined() ? gamma.contiguous() : Tensor();
   const Tensor bc = beta.defined() ? beta.contiguous() : Tensor();
-  QKV_CHECK(!gc.defined() || gc.dtype() == xc.dtype(), "layer_norm",
-            "weight dtype differs from input");
-  QKV_CHECK(!bc.defined() || bc.dtype() == xc.dtype(), "layer_norm",
-            "bias dtype differs from input");
-  visit_float(xc.dtype(), "layer_norm", [&](auto tag) {
+  QKV_CHECK(!gc.defined() || gc.dtype() == xc.dtype(), op, "weight dtype differs from input");
+  QKV_CHECK(!bc.defined() || bc.dtype() == xc.dtype(), op, "bias dtype differs from input");
+  visit_float(xc.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    normalize_rows<T>(xc.data<T>(), r.xhat.data<T>(), r.rstd.data<T>(),
-                      affine ? r.y.data<T>() : nullptr, gc.defined() ? gc.data<T>() : nullptr,
-                      bc.defined() ? bc.data<T>() : nullptr, rows, d, eps);
+    normalize_rows<Centered, T>(
+        xc.data<T>(), r.xhat.data<T>(), r.rstd.data<T>(), affine ? r.y.data<T>() : nullptr,
+        gc.defined() ? gc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr, rows, d, eps);
   });
   return r;
 }
 
-Tensor layer_norm_backward(const Tensor& g_in, const Tensor& gamma, const Tensor& xhat,
-                           const Tensor& rstd) {
+template <bool Centered>
+Tensor normalize_backward(const Tensor& g_in, const Tensor& gamma, const Tensor& xhat,
+                          const Tensor& rstd, const char* op) {
   const Tensor g = g_in.contiguous();
   const int64_t rows = rstd.numel(), d = g.size(-1);
   Tensor dx = empty(g.shape(), g.dtype());
-  visit_float(g.dtype(), "layer_norm backward", [&](auto tag) {
+  visit_float(g.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor gc = gamma.defined() ? gamma.contiguous() : Tensor();
-    layer_norm_dx<T>(g.data<T>(), gc.defined() ? gc.data<T>() : nullptr, xhat.data<T>(),
-                     rstd.data<T>(), dx.data<T>(), rows, d);
+    layer_norm_dx<Centered, T>(g.data<T>(), gc.defined() ? gc.data<T>() : nullptr, xhat.data<T>(),
+                               rstd.data<T>(), dx.data<T>(), rows, d);
   });
   return dx;
+}
+
+}  // namespace
+
+LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   double eps) {
+  return normalize<true>(x, gamma, beta, eps, "layer_norm");
+}
+
+Tensor layer_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
+                           const Tensor& rstd) {
+  return normalize_backward<true>(g, gamma, xhat, rstd, "layer_norm backward");
+}
+
+LayerNormResult rms_norm_forward(const Tensor& x, const Tensor& gamma, double eps) {
+  return normalize<false>(x, gamma, Tensor(), eps, "rms_norm");
+}
+
+Tensor rms_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
+                         const Tensor& rstd) {
+  return normalize_backward<false>(g, gamma, xhat, rstd, "rms_norm backward");
 }
 
 }  // namespace qkv

@@ -189,6 +189,8 @@ TEST_CASE("gradcheck: layer_norm, dropout, losses") {
   check([](Ins in) { return layer_norm(in[0], in[1], in[2], 1e-5); },
         {leaf({2, 3, 5}), leaf({5}), leaf({5})});
   check([](Ins in) { return layer_norm(in[0], Var(), Var(), 1e-5); }, {leaf_t(3, 4)});
+  check([](Ins in) { return rms_norm(in[0], in[1], 1e-5); }, {leaf({2, 3, 5}), leaf({5})});
+  check([](Ins in) { return rms_norm(in[0], Var(), 1e-6); }, {leaf_t(3, 4)});
   // dropout: the same mask each call (a fresh generator with one seed)
   check(
       [](Ins in) {
@@ -222,4 +224,31 @@ TEST_CASE("gradcheck: large inputs are checked along random directions") {
   INFO(r.summary());
   CHECK(r.passed);
   CHECK(r.inputs[0].directional);
+}
+
+TEST_CASE("rms_norm equals its formula, forward and backward, with and without a gain") {
+  // x (rms(x)^2 + eps)^-1/2 gamma, composed of plain ops; 300 rows of 130 cross the parallel
+  // grain and the 16-lane sums' tail
+  for (DType dt : {DType::f64, DType::f32}) {
+    const double tol = dt == DType::f64 ? 1e-12 : 2e-6;
+    for (bool with_gain : {true, false}) {
+      Generator g(5);
+      const Var x(uniform({300, 130}, -3, 3, g, dt), true), x2(x.data().clone(), true);
+      const Var gam = with_gain ? Var(uniform({130}, 0.5, 1.5, g, dt), true) : Var();
+      const Var gam2 = with_gain ? Var(gam.data().clone(), true) : Var();
+      const Tensor dy = uniform({300, 130}, -1, 1, g, dt);
+      const Var y = rms_norm(x, gam, 1e-5);
+      Var want = mul(x2, rsqrt(add(mean(mul(x2, x2), {-1}, true), 1e-5)));
+      if (with_gain) want = mul(want, gam2);
+      CHECK(max_abs_diff(y.data(), want.data()) < tol);
+      sum(mul(y, Var(dy))).backward();
+      sum(mul(want, Var(dy))).backward();
+      CHECK(max_abs_diff(x.grad(), x2.grad()) < tol);
+      if (with_gain) CHECK(max_abs_diff(gam.grad(), gam2.grad()) < 100 * tol);
+    }
+  }
+  Generator g(1);
+  CHECK_THROWS_WITH(rms_norm(Var(zeros({2, 4})), Var(zeros({3})), 1e-6),
+                    Catch::Contains("rms_norm"));
+  CHECK_THROWS_WITH(rms_norm(Var(zeros({2, 4})), Var(), 0.0), Catch::Contains("eps"));
 }
