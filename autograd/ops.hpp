@@ -78,12 +78,16 @@ Var matmul(const Var& a, const Var& b);
 // F.linear. One GEMM over all leading dims.
 Var linear(const Var& x, const Var& w, const Var& b = Var());
 
-// --- fused attention (ops_attention.cpp) ---
+// --- fused attention and rotary positions (ops_attention.cpp) ---
 // softmax(q k^T * scale with masked scores at -inf) v, never forming the (n, m) weights:
 // q: (..., n, d_k), k: (..., m, d_k), v: (..., m, d_v), one batch shape; mask bool,
 // broadcastable to (..., n, m), true = may attend, or undefined. A fully masked query row
 // gives zeros and zero gradients. Equal to the composed ops to float rounding.
 Var attention(const Var& q, const Var& k, const Var& v, const Tensor& mask, double scale);
+// Rotary positions, fused (core/rotary.cpp): x: (..., n, d), each pair (x[2i], x[2i+1]) of
+// the row at index p of dim -2 turned by the angle whose cos and sin are row p, column i of
+// cos, sin: (n, d/2) tables (nn::rotary_tables), constants. -> (..., n, d).
+Var rotary(const Var& x, const Tensor& cos, const Tensor& sin);
 
 // --- attention variants (ops_attention_variants.cpp, kernels in core/attention_variants.hpp) ---
 // Sliding-window attention: as attention, but query i (at key position p = i + m - n) sees

@@ -1,5 +1,6 @@
 // Fused attention: softmax(q k^T * scale, masked) v without the n x m matrix, forward and
 // backward (core/attention.cpp). Saves only q, k, v, the output and a log-sum-exp per row.
+// Rotary positions, which turn q and k before it, fused the same way (core/rotary.cpp).
 #include "autograd/ops.hpp"
 #include "core/fused.hpp"
 
@@ -13,6 +14,14 @@ Var attention(const Var& q, const Var& k, const Var& v, const Tensor& mask, doub
                   AttentionGrads d =
                       attention_backward(q_, k_, v_, mask, scale, out, lse, g, precision);
                   return {d.dq, d.dk, d.dv};
+                });
+}
+
+Var rotary(const Var& x, const Tensor& cos, const Tensor& sin) {
+  // Saves only the (n, d/2) tables: the backward turns g back by the same angles, without x.
+  return record("rotary", rotary_forward(x.data(), cos, sin), {x},
+                [cos, sin](const Tensor& g) -> std::vector<Tensor> {
+                  return {rotary_backward(g, cos, sin)};
                 });
 }
 

@@ -81,6 +81,22 @@ LayerNormResult rms_norm_forward(const Tensor& x, const Tensor& gamma, double ep
 Tensor rms_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
                          const Tensor& rstd);
 
+// --- rotary positions (core/rotary.cpp) ---
+// Each pair (x[2i], x[2i+1]) of a row at position p turned by the angle a of (p, i), in one pass
+// over x instead of the slices, products, sums and stack of the composed op (nn/rotary.hpp):
+//   out[2i] = x[2i] cos a - x[2i+1] sin a,  out[2i+1] = x[2i] sin a + x[2i+1] cos a.
+// Every product is rounded before the sum, never fused into an FMA, so the bits are the
+// composed op's. Rows split across threads.
+// x: (..., n, d) any strides, d even; cos, sin: (n, d/2) of x's dtype (float32 or float64), row
+// p for x's rows at index p of dim -2 -> (..., n, d), contiguous.
+Tensor rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// The backward is the rotation by -a (a rotation's inverse is its transpose): g: (..., n, d)
+// any strides -> dL/dx (..., n, d), contiguous:
+//   dx[2i] = g[2i] cos a + g[2i+1] sin a,  dx[2i+1] = g[2i+1] cos a - g[2i] sin a.
+// The composed op's gradient values (it summed its two slices' zero-padded gradients, so where
+// this gives -0 it gave +0).
+Tensor rotary_backward(const Tensor& g, const Tensor& cos, const Tensor& sin);
+
 // --- cross-entropy over classes (core/cross_entropy.cpp) ---
 // log-softmax and NLL fused: the gradient is softmax minus the (smoothed) target distribution
 // q = (1 - eps) onehot(t) + eps / C. The log-probabilities are never stored: each row's max and

@@ -25,14 +25,8 @@ std::pair<Tensor, Tensor> rotary_tables(int64_t n, int64_t d, int64_t offset, DT
 ag::Var rotary(const ag::Var& x, int64_t offset, double base) {
   QKV_CHECK(x.dim() >= 2 && x.size(-1) % 2 == 0, "rotary", "input ", x.shape(),
             " is not (..., n, d) with d even");
-  const int64_t n = x.size(-2), d = x.size(-1);
-  const auto [c, s] = rotary_tables(n, d, offset, x.dtype(), base);  // (n, d/2), broadcast
-  const ag::Var cv = ag::constant(c), sv = ag::constant(s);
-  const ag::Var even = ag::slice(x, -1, 0, d, 2), odd = ag::slice(x, -1, 1, d, 2);  // (..., n, d/2)
-  const ag::Var re = ag::sub(ag::mul(even, cv), ag::mul(odd, sv));
-  const ag::Var ro = ag::add(ag::mul(even, sv), ag::mul(odd, cv));
-  // (..., n, d/2, 2) -> (..., n, d): the pairs interleaved back in place
-  return ag::reshape(ag::stack({re, ro}, re.dim()), x.shape());
+  const auto [c, s] = rotary_tables(x.size(-2), x.size(-1), offset, x.dtype(), base);  // (n, d/2)
+  return ag::rotary(x, c, s);
 }
 
 }  // namespace qkv::nn

@@ -18,7 +18,7 @@ std::pair<Tensor, Tensor> rotary_tables(int64_t n, int64_t d, int64_t offset, DT
                                         double base = 10000.0);
 
 // x: (..., n, d), rows at positions offset .. offset + n - 1 -> (..., n, d), rotated.
-// Differentiable in x (a composition of slice, mul, add and stack); d must be even.
+// Differentiable in x (one fused op, ag::rotary: one pass forward, one back); d must be even.
 ag::Var rotary(const ag::Var& x, int64_t offset = 0, double base = 10000.0);
 
 }  // namespace qkv::nn

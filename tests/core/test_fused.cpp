@@ -7,6 +7,7 @@
 #include "support/tensors.hpp"
 
 using namespace qkv;
+using testing::same_bits;
 
 namespace {
 
@@ -216,4 +217,87 @@ TEST_CASE("index_select and index_add on rows equal the per-slice path") {
   // A strided (transposed) table takes the general path with the same values.
   const Tensor tt = table.t().contiguous().t();
   CHECK(max_abs_diff(index_select(tt, 0, idx), rows) == 0);
+}
+
+namespace {
+
+// cos and sin of (p + offset) 10000^(-2i/d) for p < n, i < d/2, as nn::rotary_tables.
+std::pair<Tensor, Tensor> rope_tables(int64_t n, int64_t d, int64_t offset, DType dt) {
+  Tensor c = empty({n, d / 2}, DType::f64), s = empty({n, d / 2}, DType::f64);
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double a = double(p + offset) * std::pow(10000.0, -2.0 * double(i) / double(d));
+      c.data<double>()[p * (d / 2) + i] = std::cos(a);
+      s.data<double>()[p * (d / 2) + i] = std::sin(a);
+    }
+  return {c.to(dt), s.to(dt)};
+}
+
+// The rotation nn::rotary composed before the fused kernel: x's even and odd slices, four
+// products, a difference and a sum, stacked back into pairs.
+Tensor composed_rotary(const Tensor& x, const Tensor& c, const Tensor& s) {
+  const int64_t d = x.size(-1);
+  const Tensor even = x.slice(-1, 0, d, 2), odd = x.slice(-1, 1, d, 2);
+  const Tensor re = sub(mul(even, c), mul(odd, s)), ro = add(mul(even, s), mul(odd, c));
+  return stack({re, ro}, re.dim()).reshape(x.shape());
+}
+
+// Its gradient, term by term as its tape formed it (sub sends -g to mul(odd, s)).
+Tensor composed_rotary_grad(const Tensor& g, const Tensor& c, const Tensor& s) {
+  const int64_t d = g.size(-1);
+  const Tensor ge = g.slice(-1, 0, d, 2), go = g.slice(-1, 1, d, 2);
+  const Tensor de = add(mul(go, s), mul(ge, c)), dd = add(mul(go, c), mul(neg(ge), s));
+  return stack({de, dd}, de.dim()).reshape(g.shape());
+}
+
+}  // namespace
+
+TEST_CASE("rotary_forward gives the bits of the composed rotation, rotary_backward its gradient") {
+  Generator g(12);
+  for (DType dt : {DType::f32, DType::f64}) {
+    // (B, n, h, d) seen as (B, h, n, d) heads: a strided view, as split_heads gives; an odd
+    // pair count (d / 2 = 33); 2 x 4 x 67 x 66 = 35376 elements, split across threads.
+    for (const Shape& bnhd : {Shape{2, 5, 3, 6}, Shape{2, 67, 4, 66}}) {
+      const Tensor heads = mul(randn(bnhd, g, dt), 3.0).transpose(1, 2);
+      const int64_t n = heads.size(-2), d = heads.size(-1);
+      const auto [c, s] = rope_tables(n, d, 7, dt);
+      const Tensor dy = randn(heads.shape(), g, dt);
+      INFO(dtype_name(dt) << " " << shape_str(heads.shape()));
+      // strided heads, packed, and columns contiguous (each row's elements n apart)
+      const Tensor cols = heads.contiguous().transpose(-2, -1).contiguous().transpose(-2, -1);
+      for (const Tensor& x : {heads, heads.contiguous(), cols}) {
+        const Tensor y = rotary_forward(x, c, s);
+        CHECK(y.is_contiguous());
+        CHECK(same_bits(y, composed_rotary(x, c, s)));
+        CHECK(same_bits(rotary_backward(x, c, s), composed_rotary_grad(x, c, s)));
+      }
+      // the backward turns back: R(-a) R(a) x = x to rounding
+      CHECK(max_abs_diff(rotary_backward(rotary_forward(heads, c, s), c, s), heads) <
+            (dt == DType::f32 ? 1e-5 : 1e-13));
+      CHECK(same_bits(rotary_backward(dy.transpose(0, 1).contiguous().transpose(0, 1), c, s),
+                      rotary_backward(dy, c, s)));
+    }
+  }
+  // a last dim with a stride (every other element), and a 2-d (n, d) input
+  const Tensor wide = randn({5, 12}, g), x = wide.slice(-1, 0, 12, 2);
+  const auto [c, s] = rope_tables(5, 6, 0, DType::f32);
+  CHECK(same_bits(rotary_forward(x, c, s), composed_rotary(x, c, s)));
+  CHECK(same_bits(rotary_forward(x, c, s), rotary_forward(x.contiguous(), c, s)));
+  CHECK(rotary_forward(empty({0, 5, 6}), c, s).shape() == Shape{0, 5, 6});
+}
+
+TEST_CASE("rotary kernels reject odd widths, tables that do not fit and mixed dtypes") {
+  Generator g(13);
+  const auto [c, s] = rope_tables(4, 6, 0, DType::f32);
+  CHECK_THROWS_WITH(rotary_forward(randn({4, 5}, g), c, s), Catch::Contains("rotary") &&
+                                                                Catch::Contains("(4, 5)") &&
+                                                                Catch::Contains("d even"));
+  CHECK_THROWS_WITH(rotary_forward(randn({6}, g), c, s), Catch::Contains("(6)"));
+  CHECK_THROWS_WITH(rotary_forward(randn({2, 3, 6}, g), c, s),
+                    Catch::Contains("rotary") && Catch::Contains("(4, 3)") &&
+                        Catch::Contains("(2, 3, 6)") && Catch::Contains("(3, 3)"));
+  CHECK_THROWS_WITH(rotary_backward(randn({4, 8}, g), c, s),
+                    Catch::Contains("rotary backward") && Catch::Contains("(4, 8)"));
+  CHECK_THROWS_WITH(rotary_forward(randn({4, 6}, g, DType::f64), c, s),
+                    Catch::Contains("float64") && Catch::Contains("float32"));
 }
