@@ -37,6 +37,8 @@ Var masked_fill(const Var& x, const Tensor& mask, double value);
 
 // --- activations (ops_activation.cpp) ---
 Var relu(const Var& x);
+// relu(x)^2, fused: one pass forward keeping relu(x), one back (dx = 2 relu(x) g).
+Var relu_squared(const Var& x);
 Var gelu(const Var& x);  // exact (erf) GELU, as torch's default
 Var tanh(const Var& x);
 Var sigmoid(const Var& x);

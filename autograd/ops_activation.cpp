@@ -13,6 +13,17 @@ Var relu(const Var& x) {
   });
 }
 
+Var relu_squared(const Var& x) {
+  // Nothing to record: y alone, r is not written.
+  if (!will_record({x}))
+    return record("relu_squared", relu_squared_forward(x.data(), false).y, {x}, {});
+  ReluSquaredResult f = relu_squared_forward(x.data());
+  // Keeps r = relu(x), not x: the gradient needs only r, and x can be freed.
+  return record("relu_squared", f.y, {x}, [r = f.r](const Tensor& g) -> std::vector<Tensor> {
+    return {relu_squared_backward(g, r)};
+  });
+}
+
 Var gelu(const Var& x) {
   // Nothing to record (inference, eval, generation): the plain kernel, without writing Phi.
   // record still runs anomaly mode's check; it keeps no backward when nothing needs one.

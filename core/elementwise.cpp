@@ -357,6 +357,60 @@ Tensor relu_backward(const Tensor& y, const Tensor& g) {
 
 // The elementwise loops below read contiguous buffers through restrict pointers, so GCC
 // vectorizes them without alias checks (normal_cdf's division and fast_exp included).
+
+// r = relu(x) as relu writes it (NaN passes, -0 stays -0), y = r * r; r only when kept.
+ReluSquaredResult relu_squared_forward(const Tensor& x_in, bool keep_relu) {
+  check_float(x_in, "relu_squared_forward");
+  const Tensor x = x_in.contiguous();
+  ReluSquaredResult f{empty(x.shape(), x.dtype()),
+                      keep_relu ? empty(x.shape(), x.dtype()) : Tensor()};
+  visit_float(x.dtype(), "relu_squared_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* __restrict px = x.data<T>();
+    T* __restrict py = f.y.data<T>();
+    T* __restrict pr = keep_relu ? f.r.data<T>() : nullptr;
+    parallel_for(x.numel(), 1, [&](int64_t lo, int64_t hi) {
+      if (pr) {
+        for (int64_t j = lo; j < hi; ++j) {
+          const T r = px[j] < T(0) ? T(0) : px[j];
+          pr[j] = r;
+          py[j] = r * r;
+        }
+      } else {
+        for (int64_t j = lo; j < hi; ++j) {
+          const T r = px[j] < T(0) ? T(0) : px[j];
+          py[j] = r * r;
+        }
+      }
+    });
+  });
+  return f;
+}
+
+Tensor relu_squared_backward(const Tensor& g_in, const Tensor& r_in) {
+  check_float(r_in, "relu_squared_backward");
+  check_same_dtype(g_in, r_in, "relu_squared_backward");
+  QKV_CHECK(g_in.shape() == r_in.shape(), "relu_squared_backward", "gradient ", g_in.shape(),
+            " and relu output ", r_in.shape(), " differ");
+  const Tensor g = g_in.contiguous(), r = r_in.contiguous();
+  Tensor dx = empty(r.shape(), r.dtype());
+  visit_float(r.dtype(), "relu_squared_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* __restrict pg = g.data<T>();
+    const T* __restrict pr = r.data<T>();
+    T* __restrict pd = dx.data<T>();
+    parallel_for(r.numel(), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) {
+        // 2 (g r), not g r + g r: the same bits (doubling is exact), no sum an FMA could take.
+        // Computed for every j and then selected: a load under the condition would not vectorize.
+        const T d = T(2) * (pg[j] * pr[j]);
+        pd[j] = pr[j] > T(0) ? d : T(0);
+      }
+    });
+  });
+  return dx;
+}
+
 GeluResult gelu_forward(const Tensor& x_in) {
   check_float(x_in, "gelu_forward");
   const Tensor x = x_in.contiguous();

@@ -122,6 +122,19 @@ Tensor cross_entropy_backward(const CrossEntropyResult& f, double g);
 // g where y > 0, else 0: relu's backward from its output (y = relu(x) > 0 exactly when x > 0).
 Tensor relu_backward(const Tensor& y, const Tensor& g);
 
+// ReLU squared, y = relu(x)^2 (the "relu2" feed-forward), in one pass instead of relu then a
+// multiply, with r = relu(x) kept: the backward, 2 r g, needs only r, so x can be freed.
+// Same bits as mul(r, r) and as relu_backward(r, g r + g r), the composed backward (2 (g r)
+// equals g r + g r exactly).
+struct ReluSquaredResult {
+  Tensor y;  // x's shape, contiguous: r * r
+  Tensor r;  // x's shape, contiguous: relu(x); undefined unless asked for
+};
+// x: any shape, float32 or float64. keep_relu: also write r (only a backward needs it).
+ReluSquaredResult relu_squared_forward(const Tensor& x, bool keep_relu = true);
+// g, r: one shape and dtype (r: the forward's) -> dL/dx = 2 (g r) where r > 0, else 0
+Tensor relu_squared_backward(const Tensor& g, const Tensor& r);
+
 // The exact GELU, y = x Phi(x), with Phi(x) kept: Phi is the costly part (a division and an
 // exp), and with it the backward needs only the density, phi(x) (one exp), in one pass with
 // the multiply by g, instead of recomputing Phi and then multiplying (two passes).

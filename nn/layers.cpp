@@ -79,10 +79,8 @@ Var activate(const Var& x, Activation a) {
   switch (a) {
     case Activation::relu:
       return ag::relu(x);
-    case Activation::relu2: {
-      const Var r = ag::relu(x);
-      return ag::mul(r, r);
-    }
+    case Activation::relu2:
+      return ag::relu_squared(x);
     case Activation::swiglu:
       throw Error("activate: swiglu gates two inputs (nn::swiglu), not one");
     case Activation::gelu:

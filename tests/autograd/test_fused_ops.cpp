@@ -1,6 +1,6 @@
-// The fused ops that replaced compositions of small ops, ag::rotary: against central
-// differences in float64, and against the compositions they replaced in float32 (the same
-// forward bits, the same gradient values).
+// The fused ops that replaced compositions of small ops, ag::rotary and ag::relu_squared:
+// against central differences in float64, and against the compositions they replaced in
+// float32 (the same forward bits, the same gradient values).
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -83,4 +83,31 @@ TEST_CASE(
     // zero-padded gradients, turning a -0 (0 c + 0 s with c, s < 0) into +0.
     CHECK(testing::same_bits(add(xf.grad(), 0.0), xc.grad()));
   }
+}
+
+TEST_CASE("gradcheck: relu_squared, plain, strided and split across threads") {
+  Generator g(43);
+  auto f = [](Ins in) { return relu_squared(in[0]); };
+  check(f, {testing::leaf({3, 4}, g)});
+  check(f, {testing::leaf({7, 13}, g)});  // 91 elements: not a multiple of the vector width
+  check(f, {Var(uniform({13, 7}, -1, 1, g, DType::f64).t(), true)});
+  check(f, {testing::leaf({181, 183}, g)});  // 33123 elements: the threaded path
+}
+
+TEST_CASE("fused relu_squared equals relu then mul in float32, forward and gradient bits") {
+  Generator g(44);
+  Tensor x0 = mul(randn({181, 183}, g), 2.0);
+  x0.narrow(1, 0, 2).zero_();  // exact zeros, where relu's gradient is 0
+  const Tensor dy = randn({183, 181}, g).t();
+  const Var xf(x0, true), xc(x0, true);
+  const Var yf = relu_squared(xf), r = relu(xc), yc = mul(r, r);
+  CHECK(testing::same_bits(yf.data(), yc.data()));
+  yf.backward(dy);
+  yc.backward(dy);
+  CHECK(testing::same_bits(xf.grad(), xc.grad()));
+  // Nothing to record: the same output, and no backward kept
+  NoGrad no_grad;
+  const Var y = relu_squared(xf);
+  CHECK(testing::same_bits(y.data(), yc.data()));
+  CHECK(y.is_leaf());
 }

@@ -301,3 +301,36 @@ TEST_CASE("rotary kernels reject odd widths, tables that do not fit and mixed dt
   CHECK_THROWS_WITH(rotary_forward(randn({4, 6}, g, DType::f64), c, s),
                     Catch::Contains("float64") && Catch::Contains("float32"));
 }
+
+TEST_CASE("relu_squared_forward and relu_squared_backward give the bits of relu(x)^2 composed") {
+  Generator g(14);
+  for (DType dt : {DType::f32, DType::f64}) {
+    // 211 x 173 = 36503 elements: an odd length, split across threads; zeros of both signs,
+    // a NaN (it passes through relu, as torch) and an infinity.
+    Tensor x = mul(randn({211, 173}, g, dt), 2.0);
+    x.narrow(0, 0, 1).narrow(1, 0, 4).copy_(
+        from_vector<double>({0.0, -0.0, NAN, INFINITY}, {1, 4}).to(dt));
+    const Tensor dy = randn({173, 211}, g, dt).t();
+    for (const Tensor& in : {x, x.t().contiguous().t()}) {
+      INFO(dtype_name(dt));
+      const ReluSquaredResult f = relu_squared_forward(in);
+      const Tensor r = relu(in);
+      CHECK(same_bits(f.r, r));
+      CHECK(same_bits(f.y, mul(r, r)));
+      // mul(r, r)'s backward gives g r to each factor and the tape sums them, then relu's
+      CHECK(
+          same_bits(relu_squared_backward(dy, f.r), relu_backward(r, add(mul(dy, r), mul(dy, r)))));
+      const ReluSquaredResult y_only = relu_squared_forward(in, false);
+      CHECK_FALSE(y_only.r.defined());
+      CHECK(same_bits(y_only.y, f.y));
+    }
+  }
+  const Tensor r = relu_squared_forward(randn({4, 5}, g)).r;
+  CHECK_THROWS_WITH(relu_squared_backward(randn({5, 4}, g), r),
+                    Catch::Contains("relu_squared_backward") && Catch::Contains("(5, 4)") &&
+                        Catch::Contains("(4, 5)"));
+  CHECK_THROWS_WITH(relu_squared_backward(randn({4, 5}, g, DType::f64), r),
+                    Catch::Contains("relu_squared_backward") && Catch::Contains("dtype"));
+  CHECK_THROWS_WITH(relu_squared_forward(ones({3}, DType::i64)),
+                    Catch::Contains("relu_squared_forward"));
+}
