@@ -9,23 +9,12 @@
 #include "support/tensors.hpp"
 
 using namespace qkv;
+using qkv::testing::rope_tables;
 using namespace qkv::ag;
 
 namespace {
 
 using Ins = const std::vector<Var>&;
-
-// cos and sin of (p + offset) 10000^(-2i/d) for p < n, i < d/2, as nn::rotary_tables.
-std::pair<Tensor, Tensor> rope_tables(int64_t n, int64_t d, int64_t offset, DType dt) {
-  Tensor c = empty({n, d / 2}, DType::f64), s = empty({n, d / 2}, DType::f64);
-  for (int64_t p = 0; p < n; ++p)
-    for (int64_t i = 0; i < d / 2; ++i) {
-      const double a = double(p + offset) * std::pow(10000.0, -2.0 * double(i) / double(d));
-      c.data<double>()[p * (d / 2) + i] = std::cos(a);
-      s.data<double>()[p * (d / 2) + i] = std::sin(a);
-    }
-  return {c.to(dt), s.to(dt)};
-}
 
 // x rotated at positions offset, offset + 1, ... along dim -2 by the fused op.
 Var fused_rotary(const Var& x, int64_t offset) {

@@ -7,6 +7,7 @@
 #include "support/tensors.hpp"
 
 using namespace qkv;
+using qkv::testing::rope_tables;
 using testing::same_bits;
 
 namespace {
@@ -220,18 +221,6 @@ TEST_CASE("index_select and index_add on rows equal the per-slice path") {
 }
 
 namespace {
-
-// cos and sin of (p + offset) 10000^(-2i/d) for p < n, i < d/2, as nn::rotary_tables.
-std::pair<Tensor, Tensor> rope_tables(int64_t n, int64_t d, int64_t offset, DType dt) {
-  Tensor c = empty({n, d / 2}, DType::f64), s = empty({n, d / 2}, DType::f64);
-  for (int64_t p = 0; p < n; ++p)
-    for (int64_t i = 0; i < d / 2; ++i) {
-      const double a = double(p + offset) * std::pow(10000.0, -2.0 * double(i) / double(d));
-      c.data<double>()[p * (d / 2) + i] = std::cos(a);
-      s.data<double>()[p * (d / 2) + i] = std::sin(a);
-    }
-  return {c.to(dt), s.to(dt)};
-}
 
 // The rotation nn::rotary composed before the fused kernel: x's even and odd slices, four
 // products, a difference and a sum, stacked back into pairs.

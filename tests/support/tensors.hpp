@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "autograd/var.hpp"
 #include "core/parallel.hpp"
@@ -158,6 +159,19 @@ inline double rel_err(const Tensor& a, const Tensor& b) {
   const double den = max(abs(b.to(DType::f64))).item();
   const double num = max_abs_diff(a.to(DType::f64), b.to(DType::f64));
   return num / (den > 0 ? den : 1.0);
+}
+
+// Rotary positions' tables, the tests' own reference: cos and sin of (p + offset) 10000^(-2i/d)
+// for p < n, i < d/2, as nn::rotary_tables builds them.
+inline std::pair<Tensor, Tensor> rope_tables(int64_t n, int64_t d, int64_t offset, DType dt) {
+  Tensor c = empty({n, d / 2}, DType::f64), s = empty({n, d / 2}, DType::f64);
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double a = double(p + offset) * std::pow(10000.0, -2.0 * double(i) / double(d));
+      c.data<double>()[p * (d / 2) + i] = std::cos(a);
+      s.data<double>()[p * (d / 2) + i] = std::sin(a);
+    }
+  return {c.to(dt), s.to(dt)};
 }
 
 }  // namespace qkv::testing
