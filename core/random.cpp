@@ -40,7 +40,6 @@ class KeepTest {
                    : p_keep >= 1 ? uint64_t{1} << 53
                                  : static_cast<uint64_t>(std::ceil(p_keep * 0x1.0p53))) {}
   bool operator()(uint64_t bits) const { return (bits >> 11) < threshold_; }
-  uint64_t threshold() const { return threshold_; }
 
  private:
   uint64_t threshold_;
@@ -127,9 +126,9 @@ namespace {
 // often enough to cost more than the draw itself).
 template <class T>
 void drop_range(const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ keep, int64_t lo,
-                int64_t hi, uint64_t mixed_seed, uint64_t first, uint64_t threshold, T scale) {
+                int64_t hi, uint64_t mixed_seed, uint64_t first, KeepTest keeps, T scale) {
   for (int64_t i = lo; i < hi; ++i) {
-    const bool kept = (bits_under(mixed_seed, first + static_cast<uint64_t>(i)) >> 11) < threshold;
+    const bool kept = keeps(bits_under(mixed_seed, first + static_cast<uint64_t>(i)));
     keep[i] = kept;
     y[i] = x[i] * (kept ? scale : T(0));
   }
@@ -152,7 +151,7 @@ DropoutResult dropout_forward(const Tensor& x_in, double p_drop, Generator& g) {
   const int64_t n = x.numel();
   const uint64_t first = g.advance(static_cast<uint64_t>(n));
   const uint64_t mixed_seed = mix(g.seed());
-  const uint64_t threshold = KeepTest(1.0 - p_drop).threshold();
+  const KeepTest keeps(1.0 - p_drop);  // dropout_mask's test, so the same elements are kept
   uint8_t* keep = r.keep.data<uint8_t>();
   visit_float(x.dtype(), "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -160,7 +159,7 @@ DropoutResult dropout_forward(const Tensor& x_in, double p_drop, Generator& g) {
     const T* px = x.data<T>();
     T* py = r.y.data<T>();
     parallel_for(n, 8, [&](int64_t lo, int64_t hi) {
-      drop_range(px, py, keep, lo, hi, mixed_seed, first, threshold, scale);
+      drop_range(px, py, keep, lo, hi, mixed_seed, first, keeps, scale);
     });
   });
   return r;
