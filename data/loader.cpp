@@ -24,13 +24,16 @@ Loader::~Loader() { stop_thread(); }
 void Loader::seek(const LoaderState& s) {
   QKV_CHECK(s.epoch >= 0 && s.index >= 0, "Loader::restore", "negative epoch ", s.epoch,
             " or index ", s.index);
+  std::shared_ptr<const Dataset> data = options_.epoch_data ? options_.epoch_data(s.epoch) : data_;
+  QKV_CHECK(data && data->size() == data_->size(), "Loader", "epoch ", s.epoch, " of '",
+            data_->name, "' has ", data ? data->size() : 0, " examples, not ", data_->size());
   Generator gen;
   gen.set_state(s.rng_seed, s.rng_position);
-  Plan plan = plan_batches(*data_, framing_, options_.batch, gen);
+  Plan plan = plan_batches(*data, framing_, options_.batch, gen);
   QKV_CHECK(s.index < static_cast<int64_t>(plan.size()), "Loader::restore", "index ", s.index,
             " past the ", plan.size(), " batches of epoch ", s.epoch, " of '", data_->name,
             "' (state saved with other data or batch options?)");
-  cursor_ = Cursor{s, gen, std::move(plan)};
+  cursor_ = Cursor{s, gen, std::move(plan), std::move(data)};
 }
 
 std::vector<int64_t> shard_indices(const std::vector<int64_t>& batch, int64_t rank, int64_t count) {
@@ -45,19 +48,21 @@ std::vector<int64_t> shard_indices(const std::vector<int64_t>& batch, int64_t ra
 Loader::Item Loader::produce() {
   Item it;
   const std::vector<int64_t>& global = cursor_.plan[static_cast<size_t>(cursor_.at.index)];
+  const std::shared_ptr<const Dataset> epoch_data = cursor_.data;  // seek() below replaces it
+  const Dataset& data = *epoch_data;
   if (options_.shard_count == 1) {
-    it.batch = make_batch(*data_, global, framing_);
+    it.batch = make_batch(data, global, framing_);
   } else {
     const std::vector<int64_t> mine =
         shard_indices(global, options_.shard_rank, options_.shard_count);
-    if (!mine.empty()) it.batch = make_batch(*data_, mine, framing_);
+    if (!mine.empty()) it.batch = make_batch(data, mine, framing_);
     // Every shard knows the global counts from the plan alone, without communicating.
     it.batch.global_size = static_cast<int64_t>(global.size());
     it.batch.global_src_tokens = it.batch.global_tgt_tokens = 0;
     for (int64_t i : global) {
-      QKV_CHECK(i >= 0 && i < data_->size(), "Loader", "index ", i, " out of range for '",
-                data_->name, "'");
-      const Example& e = data_->examples[static_cast<size_t>(i)];
+      QKV_CHECK(i >= 0 && i < data.size(), "Loader", "index ", i, " out of range for '", data.name,
+                "'");
+      const Example& e = data.examples[static_cast<size_t>(i)];
       it.batch.global_src_tokens += static_cast<int64_t>(e.src.size());
       it.batch.global_tgt_tokens += framing_.target_len(static_cast<int64_t>(e.tgt.size()));
     }

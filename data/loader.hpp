@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,8 +39,14 @@ struct LoaderState {
   bool operator==(const LoaderState&) const = default;
 };
 
+// The examples of epoch e when they change from epoch to epoch (subword sampling): the loader's
+// dataset's examples, same count and order, with other token ids. Called for each epoch's plan
+// (on the prefetch thread when there is one) and on restore, so it must depend on e alone.
+using EpochData = std::function<std::shared_ptr<const Dataset>(int64_t epoch)>;
+
 struct LoaderOptions {
   BatchOptions batch;
+  EpochData epoch_data;     // empty: every epoch is the dataset itself
   int64_t prefetch = 0;     // batches built ahead on a background thread (0 = none, synchronous)
   int64_t shard_rank = 0;   // this process's shard, in [0, shard_count)
   int64_t shard_count = 1;  // 1 = unsharded
@@ -80,9 +87,10 @@ class Loader : public BatchSource {
  private:
   // The producer side: a plain cursor over epochs, run on the caller's thread or the prefetch one.
   struct Cursor {
-    LoaderState at;  // next batch to build
-    Generator gen;   // positioned after at.epoch's plan
-    Plan plan;       // at.epoch's plan
+    LoaderState at;                       // next batch to build
+    Generator gen;                        // positioned after at.epoch's plan
+    Plan plan;                            // at.epoch's plan
+    std::shared_ptr<const Dataset> data;  // at.epoch's examples
   };
   struct Item {
     Batch batch;

@@ -140,6 +140,54 @@ TEST_CASE("loader: an error in the prefetch thread surfaces in next() with its m
   CHECK_THROWS_WITH(take(s, 40), Catch::Contains("example 23"));
 }
 
+// Epoch e's examples: the dataset's, each source with a symbol e + 4 appended (its own ids, and
+// lengths that move the plan), as subword sampling gives.
+EpochData marked_epochs(std::shared_ptr<const Dataset> ds) {
+  return [ds](int64_t epoch) {
+    auto out = std::make_shared<Dataset>(*ds);
+    for (Example& e : out->examples) e.src.push_back(epoch + 4);
+    return std::shared_ptr<const Dataset>(out);
+  };
+}
+
+TEST_CASE("loader: epoch data gives each epoch its examples, and resumes into them") {
+  const auto ds = copy_data();
+  for (int64_t prefetch : {0, 3}) {
+    LoaderOptions o = opts(prefetch);
+    o.epoch_data = marked_epochs(ds);
+    Loader ref(ds, Framing{}, o, 5);
+    std::vector<Batch> all;
+    std::vector<int64_t> epochs;
+    for (int i = 0; i < 70; ++i) epochs.push_back(ref.state().epoch), all.push_back(ref.next());
+    for (size_t i = 0; i < all.size(); ++i) {
+      // every row of a batch of epoch e ends its source with e's mark
+      const Batch& b = all[i];
+      const auto src = to_vector<int64_t>(b.src);
+      const auto mask = to_vector<uint8_t>(b.src_mask);
+      const int64_t rows = b.src.size(0), cols = b.src.size(1);
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t last = 0;
+        for (int64_t c = 0; c < cols; ++c)
+          if (mask[static_cast<size_t>(r * cols + c)])
+            last = src[static_cast<size_t>(r * cols + c)];
+        CHECK(last == epochs[i] + 4);
+      }
+    }
+    CHECK(epochs.back() >= 3);
+    Loader first(ds, Framing{}, o, 5);
+    take(first, 47);  // into the third epoch
+    Loader resumed(ds, Framing{}, o, 999);
+    resumed.restore(first.state());
+    int equal = 0;
+    for (int i = 47; i < 70; ++i) equal += same(resumed.next(), all[static_cast<size_t>(i)]);
+    CHECK(equal == 70 - 47);
+  }
+  LoaderOptions short_epochs = opts(0);
+  short_epochs.epoch_data = [](int64_t) { return std::make_shared<const Dataset>(); };
+  CHECK_THROWS_WITH(Loader(ds, Framing{}, short_epochs, 1),
+                    Catch::Contains("epoch 0") && Catch::Contains("not 300"));
+}
+
 TEST_CASE("loader: misuse") {
   CHECK_THROWS_AS(Loader(std::make_shared<const Dataset>(), Framing{}, opts(0), 0), Error);
   CHECK_THROWS_AS(Loader(nullptr, Framing{}, opts(0), 0), Error);
