@@ -189,6 +189,7 @@ void data_fields(V& v, D& d) {
   v("tokenizer", d.tokenizer);
   v("spm_vocab_size", d.spm_vocab_size);
   v("spm_type", d.spm_type);
+  v("spm_alpha", d.spm_alpha);
   v("min_freq", d.min_freq);
   v("max_vocab", d.max_vocab);
   v("shared_vocab", d.shared_vocab);

@@ -39,6 +39,13 @@ void validate(const DataConfig& c) {
                        "'");
   QKV_DATA_KEY_CHECK(c.tokenizer != TokenizerKind::sentencepiece || c.spm_vocab_size > 4,
                      "spm_vocab_size", "must be more than the 4 specials, got ", c.spm_vocab_size);
+  QKV_DATA_KEY_CHECK(c.spm_alpha >= 0 && c.spm_alpha <= 1, "spm_alpha", "must be in [0, 1], got ",
+                     c.spm_alpha);
+  QKV_DATA_KEY_CHECK(c.spm_alpha == 0 || (parallel && c.tokenizer == TokenizerKind::sentencepiece),
+                     "spm_alpha",
+                     "samples segmentations of task parallel with tokenizer "
+                     "\"sentencepiece\" only (task ",
+                     name_of(c.task), ", tokenizer ", name_of(c.tokenizer), ")");
   QKV_DATA_KEY_CHECK(c.min_freq >= 1, "min_freq", "must be >= 1, got ", c.min_freq);
   QKV_DATA_KEY_CHECK(c.max_vocab == 0 || c.max_vocab > 4, "max_vocab",
                      "must be 0 (no cap) or more than the 4 specials, got ", c.max_vocab);

@@ -50,7 +50,10 @@ struct DataConfig {
   // sides when shared_vocab, else one per side)
   int64_t spm_vocab_size = 8000;
   SpmType spm_type = SpmType::unigram;  // unigram | bpe
-  int64_t min_freq = 1;                 // vocabulary: keep tokens seen this often in train
+  // > 0: subword regularization (data/subword_sampling.hpp): each epoch draws every training
+  // pair's segmentation afresh; unigram: the sampling's smoothing, bpe: the merge dropout.
+  double spm_alpha = 0.0;
+  int64_t min_freq = 1;   // vocabulary: keep tokens seen this often in train
   int64_t max_vocab = 0;  // vocabulary: at most this many entries, specials included (0 = no cap)
   bool shared_vocab = true;  // one vocabulary for both sides
   int64_t max_seq_len =

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -28,6 +29,15 @@ class Sentences : public sentencepiece::SentenceIterator {
   const std::vector<std::string>& s_;
   size_t i_ = 0;
 };
+
+// SentencePiece's seed is process-global: one training or sampling seeds it at a time.
+std::mutex& seed_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+// SetRandomGeneratorSeed's argument, never the library's "unseeded" value (-1).
+unsigned spm_seed(uint64_t seed) { return static_cast<unsigned>(seed % 0x7fffffffu); }
 
 }  // namespace
 
@@ -55,10 +65,8 @@ SentencePiece SentencePiece::train(const std::vector<std::string>& sentences,
       {"hard_vocab_limit", "true"},
       {"minloglevel", "2"},
   };
-  // The trainer's random generator is process-global: one training at a time.
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o.seed % 0x7fffffffu));
+  std::lock_guard<std::mutex> lock(seed_mutex());
+  sentencepiece::SetRandomGeneratorSeed(spm_seed(o.seed));
   Sentences it(sentences);
   std::string bytes;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &bytes);
@@ -94,6 +102,27 @@ std::vector<std::string> SentencePiece::encode(std::string_view text) const {
   const auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &pieces);
   QKV_CHECK(status.ok(), "sentencepiece", "encode failed: ", status.ToString());
   return pieces;
+}
+
+std::vector<std::vector<std::string>> SentencePiece::sample(
+    const std::vector<std::string_view>& texts, double alpha, uint64_t seed) const {
+  QKV_CHECK(alpha > 0 && alpha <= 1, "sentencepiece", "sampling alpha must be in (0, 1], got ",
+            alpha);
+  std::vector<std::vector<std::string>> out(texts.size());
+  std::string error;
+  // A fresh thread: its generator is created, from the seed set here, at its first draw.
+  std::lock_guard<std::mutex> lock(seed_mutex());
+  sentencepiece::SetRandomGeneratorSeed(spm_seed(seed));
+  std::thread worker([&] {
+    for (size_t i = 0; i < texts.size() && error.empty(); ++i) {
+      const auto status = sp_->SampleEncode(absl::string_view(texts[i].data(), texts[i].size()), -1,
+                                            static_cast<float>(alpha), &out[i]);
+      if (!status.ok()) error = status.ToString();
+    }
+  });
+  worker.join();
+  QKV_CHECK(error.empty(), "sentencepiece", "sampling failed: ", error);
+  return out;
 }
 
 std::string SentencePiece::decode(const std::vector<std::string>& pieces) const {

@@ -48,7 +48,15 @@ class SentencePiece {
   static SentencePiece load(const std::string& path);  // a .model file
   static SentencePiece from_serialized(std::string bytes, const std::string& name);
 
-  std::vector<std::string> encode(std::string_view text) const;
+  std::vector<std::string> encode(std::string_view text) const;  // the best segmentation
+  // Subword regularization: one segmentation of each text drawn at random (unigram: sampled
+  // from the whole lattice with probabilities sharpened by alpha, Kudo 2018; bpe: BPE-dropout,
+  // each merge skipped with probability alpha, Provilkov et al. 2020). alpha in (0, 1]. The same
+  // texts, alpha and seed give the same pieces from any thread: SentencePiece keeps one random
+  // generator per thread, seeded when the thread first samples, so the draws run on a thread of
+  // their own whose generator starts at seed.
+  std::vector<std::vector<std::string>> sample(const std::vector<std::string_view>& texts,
+                                               double alpha, uint64_t seed) const;
   std::string decode(const std::vector<std::string>& pieces) const;
   Vocab vocab() const;  // every piece in id order
   // The model file's bytes (a serialized ModelProto), what save() writes.

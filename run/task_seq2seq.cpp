@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "data/subword_sampling.hpp"
 #include "nn/seq2seq.hpp"
 #include "run/average.hpp"
 #include "run/decode.hpp"
@@ -49,22 +50,36 @@ void Seq2SeqTask::check_positions(const config::RunConfig& cfg, const data::Data
             " with data.max_seq_len");
 }
 
+namespace {
+
+// data.spm_alpha > 0: each epoch's segmentations drawn afresh; else none (every epoch is d.train).
+data::EpochData epoch_data(const config::RunConfig& cfg, const data::DataSplits& d) {
+  if (cfg.data.spm_alpha <= 0) return {};
+  return data::SubwordSampler(d, cfg.data.spm_alpha, cfg.seed);
+}
+
+}  // namespace
+
 std::unique_ptr<data::BatchSource> Seq2SeqTask::make_loader(const config::RunConfig& cfg,
                                                             const data::DataSplits& d, int rank,
                                                             int ranks) const {
   data::LoaderOptions lopt = data::loader_options(cfg.data);
   lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
   lopt.shard_count = ranks;
+  lopt.epoch_data = epoch_data(cfg, d);
   return std::make_unique<data::Loader>(std::make_shared<const data::Dataset>(d.train), d.framing,
                                         lopt, cfg.seed);
 }
 
-// From the first epoch's plan (a copy of the loader's generator).
+// From the first epoch's plan (a copy of the loader's generator, over the loader's first epoch).
 int64_t Seq2SeqTask::steps_per_epoch(const config::RunConfig& cfg,
                                      const data::DataSplits& d) const {
   Generator plan_gen(cfg.seed);
   const data::LoaderOptions lopt = data::loader_options(cfg.data);
-  return static_cast<int64_t>(data::plan_batches(d.train, d.framing, lopt.batch, plan_gen).size());
+  const data::EpochData epochs = epoch_data(cfg, d);
+  const std::shared_ptr<const data::Dataset> drawn = epochs ? epochs(0) : nullptr;
+  const data::Dataset& first = drawn ? *drawn : d.train;
+  return static_cast<int64_t>(data::plan_batches(first, d.framing, lopt.batch, plan_gen).size());
 }
 
 std::string Seq2SeqTask::split_sizes(const data::DataSplits& d) const {

@@ -1,8 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <thread>
+
 #include "data/config.hpp"
 #include "data/parallel.hpp"
 #include "data/sentencepiece.hpp"
+#include "data/subword_sampling.hpp"
 #include "support/common.hpp"
 
 using namespace qkv;
@@ -100,4 +104,84 @@ TEST_CASE("sentencepiece: a parallel run's models are saved, reloaded, and decod
     CHECK(r.src_vocab == d.src_vocab);
     CHECK(r.tgt_vocab == d.tgt_vocab);
   }
+}
+
+TEST_CASE("sentencepiece: sampled segmentations spell the text and follow the seed") {
+  const std::vector<std::string> text = captions(1500);
+  const std::vector<std::string_view> some(text.begin(), text.begin() + 300);
+  for (const SpmType type : {SpmType::unigram, SpmType::bpe}) {
+    SentencePieceOptions o;
+    o.vocab_size = 400;
+    o.type = type;
+    const SentencePiece m = SentencePiece::train(text, o);
+    const auto a = m.sample(some, 0.1, 7);
+    CHECK(m.sample(some, 0.1, 7) == a);  // the same seed, the same draws
+    std::vector<std::vector<std::string>> elsewhere;
+    std::thread([&] { elsewhere = m.sample(some, 0.1, 7); }).join();
+    CHECK(elsewhere == a);  // from any thread
+    CHECK(m.sample(some, 0.1, 8) != a);
+    // Every draw is a segmentation of its text, and most are not the best one.
+    int best_01 = 0, best_1 = 0;
+    const auto sharp = m.sample(some, 1.0, 7);
+    for (size_t i = 0; i < some.size(); ++i) {
+      CHECK(m.decode(a[i]) == some[i]);
+      const auto best = m.encode(some[i]);
+      best_01 += a[i] == best;
+      best_1 += sharp[i] == best;
+    }
+    CHECK(best_01 < 150);
+    // unigram: alpha 1 samples p(x) itself, 0.1 flattens it toward uniform, so the best comes
+    // up more often at 1; bpe: alpha is the merge dropout, so 1.0 keeps no merge at all.
+    if (type == SpmType::unigram) CHECK(best_1 > best_01);
+    if (type == SpmType::bpe) CHECK(best_1 == 0);
+    CHECK_THROWS_WITH(m.sample(some, 0.0, 1), Catch::Contains("alpha"));
+    CHECK_THROWS_WITH(m.sample(some, 1.5, 1), Catch::Contains("alpha"));
+  }
+}
+
+TEST_CASE("subword sampling: each epoch draws a training set of its own, again on each call") {
+  DataConfig c;
+  c.task = qkv::data::TaskKind::parallel;
+  c.path = testing::source_path("configs/data/multi30k");
+  c.src_lang = "de";
+  c.tgt_lang = "en";
+  c.valid_split = "val";
+  c.test_split = "test_2016_flickr";
+  c.train_size = 600;
+  c.valid_size = 10;
+  c.test_size = 10;
+  c.tokenizer = qkv::data::TokenizerKind::sentencepiece;
+  c.spm_vocab_size = 300;
+  const DataSplits d = load_data(c);
+  const SubwordSampler sampler(d, 0.2, 1);
+  const auto e0 = sampler(0), e1 = sampler(1);
+  CHECK(sampler(0)->examples.size() == e0->examples.size());
+  size_t longest = 0, drawn_longest = 0;
+  int differ = 0, same_again = 0, other_best = 0;
+  const auto again = sampler(0);
+  for (size_t i = 0; i < d.train.examples.size(); ++i) {
+    const Example &best = d.train.examples[i], &x = e0->examples[i];
+    longest = std::max({longest, best.src.size(), best.tgt.size()});
+    drawn_longest = std::max({drawn_longest, x.src.size(), x.tgt.size()});
+    // Both sides spell their text (normalized, as the best segmentation spells it).
+    CHECK(decode_target(d, x.tgt) == decode_target(d, best.tgt));
+    auto source_text = [&](const Ids& ids) { return d.src_spm->decode(d.src_vocab.decode(ids)); };
+    CHECK(source_text(x.src) == source_text(best.src));
+    differ += x.src != e1->examples[i].src;
+    same_again += x.src == again->examples[i].src && x.tgt == again->examples[i].tgt;
+    other_best += x.src != best.src;
+  }
+  REQUIRE(e0->examples.size() == d.train.examples.size());
+  CHECK(e0->text.size() == d.train.text.size());
+  CHECK(same_again == static_cast<int>(d.train.examples.size()));
+  CHECK(differ > 100);      // another epoch, other draws
+  CHECK(other_best > 100);  // not the best segmentation
+  CHECK(drawn_longest <= longest);
+  CHECK_THROWS_WITH(SubwordSampler(d, 0.0, 1), Catch::Contains("alpha"));
+  DataConfig chars = c;
+  chars.tokenizer = qkv::data::TokenizerKind::chars;
+  chars.spm_alpha = 0.1;
+  CHECK_THROWS_WITH(validate(chars), Catch::Contains("data.spm_alpha"));
+  c.spm_alpha = 1.5;
+  CHECK_THROWS_WITH(validate(c), Catch::Contains("data.spm_alpha: must be in [0, 1]"));
 }
