@@ -23,6 +23,24 @@ std::vector<std::string> captions(size_t n) {
   }
   return out;
 }
+
+// The first `train` pairs of Multi30k's training split and `eval` of val and test_2016_flickr,
+// German to English, with a 300-piece SentencePiece model.
+DataConfig multi30k_slice(int64_t train, int64_t eval) {
+  DataConfig c;
+  c.task = qkv::data::TaskKind::parallel;
+  c.path = testing::source_path("configs/data/multi30k");
+  c.src_lang = "de";
+  c.tgt_lang = "en";
+  c.valid_split = "val";
+  c.test_split = "test_2016_flickr";
+  c.train_size = train;
+  c.valid_size = eval;
+  c.test_size = eval;
+  c.tokenizer = qkv::data::TokenizerKind::sentencepiece;
+  c.spm_vocab_size = 300;
+  return c;
+}
 }  // namespace
 
 TEST_CASE("sentencepiece: deterministic training, qkv's specials, and the round trip") {
@@ -69,18 +87,7 @@ TEST_CASE("sentencepiece: bad options and files are one clear error") {
 }
 
 TEST_CASE("sentencepiece: a parallel run's models are saved, reloaded, and decode to text") {
-  DataConfig c;
-  c.task = qkv::data::TaskKind::parallel;
-  c.path = testing::source_path("configs/data/multi30k");
-  c.src_lang = "de";
-  c.tgt_lang = "en";
-  c.valid_split = "val";
-  c.test_split = "test_2016_flickr";
-  c.train_size = 800;
-  c.valid_size = 20;
-  c.test_size = 20;
-  c.tokenizer = qkv::data::TokenizerKind::sentencepiece;
-  c.spm_vocab_size = 300;
+  DataConfig c = multi30k_slice(800, 20);
   for (bool shared : {true, false}) {
     c.shared_vocab = shared;
     const DataSplits d = load_data(c);
@@ -140,18 +147,7 @@ TEST_CASE("sentencepiece: sampled segmentations spell the text and follow the se
 }
 
 TEST_CASE("subword sampling: each epoch draws a training set of its own, again on each call") {
-  DataConfig c;
-  c.task = qkv::data::TaskKind::parallel;
-  c.path = testing::source_path("configs/data/multi30k");
-  c.src_lang = "de";
-  c.tgt_lang = "en";
-  c.valid_split = "val";
-  c.test_split = "test_2016_flickr";
-  c.train_size = 600;
-  c.valid_size = 10;
-  c.test_size = 10;
-  c.tokenizer = qkv::data::TokenizerKind::sentencepiece;
-  c.spm_vocab_size = 300;
+  DataConfig c = multi30k_slice(600, 10);
   const DataSplits d = load_data(c);
   const SubwordSampler sampler(d, 0.2, 1);
   const auto e0 = sampler(0), e1 = sampler(1);
