@@ -20,11 +20,14 @@ struct Cand {
   int64_t from, token;
 };
 
-// One source's search: its live and finished hypotheses.
+// One source's search: its live and finished hypotheses. `full` once it holds `beam` finished
+// ones: the search stops there, and the live ones, which still lack tokens and their <eos>, do
+// not compete (a shorter prefix always has the higher log-probability, so they would win).
 struct Search {
   std::vector<Hyp> live = {{{}, 0.0}};
   std::vector<Hyp> finished;
   bool done = false;
+  bool full = false;
 };
 
 // The best `keep` tokens of one row of log-probabilities (never <bos> or <pad>): higher score
@@ -43,7 +46,9 @@ void top_tokens(const float* lp, int64_t v, double base, int64_t from, int64_t k
 }
 
 // Advances one source by a step's candidates; returns, for each of its
-// `beam` rows, the row (within the source) whose history it continues.
+// `beam` rows, the row (within the source) whose history it continues. As in fairseq, a
+// hypothesis ends only where its <eos> ranks among the step's best `beam` candidates: an <eos>
+// ranked below would end the search early on a poor hypothesis.
 std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, int64_t max_len,
                              const data::Framing& f) {
   std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
@@ -52,11 +57,12 @@ std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, 
   });
   std::vector<Hyp> next;
   std::vector<int64_t> rows;
-  for (const Cand& c : cands) {
+  for (size_t rank = 0; rank < cands.size(); ++rank) {
+    const Cand& c = cands[rank];
     if (static_cast<int64_t>(next.size()) >= beam) break;
     Hyp h{s.live[static_cast<size_t>(c.from)].ids, c.score};
     if (f.eos >= 0 && c.token == f.eos) {
-      s.finished.push_back(h);
+      if (static_cast<int64_t>(rank) < beam) s.finished.push_back(h);
       continue;
     }
     h.ids.push_back(c.token);
@@ -68,7 +74,7 @@ std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, 
     rows.push_back(c.from);
   }
   if (static_cast<int64_t>(s.finished.size()) >= beam) {
-    s.done = true;
+    s.done = s.full = true;
     return {};
   }
   s.live = std::move(next);
@@ -77,7 +83,8 @@ std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, 
 }
 
 data::Ids best_of(Search& s, double alpha, const data::Framing& f) {
-  for (const Hyp& h : s.live) s.finished.push_back(h);  // the live ones compete too
+  if (!s.full)  // stopped by its length limit: the cut-off hypotheses compete too
+    for (const Hyp& h : s.live) s.finished.push_back(h);
   if (s.finished.empty()) return {};
   const int64_t extra = f.eos >= 0 ? 1 : 0;
   auto norm = [&](const Hyp& h) {
@@ -92,23 +99,13 @@ data::Ids best_of(Search& s, double alpha, const data::Framing& f) {
 
 }  // namespace
 
-std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
-                                   const data::Framing& f, int64_t beam,
-                                   const std::vector<int64_t>& max_lens, double alpha) {
-  QKV_CHECK(beam >= 1, "beam_decode", "beam must be >= 1, got ", beam);
-  QKV_CHECK(max_lens.size() == srcs.size(), "beam_decode", srcs.size(), " sources but ",
+std::vector<data::Ids> beam_search(int64_t b, int64_t beam, const std::vector<int64_t>& max_lens,
+                                   double alpha, const data::Framing& f, const BeamStep& step,
+                                   const BeamReorder& reorder) {
+  QKV_CHECK(beam >= 1, "beam_search", "beam must be >= 1, got ", beam);
+  QKV_CHECK(static_cast<int64_t>(max_lens.size()) == b, "beam_search", b, " sources but ",
             max_lens.size(), " lengths");
-  const int64_t b = static_cast<int64_t>(srcs.size());
   if (b == 0) return {};
-  const InferenceScope scope(model);
-  const auto [ids, valid] = pad_sources(srcs);
-  // Encode each source once; its `beam` rows share the memory.
-  std::vector<int64_t> rep(static_cast<size_t>(b * beam));
-  for (int64_t r = 0; r < b * beam; ++r) rep[static_cast<size_t>(r)] = r / beam;
-  const Tensor rep_t = from_vector(rep, {b * beam});
-  const ag::Var memory(index_select(model.encode(ids, valid).data(), 0, rep_t));
-  auto state = model.start_decoding(memory, index_select(valid, 0, rep_t));
-
   std::vector<Search> search(static_cast<size_t>(b));
   const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
   std::vector<int64_t> last(static_cast<size_t>(b * beam), f.bos), order(last.size());
@@ -125,9 +122,9 @@ std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<d
       }
     }
     if (!any) break;
-    const Tensor logp =
-        log_softmax(model.decode_step(state, from_vector(last, {b * beam})).data(), -1)
-            .contiguous();  // (B * beam, V) float
+    const Tensor logp = step(last).contiguous();  // (B * beam, V) float
+    QKV_CHECK(logp.dim() == 2 && logp.size(0) == b * beam, "beam_search", "step gave ",
+              shape_str(logp.shape()), " log-probabilities for ", b * beam, " rows");
     const int64_t v = logp.size(1);
     const float* lp = logp.data<float>();
     for (int64_t i = 0; i < b; ++i) {
@@ -145,15 +142,41 @@ std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<d
             i * beam +
             (rows.empty() ? k : rows[std::min<size_t>(static_cast<size_t>(k), rows.size() - 1)]);
     }
-    const Tensor idx = from_vector(order, {b * beam});
-    for (auto& c : state.cache) {
-      c.self_k = ag::Var(index_select(c.self_k.data(), 0, idx));
-      c.self_v = ag::Var(index_select(c.self_v.data(), 0, idx));
-    }
+    reorder(order);
   }
   std::vector<data::Ids> out;
   for (Search& s : search) out.push_back(best_of(s, alpha, f));
   return out;
+}
+
+std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
+                                   const data::Framing& f, int64_t beam,
+                                   const std::vector<int64_t>& max_lens, double alpha) {
+  QKV_CHECK(beam >= 1, "beam_decode", "beam must be >= 1, got ", beam);
+  QKV_CHECK(max_lens.size() == srcs.size(), "beam_decode", srcs.size(), " sources but ",
+            max_lens.size(), " lengths");
+  const int64_t b = static_cast<int64_t>(srcs.size());
+  if (b == 0) return {};
+  const InferenceScope scope(model);
+  const auto [ids, valid] = pad_sources(srcs);
+  // Encode each source once; its `beam` rows share the memory.
+  std::vector<int64_t> rep(static_cast<size_t>(b * beam));
+  for (int64_t r = 0; r < b * beam; ++r) rep[static_cast<size_t>(r)] = r / beam;
+  const Tensor rep_t = from_vector(rep, {b * beam});
+  const ag::Var memory(index_select(model.encode(ids, valid).data(), 0, rep_t));
+  auto state = model.start_decoding(memory, index_select(valid, 0, rep_t));
+  const BeamStep step = [&](const std::vector<int64_t>& last) {
+    const auto rows = static_cast<int64_t>(last.size());
+    return log_softmax(model.decode_step(state, from_vector(last, {rows})).data(), -1);
+  };
+  const BeamReorder reorder = [&](const std::vector<int64_t>& order) {
+    const Tensor idx = from_vector(order, {static_cast<int64_t>(order.size())});
+    for (auto& c : state.cache) {
+      c.self_k = ag::Var(index_select(c.self_k.data(), 0, idx));
+      c.self_v = ag::Var(index_select(c.self_v.data(), 0, idx));
+    }
+  };
+  return beam_search(b, beam, max_lens, alpha, f, step, reorder);
 }
 
 }  // namespace qkv::run

@@ -3,6 +3,7 @@
 // exact match that validation and `qkv eval` report. Consumers reach them through the run's
 // inference (run/inference.hpp); training's validation calls evaluate directly.
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,11 +44,23 @@ std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs);
 std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                      const data::Framing& f, const std::vector<int64_t>& max_lens);
 // Beam search with length normalisation (beam_search.cpp): hypotheses are ranked by
-// log P / length^alpha; each source's output stops at <eos> or max_lens[i] ids. B sources x
-// `beam` hypotheses are one batch of B * beam decoder rows, so each step is one decoder call;
-// one source is a batch of one.
+// log P / length^alpha, length counting the <eos>; each source's output stops at <eos> or
+// max_lens[i] ids. A source's search ends once `beam` hypotheses have ended in <eos> (the best
+// of them is its output, as fairseq and Marian do) or at its length limit (then the unfinished
+// ones compete too). B sources x `beam` hypotheses are one batch of B * beam decoder rows, so
+// each step is one decoder call; one source is a batch of one.
 std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                    const data::Framing& f, int64_t beam,
                                    const std::vector<int64_t>& max_lens, double alpha = 1.0);
+
+// The search of beam_decode over any next-token model, for B sources: `step(last)` takes the
+// last token of each of the B * beam rows (row i * beam + k: source i's k-th hypothesis; <bos>
+// at the start and on rows with nothing to extend) and returns their (B * beam, V) float
+// log-probabilities; `reorder(order)` then makes each row r continue row order[r]'s state.
+using BeamStep = std::function<Tensor(const std::vector<int64_t>& last)>;
+using BeamReorder = std::function<void(const std::vector<int64_t>& order)>;
+std::vector<data::Ids> beam_search(int64_t b, int64_t beam, const std::vector<int64_t>& max_lens,
+                                   double alpha, const data::Framing& f, const BeamStep& step,
+                                   const BeamReorder& reorder);
 
 }  // namespace qkv::run
