@@ -115,7 +115,7 @@ std::vector<data::Ids> beam_search(int64_t b, int64_t beam, const std::vector<in
       Search& s = search[static_cast<size_t>(i)];
       if (!s.done && t >= max_lens[static_cast<size_t>(i)]) s.done = true;
       any = any || !s.done;
-      for (int64_t k = 0; k < beam; ++k) {  // rows beyond live.size() repeat row 0
+      for (int64_t k = 0; k < beam; ++k) {  // rows beyond live.size() repeat the last live one
         const size_t r = static_cast<size_t>(i * beam + k);
         const Hyp& h = s.live[std::min<size_t>(static_cast<size_t>(k), s.live.size() - 1)];
         last[r] = s.done || h.ids.empty() ? f.bos : h.ids.back();

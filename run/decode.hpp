@@ -44,18 +44,20 @@ std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs);
 std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                      const data::Framing& f, const std::vector<int64_t>& max_lens);
 // Beam search with length normalisation (beam_search.cpp): hypotheses are ranked by
-// log P / length^alpha, length counting the <eos>; each source's output stops at <eos> or
-// max_lens[i] ids. A source's search ends once `beam` hypotheses have ended in <eos> (the best
-// of them is its output, as fairseq and Marian do) or at its length limit (then the unfinished
-// ones compete too). B sources x `beam` hypotheses are one batch of B * beam decoder rows, so
-// each step is one decoder call; one source is a batch of one.
+// log P / length^alpha, the length counting one more for the <eos> where the framing has one;
+// each source's output stops at <eos> or max_lens[i] ids. A hypothesis ends where its <eos>
+// ranks among the step's best `beam` candidates (fairseq's rule). A source's search stops once
+// `beam` hypotheses have ended (the best of them is its output) or at its length limit (then
+// the unfinished ones compete too). B sources x `beam` hypotheses are one batch of B * beam
+// decoder rows, so each step is one decoder call; one source is a batch of one.
 std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                    const data::Framing& f, int64_t beam,
                                    const std::vector<int64_t>& max_lens, double alpha = 1.0);
 
 // The search of beam_decode over any next-token model, for B sources: `step(last)` takes the
 // last token of each of the B * beam rows (row i * beam + k: source i's k-th hypothesis; <bos>
-// at the start and on rows with nothing to extend) and returns their (B * beam, V) float
+// at the start and once a source is done; a source with fewer than `beam` live hypotheses
+// repeats its last one on the spare rows) and returns their (B * beam, V) float
 // log-probabilities; `reorder(order)` then makes each row r continue row order[r]'s state.
 using BeamStep = std::function<Tensor(const std::vector<int64_t>& last)>;
 using BeamReorder = std::function<void(const std::vector<int64_t>& order)>;

@@ -65,9 +65,9 @@ TEST_CASE("beam search: a search cut by its length limit returns the best cut-of
 }
 
 TEST_CASE("beam search: the ended hypothesis with the best length-normalised score wins") {
-  // Beam 3. "" ends with log 0.25 = -1.386, "a" with log(0.4 * 0.3) = -2.12 and "a x" with
-  // log(0.4 * 0.7 * 0.9) = -1.378: alpha 0 takes "a x" by a hair, alpha 1 clearly (-0.46
-  // against -1.06 and -1.386); "b y" ends with log(0.35 * 0.75 * 0.9) = -1.44. "b"'s <eos>
+  // Beam 3. "" ends with log 0.25 = -1.386, "a" with log(0.4 * 0.3) = -2.12, "a x" with
+  // log(0.4 * 0.7 * 0.9) = -1.378 and "b y" with log(0.35 * 0.75 * 0.9) = -1.44: alpha 0 takes
+  // "a x" by a hair, alpha 1 too (-0.46 against -1.06, -1.386 and -0.48). "b"'s <eos>
   // (log(0.35 * 0.25) = -2.44) ranks fourth at its step, outside the beam: it does not end.
   const Table t = {{1, {{kA, 0.4}, {kB, 0.35}, {kEos, 0.25}}},
                    {kA, {{kEos, 0.3}, {kX, 0.7}}},
