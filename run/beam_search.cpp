@@ -20,14 +20,11 @@ struct Cand {
   int64_t from, token;
 };
 
-// One source's search: its live and finished hypotheses. `full` once it holds `beam` finished
-// ones: the search stops there, and the live ones, which still lack tokens and their <eos>, do
-// not compete (a shorter prefix always has the higher log-probability, so they would win).
+// One source's search: its live and finished hypotheses.
 struct Search {
   std::vector<Hyp> live = {{{}, 0.0}};
   std::vector<Hyp> finished;
   bool done = false;
-  bool full = false;
 };
 
 // The best `keep` tokens of one row of log-probabilities (never <bos> or <pad>): higher score
@@ -74,7 +71,7 @@ std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, 
     rows.push_back(c.from);
   }
   if (static_cast<int64_t>(s.finished.size()) >= beam) {
-    s.done = s.full = true;
+    s.done = true;
     return {};
   }
   s.live = std::move(next);
@@ -82,8 +79,11 @@ std::vector<int64_t> advance(Search& s, std::vector<Cand>& cands, int64_t beam, 
   return rows;
 }
 
-data::Ids best_of(Search& s, double alpha, const data::Framing& f) {
-  if (!s.full)  // stopped by its length limit: the cut-off hypotheses compete too
+// The output of a stopped search. Once `beam` hypotheses have ended the live ones, which still
+// lack tokens and their <eos>, do not compete: a shorter prefix always has the higher
+// log-probability, so they would win. Only a search cut by its length limit lets them compete.
+data::Ids best_of(Search& s, int64_t beam, double alpha, const data::Framing& f) {
+  if (static_cast<int64_t>(s.finished.size()) < beam)
     for (const Hyp& h : s.live) s.finished.push_back(h);
   if (s.finished.empty()) return {};
   const int64_t extra = f.eos >= 0 ? 1 : 0;
@@ -97,14 +97,20 @@ data::Ids best_of(Search& s, double alpha, const data::Framing& f) {
   return best->ids;
 }
 
+// Both entry points' arguments: B sources with one length limit each, at least one hypothesis.
+void check_beam_args(const char* op, int64_t b, int64_t beam,
+                     const std::vector<int64_t>& max_lens) {
+  QKV_CHECK(beam >= 1, op, "beam must be >= 1, got ", beam);
+  QKV_CHECK(static_cast<int64_t>(max_lens.size()) == b, op, b, " sources but ", max_lens.size(),
+            " lengths");
+}
+
 }  // namespace
 
 std::vector<data::Ids> beam_search(int64_t b, int64_t beam, const std::vector<int64_t>& max_lens,
                                    double alpha, const data::Framing& f, const BeamStep& step,
                                    const BeamReorder& reorder) {
-  QKV_CHECK(beam >= 1, "beam_search", "beam must be >= 1, got ", beam);
-  QKV_CHECK(static_cast<int64_t>(max_lens.size()) == b, "beam_search", b, " sources but ",
-            max_lens.size(), " lengths");
+  check_beam_args("beam_search", b, beam, max_lens);
   if (b == 0) return {};
   std::vector<Search> search(static_cast<size_t>(b));
   const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
@@ -145,17 +151,15 @@ std::vector<data::Ids> beam_search(int64_t b, int64_t beam, const std::vector<in
     reorder(order);
   }
   std::vector<data::Ids> out;
-  for (Search& s : search) out.push_back(best_of(s, alpha, f));
+  for (Search& s : search) out.push_back(best_of(s, beam, alpha, f));
   return out;
 }
 
 std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                    const data::Framing& f, int64_t beam,
                                    const std::vector<int64_t>& max_lens, double alpha) {
-  QKV_CHECK(beam >= 1, "beam_decode", "beam must be >= 1, got ", beam);
-  QKV_CHECK(max_lens.size() == srcs.size(), "beam_decode", srcs.size(), " sources but ",
-            max_lens.size(), " lengths");
   const int64_t b = static_cast<int64_t>(srcs.size());
+  check_beam_args("beam_decode", b, beam, max_lens);  // before any encoding
   if (b == 0) return {};
   const InferenceScope scope(model);
   const auto [ids, valid] = pad_sources(srcs);
