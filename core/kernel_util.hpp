@@ -70,6 +70,17 @@ void for_invariant_bands(int64_t len, F&& band) {
   });
 }
 
+// Runs band(lo, hi) over [0, len) in one band per thread, each starting at a multiple of
+// kBandAlign: the split of a training product (deterministic for a given thread count).
+template <class F>
+void for_thread_bands(int64_t len, F&& band) {
+  const int64_t units = (len + kBandAlign - 1) / kBandAlign;
+  // Cost per unit high enough that parallel_for always forks.
+  parallel_for(units, kParallelGrain, [&](int64_t lo_u, int64_t hi_u) {
+    band(lo_u * kBandAlign, std::min(hi_u * kBandAlign, len));
+  });
+}
+
 // Storage offset of every batch entry of t (batch dims: all but the last two), row-major order.
 inline std::vector<int64_t> batch_offsets(const Tensor& t, int64_t nb) {
   std::vector<int64_t> off(nb);

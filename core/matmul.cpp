@@ -116,12 +116,7 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
     }
   };
   if (invariant) return for_invariant_bands(len, band);
-  const int64_t units = (len + kBandAlign - 1) / kBandAlign;
-  // One band per thread, in whole units of kBandAlign. Cost per unit high enough that
-  // parallel_for always forks above kBandMinWork.
-  parallel_for(units, kParallelGrain, [&](int64_t lo_u, int64_t hi_u) {
-    band(lo_u * kBandAlign, std::min(hi_u * kBandAlign, len));
-  });
+  for_thread_bands(len, band);
 }
 
 template void gemm_bands<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,

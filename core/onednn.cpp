@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -165,29 +166,43 @@ void run_one_thread(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf1
   run_product(ProductKey{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, 1}, a, b, c, bias);
 }
 
+// Whether oneDNN's own split of a training product beats one band per thread: when k is more
+// than twice the result's larger side and the result is large, oneDNN can cut k between the
+// threads, which one-thread bands cannot (the output layer's dx, 2688 x 256 over a 6000-word
+// vocabulary: 16.4 ms on oneDNN's split, 19.2 ms in bands; every other Multi30k and gpt-char
+// product was faster in bands, 2.7-25%, docs/performance.md).
+bool onednn_split_pays(int64_t n, int64_t m, int64_t k) {
+  return k > 2 * std::max(n, m) && n * m >= 512 * 512;
+}
+
 }  // namespace
 
 void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
   QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,
             ", k ", k, ")");
-  if (!thread_invariant_products()) {
+  const bool invariant = thread_invariant_products();
+  if (!invariant && (get_num_threads() <= 1 || onednn_split_pays(n, m, k))) {
     const ProductKey key{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()};
     return run_product(key, a, b, c, bias);
   }
   if (n * m * k < kBandMinWork)
     return run_one_thread(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, bias);
-  // Bands fixed by the shape, each on one thread with a one-thread plan (oneDNN may split k
-  // between threads otherwise, which would change a sum's rounding with the thread count).
+  // Each band on one thread with a one-thread plan, as qkv's sgemm bands run: no thread waits
+  // for another inside the product (oneDNN's own split left one of two threads idle for 9% of
+  // Multi30k's step). Under ThreadInvariantProducts the bands are fixed by the shape, so that
+  // the bits do not depend on the thread count (oneDNN may split k between threads otherwise).
   const bool by_rows = n >= m;
-  for_invariant_bands(by_rows ? n : m, [&](int64_t lo, int64_t hi) {
+  auto band = [&](int64_t lo, int64_t hi) {
     if (by_rows)
       run_one_thread(ta, tb, hi - lo, m, k, a + op_row_offset(ta, lda, lo), lda, b, ldb,
                      c + lo * ldc, ldc, bias);
     else
       run_one_thread(ta, tb, n, hi - lo, k, a, lda, b + op_col_offset(tb, ldb, lo), ldb, c + lo,
                      ldc, bias ? bias + lo : nullptr);
-  });
+  };
+  if (invariant) return for_invariant_bands(by_rows ? n : m, band);
+  for_thread_bands(by_rows ? n : m, band);
 }
 
 }  // namespace kernel
