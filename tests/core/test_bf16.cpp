@@ -119,7 +119,7 @@ TEST_CASE("precision names parse and print, unknown names are errors") {
   CHECK(current_precision() == Precision::fp32);
 }
 
-TEST_CASE("bf16 linear products against float64 of the rounded operands, all transposes, 1 and 2 threads") {
+TEST_CASE("bf16 linear products against float64 of rounded operands, each transpose, 1 and 2 threads") {
   REQUIRE_BF16_SUPPORTED();
   Generator g(7);
   // Sizes crossing 16-row bands, 32-wide vectors and oneDNN's brgemm blocks (16, 32, 64); the
