@@ -119,15 +119,16 @@ TEST_CASE("precision names parse and print, unknown names are errors") {
   CHECK(current_precision() == Precision::fp32);
 }
 
-TEST_CASE("bf16 linear products against float64 of rounded operands, each transpose, 1 and 2 threads") {
+TEST_CASE(
+    "bf16 linear products against float64 of rounded operands, each transpose, 1 and 2 threads") {
   REQUIRE_BF16_SUPPORTED();
   Generator g(7);
   // Sizes crossing 16-row bands, 32-wide vectors and oneDNN's brgemm blocks (16, 32, 64); the
   // larger ones run in one band per thread (by rows, by columns, a ragged last band), and
   // {520, 520, 1100}'s dx (k 1100 over a 520 x 520 result) on oneDNN's own split of k.
-  const int64_t sizes[][3] = {{1, 1, 1},       {3, 5, 7},       {17, 33, 15},   {64, 64, 64},
-                              {65, 31, 129},   {130, 65, 256},  {768, 128, 128}, {300, 97, 513},
-                              {520, 520, 1100}};
+  const int64_t sizes[][3] = {{1, 1, 1},       {3, 5, 7},      {17, 33, 15},
+                              {64, 64, 64},    {65, 31, 129},  {130, 65, 256},
+                              {768, 128, 128}, {300, 97, 513}, {520, 520, 1100}};
   for (const auto& s : sizes) {
     const int64_t n = s[0], in = s[1], out = s[2];
     for (int combo = 0; combo < 8; ++combo) {
