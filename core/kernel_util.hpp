@@ -70,10 +70,13 @@ void for_invariant_bands(int64_t len, F&& band) {
   });
 }
 
-// Runs band(lo, hi) over [0, len) in one band per thread, each starting at a multiple of
-// kBandAlign: the split of a training product (deterministic for a given thread count).
+// Runs band(lo, hi) over [0, len) in a banded product's split: under ThreadInvariantProducts
+// the bands fixed by the shape (for_invariant_bands), otherwise one band per thread, each
+// starting at a multiple of kBandAlign (deterministic for a given thread count). Inside a
+// parallel region the bands run in turn on the calling thread (parallel_for does not nest).
 template <class F>
-void for_thread_bands(int64_t len, F&& band) {
+void for_product_bands(int64_t len, F&& band) {
+  if (thread_invariant_products()) return for_invariant_bands(len, band);
   const int64_t units = (len + kBandAlign - 1) / kBandAlign;
   // Cost per unit high enough that parallel_for always forks.
   parallel_for(units, kParallelGrain, [&](int64_t lo_u, int64_t hi_u) {

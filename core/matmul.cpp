@@ -115,8 +115,7 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
               c + lo, ldc);
     }
   };
-  if (invariant) return for_invariant_bands(len, band);
-  for_thread_bands(len, band);
+  for_product_bands(len, band);
 }
 
 template void gemm_bands<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,

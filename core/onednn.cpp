@@ -201,8 +201,7 @@ void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* 
       run_one_thread(ta, tb, n, hi - lo, k, a, lda, b + op_col_offset(tb, ldb, lo), ldb, c + lo,
                      ldc, bias ? bias + lo : nullptr);
   };
-  if (invariant) return for_invariant_bands(by_rows ? n : m, band);
-  for_thread_bands(by_rows ? n : m, band);
+  for_product_bands(by_rows ? n : m, band);
 }
 
 }  // namespace kernel
