@@ -110,9 +110,10 @@ void build_gpt(BenchStep& b, const BenchModel& m, Generator& gen, Precision p) {
   gc.name = optim::OptimizerKind::adamw, gc.lr = 1e-3, gc.beta2 = 0.99, gc.weight_decay = 0.1;
   b.opt = optim::make_optimizer(gc, b.model->named_parameters());
   b.train_with(
-      [&b, &m, lm] {
-        const ag::Var logits = lm->forward(b.tgt_in);
-        return train::Forward{ag::cross_entropy(ag::reshape(logits, {-1, m.vocab}), b.tgt_out), 0};
+      [&b, lm] {
+        // as a run's training step computes its loss (train/seq2seq_step.cpp)
+        return train::Forward{
+            lm->forward_loss(Tensor(), b.tgt_in, Tensor(), Tensor(), b.tgt_out, -100, 0.0), 0};
       },
       bench_options(1.0, p));
 }
@@ -153,10 +154,9 @@ void build_seq2seq(BenchStep& b, const BenchModel& m, int64_t rank, int64_t rank
   b.opt = optim::make_optimizer(oc, b.model->named_parameters());
   if (data_parallel) b.ctx = std::make_unique<run::dist::Context>(b.model->parameters());
   b.train_with(
-      [&b, &m, s2s, rows, share, ranks] {
-        const ag::Var logits = s2s->forward(b.src, b.tgt_in, b.valid, b.tgt_valid);
+      [&b, s2s, share, ranks] {
         ag::Var loss =
-            ag::cross_entropy(ag::reshape(logits, {rows * target_length(m), m.vocab}), b.tgt_out);
+            s2s->forward_loss(b.src, b.tgt_in, b.valid, b.tgt_valid, b.tgt_out, -100, 0.0);
         if (ranks > 1) loss = loss * share;
         return train::Forward{loss, 0};
       },

@@ -123,6 +123,13 @@ Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-6);
 // All targets ignored gives 0 (torch gives NaN) with zero gradient.
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100,
                   double label_smoothing = 0.0);
+// cross_entropy(linear(x, w, b) as (N, V), targets): an output layer and its loss. x: (..., d)
+// with N rows, w: (V, d), b: (V) or undefined, targets: (N). In a bf16 PrecisionScope with
+// float32 inputs, one op that never forms the (N, V) float32 logits (core/fused.hpp's
+// linear_cross_entropy_forward: the gradient is formed in the forward, in bfloat16);
+// otherwise exactly the two ops, with their bits.
+Var linear_cross_entropy(const Var& x, const Var& w, const Var& b, const Tensor& targets,
+                         int64_t ignore_index = -100, double label_smoothing = 0.0);
 Var mse_loss(const Var& x, const Var& y);  // mean of squared differences
 
 // --- operators ---

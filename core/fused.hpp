@@ -118,6 +118,41 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
 // -> dL/dlogits (N, C) for dL/dloss = g: g / count * (softmax - q), zero rows where ignored.
 Tensor cross_entropy_backward(const CrossEntropyResult& f, double g);
 
+// --- the output layer and its cross-entropy in one op, bf16 (core/linear_cross_entropy.cpp) ---
+// loss = cross_entropy(x w^T + b, targets) without the (N, V) float32 logits, for float32
+// inputs in a bf16 PrecisionScope (the caller composes linear_forward and cross_entropy_forward
+// otherwise: ag::linear_cross_entropy). x's rows are taken kLinearCrossEntropyChunk at a time,
+// each chunk by one thread: its logits, a bf16 product into the thread's scratch, then its
+// rows' losses and gradient rows, rounded to bfloat16, so the backward is two bf16 products
+// over the gradient and a column sum. Each logit is read back from cache, not memory, and
+// exponentiated once (the unfused step wrote 64 MB of Multi30k logits, read them twice and
+// wrote and rounded a 64 MB gradient). Chunks do not depend on the thread count, nor do the
+// bits of the loss and of dlogits; the backward's products are bf16 products as any other
+// (the same bits at any thread count under ThreadInvariantProducts).
+inline constexpr int64_t kLinearCrossEntropyChunk = 128;
+struct LinearCrossEntropyResult {
+  double loss = 0;    // mean over the rows whose target is not ignore_index (0: none)
+  int64_t count = 0;  // rows that are not ignored
+  Tensor x, w;        // x (N, d) contiguous and w (V, d): the backward's operands
+  // (N, V) bfloat16 (with_grad only): (softmax - q) / count per row, q the smoothed target
+  // distribution as cross_entropy_backward's; zero rows where ignored
+  std::shared_ptr<Storage> dlogits;
+  Tensor bias_grad;  // (V) float32, with a bias and with_grad: the column sums before rounding
+};
+// x: (N, d), w: (V, d), b: (V) or undefined, all float32; targets: (N) int64 in [0, V) or
+// ignore_index. with_grad: also form the gradient (for a backward).
+LinearCrossEntropyResult linear_cross_entropy_forward(const Tensor& x, const Tensor& w,
+                                                      const Tensor& b, const Tensor& targets,
+                                                      int64_t ignore_index, double label_smoothing,
+                                                      bool with_grad);
+// For dL/dloss = g: dx = g dlogits w (N, d), dw = g dlogits^T x (V, d), db = g bias_grad (V);
+// each formed only when asked (need_*), else undefined. In a bf16 PrecisionScope or not.
+struct LinearCrossEntropyGrads {
+  Tensor dx, dw, db;
+};
+LinearCrossEntropyGrads linear_cross_entropy_backward(const LinearCrossEntropyResult& f, double g,
+                                                      bool need_dx, bool need_dw, bool need_db);
+
 // --- activations (core/elementwise.cpp) ---
 // g where y > 0, else 0: relu's backward from its output (y = relu(x) > 0 exactly when x > 0).
 Tensor relu_backward(const Tensor& y, const Tensor& g);

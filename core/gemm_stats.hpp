@@ -4,7 +4,9 @@
 //
 // Off by default: then a GEMM pays one relaxed atomic load. On, each top-level product is
 // timed. Not timed: the tiles inside fused attention, and products called from inside a
-// parallel region (parts of other ops); a batched matmul's products are timed together.
+// parallel region (parts of other ops); a batched matmul's products are timed together. The
+// bf16 output layer's chunks inside the fused loss (core/linear_cross_entropy.cpp) are recorded
+// as its one (N, V) product: their summed time over the threads that ran them.
 // Shapes are as BLAS sees them, row-major: C (n, m) = op(A) (n, k) op(B) (k, m), where op is
 // T when that operand is read transposed.
 #pragma once

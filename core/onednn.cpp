@@ -177,6 +177,12 @@ bool onednn_split_pays(int64_t n, int64_t m, int64_t k) {
 
 }  // namespace
 
+void gemm_bf16_this_thread(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a,
+                           int64_t lda, const bf16_t* b, int64_t ldb, float* c, int64_t ldc,
+                           const float* bias) {
+  run_one_thread(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, bias);
+}
+
 void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
   QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,

@@ -32,5 +32,12 @@ namespace kernel {
 void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias);
 
+// The same product on the calling thread alone, with a primitive planned for one thread (its
+// bits do not depend on the thread count); callable inside a parallel region, where each
+// thread runs products of its own (core/linear_cross_entropy.cpp's chunks).
+void gemm_bf16_this_thread(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a,
+                           int64_t lda, const bf16_t* b, int64_t ldb, float* c, int64_t ldc,
+                           const float* bias);
+
 }  // namespace kernel
 }  // namespace qkv

@@ -70,7 +70,21 @@ Var DecoderLM::forward(const Tensor&, const Tensor& tgt_in, const Tensor&, const
   return forward(tgt_in, tgt_valid, maps ? &maps->decoder_self : nullptr);
 }
 
+Var DecoderLM::features(const Tensor&, const Tensor& tgt_in, const Tensor&, const Tensor& tgt_valid,
+                        AttentionMaps* maps) const {
+  return body(tgt_in, tgt_valid, maps ? &maps->decoder_self : nullptr);
+}
+
+Model::OutputLayer DecoderLM::output_layer() const {
+  if (output) return {output->weight, output->bias, logit_softcap};
+  return {embed->weight, Var(), logit_softcap};  // tied: h E^T
+}
+
 Var DecoderLM::forward(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const {
+  return head(body(ids, valid, weights));
+}
+
+Var DecoderLM::body(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64, "DecoderLM",
             "ids must be (B, T) int64, got ", dtype_name(ids.dtype()), " ", ids.shape());
   QKV_CHECK(!valid.defined() || valid.shape() == ids.shape(), "DecoderLM", "valid ", valid.shape(),
@@ -81,7 +95,7 @@ Var DecoderLM::forward(const Tensor& ids, const Tensor& valid, std::vector<Var>*
   const Var x = pos->forward(hook_point(embed->forward(ids), "embed"));
   Tensor mask = causal_mask(t);
   if (valid.defined()) mask = combine_masks(mask, key_padding_mask(valid));
-  return head(blocks->forward(x, mask, weights));
+  return blocks->forward(x, mask, weights);
 }
 
 Var DecoderLM::step(Cache& cache, const Tensor& tokens) const {

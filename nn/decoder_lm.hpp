@@ -71,8 +71,15 @@ class DecoderLM : public Model {
   std::shared_ptr<Linear> output;   // null when tied to embed
   double logit_softcap = 0;
 
+ protected:
+  Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+               const Tensor& tgt_valid, AttentionMaps* maps) const override;
+  OutputLayer output_layer() const override;
+
  private:
   Var head(const Var& h) const;  // (..., d) -> logits (..., V)
+  // forward up to the head: (B, T, d)
+  Var body(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const;
 };
 
 }  // namespace qkv::nn

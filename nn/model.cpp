@@ -1,5 +1,7 @@
 #include "nn/model.hpp"
 
+#include "nn/hooks.hpp"
+
 namespace qkv::nn {
 
 std::string Model::scoped(const std::string& name) const {
@@ -26,6 +28,20 @@ void Model::load_checkpoint_state(const NamedTensors& state) {
   for (const auto& [name, t] : state)  // an unscoped name stays as is: load_state_dict names it
     mine.emplace_back(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, t);
   load_state_dict(mine);
+}
+
+Var Model::forward_loss(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+                        const Tensor& tgt_valid, const Tensor& tgt_out, int64_t ignore_index,
+                        double label_smoothing, AttentionMaps* maps) const {
+  const OutputLayer out = output_layer();
+  if (hooks_active() || out.softcap > 0) {  // the logits are needed as themselves
+    const Var logits = forward(src, tgt_in, src_valid, tgt_valid, maps);
+    return ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), tgt_out.flatten(),
+                             ignore_index, label_smoothing);
+  }
+  const Var h = features(src, tgt_in, src_valid, tgt_valid, maps);
+  return ag::linear_cross_entropy(h, out.weight, out.bias, tgt_out.flatten(), ignore_index,
+                                  label_smoothing);
 }
 
 }  // namespace qkv::nn

@@ -29,6 +29,13 @@ class Model : public Module {
   // decoder_self).
   virtual Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                       const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const = 0;
+  // The teacher-forced token-mean loss: cross_entropy(forward(...) as (B*T, V), tgt_out (B, T)
+  // flattened, ignore_index, label_smoothing). Unless something needs the logits (hooks in
+  // scope, a logit soft cap), the output layer and the loss are one op,
+  // ag::linear_cross_entropy: a bf16 step then never forms the (B*T, V) float32 logits.
+  Var forward_loss(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+                   const Tensor& tgt_valid, const Tensor& tgt_out, int64_t ignore_index,
+                   double label_smoothing, AttentionMaps* maps = nullptr) const;
 
   // The generator used by every dropout in the model (saved in checkpoints).
   Generator& dropout_generator() const { return *dropout_gen_; }
@@ -43,6 +50,16 @@ class Model : public Module {
  protected:
   Model(std::shared_ptr<Generator> dropout_gen, std::string scope)
       : dropout_gen_(std::move(dropout_gen)), scope_(std::move(scope)) {}
+  // What forward computes before its output layer: (B, T, d), the same arguments.
+  virtual Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+                       const Tensor& tgt_valid, AttentionMaps* maps) const = 0;
+  // The output layer forward applies to features: logits = soft cap of (h weight^T + bias).
+  struct OutputLayer {
+    Var weight;  // (V, d)
+    Var bias;    // (V) or undefined
+    double softcap = 0;
+  };
+  virtual OutputLayer output_layer() const = 0;
 
   std::shared_ptr<Generator> dropout_gen_;  // the layers' dropouts hold it too
 

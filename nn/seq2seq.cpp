@@ -113,6 +113,13 @@ Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>
 
 Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
                     const Tensor& tgt_valid, AttentionMaps* maps) const {
+  const Var h = decode_features(memory, src_valid, tgt_in, tgt_valid, maps);
+  ag::ModuleScope scope("decoder");
+  return project(h);
+}
+
+Var Seq2Seq::decode_features(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
+                             const Tensor& tgt_valid, AttentionMaps* maps) const {
   QKV_CHECK(tgt_in.dim() == 2 && tgt_valid.shape() == tgt_in.shape(), "Seq2Seq::decode", "tgt_in ",
             tgt_in.shape(), " and tgt_valid ", tgt_valid.shape(), " must both be (B, T)");
   ag::ModuleScope scope("decoder");
@@ -122,7 +129,7 @@ Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tg
   const Var h =
       decoder->forward(y, memory, self_mask, key_padding_mask(src_valid),
                        maps ? &maps->decoder_self : nullptr, maps ? &maps->decoder_cross : nullptr);
-  return project(h);
+  return h;
 }
 
 Var Seq2Seq::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
@@ -131,6 +138,19 @@ Var Seq2Seq::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_
             ", tgt_in ", tgt_in.shape());
   const Var memory = encode(src, src_valid, maps ? &maps->encoder_self : nullptr);
   return decode(memory, src_valid, tgt_in, tgt_valid, maps);
+}
+
+Var Seq2Seq::features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+                      const Tensor& tgt_valid, AttentionMaps* maps) const {
+  QKV_CHECK(src.size(0) == tgt_in.size(0), "Seq2Seq", "batch sizes differ: src ", src.shape(),
+            ", tgt_in ", tgt_in.shape());
+  const Var memory = encode(src, src_valid, maps ? &maps->encoder_self : nullptr);
+  return decode_features(memory, src_valid, tgt_in, tgt_valid, maps);
+}
+
+Model::OutputLayer Seq2Seq::output_layer() const {
+  if (output) return {output->weight, output->bias, config.logit_softcap};
+  return {tgt_embed->weight, Var(), config.logit_softcap};  // tied: logits = h E^T
 }
 
 Seq2Seq::DecodeState Seq2Seq::start_decoding(const Var& memory, const Tensor& src_valid) const {

@@ -94,8 +94,16 @@ class Seq2Seq : public Model {
   std::shared_ptr<Decoder> decoder;
   std::shared_ptr<Linear> output;  // null when tied to tgt_embed
 
+ protected:
+  Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
+               const Tensor& tgt_valid, AttentionMaps* maps) const override;
+  OutputLayer output_layer() const override;
+
  private:
   Var project(const Var& h) const;  // (..., d) -> (..., V)
+  // decode up to the output layer: (B, T, d)
+  Var decode_features(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
+                      const Tensor& tgt_valid, AttentionMaps* maps) const;
 };
 
 }  // namespace qkv::nn

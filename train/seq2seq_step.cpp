@@ -15,10 +15,9 @@ Forward Seq2SeqStep::operator()() {
   f.tokens = b.global_src_tokens + b.global_tgt_tokens;
   f.loss_tokens = b.global_tgt_tokens;  // the loss is a mean over these (train.grad_accum)
   if (b.size() == 0) return f;          // data-parallel: a shard of a small last batch may be empty
-  const ag::Var logits = model_.forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
-                                        options_.keep_attention ? &maps_ : nullptr);
-  f.loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(),
-                             options_.ignore_index, options_.label_smoothing);
+  f.loss =
+      model_.forward_loss(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.tgt_out, options_.ignore_index,
+                          options_.label_smoothing, options_.keep_attention ? &maps_ : nullptr);
   // data-parallel: (sum of this shard's token losses) / (global tokens)
   if (b.tgt_tokens != b.global_tgt_tokens)
     f.loss =

@@ -3,6 +3,7 @@
 //
 //   logits (B, T, V) = model.forward(src (B, S), tgt_in (B, T), src_mask, tgt_mask)
 //   loss = cross_entropy(logits as (B*T, V), tgt_out as (B*T), ignore_index, label_smoothing)
+// as model.forward_loss computes it (in a bf16 step without the logits tensor).
 // A shard of a data-parallel batch (Batch::global_tgt_tokens > tgt_tokens) scales its loss by
 // tgt_tokens / global_tgt_tokens, so the processes' losses and gradients sum to those of the
 // global batch; a shard with no rows returns an undefined loss.
