@@ -6,7 +6,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/precision.hpp"
 #include "support/process.hpp"
 
 using namespace qkv::testing;
@@ -69,8 +68,7 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
 }
 
 TEST_CASE("bench --precision bf16 alone: one table in bf16, MFU against the bf16 GEMM peak") {
-  const std::string why = qkv::bf16_unsupported_reason();
-  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
+  SKIP_WITHOUT_BF16();
   const std::string quick =
       " --model tiny --repeats 1 --min-seconds 0 --passive --precision bf16 --gemm-shapes";
   const RunResult r = run_qkv("bench --json" + quick);

@@ -23,12 +23,6 @@ using namespace qkv::testing;
 
 namespace {
 
-#define SKIP_WITHOUT_BF16()                                              \
-  do {                                                                   \
-    const std::string why = bf16_unsupported_reason();                   \
-    if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why); \
-  } while (0)
-
 struct Inputs {
   Tensor q, k, v, dout;
 };

@@ -24,12 +24,6 @@ float from_bits(uint32_t b) {
   return f;
 }
 
-#define REQUIRE_BF16_SUPPORTED()                                         \
-  do {                                                                   \
-    const std::string why = bf16_unsupported_reason();                   \
-    if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why); \
-  } while (0)
-
 // A float64 copy of x's values after rounding each to bfloat16.
 Tensor rounded(const Tensor& x) {
   Tensor c = x.contiguous().clone();
@@ -121,7 +115,7 @@ TEST_CASE("precision names parse and print, unknown names are errors") {
 
 TEST_CASE(
     "bf16 linear products against float64 of rounded operands, each transpose, 1 and 2 threads") {
-  REQUIRE_BF16_SUPPORTED();
+  SKIP_WITHOUT_BF16();
   Generator g(7);
   // Sizes crossing 16-row bands, 32-wide vectors and oneDNN's brgemm blocks (16, 32, 64); the
   // larger ones run in one band per thread (by rows, by columns, a ragged last band), and
@@ -157,7 +151,7 @@ TEST_CASE(
 }
 
 TEST_CASE("bf16 weight copies are made once per scope and remade in the next one") {
-  REQUIRE_BF16_SUPPORTED();
+  SKIP_WITHOUT_BF16();
   Generator g(3);
   const Tensor x = randn({40, 24}, g), b = zeros({16});
   Tensor w = randn({16, 24}, g);
@@ -180,7 +174,7 @@ TEST_CASE("bf16 weight copies are made once per scope and remade in the next one
 }
 
 TEST_CASE("bf16 activation copies are made once per scope and remade after an in-place write") {
-  REQUIRE_BF16_SUPPORTED();
+  SKIP_WITHOUT_BF16();
   Generator g(5);
   Tensor x = randn({37, 50}, g);
   const Tensor x_new = randn({37, 50}, g), w = randn({29, 50}, g), b = zeros({29});
@@ -213,7 +207,7 @@ TEST_CASE("bf16 activation copies are made once per scope and remade after an in
 }
 
 TEST_CASE("bf16 products are deterministic: the same bits on every call") {
-  REQUIRE_BF16_SUPPORTED();
+  SKIP_WITHOUT_BF16();
   Generator g(11);
   const Tensor x = randn({768, 128}, g), w = randn({512, 128}, g), gy = randn({768, 512}, g);
   PrecisionScope scope(Precision::bf16);

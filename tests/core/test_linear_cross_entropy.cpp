@@ -25,6 +25,7 @@
 #include "core/random.hpp"
 #include "core/storage.hpp"
 #include "support/common.hpp"
+#include "support/linear_cross_entropy.hpp"
 #include "support/tensors.hpp"
 
 using namespace qkv;
@@ -32,50 +33,12 @@ using namespace qkv::testing;
 
 namespace {
 
-#define SKIP_WITHOUT_BF16()                                              \
-  do {                                                                   \
-    const std::string why = bf16_unsupported_reason();                   \
-    if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why); \
-  } while (0)
-
 // bfloat16's unit roundoff: rounding to nearest changes a value by at most 2^-8 of itself.
 constexpr double kBf16Unit = 1.0 / 256;
 
-// The sizes of the chunked cases: 300 rows (chunks of 128, 128 and 44), a 1031-word vocabulary.
-constexpr int64_t kN = 300, kD = 40, kV = 1031;
-
-struct Problem {
-  Tensor x, w, b, t;  // x (N, d), w (V, d), b (V) or undefined, float32; t (N) int64
-  int64_t ignore = -100;
-  double eps = 0;     // label smoothing
-  int64_t count = 0;  // rows whose target is not ignore
-};
-
-bool ignored_row(int64_t i) {  // the chunks' first and last rows, the last row, every 7th
-  return i % 7 == 3 || i == 127 || i == 128 || i == 255 || i == 256 || i == kN - 1;
-}
-
-// w ~ N(0.5, 1): a mean off zero, so that the smoothing term's share of dx, eps/V sum_j w_j,
-// stands out of bf16's noise. x ~ 0.25 N(0, 1) + 0.2 (w[t] - 0.5): each row leans to its
-// target (its probability about 0.2), so the target's term and the smoothing term differ.
-Problem make_problem(int64_t n, int64_t d, int64_t v, bool bias, int64_t ignore, double eps,
-                     uint64_t seed) {
-  Generator g(seed);
-  Problem p;
-  p.ignore = ignore;
-  p.eps = eps;
-  const Tensor wn = randn({v, d}, g);
-  p.w = add(wn, 0.5);
-  p.t = randint({n}, 0, v, g);
-  p.x = add(mul(randn({n, d}, g), 0.25), mul(index_select(wn, 0, p.t), 0.2));
-  if (bias) p.b = randn({v}, g);
-  int64_t* t = p.t.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    if (ignored_row(i)) t[i] = ignore;
-    if (t[i] != ignore) ++p.count;
-  }
-  return p;
-}
+// The chunked cases (support/linear_cross_entropy.hpp): 300 rows, d 40, a vocabulary of 1031.
+constexpr int64_t kN = kLceRows, kD = kLceDim, kV = kLceVocab;
+using Problem = LceProblem;
 
 // The float32 composition, outside any PrecisionScope; dlogits = g / count (softmax - q).
 struct Reference {
@@ -182,7 +145,7 @@ TEST_CASE("linear_cross_entropy bf16: loss and dx dw db within bf16 tolerance of
     for (const double eps : {0.0, 0.1}) {
       for (const double g : {1.0, 0.5}) {
         const int64_t ignore = bias ? -100 : 0;  // 0: a class index, as a padding id
-        const Problem p = make_problem(kN, kD, kV, bias, ignore, eps, seed++);
+        const Problem p = lce_problem(bias, ignore, eps, seed++);
         INFO("bias " << bias << " smoothing " << eps << " upstream " << g << " ignore_index "
                      << ignore);
         const Reference ref = reference(p, g);
@@ -245,7 +208,7 @@ TEST_CASE("linear_cross_entropy on bf16-exact inputs: fp32 loss, gradients up to
   for (const bool bias : {true, false}) {
     for (const double eps : {0.0, 0.1}) {
       const double g = bias ? 0.5 : 1.0;
-      Problem p = make_problem(kN, kD, kV, bias, -100, eps, seed++);
+      Problem p = lce_problem(bias, -100, eps, seed++);
       p.x = bf16_exact(p.x);
       p.w = bf16_exact(p.w);
       INFO("bias " << bias << " smoothing " << eps << " upstream " << g);
@@ -288,7 +251,7 @@ TEST_CASE("linear_cross_entropy on bf16-exact inputs: fp32 loss, gradients up to
 
 TEST_CASE("linear_cross_entropy bf16 gives the same bits twice and at 1 and 2 threads") {
   SKIP_WITHOUT_BF16();
-  const Problem p = make_problem(kN, kD, kV, true, -100, 0.1, 71);
+  const Problem p = lce_problem(true, -100, 0.1, 71);
   auto at = [&](int threads) {
     const ScopedThreads n(threads);
     return fused(p, 0.5);
@@ -338,7 +301,7 @@ TEST_CASE("linear_cross_entropy with every target ignored gives loss 0 and zero 
   SKIP_WITHOUT_BF16();
   for (const double eps : {0.0, 0.1}) {
     INFO("smoothing " << eps);
-    Problem p = make_problem(kN, kD, kV, true, -100, eps, 81);
+    Problem p = lce_problem(true, -100, eps, 81);
     int64_t* t = p.t.data<int64_t>();
     for (int64_t i = 0; i < kN; ++i) t[i] = -100;
     const Fused f = fused(p, 0.5);
@@ -354,7 +317,7 @@ TEST_CASE("linear_cross_entropy with every target ignored gives loss 0 and zero 
     CHECK(max_abs(f.g.db) == 0);
   }
   // no rows at all: the same, at the gradients' shapes
-  Problem p = make_problem(kN, kD, kV, true, -100, 0.1, 82);
+  Problem p = lce_problem(true, -100, 0.1, 82);
   p.x = zeros({0, kD});
   p.t = empty({0}, DType::i64);
   const Fused f = fused(p, 1.0);
@@ -372,7 +335,7 @@ TEST_CASE("linear_cross_entropy without a gradient keeps none and gives the same
   for (const bool bias : {true, false}) {
     const double eps = bias ? 0.1 : 0.0;
     INFO("bias " << bias << " smoothing " << eps);
-    const Problem p = make_problem(kN, kD, kV, bias, -100, eps, 91);
+    const Problem p = lce_problem(bias, -100, eps, 91);
     const Fused with = fused(p, 1.0, true), without = fused(p, 1.0, false);
     CHECK(without.r.count == with.r.count);
     CHECK(without.r.dlogits == nullptr);

@@ -250,8 +250,7 @@ TEST_CASE("a thread-invariant product is its bands fixed by the shape, each one 
 }
 
 TEST_CASE("thread-invariant bf16 products give the same bits at 1, 2 and 3 threads") {
-  const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
+  SKIP_WITHOUT_BF16();
   check_same_bits_at_1_2_3_threads([] {
     const PrecisionScope bf16(Precision::bf16);
     Generator g(10);

@@ -8,10 +8,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/fused.hpp"
 #include "core/precision.hpp"
@@ -32,10 +30,7 @@ Tensor mask_of(const Shape& s, F f) {
 }  // namespace
 
 TEST_CASE("reference: bf16 attention matches PyTorch autocast attention", "[reference]") {
-  const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
-  const char* src = std::getenv("QKV_SOURCE_DIR");
-  const std::string script = std::string(src ? src : ".") + "/tests/nn/reference_attention_bf16.py";
+  SKIP_WITHOUT_BF16();
   TempDir dir("attention_bf16_ref");
   const int64_t B = 2, H = 2, n = 70, m = 300, d = 32, shift = m - n;
   const double scale = 1.0 / std::sqrt(double(d));
@@ -66,14 +61,9 @@ TEST_CASE("reference: bf16 attention matches PyTorch autocast attention", "[refe
                      {{"config", config.dump()}});
     ours[name] = {{"out", r.out}, {"grad.q", gr.dq}, {"grad.k", gr.dk}, {"grad.v", gr.dv}};
   }
-  const std::string log = dir.file("python.log");
-  const std::string cmd =
-      "/usr/bin/python3 '" + script + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::stringstream text;
-  text << std::ifstream(log).rdbuf();
-  INFO("command: " << cmd << "\nexit status " << rc << "\noutput:\n" << text.str());
-  REQUIRE(rc == 0);
+  const ReferenceRun ref = run_reference(source_path("tests/nn/reference_attention_bf16.py"), dir);
+  INFO(ref.report());
+  REQUIRE(ref.status == 0);
   for (const auto& [name, tensors] : ours) {
     const SafetensorsFile theirs = load_safetensors(dir.file(name + ".out.safetensors"));
     for (const auto& [part, t] : tensors) {

@@ -48,8 +48,7 @@ double relative_error(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("bf16 step: the loss and every gradient within bf16 tolerance of the fp32 step") {
-  const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
+  SKIP_WITHOUT_BF16();
   Generator g(11);
   ModelConfig c = tiny_lm();
   c.src_vocab = c.tgt_vocab = 67;

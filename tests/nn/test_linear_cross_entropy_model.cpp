@@ -24,12 +24,6 @@ using namespace qkv::testing;
 
 namespace {
 
-#define SKIP_WITHOUT_BF16()                                              \
-  do {                                                                   \
-    const std::string why = bf16_unsupported_reason();                   \
-    if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why); \
-  } while (0)
-
 // The op that recorded v ("" for a leaf or an unrecorded result).
 std::string op_of(const ag::Var& v) { return v.impl()->node ? v.impl()->node->op : ""; }
 

@@ -12,13 +12,12 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/precision.hpp"
 #include "nn/safetensors.hpp"
+#include "support/linear_cross_entropy.hpp"
 #include "support/nn.hpp"
 
 using namespace qkv;
@@ -27,33 +26,8 @@ using namespace qkv::testing;
 
 namespace {
 
-struct Case {
-  Tensor x, w, b, t;
-  int64_t ignore = -100;
-  double eps = 0;
-};
-
-// As tests/core/test_linear_cross_entropy.cpp: w ~ N(0.5, 1), each row of x leaning to its
-// target's row of w; the chunks' edge rows, the last and every 7th ignored.
-Case make_case(bool bias, int64_t ignore, double eps, uint64_t seed) {
-  const int64_t n = 300, d = 40, v = 1031;
-  Generator g(seed);
-  Case c;
-  c.ignore = ignore;
-  c.eps = eps;
-  const Tensor wn = randn({v, d}, g);
-  c.w = add(wn, 0.5);
-  c.t = randint({n}, 0, v, g);
-  c.x = add(mul(randn({n, d}, g), 0.25), mul(index_select(wn, 0, c.t), 0.2));
-  if (bias) c.b = randn({v}, g);
-  int64_t* t = c.t.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i)
-    if (i % 7 == 3 || i == 127 || i == 128 || i == 255 || i == 256 || i == n - 1) t[i] = ignore;
-  return c;
-}
-
 // The op's loss and gradients (loss, grad.x, grad.w, grad.b) in precision p.
-std::map<std::string, Tensor> run(const Case& c, Precision p) {
+std::map<std::string, Tensor> run(const LceProblem& c, Precision p) {
   PrecisionScope scope(p);
   const ag::Var x(c.x, true), w(c.w, true), b = c.b.defined() ? ag::Var(c.b, true) : ag::Var();
   const ag::Var loss = ag::linear_cross_entropy(x, w, b, c.t, c.ignore, c.eps);
@@ -69,15 +43,11 @@ std::map<std::string, Tensor> run(const Case& c, Precision p) {
 }  // namespace
 
 TEST_CASE("reference: bf16 linear_cross_entropy matches PyTorch autocast", "[reference]") {
-  const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
-  const char* src = std::getenv("QKV_SOURCE_DIR");
-  const std::string script =
-      std::string(src ? src : ".") + "/tests/nn/reference_linear_cross_entropy.py";
+  SKIP_WITHOUT_BF16();
   TempDir dir("linear_cross_entropy_ref");
-  const std::map<std::string, Case> cases = {
-      {"smoothing", make_case(true, -1, 0.1, 21)},
-      {"plain", make_case(false, -100, 0.0, 22)},
+  const std::map<std::string, LceProblem> cases = {
+      {"smoothing", lce_problem(true, -1, 0.1, 21)},
+      {"plain", lce_problem(false, -100, 0.0, 22)},
   };
   std::map<std::string, std::map<std::string, Tensor>> ours_bf16, ours_fp32;
   for (const auto& [name, c] : cases) {
@@ -88,14 +58,10 @@ TEST_CASE("reference: bf16 linear_cross_entropy matches PyTorch autocast", "[ref
     ours_bf16[name] = run(c, Precision::bf16);
     ours_fp32[name] = run(c, Precision::fp32);
   }
-  const std::string log = dir.file("python.log");
-  const std::string cmd =
-      "/usr/bin/python3 '" + script + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::stringstream text;
-  text << std::ifstream(log).rdbuf();
-  INFO("command: " << cmd << "\nexit status " << rc << "\noutput:\n" << text.str());
-  REQUIRE(rc == 0);
+  const ReferenceRun ref =
+      run_reference(source_path("tests/nn/reference_linear_cross_entropy.py"), dir);
+  INFO(ref.report());
+  REQUIRE(ref.status == 0);
   for (const auto& [name, ours] : ours_bf16) {
     const SafetensorsFile theirs = load_safetensors(dir.file(name + ".out.safetensors"));
     REQUIRE(ours.size() == (cases.at(name).b.defined() ? 4u : 3u));

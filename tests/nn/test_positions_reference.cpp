@@ -5,10 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "nn/relative_bias.hpp"
 #include "nn/rotary.hpp"
@@ -20,8 +18,6 @@ using namespace qkv::nn;
 using namespace qkv::testing;
 
 TEST_CASE("reference: relative bias and rope attention match PyTorch (float64)", "[reference]") {
-  const char* src = std::getenv("QKV_SOURCE_DIR");
-  const std::string script = std::string(src ? src : ".") + "/tests/nn/reference_positions.py";
   TempDir dir("positions_ref");
   const int64_t q_offset = 2, clip = 2;
   std::map<std::string, std::map<std::string, Tensor>> ours;
@@ -54,14 +50,9 @@ TEST_CASE("reference: relative bias and rope attention match PyTorch (float64)",
         {"out", out.data()}, {"grad.q", grads[0]}, {"grad.k", grads[1]}, {"grad.v", grads[2]}};
     if (kind == "relative") ours[kind]["grad.table"] = grads[3];
   }
-  const std::string log = dir.file("python.log");
-  const std::string cmd =
-      "/usr/bin/python3 '" + script + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::stringstream text;
-  text << std::ifstream(log).rdbuf();
-  INFO("command: " << cmd << "\nexit status " << rc << "\noutput:\n" << text.str());
-  REQUIRE(rc == 0);
+  const ReferenceRun ref = run_reference(source_path("tests/nn/reference_positions.py"), dir);
+  INFO(ref.report());
+  REQUIRE(ref.status == 0);
   for (const auto& [kind, tensors] : ours) {
     const SafetensorsFile theirs = load_safetensors(dir.file(kind + ".out.safetensors"));
     for (const auto& [name, t] : tensors) {

@@ -26,12 +26,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/precision.hpp"
 #include "nn/decoder_lm.hpp"
@@ -264,24 +262,6 @@ Prepared cross_entropy_case(DType dt, int64_t ignore_index, double smoothing) {
   return p;
 }
 
-// tests/nn/reference_nn.py run on every case in dir, its output kept for a failure's message.
-struct ReferenceRun {
-  std::string command, output;
-  int status = -1;
-};
-
-ReferenceRun run_reference(const fs::path& script, const TempDir& dir) {
-  ReferenceRun r;
-  const std::string log = dir.file("python.log");
-  r.command =
-      "/usr/bin/python3 '" + script.string() + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
-  r.status = std::system(r.command.c_str());
-  std::stringstream out;
-  out << std::ifstream(log).rdbuf();
-  r.output = out.str();
-  return r;
-}
-
 // Tolerances of the per-tensor error (see the top of the file).
 constexpr double kFloor = 1e-2;
 double tolerance(DType dt) { return dt == DType::f64 ? 1e-9 : 2e-5; }
@@ -456,7 +436,7 @@ TEST_CASE(
     }
 
   const ReferenceRun ref = run_reference(script, dir);
-  INFO("command: " << ref.command << "\nexit status " << ref.status << "\noutput:\n" << ref.output);
+  INFO(ref.report());
   if (ref.status != 0)
     FAIL(
         "the PyTorch reference failed; /usr/bin/python3 needs Debian's python3-torch and "
@@ -500,8 +480,7 @@ TEST_CASE(
 // The large case crosses the attention tiles.
 TEST_CASE("nn matches PyTorch autocast: the GPT layout in bf16, forward and gradients",
           "[nn][reference]") {
-  const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
+  SKIP_WITHOUT_BF16();
   const char* src = std::getenv("QKV_SOURCE_DIR");
   REQUIRE(src != nullptr);
   const fs::path script = fs::path(src) / "tests/nn/reference_nn.py";
@@ -520,7 +499,7 @@ TEST_CASE("nn matches PyTorch autocast: the GPT layout in bf16, forward and grad
     prepared.emplace(id, std::move(p));
   }
   const ReferenceRun ref = run_reference(script, dir);
-  INFO("command: " << ref.command << "\nexit status " << ref.status << "\noutput:\n" << ref.output);
+  INFO(ref.report());
   REQUIRE(ref.status == 0);
   constexpr double kBf16OutputTolerance = 2e-2, kBf16GradTolerance = 8e-2;
   for (const auto& [id, p] : prepared) {

@@ -84,7 +84,6 @@ TEST_CASE("greedy and beam decoding give the same hypotheses at 1, 2 and 3 threa
 }
 
 TEST_CASE("greedy and beam decoding give the same hypotheses at 1, 2 and 3 threads in bf16") {
-  const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why);
+  SKIP_WITHOUT_BF16();
   check_same_at_any_thread_count(Precision::bf16);
 }

@@ -1,5 +1,6 @@
-// What every test area shares (namespace qkv::testing, as all of tests/support): skipping,
-// temporary folders, scoped thread counts, files in the source tree and scratch files.
+// What every test area shares (namespace qkv::testing, as all of tests/support): skipping (also
+// where bf16 products cannot run), temporary folders, scoped thread counts, files in the source
+// tree and scratch files.
 #pragma once
 #include <unistd.h>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "core/parallel.hpp"
+#include "core/precision.hpp"
 
 namespace qkv::testing {
 
@@ -27,6 +29,14 @@ void mark_skipped(const std::string& reason);
   do {                                    \
     ::qkv::testing::mark_skipped(reason); \
     return;                               \
+  } while (0)
+
+// Ends the running test case as skipped where bf16 products cannot run (bf16_unsupported_reason
+// names why). Only where QKV_SKIP may stand.
+#define SKIP_WITHOUT_BF16()                                              \
+  do {                                                                   \
+    const std::string why = ::qkv::bf16_unsupported_reason();            \
+    if (!why.empty()) QKV_SKIP("bf16 products cannot run here: " + why); \
   } while (0)
 
 // A fresh folder under the system temp dir, qkv_<tag>_<pid>, removed when the object dies.

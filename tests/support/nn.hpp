@@ -1,6 +1,7 @@
-// nn in tests: a tiny Seq2Seq config, and the gradcheck fixture: a module's parameters
-// appended to the inputs, one checker that requires every input and parameter to be checked and
-// to pass, and the registry's rows (nn/gradcheck_layers.hpp) all passing.
+// nn in tests: a tiny Seq2Seq config, the gradcheck fixture (a module's parameters appended to
+// the inputs, one checker that requires every input and parameter to be checked and to pass,
+// and the registry's rows (nn/gradcheck_layers.hpp) all passing), and a PyTorch reference
+// script's run.
 //
 // gradcheck calls a tiny model thousands of times; on a loaded machine an OpenMP region per
 // small op costs far more than the op, and results do not depend on the thread count: such
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "autograd/gradcheck.hpp"
@@ -90,6 +93,29 @@ inline bool all_passed(const std::vector<nn::GradcheckRow>& rows) {
   for (const auto& r : rows)
     if (!r.passed) return false;
   return !rows.empty();
+}
+
+// A PyTorch reference script (tests/nn/reference_*.py) run by /usr/bin/python3 on the cases in
+// a folder, its stdout and stderr kept for a failure's message.
+struct ReferenceRun {
+  std::string command, output;
+  int status = -1;  // std::system's
+  // "command: ...\nexit status N\noutput:\n...", for INFO
+  std::string report() const {
+    return "command: " + command + "\nexit status " + std::to_string(status) + "\noutput:\n" +
+           output;
+  }
+};
+
+// Runs `/usr/bin/python3 SCRIPT DIR`, its output in DIR/python.log. Callers INFO(report()) and
+// REQUIRE status 0, so that the failure (and every later one) shows the script's output.
+inline ReferenceRun run_reference(const std::string& script, const TempDir& dir) {
+  ReferenceRun r;
+  const std::string log = dir.file("python.log");
+  r.command = "/usr/bin/python3 '" + script + "' '" + dir.path.string() + "' > '" + log + "' 2>&1";
+  r.status = std::system(r.command.c_str());
+  r.output = read_file(log);
+  return r;
 }
 
 }  // namespace qkv::testing
