@@ -44,6 +44,22 @@ void check_inputs(const Tensor& logits, const Tensor& targets, double label_smoo
 
 }  // namespace
 
+namespace detail {
+
+int64_t count_targets(const std::vector<int64_t>& t, int64_t ignore_index, int64_t classes,
+                      const char* op, const char* what, const Shape& shape) {
+  int64_t count = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == ignore_index) continue;
+    QKV_CHECK(t[i] >= 0 && t[i] < classes, op, "target ", t[i], " at row ", i, " out of range [0, ",
+              classes, ") for ", what, " ", shape);
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace detail
+
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets,
                                          int64_t ignore_index, double label_smoothing) {
   check_inputs(logits, targets, label_smoothing);
@@ -56,12 +72,7 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
   r.ignore_index = ignore_index;
   r.label_smoothing = label_smoothing;
   const std::vector<int64_t>& t = r.targets;
-  for (int64_t i = 0; i < n; ++i) {
-    if (t[i] == ignore_index) continue;
-    QKV_CHECK(t[i] >= 0 && t[i] < c, "cross_entropy", "target ", t[i], " at row ", i,
-              " out of range [0, ", c, ") for logits ", logits.shape());
-    ++r.count;
-  }
+  r.count = detail::count_targets(t, ignore_index, c, "cross_entropy", "logits", logits.shape());
   const double eps = label_smoothing;
   std::vector<double> row_loss(n, 0.0);
   visit_float(logits.dtype(), "cross_entropy", [&](auto tag) {

@@ -117,6 +117,12 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
                                          int64_t ignore_index, double label_smoothing);
 // -> dL/dlogits (N, C) for dL/dloss = g: g / count * (softmax - q), zero rows where ignored.
 Tensor cross_entropy_backward(const CrossEntropyResult& f, double g);
+namespace detail {
+// How many of targets t are not ignore_index; qkv::Error from op when one is outside [0,
+// classes): "target T at row I out of range [0, C) for <what> <shape>". Shared by both losses.
+int64_t count_targets(const std::vector<int64_t>& t, int64_t ignore_index, int64_t classes,
+                      const char* op, const char* what, const Shape& shape);
+}  // namespace detail
 
 // --- the output layer and its cross-entropy in one op, bf16 (core/linear_cross_entropy.cpp) ---
 // loss = cross_entropy(x w^T + b, targets) without the (N, V) float32 logits, for float32

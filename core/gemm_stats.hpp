@@ -10,8 +10,11 @@
 // Shapes are as BLAS sees them, row-major: C (n, m) = op(A) (n, k) op(B) (k, m), where op is
 // T when that operand is read transposed.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <vector>
+
+#include "parallel.hpp"
 
 namespace qkv {
 
@@ -29,10 +32,22 @@ bool gemm_stats_enabled();
 std::vector<GemmShapeStats> gemm_stats();
 
 namespace detail {
-// Called by matmul and linear_forward: `calls` products of one shape (a batched matmul's
-// matrices), timed together.
+// Called by matmul, linear_forward and the fused loss: `calls` products of one shape (a batched
+// matmul's matrices), timed together.
 void gemm_stats_record(int64_t n, int64_t m, int64_t k, bool ta, bool tb, double seconds,
                        int64_t calls, bool bf16 = false);
+
+// Runs `products` (`calls` products of one shape) and, with the GEMM timers on, records its
+// time. Products run from inside a parallel region are parts of another op and are not timed.
+template <class F>
+void timed_products(int64_t n, int64_t m, int64_t k, bool ta, bool tb, int64_t calls, F&& products,
+                    bool bf16 = false) {
+  if (!gemm_stats_enabled() || in_parallel_region()) return products();
+  const auto t0 = std::chrono::steady_clock::now();
+  products();
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  gemm_stats_record(n, m, k, ta, tb, dt.count(), calls, bf16);
+}
 }  // namespace detail
 
 }  // namespace qkv

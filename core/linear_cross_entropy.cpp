@@ -68,16 +68,6 @@ double row_loss_and_grad(const RowTask& r, int64_t i, float* l, bf16_t* d, float
   return loss;
 }
 
-// A top-level product, timed for `qkv bench --gemm-shapes` when that is on (as matmul's are).
-template <class F>
-void timed_product(int64_t n, int64_t m, int64_t k, bool ta, bool tb, F&& product) {
-  if (!gemm_stats_enabled()) return product();
-  const auto t0 = std::chrono::steady_clock::now();
-  product();
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  detail::gemm_stats_record(n, m, k, ta, tb, dt.count(), 1, true);
-}
-
 }  // namespace
 
 LinearCrossEntropyResult linear_cross_entropy_forward(const Tensor& x_in, const Tensor& w,
@@ -90,12 +80,7 @@ LinearCrossEntropyResult linear_cross_entropy_forward(const Tensor& x_in, const 
   r.x = x_in.contiguous();
   r.w = w.contiguous();
   const std::vector<int64_t> t = to_vector<int64_t>(targets);
-  for (int64_t i = 0; i < n; ++i) {
-    if (t[i] == ignore_index) continue;
-    QKV_CHECK(t[i] >= 0 && t[i] < v, "linear_cross_entropy", "target ", t[i], " at row ", i,
-              " out of range [0, ", v, ") for weight ", w.shape());
-    ++r.count;
-  }
+  r.count = detail::count_targets(t, ignore_index, v, "linear_cross_entropy", "weight", w.shape());
   if (n == 0) return r;
   with_grad = with_grad && r.count > 0;
   const int64_t chunks = (n + kLinearCrossEntropyChunk - 1) / kLinearCrossEntropyChunk;
@@ -166,16 +151,22 @@ LinearCrossEntropyGrads linear_cross_entropy_backward(const LinearCrossEntropyRe
   if (need_dx) {  // dx (N, d) = dlogits (N, V) w (V, d)
     out.dx = empty({n, d}, DType::f32);
     const bf16_t* wb = detail::bf16_weight(detail::StoredMatrix{f.w, v, d, d});
-    timed_product(n, d, v, false, false, [&] {
-      kernel::gemm_bf16(false, false, n, d, v, dl, v, wb, d, out.dx.data<float>(), d, nullptr);
-    });
+    detail::timed_products(
+        n, d, v, false, false, 1,
+        [&] {
+          kernel::gemm_bf16(false, false, n, d, v, dl, v, wb, d, out.dx.data<float>(), d, nullptr);
+        },
+        true);
   }
   if (need_dw) {  // dw (V, d) = dlogits^T (V, N) x (N, d)
     out.dw = empty({v, d}, DType::f32);
     const bf16_t* xb = detail::bf16_activation(detail::StoredMatrix{f.x, n, d, d}, 0);
-    timed_product(v, d, n, true, false, [&] {
-      kernel::gemm_bf16(true, false, v, d, n, dl, v, xb, d, out.dw.data<float>(), d, nullptr);
-    });
+    detail::timed_products(
+        v, d, n, true, false, 1,
+        [&] {
+          kernel::gemm_bf16(true, false, v, d, n, dl, v, xb, d, out.dw.data<float>(), d, nullptr);
+        },
+        true);
   }
   if (need_db) out.db = f.bias_grad.defined() ? f.bias_grad.clone() : zeros({v}, DType::f32);
   if (g != 1.0)

@@ -11,8 +11,6 @@
 // sgemm peak (measured in docs/performance.md).
 #include <cblas.h>
 
-#include <chrono>
-
 #include "bf16_cache.hpp"
 #include "fused.hpp"
 #include "gemm_stats.hpp"
@@ -41,19 +39,6 @@ Operand as_blas(const Tensor& m) {
   return {p, false, std::max<int64_t>(c, 1)};
 }
 
-// Runs `products` (`calls` products of one shape) and, with the GEMM timers on
-// (core/gemm_stats.hpp), records its time. Products run from inside a parallel region are
-// parts of another op and are not timed.
-template <class F>
-void timed_products(int64_t n, int64_t m, int64_t k, bool ta, bool tb, int64_t calls, F&& products,
-                    bool bf16 = false) {
-  if (!gemm_stats_enabled() || in_parallel_region()) return products();
-  const auto t0 = std::chrono::steady_clock::now();
-  products();
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  detail::gemm_stats_record(n, m, k, ta, tb, dt.count(), calls, bf16);
-}
-
 // The stored matrix behind an operand read as (r, c): itself, or a (c, r) one read transposed.
 detail::StoredMatrix stored(const Operand& o, int64_t r, int64_t c) {
   return o.trans ? detail::StoredMatrix{o.t, c, r, o.ld} : detail::StoredMatrix{o.t, r, c, o.ld};
@@ -72,7 +57,7 @@ void bf16_product_into(const Tensor& a, bool a_weight, const Tensor& b, bool b_w
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
   const Operand oa = as_blas(a), ob = as_blas(b);
   const detail::StoredMatrix sa = stored(oa, n, k), sb = stored(ob, k, m);
-  timed_products(
+  detail::timed_products(
       n, m, k, oa.trans, ob.trans, 1,
       [&] {
         const bf16_t* pa = a_weight ? detail::bf16_weight(sa) : detail::bf16_activation(sa, 0);
@@ -187,7 +172,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     // cost is their multiply-adds) or enough to go round evenly; else each is split in bands.
     const int threads = get_num_threads();
     const bool small = n * m * k < 64 * 64 * 64;
-    timed_products(n, m, k, oa.trans, ob.trans, nb, [&] {
+    detail::timed_products(n, m, k, oa.trans, ob.trans, nb, [&] {
       if (nb > 1 && (small || nb % threads == 0 || nb >= 4 * threads)) {
         parallel_for(nb, n * m * k, [&](int64_t lo, int64_t hi) {
           for (int64_t i = lo; i < hi; ++i) one(i);
@@ -231,7 +216,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
     const Tensor bc = b.contiguous();
     // Each band's rows start as the bias, written by the thread that then runs the GEMM onto
     // them (beta = 1): no parallel region of its own for the bias (the write itself remains).
-    timed_products(n, out_f, in, ox.trans, ow.trans, 1, [&] {
+    detail::timed_products(n, out_f, in, ox.trans, ow.trans, 1, [&] {
       kernel::gemm_bands<T>(ox.trans, ow.trans, n, out_f, in, T(1), ox.t.template data<T>(), ox.ld,
                             ow.t.template data<T>(), ow.ld, T(1), y.data<T>(), out_f, bc.data<T>());
     });

@@ -134,10 +134,9 @@ Var Seq2Seq::decode_features(const Var& memory, const Tensor& src_valid, const T
 
 Var Seq2Seq::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                      const Tensor& tgt_valid, AttentionMaps* maps) const {
-  QKV_CHECK(src.size(0) == tgt_in.size(0), "Seq2Seq", "batch sizes differ: src ", src.shape(),
-            ", tgt_in ", tgt_in.shape());
-  const Var memory = encode(src, src_valid, maps ? &maps->encoder_self : nullptr);
-  return decode(memory, src_valid, tgt_in, tgt_valid, maps);
+  const Var h = features(src, tgt_in, src_valid, tgt_valid, maps);
+  ag::ModuleScope scope("decoder");
+  return project(h);
 }
 
 Var Seq2Seq::features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
