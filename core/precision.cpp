@@ -109,6 +109,11 @@ Precision resolve_precision(Precision p, const std::string& what) {
 
 Precision current_precision() { return state().precision; }
 
+void bf16_gemm_this_thread(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a,
+                           int64_t lda, const bf16_t* b, int64_t ldb, float* c, int64_t ldc) {
+  kernel::gemm_bf16_this_thread(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, nullptr);
+}
+
 PrecisionScope::PrecisionScope(Precision p) {
   QKV_CHECK(p != Precision::auto_, "PrecisionScope", "resolve \"auto\" first (resolve_precision)");
   if (p == Precision::bf16) resolve_precision(p);
@@ -126,9 +131,14 @@ PrecisionScope::~PrecisionScope() {
   --s.depth;
   // The weights may change now (the optimizer's update follows a step's scope): every copy is
   // stale. Copies the ending scope did not use are dropped; the others keep their buffers for
-  // the next conversion of the same matrix, but not their tensors.
+  // the next conversion of the same matrix, but not their tensors. A scope that used no copy
+  // (the trainer's around an optimizer step) drops none: the next step's forward converts into
+  // the buffers it had, instead of allocating them again.
+  const bool used_any = std::any_of(s.weights.begin(), s.weights.end(), [&](const auto& kv) {
+    return kv.second.generation == s.generation;
+  });
   for (auto it = s.weights.begin(); it != s.weights.end();) {
-    if (it->second.generation != s.generation) {
+    if (used_any && it->second.generation != s.generation) {
       it = s.weights.erase(it);
     } else {
       it->second.keep = Tensor();

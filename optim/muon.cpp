@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
+#include <vector>
 
+#include "core/bf16.hpp"
 #include "core/parallel.hpp"
+#include "core/precision.hpp"
 
 namespace qkv::optim {
 
@@ -47,15 +51,8 @@ double frobenius(const Tensor& x) {
   return std::sqrt(s);
 }
 
-}  // namespace
-
-Tensor newton_schulz5(const Tensor& g) {
-  QKV_CHECK(g.defined() && g.dim() == 2 && g.dtype() == DType::f32, "newton_schulz5",
-            "expects a 2-D float32 matrix, got ",
-            g.defined() ? cat(dtype_name(g.dtype()), " ", g.shape()) : "undefined");
-  const bool tall = g.size(0) > g.size(1);
-  // (s, l), s = min(rows, cols), so that A = X X^T is the smaller square, (s, s)
-  const Tensor src = (tall ? g.t() : g).contiguous();
+// src: (s, l) float32 contiguous, the wide orientation -> the quintic's X, (s, l), in float32
+Tensor quintic_f32(const Tensor& src) {
   const float denom = static_cast<float>(frobenius(src)) + kNormEps;
   // Each line is modded-nanogpt's float32 expression (tests/optim/reference_optim.py): the
   // scalar ops compute in double and round once, which gives the float32 operation's bits.
@@ -65,6 +62,112 @@ Tensor newton_schulz5(const Tensor& g) {
     const Tensor b = add(mul(a, kB), matmul(mul(a, kC), a));  // b A + (c A) A
     x = add(mul(x, kA), matmul(b, x));                        // a X + B X, (s, l)
   }
+  return x;
+}
+
+// ---- the same in bfloat16, as modded-nanogpt runs it: every op's result is rounded to bf16,
+// a product accumulates in float32 and rounds once, a scalar (a, b, c) multiplies in float32
+// (as torch 2 and CUDA do; torch 1.13 on the CPU would round it to bf16 first).
+
+float widen(bf16_t h) { return bf16_to_float(h); }
+
+// out = bf16(x / bf16(||x||_F + 1e-7)), x: (n) bf16. The norm sums the bf16 values' squares in
+// double in element order (the same bits at any thread count) and rounds to bf16, as torch's
+// norm of a bf16 tensor returns bf16 (its own sum is float32 in another order: a norm on a
+// bf16 rounding boundary may round the other way, which the reference test's tolerance allows).
+void normalize_bf16(bf16_t* x, int64_t n) {
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(widen(x[i])) * widen(x[i]);
+  const float norm = widen(bf16_round(static_cast<float>(std::sqrt(sq))));
+  const float denom = widen(bf16_round(norm + kNormEps));
+  for (int64_t i = 0; i < n; ++i) x[i] = bf16_round(widen(x[i]) / denom);
+}
+
+// out = bf16(c p), p, out: (n)
+void scale_bf16(float c, const bf16_t* p, bf16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_round(c * widen(p[i]));
+}
+
+// out = bf16(bf16(c p) + bf16(prod)): p: (n) bf16, prod: (n) a product's float32 result; out
+// may be p (each element reads its own index only).
+void scaled_plus_product(float c, const bf16_t* p, const float* prod, bf16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16_round(widen(bf16_round(c * widen(p[i]))) + widen(bf16_round(prod[i])));
+}
+
+// The bf16 quintic on one (s, l) matrix, in buffers of its own.
+class QuinticBf16 {
+ public:
+  // src: (s, l) float32 contiguous; X = G.bfloat16(), then X = X / (||X||_F + 1e-7)
+  explicit QuinticBf16(const Tensor& src)
+      : s_(src.size(0)),
+        l_(src.size(1)),
+        x_(buffer(s_ * l_)),
+        a_(buffer(s_ * s_)),
+        ca_(buffer(s_ * s_)),
+        prod_(static_cast<size_t>(std::max(s_ * s_, s_ * l_))) {
+    to_bf16(src.data<float>(), x_.data(), s_ * l_);
+    normalize_bf16(x_.data(), s_ * l_);
+  }
+
+  // One iteration: A = X X^T, B = b A + (c A) A, X = a X + B X.
+  void step() {
+    const int64_t ss = s_ * s_;
+    // A (s, s) = X (s, l) X^T (l, s)
+    bf16_gemm_this_thread(false, true, s_, s_, l_, x_.data(), l_, x_.data(), l_, prod_.data(), s_);
+    to_bf16(prod_.data(), a_.data(), ss);
+    scale_bf16(kC, a_.data(), ca_.data(), ss);
+    // (c A) A: (s, s) (s, s)
+    bf16_gemm_this_thread(false, false, s_, s_, s_, ca_.data(), s_, a_.data(), s_, prod_.data(),
+                          s_);
+    bf16_t* b = ca_.data();  // c A is spent: B takes its place
+    scaled_plus_product(kB, a_.data(), prod_.data(), b, ss);
+    // B X: (s, s) (s, l)
+    bf16_gemm_this_thread(false, false, s_, l_, s_, b, s_, x_.data(), l_, prod_.data(), l_);
+    scaled_plus_product(kA, x_.data(), prod_.data(), x_.data(), s_ * l_);
+  }
+
+  // X, (s, l): its bf16 values in float32
+  Tensor result() const {
+    Tensor out = empty({s_, l_});
+    float* po = out.data<float>();
+    for (int64_t i = 0, n = s_ * l_; i < n; ++i) po[i] = widen(x_[static_cast<size_t>(i)]);
+    return out;
+  }
+
+ private:
+  static std::vector<bf16_t> buffer(int64_t n) {
+    return std::vector<bf16_t>(static_cast<size_t>(n));
+  }
+
+  int64_t s_, l_;
+  std::vector<bf16_t> x_;    // X: (s, l)
+  std::vector<bf16_t> a_;    // A = X X^T: (s, s)
+  std::vector<bf16_t> ca_;   // c A: (s, s), then B = b A + (c A) A
+  std::vector<float> prod_;  // a product's float32 result: (s, s) or (s, l)
+};
+
+// src: (s, l) float32 contiguous -> the quintic's X, (s, l), its bf16 values in float32.
+Tensor quintic_bf16(const Tensor& src) {
+  QuinticBf16 q(src);
+  for (int k = 0; k < kSteps; ++k) q.step();
+  return q.result();
+}
+
+}  // namespace
+
+Tensor newton_schulz5(const Tensor& g, Precision precision) {
+  QKV_CHECK(g.defined() && g.dim() == 2 && g.dtype() == DType::f32, "newton_schulz5",
+            "expects a 2-D float32 matrix, got ",
+            g.defined() ? cat(dtype_name(g.dtype()), " ", g.shape()) : "undefined");
+  QKV_CHECK(precision != Precision::auto_, "newton_schulz5",
+            "resolve \"auto\" first (resolve_precision)");
+  if (precision == Precision::bf16) resolve_precision(precision, "newton_schulz5");
+  const bool tall = g.size(0) > g.size(1);
+  // (s, l), s = min(rows, cols), so that A = X X^T is the smaller square, (s, s)
+  const Tensor src = (tall ? g.t() : g).contiguous();
+  if (src.numel() == 0) return zeros(g.shape());
+  const Tensor x = precision == Precision::bf16 ? quintic_bf16(src) : quintic_f32(src);
   return tall ? x.t().contiguous() : x;
 }
 
@@ -163,6 +266,8 @@ std::vector<std::string> Muon::buffer_names(const Slot& s) const {
 
 void Muon::update_whole(const std::vector<Slot*>& slots) {
   const double lr = muon_lr();
+  // Read here: a PrecisionScope is the calling thread's, which the region's workers do not see.
+  const Precision precision = current_precision();
   const int threads = std::max(1, get_num_threads());
   const std::vector<std::vector<Slot*>> work = share_out(slots, threads);
   // One region, each thread its share of whole matrices. Inside a region every matmul runs
@@ -170,11 +275,11 @@ void Muon::update_whole(const std::vector<Slot*>& slots) {
   // depend on the thread count. With one thread there is no region and no split either.
   parallel_for(threads, kParallelGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t)
-      for (Slot* s : work[static_cast<size_t>(t)]) orthogonal_step(*s, lr);
+      for (Slot* s : work[static_cast<size_t>(t)]) orthogonal_step(*s, lr, precision);
   });
 }
 
-void Muon::orthogonal_step(Slot& s, double lr) const {
+void Muon::orthogonal_step(Slot& s, double lr, Precision precision) const {
   const Tensor& grad = s.param.grad();
   const double rows = static_cast<double>(s.param.size(0)),
                cols = static_cast<double>(s.param.size(1));
@@ -185,7 +290,9 @@ void Muon::orthogonal_step(Slot& s, double lr) const {
   visit_float(grad.dtype(), name_, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor u = nesterov<T>(grad, s.buffers[0], T(o_.momentum));
-    const Tensor o = newton_schulz5(u.to(DType::f32));
+    // float64 (gradcheck) stays float32, as float64 products do in a bf16 scope
+    const Tensor o =
+        newton_schulz5(u.to(DType::f32), std::is_same_v<T, float> ? precision : Precision::fp32);
     apply<T>(s.param.data(), o, T(decay), T(-step));
   });
 }

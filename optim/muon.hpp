@@ -15,10 +15,20 @@
 // The schedule moves both learning rates together: it sets lr() (AdamW's), and the matrices
 // step with lr_m = muon_lr * lr() / adamw.lr, the same multiplier of their own peak.
 //
-// Determinism: the Newton-Schulz iterations run in float32 on qkv's matmul, each matrix whole
-// on one thread (one parallel region shares the matrices out among the threads), so a
-// matrix's bits do not depend on the thread count; the AdamW parameters are elementwise.
+// Precision: the Newton-Schulz iterations run in the precision of the thread that calls step()
+// (core/precision.hpp's PrecisionScope, the one setting that also rounds the layers' products):
+// float32 on qkv's matmul by default; in a bf16 scope, float32 matrices run them in bfloat16
+// as modded-nanogpt does (newton_schulz5): the bf16 GEMM's peak is about twice the sgemm's
+// (docs/performance.md), and the iteration leaves the singular values anywhere in roughly
+// [0.5, 1.5] anyway, so bf16's rounding (0.4%) is small beside its own inexactness.
+// train::Trainer runs the update in its options' precision, so the config's top-level
+// `precision` decides for both.
+//
+// Determinism: each matrix is orthogonalized whole on one thread (one parallel region shares
+// the matrices out among the threads), with single-threaded products in either precision, so
+// a matrix's bits do not depend on the thread count; the AdamW parameters are elementwise.
 #pragma once
+#include "core/precision.hpp"
 #include "optim/optimizers.hpp"
 
 namespace qkv::optim {
@@ -44,9 +54,14 @@ struct MuonOptions {
 // A = X X^T, B = b A + (c A) A, (a, b, c) = (3.4445, -4.7750, 2.0315), on the wide
 // orientation (a tall g is transposed first and the result back). The result has g's singular
 // vectors and singular values in roughly [0.5, 1.5] (not exactly 1: the coefficients trade
-// that for speed). g: (rows, cols) float32 -> (rows, cols) float32, contiguous. Uses the
-// thread pool unless called from a parallel region.
-Tensor newton_schulz5(const Tensor& g);
+// that for speed). g: (rows, cols) float32 -> (rows, cols) float32, contiguous.
+// precision fp32: every op in float32 on qkv's matmul, which uses the thread pool unless
+// called from a parallel region. bf16: modded-nanogpt's bfloat16 iteration (X = G.bfloat16(),
+// then every op of the quintic in bf16): each op's result rounded to bf16, each product on
+// bf16 operands with float32 accumulation, the norm summed in double and rounded to bf16, the
+// scalars a, b, c multiplying in float32; the result is those bf16 values widened. Always on
+// the calling thread (bf16_gemm_this_thread). Throws Error where bf16 cannot run, and for auto.
+Tensor newton_schulz5(const Tensor& g, Precision precision = Precision::fp32);
 
 class Muon : public Adam {
  public:
@@ -64,7 +79,8 @@ class Muon : public Adam {
   void update_whole(const std::vector<Slot*>& slots) override;
 
  private:
-  void orthogonal_step(Slot& s, double lr) const;  // one matrix, on the calling thread
+  // One matrix, on the calling thread; precision: the caller's of step() (update_whole)
+  void orthogonal_step(Slot& s, double lr, Precision precision) const;
   MuonOptions o_;
 };
 

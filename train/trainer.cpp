@@ -84,7 +84,12 @@ StepStats Trainer::update(double loss, int64_t tokens) {
   if (options_.clip_value > 0) optim::clip_grad_value(params_, options_.clip_value);
   s.lr =
       options_.schedule ? optim::apply_schedule(optimizer_, *options_.schedule) : optimizer_.lr();
-  optimizer_.step();
+  {
+    // The run's precision reaches the optimizer's own products too (Muon's Newton-Schulz), in a
+    // scope of their own: the step's ended before the weights change.
+    const PrecisionScope precision(options_.precision);
+    optimizer_.step();
+  }
   optimizer_.zero_grad();
   return s;
 }

@@ -14,7 +14,7 @@
 //   reduce    gradients summed over processes (Distributed::reduce_gradients)
 //   clip      clip_grad_norm (or only measure the norm), then clip_grad_value
 //   schedule  the learning rate of this step (optim::apply_schedule), when one is given
-//   update    optimizer.step(), optimizer.zero_grad()
+//   update    optimizer.step() (in options.precision), optimizer.zero_grad()
 // A non-finite loss, or an anomaly-mode finding (ag::anomaly_mode()) in forward or backward,
 // skips the step (options.skip_nonfinite: no update, gradients dropped) or stops the run with
 // qkv::Error "train: step N: WHAT; stopping (NOTES)", the notes coming from the hooks.
@@ -100,9 +100,10 @@ struct TrainerOptions {
   bool skip_nonfinite = false;    // skip a step with a non-finite loss instead of stopping
   bool measure_grad_norm = true;  // false: no norm pass when not clipping (stats.grad_norm 0)
   int64_t grad_accum = 1;         // micro-batches (forward calls) per optimizer step
-  // The products' precision during forward and backward (core/precision.hpp; fp32 or bf16,
-  // resolved): each step's forward and backward run in one PrecisionScope, so the weights'
-  // bf16 copies are made once per step, before the optimizer updates the float32 weights.
+  // The products' precision (core/precision.hpp; fp32 or bf16, resolved): each step's forward
+  // and backward run in one PrecisionScope, so the weights' bf16 copies are made once per
+  // step, before the optimizer updates the float32 weights; the update runs in a scope of its
+  // own with the same precision (Muon's Newton-Schulz products follow it, optim/muon.hpp).
   Precision precision = Precision::fp32;
 };
 

@@ -12,6 +12,10 @@ dtype, parameters concatenated in manifest order.
 torch 1.13 has no Muon: for optimizer "muon" the parameters marked "muon" take Keller Jordan's
 update as modded-nanogpt writes it (Muon and zeropower_via_newtonschulz5 below, in float32),
 the others torch.optim.AdamW.
+
+DIR/manifest.json may also list "newton_schulz" cases: a float32 matrix (<case>.in.bin, the
+case's shape) goes through zeropower_via_newtonschulz5_bf16 and the result, widened to
+float32, is written to <case>.out.bin.
 """
 import json
 import os
@@ -39,6 +43,35 @@ def zeropower_via_newtonschulz5(G, steps=5):
         A = X @ X.T
         B = b * A + c * A @ A
         X = a * X + B @ X
+    if G.size(0) > G.size(1):
+        X = X.T
+    return X
+
+
+def zeropower_via_newtonschulz5_bf16(G, steps=5):
+    """modded-nanogpt's Newton-Schulz quintic in bfloat16, as it runs on GPUs under torch 2:
+    X = G.bfloat16(), every op's result rounded to bf16, each product accumulated in float32.
+    Two ways torch 1.13 on the CPU differs are written out with float32 ops: it rounds a
+    Python scalar to bf16 before multiplying a bf16 tensor by it (torch 2 and CUDA multiply in
+    float32), and a bf16 matmul of at most 16^3 multiply-adds accumulates in bf16 (oneDNN's,
+    above that, and cuBLAS's accumulate in float32)."""
+    assert G.ndim == 2
+    a, b, c = (3.4445, -4.7750, 2.0315)
+
+    def scaled(s, T):  # bf16(s T), s in float32
+        return (T.float() * s).bfloat16()
+
+    def mm(P, Q):  # bf16(P Q), accumulated in float32
+        return (P.float() @ Q.float()).bfloat16()
+
+    X = G.bfloat16()
+    if G.size(0) > G.size(1):
+        X = X.T
+    X = X / (X.norm().float() + 1e-7).bfloat16()
+    for _ in range(steps):
+        A = mm(X, X.T)
+        B = scaled(b, A) + mm(scaled(c, A), A)
+        X = scaled(a, X) + mm(B, X)
     if G.size(0) > G.size(1):
         X = X.T
     return X
@@ -129,6 +162,13 @@ def run_case(d, case):
     np.concatenate(out).tofile(os.path.join(d, case["name"] + ".out.bin"))
 
 
+def run_newton_schulz(d, case):
+    g = np.fromfile(os.path.join(d, case["name"] + ".in.bin"), dtype=np.float32)
+    G = torch.from_numpy(g.reshape(case["shape"]))
+    out = zeropower_via_newtonschulz5_bf16(G).float().contiguous().numpy()
+    out.reshape(-1).tofile(os.path.join(d, case["name"] + ".out.bin"))
+
+
 def main():
     if len(sys.argv) != 2:
         raise SystemExit("usage: reference_optim.py DIR")
@@ -138,7 +178,10 @@ def main():
     torch.set_num_threads(1)
     for case in manifest["cases"]:
         run_case(d, case)
-    print("reference_optim.py: torch %s, %d cases" % (torch.__version__, len(manifest["cases"])))
+    for case in manifest.get("newton_schulz", []):
+        run_newton_schulz(d, case)
+    print("reference_optim.py: torch %s, %d cases, %d newton_schulz" %
+          (torch.__version__, len(manifest["cases"]), len(manifest.get("newton_schulz", []))))
 
 
 if __name__ == "__main__":
