@@ -57,6 +57,22 @@ TEST_CASE("bench --compare: both sides' BLAS and threads in the JSON") {
   // and each timed process's own report
   CHECK(j["models"][0]["torch"]["runtime"]["sgemm_file"] == t["sgemm_file"]);
   CHECK(j["models"][0]["qkv"]["runtime"]["sgemm_file"] == q["sgemm_file"]);
+  // Each side's MFU: fp32 against the sgemm peak, bf16 (beside it where bf16 runs: --precision
+  // auto) against the bf16 GEMM peak, measured once for both sides.
+  const nlohmann::json& e = j["models"][0];
+  const auto mfu_of = [&](const char* side, const char* peak) {
+    INFO(side << " against " << peak);
+    CHECK(e[side]["mfu"].get<double>() ==
+          Approx(e[side]["gflops"].get<double>() / j[peak].get<double>()).epsilon(1e-9));
+  };
+  mfu_of("qkv", "sgemm_peak_gflops");
+  mfu_of("torch", "sgemm_peak_gflops");
+  const bool bf16 = qkv::bf16_unsupported_reason().empty();
+  CHECK(e.contains("torch_bf16") == bf16);
+  if (bf16) {
+    mfu_of("qkv_bf16", "bf16_gemm_peak_gflops");
+    mfu_of("torch_bf16", "bf16_gemm_peak_gflops");
+  }
 }
 
 TEST_CASE("bench --compare: PyTorch on the reference BLAS is refused, or flagged") {

@@ -1,5 +1,6 @@
-// qkv bench --gemm-shapes through the real binary: the step's GEMMs shape by shape; and what
-// the timed child reports for scripts/profile-bench.sh.
+// qkv bench --gemm-shapes through the real binary: the step's GEMMs shape by shape; each
+// precision's MFU against its own GEMM peak; and what the timed child reports for
+// scripts/profile-bench.sh.
 #include <time.h>
 
 #include <catch2/catch.hpp>
@@ -34,7 +35,8 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   CHECK(calls.size() == 3);
   for (const nlohmann::json& s : shapes) CHECK(s["backend"] == "OpenBLAS f32");
   // Where bf16 runs (--precision auto, the default), the bf16 step's same 99 linear products all
-  // run on oneDNN in bf16; attention's tiles are not among them (they stay f32 on OpenBLAS).
+  // run on oneDNN in bf16; attention's tiles are not among them (fused attention runs them on
+  // qkv's own bf16 tile kernel, core/attention_bf16.*, which the GEMM timers do not see).
   if (j["models"][0].contains("qkv_bf16")) {
     std::map<std::string, double> bf16_calls;
     for (const nlohmann::json& s : j["models"][0]["qkv_bf16"]["gemm_shapes"]) {
@@ -65,6 +67,37 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
         std::string::npos);  // q, k, v, o
   CHECK(t.output.find("| all GEMMs |") != std::string::npos);
   CHECK(t.output.find("Parallel regions in the same steps:") != std::string::npos);
+}
+
+TEST_CASE("bench: MFU of each precision's step against that precision's GEMM peak") {
+  const std::string quick = " --model tiny --repeats 1 --min-seconds 0 --passive";
+  const RunResult r = run_qkv("bench --json" + quick);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const nlohmann::json& e = j["models"][0];
+  CHECK(e["precision"] == "fp32");  // auto: the main table in fp32, bf16 beside it
+  // fp32 against the sgemm peak, bf16 against oneDNN's bf16 GEMM peak
+  const double sgemm = j["sgemm_peak_gflops"].get<double>();
+  CHECK(e["qkv"]["mfu"].get<double>() ==
+        Approx(e["qkv"]["gflops"].get<double>() / sgemm).epsilon(1e-9));
+  const bool bf16 = qkv::bf16_unsupported_reason().empty();
+  CHECK(e.contains("qkv_bf16") == bf16);
+  CHECK(j.contains("bf16_gemm_peak_gflops") == bf16);
+  if (bf16) {
+    const double peak = j["bf16_gemm_peak_gflops"].get<double>();
+    CHECK(peak != Approx(sgemm).epsilon(1e-3));  // the two peaks are told apart
+    CHECK(e["qkv_bf16"]["mfu"].get<double>() ==
+          Approx(e["qkv_bf16"]["gflops"].get<double>() / peak).epsilon(1e-9));
+  }
+  const RunResult t = run_qkv("bench" + quick);
+  INFO(t.output);
+  REQUIRE(t.status == 0);
+  // the main table's MFU column; where bf16 runs, the bf16 table's MFU of each precision
+  const char* header = "| model | ms/step | tokens/s | GFLOP/s | MFU | peak MB |";
+  const char* bf16_header = "| qkv bf16 ms | bf16/fp32 | fp32 MFU | bf16 MFU |";
+  CHECK(t.output.find(header) != std::string::npos);
+  CHECK((t.output.find(bf16_header) != std::string::npos) == bf16);
 }
 
 TEST_CASE("bench --precision bf16 alone: one table in bf16, MFU against the bf16 GEMM peak") {

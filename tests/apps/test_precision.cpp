@@ -27,19 +27,32 @@ RunResult run_capped(const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("precision bf16: two runs give the same metrics, the checkpoint evaluates in fp32 too") {
+TEST_CASE(
+    "precision bf16: two runs of one config, seed and threads give the same metrics and "
+    "checkpoint bytes, the checkpoint evaluates in fp32 too") {
   if (const std::string why = qkv::bf16_unsupported_reason(); !why.empty())
     QKV_SKIP("bf16 cannot run here: " + why);
   TempDir dir("precision");
   const std::string a = (dir.path / "a").string(), b = (dir.path / "b").string();
   for (const std::string& run : {a, b}) {
-    const RunResult r =
-        run_qkv("train " + copy_config() + " --run-dir " + run + " --precision bf16" + kShort);
+    const RunResult r = run_qkv("train " + copy_config() + " --run-dir " + run +
+                                " --precision bf16 --threads 2" + kShort);
     INFO(r.output);
     REQUIRE(r.status == 0);
   }
   CHECK(read_file(a + "/metrics.jsonl") == read_file(b + "/metrics.jsonl"));
-  CHECK(read_file(a + "/config.toml").find("precision = \"bf16\"") != std::string::npos);
+  const std::string config = read_file(a + "/config.toml");
+  CHECK(config.find("precision = \"bf16\"") != std::string::npos);
+  CHECK(config.find("threads = 2") != std::string::npos);
+  // The weights and the optimizer's state, byte for byte (the last checkpoint: step 20).
+  for (const char* file : {"model.safetensors", "optim.safetensors"}) {
+    const std::string last = std::string("/checkpoints/step-00000020/") + file;
+    const std::string bytes = read_file(a + last);
+    INFO(last);
+    REQUIRE(!bytes.empty());
+    const bool same = bytes == read_file(b + last);  // (not the bytes themselves on failure)
+    CHECK(same);
+  }
   // The weights are float32 whatever the products ran in: the run evaluates in both.
   const RunResult f = run_qkv("eval " + a + " --json --precision fp32");
   const RunResult h = run_qkv("eval " + a + " --json");

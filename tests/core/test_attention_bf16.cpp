@@ -147,7 +147,10 @@ TEST_CASE("bf16 attention gives a fully masked row 0 out and 0 gradients, not Na
 
 TEST_CASE("bf16 attention decodes one query over a strided key cache") {
   SKIP_WITHOUT_BF16();
-  // the cache holds 45 positions of a 64-position buffer, as incremental decoding keeps it
+  // One query over keys and values that are strided views: the first 45 rows of each head's
+  // 64-row buffer, so consecutive heads are 64 rows apart, not 45. (qkv's own key/value cache is
+  // grown by ag::concat into a contiguous tensor, nn/transformer.cpp; this covers a caller whose
+  // keys are a view of a larger buffer.)
   Generator g(9);
   const Tensor kbuf = randn({2, 3, 64, 24}, g), vbuf = randn({2, 3, 64, 24}, g);
   Inputs x{randn({2, 3, 1, 24}, g), kbuf.slice(2, 0, 45), vbuf.slice(2, 0, 45),

@@ -3,6 +3,8 @@
 // step, and not bit-equal to them, so the products did run in bf16; two bf16 steps give the same
 // bits. The sizes cross oneDNN's
 // blocks and qkv's GEMM bands: 3 x 100 tokens, d_model 96, d_ff 384, a vocabulary of 67.
+// Decoding through the key/value cache in a bf16 scope (DecoderLM::step, Seq2Seq::decode_step)
+// against the full bf16 forward over the same prefix, past the bf16 attention kernel's tiles.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -86,4 +88,94 @@ TEST_CASE("bf16 step: the loss and every gradient within bf16 tolerance of the f
   CHECK(differing > static_cast<int>(fp32.grads.size()) / 2);
   std::printf("bf16 step against fp32: loss %.6f vs %.6f, worst gradient error %.3g\n", bf16.loss,
               fp32.loss, worst);
+}
+
+TEST_CASE("bf16 DecoderLM decoding through the key/value cache gives the full bf16 forward") {
+  SKIP_WITHOUT_BF16();
+  Generator g(13);
+  ModelConfig c = tiny_lm();
+  c.src_vocab = c.tgt_vocab = 67;
+  c.d_model = 64, c.heads = 2, c.d_ff = 128, c.max_len = 260;
+  DecoderLM lm(c, g, std::make_shared<Generator>(1));
+  for (Var p : lm.parameters())  // away from the init's near-uniform attention
+    p.data() = add(p.data(), mul(randn(p.shape(), g), 0.05));
+  lm.eval();
+  // 260 positions: past the bf16 kernel's 64-query tile and 256-key tile (core/attention_bf16.cpp)
+  const int64_t T = 260, prompt = 66;
+  const Tensor ids = randint({2, T}, 0, 67, g);
+  // A prompt of 66 in one pass, then one token at a time; forget: every layer's cached keys and
+  // values dropped before each token (what a cache that is never read gives).
+  auto decode = [&](Precision p, bool forget = false) {
+    PrecisionScope scope(p);
+    DecoderLM::Cache cache;
+    std::vector<Tensor> parts = {lm.step(cache, ids.narrow(1, 0, prompt)).data()};
+    for (int64_t t = prompt; t < T; ++t) {
+      if (forget)
+        for (SelfAttentionCache& layer : cache.layers) layer = {};
+      parts.push_back(lm.step(cache, ids.narrow(1, t, 1)).data());
+    }
+    return concat(parts, 1);  // (2, T, V)
+  };
+  auto full = [&](Precision p) {
+    PrecisionScope scope(p);
+    ag::NoGrad no_grad;
+    return lm.forward(ids).data();
+  };
+  const Tensor full16 = full(Precision::bf16), full32 = full(Precision::fp32);
+  const Tensor stepped = decode(Precision::bf16), stepped32 = decode(Precision::fp32);
+  const double err = rel_err(stepped, full16), bf16_err = rel_err(full16, full32);
+  INFO("cached against full in bf16: " << err << ", bf16 against fp32: " << bf16_err);
+  const double tol = 3e-2;
+  CHECK(err < tol);
+  CHECK_FALSE(same_bits(stepped, stepped32));  // the products did run in bf16
+  // ... the same bf16 products as the full forward's, attention's included: far closer to it
+  // than bf16 is to fp32 (one-query attention left in fp32 lands at about 2/3 of bf16_err)
+  CHECK(err < bf16_err / 4);
+  // the tolerance tells a cache that is not read
+  const double forgotten = rel_err(decode(Precision::bf16, true), full16);
+  INFO("without the cached positions: " << forgotten);
+  CHECK(forgotten > 10 * tol);
+  std::printf("bf16 cached decoding: %.3g from the full forward (bf16 against fp32 %.3g)\n", err,
+              bf16_err);
+}
+
+TEST_CASE("bf16 Seq2Seq decode_step gives the full bf16 decoder's logits") {
+  SKIP_WITHOUT_BF16();
+  Generator g(17);
+  ModelConfig c = tiny_config(true, true);
+  c.src_vocab = c.tgt_vocab = 67;
+  c.d_model = 64, c.heads = 2, c.d_ff = 128, c.max_len = 80;
+  Seq2Seq m(c, g);
+  m.eval();
+  // 70 target positions: past the bf16 kernel's 64-query tile in the full decoder
+  const int64_t S = 20, T = 70;
+  const Tensor src = randint({2, S}, 0, 67, g), tgt = randint({2, T}, 0, 67, g);
+  const Tensor sv = valid_mask({S, 13}, S);  // the second source padded: a cross mask
+  auto run = [&](Precision p, bool forget = false) {
+    PrecisionScope scope(p);
+    ag::NoGrad no_grad;
+    const Var memory = m.encode(src, sv);
+    const Tensor full = m.decode(memory, sv, tgt, valid_mask({T, T}, T)).data();  // (2, T, V)
+    auto st = m.start_decoding(memory, sv);
+    std::vector<Tensor> parts;
+    for (int64_t t = 0; t < T; ++t) {
+      if (forget)
+        for (DecoderBlockCache& layer : st.cache) layer.self_k = layer.self_v = Var();
+      parts.push_back(m.decode_step(st, tgt.select(1, t).contiguous()).data().unsqueeze(1));
+    }
+    return std::pair{full, concat(parts, 1)};
+  };
+  const auto [full16, stepped] = run(Precision::bf16);
+  const auto [full32, stepped32] = run(Precision::fp32);
+  const double err = rel_err(stepped, full16), bf16_err = rel_err(full16, full32);
+  INFO("stepped against full in bf16: " << err << ", bf16 against fp32: " << bf16_err);
+  const double tol = 3e-2;
+  CHECK(err < tol);
+  CHECK_FALSE(same_bits(stepped, stepped32));
+  CHECK(err < bf16_err / 4);
+  const double forgotten = rel_err(run(Precision::bf16, true).second, full16);
+  INFO("without the cached positions: " << forgotten);
+  CHECK(forgotten > 10 * tol);
+  std::printf("bf16 decode_step: %.3g from the full decoder (bf16 against fp32 %.3g)\n", err,
+              bf16_err);
 }
