@@ -375,6 +375,7 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
   e["qkv"]["peak_tensor_mb"] = qkv_runs.back()["peak_tensor_mb"];
   e["qkv"]["system_allocs_per_step"] = qkv_runs.back()["system_allocs_per_step"];
   e["qkv"]["page_faults_per_step"] = qkv_runs.back()["page_faults_per_step"];
+  e["qkv"]["created_mb_per_step"] = qkv_runs.back()["created_mb_per_step"];
   e["qkv"]["runtime"] = qkv_runs.back()["runtime"];  // the timed process's own report
   if (a.gemm_shapes)
     for (const char* key : {"gemm_shapes", "parallel_regions"})

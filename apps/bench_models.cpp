@@ -227,6 +227,9 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   j["peak_tensor_mb"] = double(a1.peak_live_bytes) / (1 << 20);
   // Blocks taken from the system during the timed steps: 0 once the cache is warm.
   j["system_allocs_per_step"] = double(a1.system_allocs - a0.system_allocs) / ms.size();
+  // Bytes of the tensors a step creates: each is written once and read at least once, so twice
+  // this is a floor on the step's memory traffic outside the products' own tiles.
+  j["created_mb_per_step"] = double(a1.created_bytes - a0.created_bytes) / (1 << 20) / ms.size();
   // Pages touched for the first time during the timed steps (each costs a kernel entry).
   j["page_faults_per_step"] = double(faults1 - faults0) / ms.size();
   j["runtime"] = to_json(this_process(get_num_threads()));

@@ -42,6 +42,7 @@ Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   {
     std::lock_guard<std::mutex> lock(k.mu);
     k.stats.live_bytes += kAlign << c;
+    k.stats.created_bytes += nbytes;
     k.stats.peak_live_bytes = std::max(k.stats.peak_live_bytes, k.stats.live_bytes);
     if (!k.free_lists[c].empty()) {
       data_ = k.free_lists[c].back();

@@ -39,6 +39,8 @@ class Storage {
 struct AllocatorStats {
   uint64_t system_allocs = 0;  // blocks taken from the system (cache misses)
   uint64_t cache_hits = 0;     // blocks reused from a free list
+  uint64_t created_bytes = 0;  // bytes asked for by every Storage made so far (each tensor a
+                               // kernel writes: a floor on the memory traffic of the work)
   size_t cached_bytes = 0;     // bytes held in free lists now
   size_t live_bytes = 0;       // bytes held by live Storage now
   size_t peak_live_bytes = 0;  // the most live_bytes has been (the peak tensor memory)
