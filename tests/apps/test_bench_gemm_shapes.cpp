@@ -11,12 +11,21 @@
 
 using namespace qkv::testing;
 
-TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON and the table") {
-  const std::string quick = " --model tiny --repeats 1 --min-seconds 0 --passive --gemm-shapes";
-  const RunResult r = run_qkv("bench --json" + quick);
+namespace {
+
+// `qkv bench --json ARGS`, which must succeed, parsed.
+nlohmann::json bench_json(const std::string& args) {
+  const RunResult r = run_qkv("bench --json" + args);
   INFO(r.output);
   REQUIRE(r.status == 0);
-  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  return nlohmann::json::parse(r.output.substr(r.output.find('{')));
+}
+
+}  // namespace
+
+TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON and the table") {
+  const std::string quick = " --model tiny --repeats 1 --min-seconds 0 --passive --gemm-shapes";
+  const nlohmann::json j = bench_json(quick);
   const nlohmann::json& shapes = j["models"][0]["qkv"]["gemm_shapes"];
   REQUIRE(shapes.is_array());
   // tiny: 2 + 2 layers, d 64, FFN 256, 16 symbols. Its linear layers: 8 attention projections
@@ -71,10 +80,7 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
 
 TEST_CASE("bench: MFU of each precision's step against that precision's GEMM peak") {
   const std::string quick = " --model tiny --repeats 1 --min-seconds 0 --passive";
-  const RunResult r = run_qkv("bench --json" + quick);
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const nlohmann::json j = bench_json(quick);
   const nlohmann::json& e = j["models"][0];
   CHECK(e["precision"] == "fp32");  // auto: the main table in fp32, bf16 beside it
   // fp32 against the sgemm peak, bf16 against oneDNN's bf16 GEMM peak
@@ -104,10 +110,7 @@ TEST_CASE("bench --precision bf16 alone: one table in bf16, MFU against the bf16
   SKIP_WITHOUT_BF16();
   const std::string quick =
       " --model tiny --repeats 1 --min-seconds 0 --passive --precision bf16 --gemm-shapes";
-  const RunResult r = run_qkv("bench --json" + quick);
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  const nlohmann::json j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  const nlohmann::json j = bench_json(quick);
   const nlohmann::json& e = j["models"][0];
   CHECK(e["precision"] == "bf16");
   CHECK_FALSE(e.contains("qkv_bf16"));  // no fp32 run to stand beside
