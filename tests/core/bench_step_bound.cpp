@@ -10,22 +10,19 @@
 // Usage: bench_step_bound [threads=2] [min_seconds_per_shape=0.5]
 #include <omp.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "bench/peaks.hpp"
 #include "bench_timing.hpp"
 #include "core/fused.hpp"
-#include "core/onednn.hpp"
 #include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "core/random.hpp"
 
 using namespace qkv;
-using qkv::bench_core::Clock;
 using qkv::bench_core::median_seconds;
 
 namespace {
@@ -104,21 +101,6 @@ double seconds_per_call(const Product& p, Generator& g, double min_seconds) {
   return s;
 }
 
-// Best of 4 timings of a 2048^3 bf16 GEMM after one that creates the kernel, as `qkv bench`.
-double bf16_peak_gflops() {
-  const int64_t n = 2048;
-  std::vector<bf16_t> a(n * n, bf16_round(1.0f)), b(n * n, bf16_round(0.5f));
-  std::vector<float> c(n * n);
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = Clock::now();
-    kernel::gemm_bf16(false, false, n, n, n, a.data(), n, b.data(), n, c.data(), n, nullptr);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (i > 0) best = std::max(best, 2.0 * n * n * n / s / 1e9);
-  }
-  return best;
-}
-
 // GB/s of a = b + s c over three arrays of `floats` elements each, on the current threads,
 // counting 12 bytes an element (two reads, one write).
 double triad_gb_per_s(int64_t floats, double min_seconds) {
@@ -144,7 +126,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   set_num_threads(threads);
-  const double peak = bf16_peak_gflops();
+  const double peak = bench::bf16_gemm_peak_gflops();  // as `qkv bench` measures it
   std::printf(
       "bf16 products of a training step in a loop, %d threads; bf16 GEMM peak %.1f GFLOP/s\n",
       get_num_threads(), peak);

@@ -47,7 +47,7 @@ TEST_CASE("allocator bookkeeping: live, cached, released") {
     const AllocatorStats s1 = allocator_stats();
     CHECK(s1.live_bytes == s0.live_bytes + 4096);
     CHECK(s1.created_bytes == s0.created_bytes + 4000);  // the bytes asked for, not the class
-    const Tensor v = t.view({10, 100}).t();  // views allocate nothing
+    const Tensor v = t.view({10, 100}).t();              // views allocate nothing
     CHECK(allocator_stats().live_bytes == s1.live_bytes);
     CHECK(allocator_stats().created_bytes == s1.created_bytes);
   }
