@@ -30,7 +30,7 @@ constexpr float bf16_to_float(bf16_t h) {
 }
 
 // src (n) -> dst (n), the same bits as bf16_round on each element; vectorized with AVX512_BF16
-// (32 lanes a step) where the compiler targets it, the reference otherwise. One thread.
+// (32 lanes a step) where bf16_simd(), the reference otherwise. One thread.
 void to_bf16(const float* src, bf16_t* dst, int64_t n);
 
 // rows x cols floats read with row stride ld (>= cols) -> a packed (rows, cols) bfloat16 copy in
@@ -38,7 +38,12 @@ void to_bf16(const float* src, bf16_t* dst, int64_t n);
 // the same bits).
 void to_bf16_rows(const float* src, int64_t rows, int64_t cols, int64_t ld, bf16_t* dst);
 
-// Whether to_bf16 runs the AVX512_BF16 instruction (false: the scalar reference).
-bool bf16_convert_vectorized();
+// Whether qkv's own bf16 kernels (to_bf16, the attention tiles of core/bf16_tile.hpp) run
+// AVX512_BF16 instructions: the CPU has them (cpuid) and ONEDNN_MAX_CPU_ISA does not cap oneDNN
+// below avx512_core_bf16. The cap thus stands in for a CPU without them for qkv's kernels as
+// for oneDNN's. Otherwise the scalar references run, with the same bits for to_bf16. Whatever
+// the build's -march: the vector bodies are compiled for AVX512_BF16 in every x86-64 build and
+// chosen at run time.
+bool bf16_simd();
 
 }  // namespace qkv

@@ -1,14 +1,20 @@
 #include "bf16_tile.hpp"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
 
 namespace qkv::kernel {
+
+#if defined(__x86_64__)
+// Compiled for AVX512_BF16 in every x86-64 build, run where bf16_simd() (core/bf16.hpp).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
 namespace {
 
-#if defined(__AVX512BF16__)
 // A register block: R rows of C by NV vectors of 16 columns (masks for the last vector's
 // columns), over all kp pairs. R * NV accumulators, NV B vectors and a broadcast: <= 29 zmm.
 // 32 bits read as one pair of bfloat16s (may alias the bf16 array).
@@ -79,27 +85,9 @@ void strip(int64_t rows, int64_t kp, const bf16_t* a, int64_t lda, const bf16_t*
       break;
   }
 }
-#endif
 
-}  // namespace
-
-void bf16_tile_product_reference(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a,
-                                 int64_t lda, const bf16_t* b, int64_t ldb, float* c, int64_t ldc,
-                                 bool accumulate) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < cols; ++j) {
-      float s = accumulate ? c[r * ldc + j] : 0.0f;
-      for (int64_t p = 0; p < kp; ++p) {
-        s += bf16_to_float(a[r * lda + 2 * p]) * bf16_to_float(b[p * ldb + 2 * j]);
-        s += bf16_to_float(a[r * lda + 2 * p + 1]) * bf16_to_float(b[p * ldb + 2 * j + 1]);
-      }
-      c[r * ldc + j] = s;
-    }
-}
-
-void bf16_tile_product(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a, int64_t lda,
-                       const bf16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-#if defined(__AVX512BF16__)
+void tile_product_avx512(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a, int64_t lda,
+                         const bf16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   for (int64_t c0 = 0; c0 < cols; c0 += 64) {
     const int64_t w = std::min<int64_t>(64, cols - c0);
     __mmask16 mask[4];
@@ -123,17 +111,55 @@ void bf16_tile_product(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a, 
         strip<4>(rows, kp, a, lda, bs, ldb, cs, ldc, mask, accumulate);
     }
   }
-#else
-  bf16_tile_product_reference(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
-#endif
 }
 
-bool bf16_tile_vectorized() {
-#if defined(__AVX512BF16__)
-  return true;
-#else
-  return false;
+// d[2c] = round(r0[c]), d[2c + 1] = round(r1[c]) (0 when r1 is null) for the first
+// cols - cols % 16 columns; returns how many it wrote.
+// GCC 12 warns -Wmaybe-uninitialized on the undefined vector that _mm512_cvtepu16_epi32 and
+// _mm512_slli_epi32 pass internally (their maskless forms); a false positive of its inliner.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+int64_t interleave_avx512(const float* r0, const float* r1, int64_t cols, bf16_t* d) {
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    const __m256bh lo = _mm512_cvtneps_pbh(_mm512_loadu_ps(r0 + c));
+    const __m512i even = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(lo));
+    __m512i words = even;
+    if (r1) {
+      const __m256bh hi = _mm512_cvtneps_pbh(_mm512_loadu_ps(r1 + c));
+      words = _mm512_or_si512(
+          even, _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(hi)), 16));
+    }
+    _mm512_storeu_si512(d + 2 * c, words);
+  }
+  return c;
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+#pragma GCC pop_options
 #endif
+
+void bf16_tile_product_reference(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a,
+                                 int64_t lda, const bf16_t* b, int64_t ldb, float* c, int64_t ldc,
+                                 bool accumulate) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      float s = accumulate ? c[r * ldc + j] : 0.0f;
+      for (int64_t p = 0; p < kp; ++p) {
+        s += bf16_to_float(a[r * lda + 2 * p]) * bf16_to_float(b[p * ldb + 2 * j]);
+        s += bf16_to_float(a[r * lda + 2 * p + 1]) * bf16_to_float(b[p * ldb + 2 * j + 1]);
+      }
+      c[r * ldc + j] = s;
+    }
+}
+
+void bf16_tile_product(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a, int64_t lda,
+                       const bf16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+#if defined(__x86_64__)
+  if (bf16_simd()) return tile_product_avx512(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
+#endif
+  bf16_tile_product_reference(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 void pack_bf16_rows(const float* src, int64_t rows, int64_t cols, int64_t lds, bf16_t* dst,
@@ -162,31 +188,16 @@ void pack_bf16_transposed(const float* src, int64_t rows, int64_t cols, int64_t 
 namespace {
 
 // d[2c] = round(r0[c]), d[2c + 1] = round(r1[c]) (0 when r1 is null), c < cols.
-// GCC 12 warns -Wmaybe-uninitialized on the undefined vector that _mm512_cvtepu16_epi32 and
-// _mm512_slli_epi32 pass internally (their maskless forms); a false positive of its inliner.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 void interleave_rows(const float* r0, const float* r1, int64_t cols, bf16_t* d) {
   int64_t c = 0;
-#if defined(__AVX512BF16__)
-  for (; c + 16 <= cols; c += 16) {
-    const __m256bh lo = _mm512_cvtneps_pbh(_mm512_loadu_ps(r0 + c));
-    const __m512i even = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(lo));
-    __m512i words = even;
-    if (r1) {
-      const __m256bh hi = _mm512_cvtneps_pbh(_mm512_loadu_ps(r1 + c));
-      words = _mm512_or_si512(
-          even, _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(hi)), 16));
-    }
-    _mm512_storeu_si512(d + 2 * c, words);
-  }
+#if defined(__x86_64__)
+  if (bf16_simd()) c = interleave_avx512(r0, r1, cols, d);
 #endif
   for (; c < cols; ++c) {
     d[2 * c] = bf16_round(r0[c]);
     d[2 * c + 1] = r1 ? bf16_round(r1[c]) : bf16_t(0);
   }
 }
-#pragma GCC diagnostic pop
 
 }  // namespace
 

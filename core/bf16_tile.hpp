@@ -18,15 +18,13 @@
 namespace qkv::kernel {
 
 // C = A B (accumulate false) or C += A B; kp: the inner dimension in pairs. One thread.
-// AVX512_BF16 where the compiler targets it, else bf16_tile_product_reference.
+// AVX512_BF16 where bf16_simd() (core/bf16.hpp), else bf16_tile_product_reference.
 void bf16_tile_product(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a, int64_t lda,
                        const bf16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
 // The same product in scalar float32 (each pair's two products added to the lane in order).
 void bf16_tile_product_reference(int64_t rows, int64_t cols, int64_t kp, const bf16_t* a,
                                  int64_t lda, const bf16_t* b, int64_t ldb, float* c, int64_t ldc,
                                  bool accumulate);
-// Whether bf16_tile_product runs vdpbf16ps (false: the reference).
-bool bf16_tile_vectorized();
 
 // Packing from float32 (rows, cols) with row stride lds, each element rounded (bf16_round):
 // - as A, row-major pairs: dst row r at dst + r * ldd, cols padded with a zero to even;

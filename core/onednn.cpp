@@ -128,7 +128,13 @@ bool onednn_isa_has_bf16() {
   return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & want) == want;
 }
 
-bool cpu_has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;  // an x86 extension: other CPUs' bf16 instructions are not what qkv's kernels use
+#endif
+}
 
 namespace kernel {
 

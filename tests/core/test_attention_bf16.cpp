@@ -91,7 +91,7 @@ void check_close(const Run& b, const Run& f, double tol) {
 }  // namespace
 
 TEST_CASE("bf16 tile product matches its scalar reference across its blocks") {
-  if (!kernel::bf16_tile_vectorized()) QKV_SKIP("bf16_tile_product is the reference in this build");
+  if (!bf16_simd()) QKV_SKIP("bf16_tile_product is the reference on this CPU (or under this cap)");
   Generator g(3);
   const int64_t rows = 13, cols = 70, kp = 9, lda = 2 * kp + 4, ldb = 2 * cols + 6, ldc = cols + 3;
   const Tensor fa = randn({rows, lda}, g), fb = randn({kp, ldb}, g), c0 = randn({rows, ldc}, g);
@@ -156,6 +156,29 @@ TEST_CASE("bf16 attention decodes one query over a strided key cache") {
   Inputs x{randn({2, 3, 1, 24}, g), kbuf.slice(2, 0, 45), vbuf.slice(2, 0, 45),
            randn({2, 3, 1, 24}, g)};
   check_close(run(x, Tensor(), Precision::bf16), run(x, Tensor(), Precision::fp32), 2e-2);
+}
+
+// Cached decoding asks for one query's row over the keys so far; the full causal forward
+// computes that row among 64-query tiles. qkv's own tile products sum each element over the
+// inner dimension in one fixed order whatever the number of rows, the row statistics are per
+// row, and a masked key adds exact zeros (its weight, and its pair in the product): the same
+// operations in the same order, so the same bits, on every CPU. (An fp32 one-query attention,
+// or one that rounded its operands elsewhere, would differ from the full row in bf16's bits.)
+TEST_CASE("bf16 attention of one query gives the full causal forward's row, bit for bit") {
+  SKIP_WITHOUT_BF16();
+  const int64_t n = 300;  // past the 64-query and 256-key tiles
+  const Inputs x = inputs(2, 3, n, n, 32, 24, 21);
+  const Tensor causal = mask_of({n, n}, [](const Shape& i) { return i[1] <= i[0]; });
+  const double scale = 1.0 / std::sqrt(32.0);
+  PrecisionScope scope(Precision::bf16);
+  const AttentionResult full = attention_forward(x.q, x.k, x.v, causal, scale);
+  for (int64_t t : {0, 1, 63, 64, 65, 200, 255, 256, 257, 299}) {
+    INFO("query " << t);
+    const AttentionResult one = attention_forward(x.q.narrow(2, t, 1), x.k.narrow(2, 0, t + 1),
+                                                  x.v.narrow(2, 0, t + 1), Tensor(), scale);
+    CHECK(same_bits(one.out.contiguous(), full.out.narrow(2, t, 1).contiguous()));
+    CHECK(same_bits(one.lse.contiguous(), full.lse.narrow(2, t, 1).contiguous()));
+  }
 }
 
 TEST_CASE("bf16 attention gives the same bits twice and at 1 and 2 threads") {
