@@ -150,6 +150,52 @@ TEST_CASE(
   }
 }
 
+// A decoding step's products have one row (a token) where the full forward's have hundreds, and
+// oneDNN may pick another kernel for them (on AMX CPUs it does), summing each dot product in
+// another order. The bound, for any two orders: each float32 sum of the k + 1 terms (k exact
+// products of bf16 operands: 8 x 8 significant bits fit float32's 24; and the bias) is within
+// gamma(k) * sum|terms| of the exact sum, gamma(k) = k u / (1 - k u), u = 2^-24 (Higham,
+// Accuracy and Stability of Numerical Algorithms, 4.2), so two orders are within twice that
+// of each other. Both rows are also within gamma(k) of the exact product of the rounded
+// operands: the one-row product rounds its operands as the many-row one does.
+TEST_CASE("a bf16 product's row alone and among many rows: within float32 summation's bound") {
+  SKIP_WITHOUT_BF16();
+  Generator g(19);
+  const int64_t sizes[][3] = {{130, 64, 67}, {260, 96, 384}, {70, 383, 129}};  // n, in, out
+  for (const auto& s : sizes) {
+    const int64_t n = s[0], in = s[1], out = s[2];
+    INFO("n " << n << " in " << in << " out " << out);
+    const Tensor x = randn({n, in}, g), w = randn({out, in}, g), b = randn({out}, g);
+    Tensor many, fp32_row;
+    std::vector<Tensor> alone;
+    {
+      PrecisionScope scope(Precision::bf16);
+      many = linear_forward(x, w, b);
+      for (int64_t i : {int64_t(0), n / 2, n - 1})
+        alone.push_back(linear_forward(x.narrow(0, i, 1), w, b));
+    }
+    fp32_row = linear_forward(x.narrow(0, 0, 1), w, b);
+    const Tensor x64 = rounded(x), w64 = rounded(w), b64 = b.to(DType::f64);
+    const Tensor exact = matmul(x64, w64.t()) + b64;
+    const Tensor scale = matmul(abs(x64), abs(w64).t()) + abs(b64);  // sum |terms| (n, out)
+    const double u = std::ldexp(1.0, -24), gamma = (in + 1) * u / (1 - (in + 1) * u);
+    int row = 0;
+    for (int64_t i : {int64_t(0), n / 2, n - 1}) {
+      const Tensor a = alone[row++].to(DType::f64).reshape({out});
+      const Tensor m = many.select(0, i).to(DType::f64), e = exact.select(0, i);
+      const Tensor bound = scale.select(0, i);
+      for (int64_t j = 0; j < out; ++j) {
+        const double aj = a.data<double>()[j], mj = m.data<double>()[j], ej = e.data<double>()[j];
+        const double bj = bound.data<double>()[j];
+        INFO("row " << i << " column " << j << ": alone " << aj << ", among many " << mj);
+        REQUIRE(std::abs(aj - mj) <= 2 * gamma * bj);
+        REQUIRE(std::abs(aj - ej) <= gamma * bj);
+      }
+    }
+    CHECK_FALSE(same_bits(alone[0], fp32_row));  // the one-row product did run in bf16
+  }
+}
+
 TEST_CASE("bf16 weight copies are made once per scope and remade in the next one") {
   SKIP_WITHOUT_BF16();
   Generator g(3);
