@@ -3,6 +3,7 @@
 // strided tensors whose last two dims are (rows, cols). Not part of the public API.
 #pragma once
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +26,21 @@ void gemm(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, const T* a
   else
     cblas_dgemm(CblasRowMajor, TA, TB, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+// For the scope, the calling thread's OpenMP thread count is 1, so a library call it makes
+// outside a parallel region (OpenBLAS's OpenMP build, oneDNN) runs on it alone: a product whose
+// bits must not depend on the thread count (some of OpenBLAS's kernels, Prescott's and Core2's
+// among them, give other bits for a threaded call than for a single-threaded one).
+class OmpOneThread {
+ public:
+  OmpOneThread() : was_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OmpOneThread() { omp_set_num_threads(was_); }
+  OmpOneThread(const OmpOneThread&) = delete;
+  OmpOneThread& operator=(const OmpOneThread&) = delete;
+
+ private:
+  int was_;
+};
 
 // The same product spread over the thread pool (core/matmul.cpp): each thread runs one
 // single-threaded GEMM on its own band of C's rows (or columns, when C is wider than tall), so

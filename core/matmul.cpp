@@ -9,6 +9,8 @@
 // threaded GEMM makes its threads wait for each other at every packed panel; at the sizes these
 // models run (2048 x 128 x 128) that waiting took a third of the time, and the bands run at the
 // sgemm peak (measured in docs/performance.md).
+#include <optional>
+
 #include <cblas.h>
 
 #include "bf16_cache.hpp"
@@ -84,6 +86,8 @@ void gemm_bands(bool ta, bool tb, int64_t n, int64_t m, int64_t k, T alpha, cons
   if (n * m * k < kBandMinWork ||
       (!invariant && (get_num_threads() <= 1 || in_parallel_region()))) {
     init(0, n, 0, m);
+    std::optional<OmpOneThread> one;  // invariant: BLAS must not split it by the thread count
+    if (invariant) one.emplace();
     gemm<T>(ta, tb, n, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

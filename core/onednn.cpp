@@ -140,19 +140,6 @@ namespace kernel {
 
 namespace {
 
-// Sets the calling thread's OpenMP thread count for the scope: a primitive made and run inside
-// plans and runs its work for that many threads.
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) : was_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~OmpThreads() { omp_set_num_threads(was_); }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-
- private:
-  int was_;
-};
-
 void run_product(const ProductKey& key, const bf16_t* a, const bf16_t* b, float* c,
                  const float* bias) {
   Product& p = product_for(key);
@@ -168,7 +155,7 @@ void run_product(const ProductKey& key, const bf16_t* a, const bf16_t* b, float*
 // do not depend on how many threads the process has.
 void run_one_thread(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
                     const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
-  const OmpThreads one(1);
+  const OmpOneThread one;  // a primitive made and run inside plans for one thread
   run_product(ProductKey{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, 1}, a, b, c, bias);
 }
 
