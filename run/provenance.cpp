@@ -56,9 +56,15 @@ std::string kernels_of(const bench::RuntimeInfo& r, const json& onednn) {
   return k;
 }
 
+json precision_info(Precision asked, Precision ran) {
+  json p = {{"asked", precision_name(asked)}, {"ran", precision_name(ran)}};
+  if (asked == Precision::auto_ && ran == Precision::fp32) p["why"] = bf16_unsupported_reason();
+  return p;
+}
+
 }  // namespace
 
-json provenance(int threads) {
+json provenance(int threads, Precision asked, Precision ran) {
   const bench::RuntimeInfo r = bench::this_process(threads);
   const json onednn = onednn_info();
   return {{"qkv", {{"version", kQkvVersion}, {"commit", kGitCommit}, {"describe", kGitDescribe}}},
@@ -74,6 +80,7 @@ json provenance(int threads) {
           {"cpu", cpu_info()},
           {"cores", usable_cores()},
           {"threads", threads},
+          {"precision", precision_info(asked, ran)},
           {"kernels", kernels_of(r, onednn)}};
 }
 

@@ -8,18 +8,23 @@
 //    "onednn": {"built": true, "version": "2.6.3 ...", "isa": "avx512_core_bf16", "bf16": true},
 //    "cpu": {"model": "Intel(R) Xeon(R) ...", "features": ["avx2", "avx512f", ...]},
 //    "cores": 2, "threads": 2,
+//    "precision": {"asked": "auto", "ran": "fp32", "why": "this CPU lacks AVX512_BF16 ..."},
 //    "kernels": "OpenBLAS Cooperlake"}
 //
 // "kernels" names the code paths the arithmetic ran on; `qkv eval` and `qkv train --resume`
-// compare it with their own and say so in one line when it differs.
+// compare it with their own and say so in one line when it differs. "precision": the config's
+// precision, what the products ran in, and ("why", only when "auto" became fp32) what kept
+// bf16 from running on this machine.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/precision.hpp"
+
 namespace qkv::run {
 
-// This process, running `threads` threads.
-nlohmann::json provenance(int threads);
+// This process, running `threads` threads, asked for precision `asked`, running in `ran`.
+nlohmann::json provenance(int threads, Precision asked, Precision ran);
 // The kernels line of this process (provenance(...)["kernels"]).
 std::string kernels_now();
 // RUN/provenance.json, or null when the run has none (runs older than provenance).

@@ -173,8 +173,10 @@ void create_folder(TrainingRun& r) {
   if (!r.restart) {
     atomic_write_file((run_dir / "config.toml").string(), config::effective_toml(r.cfg));
     // What produced the run (run/provenance.hpp); not in config.toml, which runs again as is.
-    atomic_write_file((run_dir / "provenance.json").string(),
-                      provenance(static_cast<int>(r.cfg.threads)).dump(2) + "\n");
+    atomic_write_file(
+        (run_dir / "provenance.json").string(),
+        provenance(static_cast<int>(r.cfg.threads), r.cfg.precision, r.options.precision).dump(2) +
+            "\n");
   }
   // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
   for (const auto& [file, vocab] : {std::pair{"src_vocab.txt", &r.data.src_vocab},

@@ -86,6 +86,11 @@ TEST_CASE("precision bf16 where oneDNN is capped below avx512_core_bf16: one err
   INFO(a.output);
   CHECK(a.status == 0);
   CHECK(a.output.find("precision = auto: fp32") != std::string::npos);
+  // ... and the run folder records what ran and why (provenance.json)
+  const auto prov = nlohmann::json::parse(read_file(run + "/provenance.json"))["precision"];
+  CHECK(prov["asked"] == "auto");
+  CHECK(prov["ran"] == "fp32");
+  CHECK(prov["why"].get<std::string>().find("ONEDNN_MAX_CPU_ISA") != std::string::npos);
   const RunResult bench = run_capped("bench --model tiny --precision bf16 --min-seconds 0");
   INFO(bench.output);
   CHECK(bench.status == 1);
