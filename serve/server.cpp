@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/bounded_json.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/parallel.hpp"
@@ -166,11 +167,14 @@ class ModelCache {
   std::list<std::pair<std::string, std::shared_ptr<Slot>>> lru_;
 };
 
+// A request body: JSON within the body bound (httplib's) and kMaxJsonDepth levels.
 json parse_body(const httplib::Request& req) {
-  json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded()) throw BadInput("the request body is not valid JSON");
-  if (!j.is_object()) throw BadInput("the request body must be a JSON object");
-  return j;
+  std::string why;
+  std::optional<json> j = try_parse_json(req.body, why, {kMaxJsonDepth, req.body.size()});
+  if (!j && too_deep(why)) throw BadInput("the request body is " + why);
+  if (!j) throw BadInput("the request body is not valid JSON");
+  if (!j->is_object()) throw BadInput("the request body must be a JSON object");
+  return std::move(*j);
 }
 
 // A field of the body, of type T, or `fallback` when absent; a wrong type is bad input.
