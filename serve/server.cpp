@@ -167,6 +167,13 @@ class ModelCache {
   std::list<std::pair<std::string, std::shared_ptr<Slot>>> lru_;
 };
 
+// The connections' bounds, with the body bound that httplib answers 413 past.
+ConnectionLimits connection_limits(const ServeOptions& o) {
+  ConnectionLimits l = o.connections;
+  l.max_body_bytes = o.max_body_bytes;
+  return l;
+}
+
 // A request body: JSON within the body bound (httplib's) and kMaxJsonDepth levels.
 json parse_body(const httplib::Request& req) {
   std::string why;
@@ -201,12 +208,10 @@ class Server {
       : opts_(o),
         runs_(served_runs(o.runs)),
         models_(static_cast<size_t>(o.max_loaded_models), o.precision),
-        http_(o.connections) {}
+        http_(connection_limits(o)) {}
 
   // Binds host:port (0: any free port); the chosen port.
   int bind() {
-    const size_t threads = static_cast<size_t>(opts_.connections.max_per_client) * 2;
-    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_.set_payload_max_length(static_cast<size_t>(opts_.max_body_bytes));
     http_.set_default_headers({{"X-Content-Type-Options", "nosniff"}});
     // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a second server
@@ -223,7 +228,7 @@ class Server {
               " (in use, or not an address of this machine)");
     return port;
   }
-  bool listen() { return http_.listen_after_bind(); }
+  bool listen() { return http_.serve(); }
   void stop() { http_.stop_all(); }
 
  private:
