@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <optional>
 #include <string_view>
 
@@ -16,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/nearest.hpp"
 #include "run/distributed.hpp"
+#include "run/train_run.hpp"
 
 using namespace qkv::app;
 namespace run = qkv::run;
@@ -473,18 +476,46 @@ int run_command(const CLI::App& app, const CommandArgs& c) {
   return 0;
 }
 
+// The line of an allocation that failed. Estimates refuse what cannot fit before allocating
+// (run/limits.hpp); this is the last resort, still one line and exit 1 rather than an abort,
+// and a new run's folder that holds no checkpoint yet is removed (run/train_run.hpp), so the
+// same command can run again.
+std::string out_of_memory() {
+  std::string line =
+      "out of memory: an allocation failed (std::bad_alloc); use a smaller model, batch or "
+      "data set, or fewer threads";
+  if (const std::string gone = run::discard_unfinished_run(); !gone.empty())
+    line += " (removed the unfinished run folder " + gone + ")";
+  return line;
+}
+
+// An exception that no handler caught (one thrown inside an OpenMP region or another thread,
+// where it cannot reach run_reporting_errors): one line and exit 1, never an abort.
+[[noreturn]] void uncaught() {
+  std::string line = "internal error: the process ended on an exception no handler caught";
+  try {
+    if (const std::exception_ptr e = std::current_exception()) std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    line = out_of_memory();
+  } catch (const std::exception& e) {
+    line = "internal error: " + plain_message(e);
+    run::discard_unfinished_run();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "qkv: %s\n", line.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 // run_command with its errors reported as one line and exit 1.
 int run_reporting_errors(const CLI::App& app, const CommandArgs& c) {
+  std::set_terminate(uncaught);
   try {
     return run_command(app, c);
   } catch (const qkv::Error& err) {
     return fail(err.what());
   } catch (const std::bad_alloc&) {
-    // Estimates refuse what cannot fit before allocating (run/limits.hpp); this is the last
-    // resort, still one line and exit 1 rather than an abort.
-    return fail(
-        "out of memory: an allocation failed (std::bad_alloc); use a smaller model, "
-        "batch or data set, or fewer threads");
+    return fail(out_of_memory().c_str());
   } catch (const std::exception& err) {
     return fail(plain_message(err).c_str());
   }
