@@ -45,6 +45,15 @@ void add_ablate(CLI::App* cmd, std::string& ablate) {
                   "decoder.L.H, cross.L.H (an encoder-decoder)");
 }
 
+// --max-work of heads and patch: the token passes (forward passes x their tokens) a command may
+// run; past it the command is refused before any pass (inspect/work.hpp).
+void add_max_work(CLI::App* cmd, int64_t& max_work) {
+  cmd->add_option("--max-work", max_work,
+                  "the most token passes (forward passes x their tokens) to run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
+}
+
 void add_train(CLI::App* cmd, TrainArgs& a) {
   cmd->add_option("config", a.config, "config file, e.g. configs/copy.toml");
   cmd->add_option("--run-dir", a.run_dir, "run folder (default runs/<config name>)");
@@ -301,13 +310,14 @@ void add_heads(CLI::App* cmd, HeadsArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
-  cmd->add_option("--batches", a.batches, "batches of the split (0: all)")
-      ->capture_default_str()
+  cmd->add_option("--batches", a.batches,
+                  "batches of the split (0: all; default: up to 4, as many as --max-work allows)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   cmd->add_option("--probes", a.probes, "repeated-token sequences (and examples for alignment)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--seed", a.seed, "the repeated sequences' tokens")->capture_default_str();
+  add_max_work(cmd, a.max_work);
   cmd->add_option("--out", a.out, "a folder: one heatmap PNG (layer x head) per score");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
@@ -343,6 +353,7 @@ void add_patch(CLI::App* cmd, PatchArgs& a) {
   cmd->add_option("--out", a.out, "a folder: heads.png and residual.png heatmaps");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_max_work(cmd, a.max_work);
   add_precision(cmd, a.precision);
   add_ablate(cmd, a.ablate);
 }
