@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -300,7 +301,29 @@ struct HttpServer::Impl {
   bool answer_one(Connection& c);
 };
 
+namespace {
+
+// Descriptors for max_connections and what the process needs besides (run files, models'
+// files, pipes): the soft limit is raised towards the hard one, and the bound lowered to fit
+// what is left. Were accept() to fail for lack of descriptors, no connection could be admitted
+// and none made room for.
+int connections_that_fit(int wanted) {
+  constexpr rlim_t kSpare = 128;
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
+  const rlim_t want = static_cast<rlim_t>(wanted) + kSpare;
+  if (r.rlim_cur < want) {
+    r.rlim_cur = r.rlim_max == RLIM_INFINITY ? want : std::min(want, r.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &r);
+    ::getrlimit(RLIMIT_NOFILE, &r);
+  }
+  return r.rlim_cur >= want ? wanted : std::max(1, static_cast<int>(r.rlim_cur) - 128);
+}
+
+}  // namespace
+
 void HttpServer::Impl::start() {
+  lim.max_connections = connections_that_fit(lim.max_connections);
   wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   gate = std::thread([this] { gate_loop(); });
   for (int i = 0; i < lim.workers; ++i) workers.emplace_back([this] { worker_loop(); });
@@ -471,6 +494,10 @@ bool HttpServer::serve() {
     impl_->started = true;
   }
   impl_->start();
+  // httplib listens with a backlog of 5: connections arriving faster than its accept loop runs
+  // (a flood, or a loaded machine) had their SYNs dropped, and the client's next try came 1 s
+  // later. Listening again on the bound socket raises the queue (Linux keeps the socket).
+  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, std::max(128, impl_->lim.max_connections));
   const bool ok = listen_after_bind();
   stop_all();
   impl_->join();

@@ -39,8 +39,8 @@ struct ConnectionLimits {
   std::chrono::milliseconds write_budget{30000};   // an answer's writes, waiting in all
   int64_t max_head_bytes = 16 * 1024;              // request line and headers
   int64_t max_body_bytes = 64 * 1024;              // a body the gate reads before a worker
-  int max_connections = 1024;                      // open at once (descriptors)
-  int workers = 64;                                // requests answered at once
+  int max_connections = 1024;  // open at once (lowered to what RLIMIT_NOFILE leaves room for)
+  int workers = 64;            // requests answered at once
   int max_requests_per_connection = 100;
 };
 
