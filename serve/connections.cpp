@@ -317,7 +317,8 @@ int connections_that_fit(int wanted) {
     ::setrlimit(RLIMIT_NOFILE, &r);
     ::getrlimit(RLIMIT_NOFILE, &r);
   }
-  return r.rlim_cur >= want ? wanted : std::max(1, static_cast<int>(r.rlim_cur) - 128);
+  if (r.rlim_cur >= want) return wanted;
+  return r.rlim_cur > kSpare + 1 ? static_cast<int>(r.rlim_cur - kSpare) : 1;
 }
 
 }  // namespace
@@ -403,7 +404,9 @@ void HttpServer::Impl::gate_loop() {
     Clock::time_point next = now + milliseconds(1000);
     for (size_t i = 0; i < waiting.size();) {
       Connection& c = *waiting[i];
-      if (!c.gone && c.ready(lim)) {
+      // A complete request is answered even when its client has shut its side down after it
+      // (printf 'GET ...' | nc): only the server's side is needed for the answer.
+      if (c.ready(lim)) {
         std::lock_guard<std::mutex> hold(mu);
         work.push_back(std::move(waiting[i]));
         work_ready.notify_one();
