@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/precision.hpp"
+#include "inspect/work.hpp"
 
 namespace qkv::app {
 
@@ -159,8 +160,9 @@ int cmd_attention(const AttentionArgs& a);  // attention.cpp
 struct HeadsArgs {
   std::string run_dir, split = "valid", checkpoint = "best", out, ablate;
   bool json = false;
-  int64_t batches = 4;  // of the split (0: all)
-  int64_t probes = 4;   // repeated-token sequences, and examples for alignment
+  int64_t batches = -1;  // of the split (0: all; -1: up to 4, as many as max_work allows)
+  int64_t probes = 4;    // repeated-token sequences, and examples for alignment
+  int64_t max_work = inspect::kMaxHeadsWork;  // token passes (inspect/work.hpp)
   uint64_t seed = 1;
   int threads = 0;
   std::optional<Precision> precision;
@@ -184,6 +186,7 @@ struct PatchArgs {
   std::optional<Precision> precision;
   bool json = false;
   int threads = 0;
+  int64_t max_work = inspect::kMaxPatchWork;  // token passes (inspect/work.hpp)
 };
 int cmd_patch(const PatchArgs& a);
 

@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "figures/heatmap.hpp"
 #include "inspect/head_table.hpp"
+#include "inspect/work.hpp"
 #include "run/inference.hpp"
 
 namespace qkv::app {
@@ -69,8 +70,11 @@ int cmd_heads(const HeadsArgs& a) {
       {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "heads"});
   nn::Hooks ablation;  // --ablate: the table of a model with those heads removed
   inspect::ablate(*inf, a.ablate, ablation, "heads");
-  const inspect::HeadTable t = inspect::head_table(
-      *inf, {.split = a.split, .max_batches = a.batches, .probes = a.probes, .seed = a.seed});
+  inspect::HeadTableOptions o{.split = a.split, .probes = a.probes, .seed = a.seed};
+  o.max_batches =
+      inspect::head_table_batches(*inf, o, a.batches, a.max_work, "heads",
+                                  "--max-work; ask for fewer --batches or --probes, or raise it");
+  const inspect::HeadTable t = inspect::head_table(*inf, o);
   if (a.json)
     std::printf("%s\n", inspect::head_table_json(t).dump(2).c_str());
   else

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <optional>
 #include <string_view>
 
@@ -16,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/nearest.hpp"
 #include "run/distributed.hpp"
+#include "run/train_run.hpp"
 
 using namespace qkv::app;
 namespace run = qkv::run;
@@ -40,6 +43,15 @@ void add_ablate(CLI::App* cmd, std::string& ablate) {
   cmd->add_option("--ablate", ablate,
                   "heads to remove, from 0: L.H,... (a language model) or encoder.L.H, "
                   "decoder.L.H, cross.L.H (an encoder-decoder)");
+}
+
+// --max-work of heads and patch: the token passes (forward passes x their tokens) a command may
+// run; past it the command is refused before any pass (inspect/work.hpp).
+void add_max_work(CLI::App* cmd, int64_t& max_work) {
+  cmd->add_option("--max-work", max_work,
+                  "the most token passes (forward passes x their tokens) to run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
 }
 
 void add_train(CLI::App* cmd, TrainArgs& a) {
@@ -298,13 +310,14 @@ void add_heads(CLI::App* cmd, HeadsArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
-  cmd->add_option("--batches", a.batches, "batches of the split (0: all)")
-      ->capture_default_str()
+  cmd->add_option("--batches", a.batches,
+                  "batches of the split (0: all; default: up to 4, as many as --max-work allows)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   cmd->add_option("--probes", a.probes, "repeated-token sequences (and examples for alignment)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--seed", a.seed, "the repeated sequences' tokens")->capture_default_str();
+  add_max_work(cmd, a.max_work);
   cmd->add_option("--out", a.out, "a folder: one heatmap PNG (layer x head) per score");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
@@ -340,6 +353,7 @@ void add_patch(CLI::App* cmd, PatchArgs& a) {
   cmd->add_option("--out", a.out, "a folder: heads.png and residual.png heatmaps");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_max_work(cmd, a.max_work);
   add_precision(cmd, a.precision);
   add_ablate(cmd, a.ablate);
 }
@@ -473,18 +487,46 @@ int run_command(const CLI::App& app, const CommandArgs& c) {
   return 0;
 }
 
+// The line of an allocation that failed. Estimates refuse what cannot fit before allocating
+// (run/limits.hpp); this is the last resort, still one line and exit 1 rather than an abort,
+// and a new run's folder that holds no checkpoint yet is removed (run/train_run.hpp), so the
+// same command can run again.
+std::string out_of_memory() {
+  std::string line =
+      "out of memory: an allocation failed (std::bad_alloc); use a smaller model, batch or "
+      "data set, or fewer threads";
+  if (const std::string gone = run::discard_unfinished_run(); !gone.empty())
+    line += " (removed the unfinished run folder " + gone + ")";
+  return line;
+}
+
+// An exception that no handler caught (one thrown inside an OpenMP region or another thread,
+// where it cannot reach run_reporting_errors): one line and exit 1, never an abort.
+[[noreturn]] void uncaught() {
+  std::string line = "internal error: the process ended on an exception no handler caught";
+  try {
+    if (const std::exception_ptr e = std::current_exception()) std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    line = out_of_memory();
+  } catch (const std::exception& e) {
+    line = "internal error: " + plain_message(e);
+    run::discard_unfinished_run();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "qkv: %s\n", line.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 // run_command with its errors reported as one line and exit 1.
 int run_reporting_errors(const CLI::App& app, const CommandArgs& c) {
+  std::set_terminate(uncaught);
   try {
     return run_command(app, c);
   } catch (const qkv::Error& err) {
     return fail(err.what());
   } catch (const std::bad_alloc&) {
-    // Estimates refuse what cannot fit before allocating (run/limits.hpp); this is the last
-    // resort, still one line and exit 1 rather than an abort.
-    return fail(
-        "out of memory: an allocation failed (std::bad_alloc); use a smaller model, "
-        "batch or data set, or fewer threads");
+    return fail(out_of_memory().c_str());
   } catch (const std::exception& err) {
     return fail(plain_message(err).c_str());
   }

@@ -11,6 +11,7 @@
 #include "figures/heatmap.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/patch.hpp"
+#include "inspect/work.hpp"
 #include "run/inference.hpp"
 
 namespace qkv::app {
@@ -93,8 +94,11 @@ int cmd_patch(const PatchArgs& a) {
       {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "patch"});
   nn::Hooks ablation;
   inspect::ablate(*inf, a.ablate, ablation, "patch");
-  const inspect::Patching r = inspect::patch_activations(
-      *inf, inf->encode(a.clean, "patch: --clean"), inf->encode(a.corrupt, "patch: --corrupt"));
+  const data::Ids clean = inf->encode(a.clean, "patch: --clean");
+  const data::Ids corrupt = inf->encode(a.corrupt, "patch: --corrupt");
+  inspect::check_work(inspect::patch_work(*inf, static_cast<int64_t>(clean.size())), a.max_work,
+                      "patch", "--max-work; use shorter inputs, or raise it");
+  const inspect::Patching r = inspect::patch_activations(*inf, clean, corrupt);
   if (a.json)
     print_json(r);
   else

@@ -109,17 +109,11 @@ void final_report(run::TrainingRun& r, const train::TrainState& st, run::Metrics
   if (!quiet) spdlog::info("{}", line);
 }
 
-}  // namespace
-
-int cmd_train(const TrainArgs& a) {
-  run::TrainingRun r;
-  run::open_training_run(r, {a.config, a.run_dir, a.resume, a.overrides, a.overwrite, false},
-                         run::dist::rank(), run::dist::size());
-  // Validation and the final test decode in the run's precision too; each training step opens
-  // its own scope inside this one (train/trainer.hpp).
-  const PrecisionScope precision(r.options.precision);
-  run::dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
-  run::prepare_run_folder(r, ctx);
+// The run folder's hooks around the Trainer, then fit() (fitting: set as it starts) and the
+// final test.
+int train_in_folder(run::TrainingRun& r, std::optional<inspect::ProbeInputs> probe_in,
+                    run::dist::Context& ctx, const TrainArgs& a, bool& fitting) {
+  run::testing::after_folder();
   const bool root = ctx.is_root();
   run::MetricsLog metrics((fs::path(r.dir) / "metrics.jsonl").string(), root);
   Progress progress(r.options.total_steps, r.state.step, r.cfg.train.log_every, a.quiet || !root,
@@ -150,7 +144,7 @@ int cmd_train(const TrainArgs& a) {
   run::DropoutPerRank dropout(c);
   // [probe]: the heads' scores while it trains (rank 0 alone: its record, its model's bits)
   std::optional<inspect::ProbeHook> probe;
-  if (r.cfg.probe.every > 0 && root) probe.emplace(c, r.options.precision);
+  if (probe_in) probe.emplace(c, r.options.precision, std::move(*probe_in));
   std::vector<train::Hook*> hooks{&bar, &log};
   if (probe) hooks.push_back(&*probe);  // before validation: its record precedes the checkpoint
   for (train::Hook* h :
@@ -159,6 +153,7 @@ int cmd_train(const TrainArgs& a) {
   for (train::Hook* h : hooks) trainer.add_hook(*h);
 
   r.model->train();
+  fitting = true;
   if (trainer.fit() == train::StopReason::requested) return signals.exit_code();
   if (ctx.size() > 1 && !a.quiet && root)
     spdlog::info(
@@ -166,6 +161,32 @@ int cmd_train(const TrainArgs& a) {
         ctx.size(), ctx.reducer().buckets(), ctx.reducer().seconds());
   if (root) final_report(r, trainer.state(), metrics, a.quiet);  // the test split: rank 0's
   return 0;
+}
+
+}  // namespace
+
+int cmd_train(const TrainArgs& a) {
+  run::TrainingRun r;
+  run::open_training_run(r, {a.config, a.run_dir, a.resume, a.overrides, a.overwrite, false},
+                         run::dist::rank(), run::dist::size());
+  // Validation and the final test decode in the run's precision too; each training step opens
+  // its own scope inside this one (train/trainer.hpp).
+  const PrecisionScope precision(r.options.precision);
+  run::dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
+  // [probe]: its inputs drawn (and refused) before there is a folder to leave behind
+  std::optional<inspect::ProbeInputs> probe_in;
+  if (r.cfg.probe.every > 0 && ctx.is_root())
+    probe_in = inspect::probe_inputs(r.cfg, r.data, *r.model);
+  run::prepare_run_folder(r, ctx);
+  bool fitting = false;
+  try {
+    return train_in_folder(r, std::move(probe_in), ctx, a, fitting);
+  } catch (const Error&) {
+    // Failed before its first step: a new run's folder goes (the same command runs again).
+    // An allocation failure anywhere is apps/main.cpp's to clean up.
+    if (!fitting) run::discard_unfinished_run();
+    throw;
+  }
 }
 
 }  // namespace qkv::app

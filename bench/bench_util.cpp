@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/bounded_json.hpp"
 #include "core/error.hpp"
 
 namespace qkv::bench {
@@ -57,7 +58,7 @@ nlohmann::json run_child(const std::string& cmd) {
   while (std::getline(lines, line))
     if (!line.empty() && line[0] == '{') last = line;
   QKV_CHECK(!last.empty(), "bench", "no JSON result from: ", cmd, "\n", out);
-  return nlohmann::json::parse(last);
+  return parse_json(last, "bench: the JSON result of " + cmd);
 }
 
 std::string self_exe() {

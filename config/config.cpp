@@ -348,12 +348,16 @@ void RunConfig::validate() const {
            " checkpoints, but checkpoint.keep = " + std::to_string(checkpoint.keep) +
            " keeps fewer; set checkpoint.keep >= " + std::to_string(checkpoint.average_last));
   need(probe.every >= 0, "probe.every: must be >= 0 (0: off), got " + std::to_string(probe.every));
-  need(probe.sequences >= 1,
-       "probe.sequences: must be >= 1, got " + std::to_string(probe.sequences));
-  need(probe.length >= 0,
-       "probe.length: must be >= 0 (0: automatic), got " + std::to_string(probe.length));
-  need(probe.icl_windows >= 1,
-       "probe.icl_windows: must be >= 1, got " + std::to_string(probe.icl_windows));
+  // Upper bounds too: each sizes the probe's inputs and the attention maps it keeps.
+  need(probe.sequences >= 1 && probe.sequences <= kMaxProbeSequences,
+       "probe.sequences: must be in 1.." + std::to_string(kMaxProbeSequences) + ", got " +
+           std::to_string(probe.sequences));
+  need(probe.length >= 0 && probe.length <= kMaxProbeLength,
+       "probe.length: must be in 0.." + std::to_string(kMaxProbeLength) + " (0: automatic), got " +
+           std::to_string(probe.length));
+  need(probe.icl_windows >= 1 && probe.icl_windows <= kMaxIclWindows,
+       "probe.icl_windows: must be in 1.." + std::to_string(kMaxIclWindows) + ", got " +
+           std::to_string(probe.icl_windows));
   check_probe_positions(*this);
   optim.validate();
   // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.

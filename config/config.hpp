@@ -73,6 +73,13 @@ struct ProbeOptions {
   uint64_t seed = 1;         // the probe's tokens
   int64_t icl_windows = 16;  // data.task = "lm": validation windows of the icl score
 };
+// The probe's upper bounds (validate refuses more): as many sequences as `qkv heads --probes`
+// takes, a repeated half as long as `qkv translate --max-input`'s default input. What they
+// allocate together (every sequence's attention maps, the icl windows' logits) is in the
+// training's memory estimate (run/limits.hpp).
+inline constexpr int64_t kMaxProbeSequences = 1000;
+inline constexpr int64_t kMaxProbeLength = 512;
+inline constexpr int64_t kMaxIclWindows = 1000;
 
 struct RunConfig {
   uint64_t seed = 1;

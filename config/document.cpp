@@ -18,11 +18,19 @@ std::string at(const std::string& path, const toml::source_region& s) {
   return path + ":" + std::to_string(s.begin.line);
 }
 
-ojson to_json(const toml::node& n, const std::string& key, ConfigDoc& doc);
+// No qkv key nests deeper than a value in a section (optim.betas = [0.9, 0.999]: 3 levels);
+// the conversion below recurses once per level, so a deeper document is refused before it
+// could exhaust the stack (a key of 100,000 dotted parts).
+constexpr int kMaxConfigDepth = 16;
+// toml++ nests one table per part of a dotted key, recursing as it does (toml_ascii.hpp).
+constexpr size_t kMaxDotsPerLine = 256;
+
+ojson to_json(const toml::node& n, const std::string& key, ConfigDoc& doc, int depth = 1);
 
 // A table's entries in the order the file wrote them (toml++ keeps them sorted by name): the
 // first unknown key reported is the first one written.
-ojson table_to_json(const toml::table& t, const std::string& prefix, ConfigDoc& doc) {
+ojson table_to_json(const toml::table& t, const std::string& prefix, ConfigDoc& doc,
+                    int depth = 1) {
   std::vector<std::pair<const toml::key*, const toml::node*>> entries;
   for (auto&& [k, v] : t) entries.emplace_back(&k, &v);
   std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
@@ -35,18 +43,22 @@ ojson table_to_json(const toml::table& t, const std::string& prefix, ConfigDoc& 
     const std::string full =
         prefix.empty() ? std::string(k->str()) : prefix + "." + std::string(k->str());
     doc.lines[full] = static_cast<int>(v->source().begin.line);
-    out[std::string(k->str())] = to_json(*v, full, doc);
+    out[std::string(k->str())] = to_json(*v, full, doc, depth + 1);
   }
   return out;
 }
 
-ojson to_json(const toml::node& n, const std::string& key, ConfigDoc& doc) {
+ojson to_json(const toml::node& n, const std::string& key, ConfigDoc& doc, int depth) {
+  if (depth > kMaxConfigDepth && (n.is_table() || n.is_array()))
+    throw Error(at(doc.path, n.source()) + ": " + key.substr(0, key.find('.')) +
+                ": tables or arrays nested deeper than " + std::to_string(kMaxConfigDepth) +
+                " levels, which no qkv key takes");
   switch (n.type()) {
     case toml::node_type::table:
-      return table_to_json(*n.as_table(), key, doc);
+      return table_to_json(*n.as_table(), key, doc, depth);
     case toml::node_type::array: {
       ojson a = ojson::array();
-      for (const toml::node& e : *n.as_array()) a.push_back(to_json(e, key, doc));
+      for (const toml::node& e : *n.as_array()) a.push_back(to_json(e, key, doc, depth + 1));
       return a;
     }
     case toml::node_type::string:
@@ -105,6 +117,11 @@ ConfigDoc parse_config(const std::string& text, const std::string& path) {
     throw Error(path + ":" + std::to_string(p->line) + ":" + std::to_string(p->column) +
                 ": a non-ASCII character outside a string or comment (TOML keys and values are "
                 "ASCII unless quoted)");
+  if (const auto p = first_dot_past(text, kMaxDotsPerLine))
+    throw Error(path + ":" + std::to_string(p->line) + ":" + std::to_string(p->column) +
+                ": more than " + std::to_string(kMaxDotsPerLine) +
+                " dots on one line outside strings (a key nested that deep, which no qkv key "
+                "is)");
   toml::table t;
   try {
     t = toml::parse(std::string_view(text), std::string_view(path));
@@ -128,6 +145,7 @@ ojson parse_value_or_string(const std::string& text) {
   QKV_CHECK(data::valid_utf8(text), "command line", "value is not valid UTF-8");
   // Unquoted non-ASCII text is a string, never TOML (and toml++ must not see it, toml_ascii.hpp).
   if (first_non_ascii_outside_strings(text)) return text;
+  if (first_dot_past(text, kMaxDotsPerLine)) return text;  // no value of a qkv key is this deep
   try {
     const toml::table t =
         toml::parse(std::string_view("v = " + text), std::string_view("command line"));
@@ -137,6 +155,7 @@ ojson parse_value_or_string(const std::string& text) {
       return to_json(*v, "v", scratch);
     }
   } catch (const toml::parse_error&) {
+  } catch (const Error&) {  // nested past kMaxConfigDepth: no key takes it, as a string neither
   }
   return text;
 }

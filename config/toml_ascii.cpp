@@ -11,10 +11,15 @@ class Scanner {
  public:
   explicit Scanner(std::string_view s) : s_(s) {}
 
-  std::optional<TextPos> run() {
+  // The first byte >= 0x80 in code (stop_non_ascii), or the first '.' in code past max_dots on
+  // its line.
+  std::optional<TextPos> run(bool stop_non_ascii, std::size_t max_dots) {
+    std::size_t dots = 0, line = 1;
     while (i_ < s_.size()) {
       const unsigned char c = static_cast<unsigned char>(s_[i_]);
-      if (where_ == Where::code && c >= 0x80) return pos_;
+      if (pos_.line != line) line = pos_.line, dots = 0;
+      if (where_ == Where::code && stop_non_ascii && c >= 0x80) return pos_;
+      if (where_ == Where::code && c == '.' && ++dots > max_dots) return pos_;
       step(c);
     }
     return std::nullopt;
@@ -88,15 +93,27 @@ class Scanner {
 
 }  // namespace
 
-std::optional<TextPos> first_non_ascii_outside_strings(std::string_view toml) {
+namespace {
+
+std::optional<TextPos> scan(std::string_view toml, bool stop_non_ascii, std::size_t max_dots) {
   // A UTF-8 byte order mark may open the file (TOML 1.0 and toml++ skip it).
   constexpr std::string_view bom = "\xEF\xBB\xBF";
   if (toml.substr(0, bom.size()) == bom) {
-    std::optional<TextPos> p = Scanner(toml.substr(bom.size())).run();
+    std::optional<TextPos> p = Scanner(toml.substr(bom.size())).run(stop_non_ascii, max_dots);
     if (p && p->line == 1) p->column += bom.size();
     return p;
   }
-  return Scanner(toml).run();
+  return Scanner(toml).run(stop_non_ascii, max_dots);
+}
+
+}  // namespace
+
+std::optional<TextPos> first_non_ascii_outside_strings(std::string_view toml) {
+  return scan(toml, true, std::string_view::npos);
+}
+
+std::optional<TextPos> first_dot_past(std::string_view toml, std::size_t max_dots) {
+  return scan(toml, false, max_dots);
 }
 
 }  // namespace qkv::config

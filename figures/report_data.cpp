@@ -7,10 +7,12 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/atomic_file.hpp"
+#include "core/bounded_json.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "data/task_kind.hpp"
@@ -166,24 +168,28 @@ void read_metrics(const std::string& path, RunData& r) {
     rules.what = "metrics log";
     rules.max_bytes = uint64_t{4} << 30;
     std::istringstream in(read_input(path, rules));
-    std::string line;
-    while (std::getline(in, line)) {
+    std::string line, first_bad;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
       if (line.empty()) continue;
-      try {
-        json j = json::parse(line);
-        if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) throw 0;
-        if (j.value("skipped", false)) ++r.skipped_steps;
-        r.records.push_back(std::move(j));
-      } catch (...) {
-        ++r.bad_lines;
+      std::string why;
+      std::optional<json> j = try_parse_json<json>(line, why);
+      if (j && (!j->is_object() || !j->contains("step") || !(*j)["step"].is_number()))
+        why = "not a record with a step", j.reset();
+      if (!j) {
+        if (r.bad_lines++ == 0) first_bad = "line " + std::to_string(n) + ": " + why;
+        continue;
       }
+      if (j->value("skipped", false)) ++r.skipped_steps;
+      r.records.push_back(std::move(*j));
     }
     if (r.records.empty())
       r.missing.push_back("no metrics yet: metrics.jsonl is empty (the run has not logged a step)");
+    if (r.bad_lines > 0)
+      r.missing.push_back(std::to_string(r.bad_lines) +
+                          " line(s) of metrics.jsonl are not JSON records and were skipped (the "
+                          "first, " +
+                          first_bad + ")");
   }
-  if (r.bad_lines > 0)
-    r.missing.push_back(std::to_string(r.bad_lines) +
-                        " line(s) of metrics.jsonl are not JSON records and were skipped");
 }
 
 std::vector<std::pair<std::string, std::string>> flatten_config(const ojson& root) {
@@ -360,7 +366,7 @@ SaturationData read_saturation(const std::string& dir) {
   rules.max_bytes = uint64_t{1} << 30;
   const std::string text = read_input(file, rules);  // a FIFO or device: its own one-line error
   try {
-    s.j = nlohmann::json::parse(text);
+    s.j = parse_json<decltype(s.j)>(text, file, {kMaxJsonDepth, rules.max_bytes});
     if (!s.j.at("records").is_array() || !s.j.at("settings").is_object()) throw 0;
   } catch (...) {
     throw Error("report: " + file + ": not a qkv saturation result (corrupt or unfinished)");

@@ -136,8 +136,12 @@ std::map<std::string, Tensor> removal_masks(const std::vector<HeadRef>& heads) {
 std::vector<HeadRef> parse_heads(const std::string& spec, const std::vector<Attention>& attentions,
                                  const char* op) {
   std::vector<HeadRef> out;
-  std::stringstream in(spec);
-  for (std::string item; std::getline(in, item, ',');) {
+  if (spec.empty()) return out;
+  // Every comma separates two names: a leading, trailing or doubled one leaves an empty name
+  // (getline would drop the trailing one and accept 'cross.0.1,').
+  for (size_t at = 0, comma = 0; comma != std::string::npos; at = comma + 1) {
+    comma = spec.find(',', at);
+    const std::string item = spec.substr(at, comma == std::string::npos ? comma : comma - at);
     QKV_CHECK(!item.empty(), op, "an empty head name in '", spec, "'");
     const HeadRef h = parse_head(item, attentions, op);
     const bool seen = std::any_of(out.begin(), out.end(), [&](const HeadRef& o) {

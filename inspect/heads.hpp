@@ -52,7 +52,8 @@ struct HeadRef {
 };
 
 // Comma-separated head names ("0.1,1.3" or "cross.1.0,encoder.0.2"); empty: none. An unknown
-// attention, layer or head throws qkv::Error naming op, the nearest valid head and the ranges.
+// attention, layer or head throws qkv::Error naming op, the nearest valid head and the ranges;
+// an empty name (',', a leading, trailing or doubled comma) "an empty head name in '...'".
 // The same head twice counts once.
 std::vector<HeadRef> parse_heads(const std::string& spec, const std::vector<Attention>& attentions,
                                  const char* op);

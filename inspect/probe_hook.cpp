@@ -31,15 +31,18 @@ json entry_of(const AttentionScores& s) {
 
 }  // namespace
 
-ProbeHook::ProbeHook(run::RunContext& c, Precision p)
-    : c_(c),
-      precision_(p),
-      inputs_(pattern_probe(c.cfg, c.data, c.model, options_of(c.cfg.probe), "probe.length")) {
-  if (data::is_language_model(c.cfg.data.task)) {
-    const int64_t n = run::task_of(c.cfg.data.task).max_input_tokens(c.cfg, c.model);
-    icl_ = icl_windows(c.data.lm_valid, n, c.cfg.probe.icl_windows, "probe");
+ProbeInputs probe_inputs(const config::RunConfig& c, const data::DataSplits& d,
+                         const nn::Model& model) {
+  ProbeInputs in{pattern_probe(c, d, model, options_of(c.probe), "probe.length"), std::nullopt};
+  if (data::is_language_model(c.data.task)) {
+    const int64_t n = run::task_of(c.data.task).max_input_tokens(c, model);
+    in.icl = icl_windows(d.lm_valid, n, c.probe.icl_windows, "probe.icl_windows");
   }
+  return in;
 }
+
+ProbeHook::ProbeHook(run::RunContext& c, Precision p, ProbeInputs inputs)
+    : c_(c), precision_(p), inputs_(std::move(inputs)) {}
 
 json ProbeHook::probe() {
   const auto t0 = std::chrono::steady_clock::now();
@@ -47,10 +50,11 @@ json ProbeHook::probe() {
   {
     const run::InferenceScope scope(c_.model, precision_);
     json atts = json::object();
-    for (const AttentionScores& s : pattern_scores(c_.model, c_.cfg, c_.data, inputs_))
+    for (const AttentionScores& s : pattern_scores(c_.model, c_.cfg, c_.data, inputs_.patterns))
       atts[s.attention.name] = entry_of(s);
     out["attentions"] = std::move(atts);
-    if (icl_) out["icl"] = icl_score(nn::model_as<nn::DecoderLM>(c_.model, "probe"), *icl_);
+    if (inputs_.icl)
+      out["icl"] = icl_score(nn::model_as<nn::DecoderLM>(c_.model, "probe"), *inputs_.icl);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out["seconds"] = secs;

@@ -33,11 +33,22 @@
 
 namespace qkv::inspect {
 
+// The probe's inputs, drawn once from the config's [probe] (seed, sequences, length) and the
+// data (a language model's icl windows of its validation text). qkv::Error naming the probe's
+// key when they do not fit the model. Drawn before the run folder is made (apps/train.cpp), so
+// a probe that cannot run refuses the run before it leaves a folder.
+struct ProbeInputs {
+  PatternProbe patterns;
+  std::optional<data::Batch> icl;  // a language model's windows
+};
+ProbeInputs probe_inputs(const config::RunConfig& c, const data::DataSplits& d,
+                         const nn::Model& model);
+
 class ProbeHook : public train::Hook {
  public:
-  // Draws the probe's inputs (and a language model's icl windows) from c's config and data;
-  // qkv::Error naming "probe" when they do not fit the model. p: the run's precision (resolved).
-  ProbeHook(run::RunContext& c, Precision p);
+  // Probes c's model on inputs (probe_inputs of c's config, data and model). p: the run's
+  // precision (resolved).
+  ProbeHook(run::RunContext& c, Precision p, ProbeInputs inputs);
   void on_train_begin(train::Trainer& t) override;                          // step 0 of a new run
   void on_step_end(train::Trainer& t, const train::StepStats& s) override;  // every N, the last
   void on_train_end(train::Trainer& t, train::StopReason r) override;  // an early stop; the cost
@@ -52,8 +63,7 @@ class ProbeHook : public train::Hook {
 
   run::RunContext& c_;
   Precision precision_;
-  PatternProbe inputs_;
-  std::optional<data::Batch> icl_;  // a language model's windows
+  ProbeInputs inputs_;
   int64_t probes_ = 0, last_step_ = -1;
   double seconds_ = 0;
   std::chrono::steady_clock::time_point t0_;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/atomic_file.hpp"
+#include "core/bounded_json.hpp"
 
 namespace qkv::nn {
 namespace {
@@ -87,16 +88,9 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
   if (n > bytes.size() - 8)
     throw fail("corrupt safetensors header: it claims " + std::to_string(n) +
                " bytes but the file has " + std::to_string(bytes.size() - 8) + " after the length");
-  json header;
-  try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
-  } catch (const json::exception& e) {
-    // The parser's own words, without the library's "[json.exception.parse_error.101] ".
-    std::string why = e.what();
-    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos)
-      why = why.substr(why.find("] ") + 2);
-    throw fail("corrupt safetensors header: " + why);
-  }
+  // The parser's own words (or the depth bound's); the length is the file's, checked above.
+  const json header = parse_json(std::string_view(bytes).substr(8, n),
+                                 name + ": corrupt safetensors header", {kMaxJsonDepth, n});
   if (!header.is_object()) throw fail("corrupt safetensors header: not a JSON object");
   const uint64_t data_len = bytes.size() - 8 - n;
   const char* data = bytes.data() + 8 + n;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.hpp"
+#include "core/bounded_json.hpp"
 #include "core/error.hpp"
 #include "run/integrity.hpp"
 #include "run/run.hpp"
@@ -83,7 +84,8 @@ void average_checkpoints(const std::vector<std::string>& ckpts, const std::strin
   nn::save_safetensors((tmp / "model.safetensors").string(), mean,
                        {{"format", "qkv"}, {"averaged", std::to_string(ckpts.size())}});
   atomic_write_file((tmp / "optim.safetensors").string(), newest.get("optim.safetensors"));
-  nlohmann::json state = nlohmann::json::parse(newest.get("state.json"));
+  nlohmann::json state = parse_json(newest.get("state.json"),
+                                    newest.path("state.json") + ": corrupt checkpoint state");
   state["averaged"] = nlohmann::json::array();
   for (const std::string& c : ckpts) state["averaged"].push_back(fs::path(c).filename().string());
   atomic_write_file((tmp / "state.json").string(), state.dump(2) + "\n");

@@ -191,6 +191,10 @@ class Inference {
   // respect to a hook's variables (record), activations' means over real positions.
   virtual void for_each_batch(const PassOptions& o,
                               const std::function<void(const BatchPass&)>& fn) const = 0;
+  // The tokens for_each_batch(o) puts through the model in all (both sides of a pair, padding
+  // included): the size of one pass over those batches, counted without running it (the work
+  // bounds of inspect/work.hpp).
+  virtual int64_t pass_tokens(const PassOptions& o) const = 0;
   // The logits (T, V) float32 of one teacher-forced pass under hooks (null: the Inference's
   // own): an encoder-decoder reads the source `input` and its decoder reads tgt_in (an
   // inspection's tgt_in); a language model reads `input` alone (tgt_in is ignored). What

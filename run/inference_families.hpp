@@ -23,6 +23,7 @@ class Seq2SeqInference : public Inference {
   Inspection inspect(const data::Ids& input) const override;
   void for_each_batch(const PassOptions& o,
                       const std::function<void(const BatchPass&)>& fn) const override;
+  int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
   std::string default_map_kind() const override { return "cross"; }
@@ -46,6 +47,7 @@ class LanguageModelInference : public Inference {
   Inspection inspect(const data::Ids& input) const override;
   void for_each_batch(const PassOptions& o,
                       const std::function<void(const BatchPass&)>& fn) const override;
+  int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
   std::string default_map_kind() const override { return "self"; }

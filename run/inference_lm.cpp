@@ -135,6 +135,18 @@ void LanguageModelInference::for_each_batch(const PassOptions& o,
   }
 }
 
+int64_t LanguageModelInference::pass_tokens(const PassOptions& o) const {
+  QKV_CHECK(o.split == "valid" || o.split == "train", "inference",
+            "--split must be valid or train for a language model, got '", o.split, "'");
+  const data::DataSplits& d = stream("inference");
+  const int64_t n = static_cast<int64_t>((o.split == "valid" ? d.lm_valid : d.lm_train).size());
+  const int64_t block = run_.config.data.block_size;
+  const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
+  int64_t windows = n > block ? (n - block - 1) / block + 1 : 0;  // for_each_batch's offsets
+  if (o.max_batches > 0) windows = std::min(windows, o.max_batches * batch);
+  return windows * block;
+}
+
 Tensor LanguageModelInference::logits(const data::Ids& input, const data::Ids&,
                                       nn::Hooks* hooks) const {
   QKV_CHECK(!input.empty() && static_cast<int64_t>(input.size()) <= max_input_tokens(), "logits",

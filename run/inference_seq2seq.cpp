@@ -214,6 +214,24 @@ void Seq2SeqInference::for_each_batch(const PassOptions& o,
   }
 }
 
+int64_t Seq2SeqInference::pass_tokens(const PassOptions& o) const {
+  data::Dataset named;
+  const data::Dataset& ds = select_split(o.split, run_, run_.data, named);
+  const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
+  int64_t tokens = 0, done = 0;
+  for (int64_t at = 0; at < ds.size(); at += batch) {  // for_each_batch's batches
+    if (o.max_batches > 0 && done++ == o.max_batches) break;
+    int64_t src = 0, tgt = 0;
+    for (int64_t i = at; i < std::min(ds.size(), at + batch); ++i) {
+      const data::Example& e = ds.examples[static_cast<size_t>(i)];
+      src = std::max(src, static_cast<int64_t>(e.src.size()));
+      tgt = std::max(tgt, run_.data.framing.target_len(static_cast<int64_t>(e.tgt.size())));
+    }
+    tokens += (std::min(ds.size(), at + batch) - at) * (src + tgt);
+  }
+  return tokens;
+}
+
 Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
                                 nn::Hooks* hooks) const {
   QKV_CHECK(!src.empty() && !tgt_in.empty(), "logits", "an empty source or decoder input");

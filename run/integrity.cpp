@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/atomic_file.hpp"
+#include "core/bounded_json.hpp"
 #include "core/error.hpp"
 #include "run/limits.hpp"
 #include "run/run_file.hpp"
@@ -48,13 +49,7 @@ uint64_t unverified_bound() {
 
 }  // namespace
 
-std::string json_message(const std::string& what) {
-  if (what.rfind("[json.exception.", 0) == 0) {
-    const size_t end = what.find("] ");
-    if (end != std::string::npos) return what.substr(end + 2);
-  }
-  return what;
-}
+std::string json_message(const std::string& what) { return detail::json_reason(what); }
 
 const std::string& CheckpointFiles::get(const std::string& name) const {
   auto it = bytes.find(name);
@@ -97,7 +92,8 @@ CheckpointFiles read_checkpoint_files(const std::string& dir) {
   }
   json m;
   try {
-    m = json::parse(read_run_file(mpath, "checkpoint manifest", kMaxSmallJsonBytes));
+    m = parse_json(read_run_file(mpath, "checkpoint manifest", kMaxSmallJsonBytes),
+                   mpath + ": corrupt checkpoint manifest");
     if (m.at("algorithm") != "xxh3-64")
       throw Error(mpath + ": unknown checksum algorithm " + m.at("algorithm").dump());
     for (const auto& [name, rec] : m.at("files").items()) {

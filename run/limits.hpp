@@ -33,7 +33,8 @@ void check_data_memory(const config::RunConfig& c);
 void check_model_memory(const config::RunConfig& c, int64_t src_vocab, int64_t tgt_vocab);
 
 // check_model_memory's estimate: the bytes of training c's model (parameters, gradients,
-// optimizer state and one batch's activations), the key that drives it most, and in words.
+// optimizer state and one batch's activations) and of its [probe] (the attention maps of its
+// sequences, a language model's icl windows), the key that drives it most, and in words.
 struct MemoryEstimate {
   double bytes = 0;
   std::string key, what;

@@ -5,6 +5,7 @@
 
 #include "bench/bench_runtime.hpp"
 #include "core/atomic_file.hpp"
+#include "core/bounded_json.hpp"
 #include "core/onednn.hpp"
 #include "run/build_info.hpp"
 #include "run/limits.hpp"
@@ -89,11 +90,10 @@ std::string kernels_now() { return kernels_of(bench::this_process(0), onednn_inf
 json read_provenance(const std::string& run_dir) {
   const std::string path = run_dir + "/provenance.json";
   if (!std::filesystem::exists(std::filesystem::symlink_status(path))) return nullptr;
-  try {
-    return json::parse(read_run_file(path, "provenance file", kMaxSmallJsonBytes));
-  } catch (const json::exception&) {
-    return nullptr;  // damaged: the run still evaluates, it only cannot be compared
-  }
+  // damaged (or too deep): the run still evaluates, it only cannot be compared
+  std::string why;
+  return try_parse_json(read_run_file(path, "provenance file", kMaxSmallJsonBytes), why)
+      .value_or(nullptr);
 }
 
 std::string kernel_change(const std::string& run_dir, const std::string& doing) {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/atomic_file.hpp"
+#include "core/bounded_json.hpp"
 #include "data/metrics.hpp"
 #include "data/tokenizer.hpp"
 #include "data/utf8.hpp"
@@ -199,7 +200,7 @@ TrainState load_checkpoint(const std::string& ckpt_dir, nn::Model& model, optim:
   }
   const std::string state_path = files.path("state.json");
   try {
-    const json j = json::parse(files.get("state.json"));
+    const json j = parse_json(files.get("state.json"), state_path + ": corrupt checkpoint state");
     TrainState st;
     st.step = j.at("step").get<int64_t>();
     st.epoch = j.at("epoch").get<int64_t>();

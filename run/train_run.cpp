@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 
 #include "core/atomic_file.hpp"
@@ -152,8 +153,31 @@ void repair_resumed(const TrainingRun& r, int ranks) {
         r.dir, r.state.ranks, ranks);
 }
 
+// The folder create_folder made for a new run (discard_unfinished_run).
+struct NewFolder {
+  std::mutex mu;
+  std::string dir;  // "" when none
+  bool existed = false;
+};
+NewFolder& new_folder() {
+  static NewFolder f;
+  return f;
+}
+
+bool holds_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir / "checkpoints", ec))
+    if (e.path().filename().string().rfind("step-", 0) == 0) return true;
+  return false;
+}
+
 void create_folder(TrainingRun& r) {
   const fs::path run_dir = r.dir;
+  if (!r.restart) {
+    NewFolder& f = new_folder();
+    std::lock_guard<std::mutex> hold(f.mu);
+    f.dir = r.dir, f.existed = fs::exists(run_dir);
+  }
   if (r.replace) {
     // --overwrite: the old run's files go, the lock this process holds stays.
     for (const auto& e : fs::directory_iterator(run_dir))
@@ -206,6 +230,35 @@ void clean_checkpoints(const TrainingRun& r) {
 }
 
 }  // namespace
+
+namespace testing {
+namespace {
+std::function<void()>& after_folder_hook() {
+  static std::function<void()> hook;
+  return hook;
+}
+}  // namespace
+void set_after_folder(std::function<void()> hook) { after_folder_hook() = std::move(hook); }
+void after_folder() {
+  if (after_folder_hook()) after_folder_hook()();
+}
+}  // namespace testing
+
+std::string discard_unfinished_run() {
+  NewFolder& f = new_folder();
+  std::lock_guard<std::mutex> hold(f.mu);
+  const fs::path dir = f.dir;
+  if (dir.empty() || holds_checkpoint(dir)) return "";
+  std::error_code ec;
+  if (!f.existed) {
+    fs::remove_all(dir, ec);
+  } else {
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().filename() != ".lock") fs::remove_all(e.path(), ec);
+  }
+  f.dir.clear();
+  return dir.string();
+}
 
 void prepare_run_folder(TrainingRun& r, train::Distributed& dist) {
   // data-parallel: every rank has checked and read the run folder before rank 0 changes it.

@@ -6,6 +6,7 @@
 // context -> prepare_run_folder (rank 0 creates or repairs the folder, after a barrier).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,20 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
 // pointer) or creates a new one (lock, config.toml, vocabularies, SentencePiece models).
 // Every rank calls it (a barrier first: all have read the folder before rank 0 changes it).
 void prepare_run_folder(TrainingRun& r, train::Distributed& dist);
+// The new run folder prepare_run_folder made in this process (a new run, or --overwrite),
+// removed again unless it holds a checkpoint (which --resume continues): a folder that did not
+// exist goes, one that did keeps only its .lock, so the same command runs again. For a command
+// that fails before its run has anything to keep: an allocation that failed anywhere, or an
+// error before the first step. Never throws; the folder it removed, "" when none.
+std::string discard_unfinished_run();
+
+namespace testing {
+// Runs in qkv train once the run folder is ready, before its hooks are made: the tests'
+// failing allocation (tests/support/alloc_fault.cpp). None by default.
+void set_after_folder(std::function<void()> hook);
+void after_folder();
+}  // namespace testing
+
 // checkpoint.average_last = N > 0 (rank 0, after training): averages the run's last N
 // checkpoints (fewer if it wrote fewer) into checkpoints/average and loads it into r.model.
 // Returns what it averaged ("average of the last 5 checkpoints"), "" when off.

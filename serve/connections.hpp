@@ -1,55 +1,71 @@
 // The server's connections, under bounds a slow or hostile client cannot get around.
 //
-// cpp-httplib (Debian 12: 0.11.4) runs one connection per pool thread and bounds only each
-// read (read timeout, 5 s): a client that sends one header line every 2 s keeps its thread for
-// as long as it likes, so as many such clients as threads stop the server, and stop() waits
-// for them. HttpServer keeps httplib's parsing and routing and replaces its connection loop:
-//  - each request (request line, headers and body) must arrive within a deadline, and within a
-//    byte bound, counted from its first byte; past either the connection is closed;
-//  - one client address holds at most max_per_client connections at once; more are answered
-//    503 at once and closed;
-//  - stop() shuts every open connection down, so it returns as soon as the handlers running
-//    return, whatever the clients do.
+// cpp-httplib (Debian 12: 0.11.4) gives each connection a thread of its pool for as long as
+// the connection lasts, and bounds only each read (5 s): a client that sends one header line
+// every 2 s keeps its thread for as long as it likes, so as many such clients as threads stop
+// the server, and stop() waits for them. A bound per client address does not help either: any
+// local program shares 127.0.0.1 with the user's browser.
+//
+// So HttpServer keeps httplib's parsing and routing and replaces how connections are held:
+//  - a gate (one thread, poll) holds every connection while its request arrives and between
+//    requests: a connection there costs its descriptor and the bytes it has sent, no thread;
+//  - only a complete request (its head, and its body when Content-Length gives it) goes to a
+//    worker, which answers it with httplib's process_request and hands the connection back to
+//    the gate for the next request (keep-alive);
+//  - deadlines close a connection that is too slow: the idle time before a request's first
+//    byte, the head (request line and headers) from its first byte, the body from the end of
+//    the head; a head larger than its bound is answered 431, and a connection closed;
+//  - at most max_connections are open at once; past that, the connection that has waited
+//    longest in the gate is closed to admit the new one (a slow client loses its place, never
+//    a new one), and only when every open connection is being answered is the new one 503;
+//  - an answer may keep a worker waiting on its client for write_budget in all (a client that
+//    reads slowly), each write for write_timeout;
+//  - stop_all() closes the gate's connections and shuts down those being answered, so the
+//    server stops as soon as the handlers running return, whatever the clients do.
 #pragma once
 #include <httplib.h>
 
 #include <chrono>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <set>
-#include <string>
+#include <memory>
 
 namespace qkv::serve {
 
 struct ConnectionLimits {
-  std::chrono::milliseconds request_deadline{10000};  // request line + headers + body
-  std::chrono::milliseconds idle{5000};               // between requests of one connection
-  std::chrono::milliseconds write_timeout{5000};      // each write of an answer
-  int64_t max_request_bytes = (64 + 64) * 1024;       // headers + the largest body
-  int max_per_client = 32;                            // open connections of one address
+  std::chrono::milliseconds idle{5000};            // before a request's first byte
+  std::chrono::milliseconds head_deadline{5000};   // request line and headers, from first byte
+  std::chrono::milliseconds body_deadline{10000};  // the body, from the end of the head
+  std::chrono::milliseconds write_timeout{5000};   // each write of an answer
+  std::chrono::milliseconds write_budget{30000};   // an answer's writes, waiting in all
+  int64_t max_head_bytes = 16 * 1024;              // request line and headers
+  int64_t max_body_bytes = 64 * 1024;              // a body the gate reads before a worker
+  int max_connections = 1024;  // open at once (lowered to what RLIMIT_NOFILE leaves room for)
+  int workers = 64;            // requests answered at once
   int max_requests_per_connection = 100;
 };
 
 class HttpServer : public httplib::Server {
  public:
-  explicit HttpServer(const ConnectionLimits& lim) : lim_(lim) {}
-  // httplib's stop(), then every open connection shut down (their reads and writes fail now).
+  explicit HttpServer(const ConnectionLimits& lim);
+  ~HttpServer() override;
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // listen_after_bind() with the gate and the workers running; returns once stopped, when the
+  // handlers that were running have returned. What listen_after_bind returns.
+  bool serve();
+  // httplib's stop(), then every open connection closed or shut down (their reads and writes
+  // fail now). Safe from any thread, also before serve() has started.
   void stop_all();
 
  private:
+  struct Impl;
+  // The accept loop's connection: handed to the gate at once.
   bool process_and_close_socket(socket_t sock) override;
-  // Registers sock under its client's address; false when that address is at its bound or
-  // the server is stopping.
-  bool admit(int sock, const std::string& client);
-  void release(int sock, const std::string& client);
-  bool stopping() const;
+  // httplib's parsing, routing and answer for one request on strm (a worker's).
+  bool answer(httplib::Stream& strm, bool last, bool& closed);
 
-  ConnectionLimits lim_;
-  mutable std::mutex mu_;
-  bool stopping_ = false;
-  std::set<int> open_;
-  std::map<std::string, int> per_client_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace qkv::serve

@@ -15,6 +15,7 @@
 #include "inspect/head_table.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
+#include "inspect/work.hpp"
 #include "run/inference.hpp"
 
 namespace fs = std::filesystem;
@@ -234,18 +235,19 @@ json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim,
 }
 
 json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& ablate) {
-  if (r.batches < 1 || r.batches > lim.max_head_batches)
+  if (r.batches != kAsManyAsFit && (r.batches < 1 || r.batches > lim.max_head_batches))
     throw BadInput(cat("batches must be in 1..", lim.max_head_batches, ", got ", r.batches));
   if (r.probes < 1 || r.probes > lim.max_probes)
     throw BadInput(cat("probes must be in 1..", lim.max_probes, ", got ", r.probes));
   const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "heads");
   const run::Inference& inf = *impl_->inf;
   return as_bad_input([&] {
-    return inspect::head_table_json(inspect::head_table(inf, {.split = r.split,
-                                                              .max_batches = r.batches,
-                                                              .probes = r.probes,
-                                                              .probe_length = 0,
-                                                              .seed = r.seed}));
+    inspect::HeadTableOptions o{.split = r.split, .probes = r.probes, .seed = r.seed};
+    // the work of the whole table within the server's bound, before any pass runs
+    o.max_batches = inspect::head_table_batches(
+        inf, o, r.batches, lim.max_head_work, "heads",
+        "the server's limit; ask for fewer batches or probes, or use qkv heads");
+    return inspect::head_table_json(inspect::head_table(inf, o));
   });
 }
 

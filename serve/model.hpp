@@ -39,9 +39,11 @@ struct Limits {
   int64_t max_new_tokens = 1000;   // one LM sample
   int64_t max_beam = 16;
   int64_t max_top_k = 20;  // next-token probabilities per position
-  // The head table runs a split: at most this many batches of it, and of probe sequences.
+  // The head table runs a split: at most this many batches of it, and of probe sequences, and
+  // at most max_head_work token passes in all (inspect/work.hpp).
   int64_t max_head_batches = 8;
   int64_t max_probes = 16;
+  int64_t max_head_work = 1'000'000;
 };
 
 struct SampleRequest {
@@ -53,10 +55,12 @@ struct SampleRequest {
   std::string ablate;  // heads removed while sampling
 };
 
-// POST .../heads: the head table's options (inspect/head_table.hpp), as `qkv heads` takes them.
+// POST .../heads: the head table's options (inspect/head_table.hpp), as `qkv heads` takes them;
+// batches kAsManyAsFit (absent): up to 4, as many as Limits::max_head_work allows.
+inline constexpr int64_t kAsManyAsFit = -1;
 struct HeadsRequest {
   std::string split = "valid";
-  int64_t batches = 4, probes = 4;
+  int64_t batches = kAsManyAsFit, probes = 4;
   uint64_t seed = 1;
 };
 

@@ -1,9 +1,11 @@
 // The served run folders and their files (see run_files.hpp).
 #include "serve/run_files.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 
+#include "core/bounded_json.hpp"
 #include "core/error.hpp"
 #include "run/run_file.hpp"
 
@@ -13,6 +15,9 @@ using nlohmann::json;
 namespace qkv::serve {
 
 namespace {
+
+// A metrics record: within a request's read (8 MiB), at most kMaxJsonDepth levels deep.
+const JsonBounds kRecordBounds{kMaxJsonDepth, uint64_t{8} << 20};
 
 std::string valid_utf8_name(const std::string& name) {
   return json::parse(json(name).dump(-1, ' ', false, json::error_handler_t::replace))
@@ -82,15 +87,27 @@ json read_metrics(const ServedRun& run, int64_t offset, int64_t since_step, int6
     out["next"] = offset;
     return out;
   }
-  size_t at = 0;
-  while (at <= end) {
+  int64_t skipped = 0;
+  for (size_t at = 0; at <= end;) {
     const size_t nl = chunk.find('\n', at);
-    const json rec = json::parse(chunk.begin() + at, chunk.begin() + nl, nullptr, false);
-    if (rec.is_object() && (!rec.contains("step") || !rec["step"].is_number() ||
-                            rec["step"].get<double>() > static_cast<double>(since_step)))
-      out["records"].push_back(rec);
+    std::string why;
+    std::optional<json> rec =
+        try_parse_json(std::string_view(chunk).substr(at, nl - at), why, kRecordBounds);
+    if (rec && !rec->is_object()) why = "not a JSON object";
+    if (!why.empty()) {
+      // One line per damaged record, the rest of the log still served.
+      if (nl > at) {
+        std::fprintf(stderr, "qkv serve: %s: the record at byte %lld is skipped: %s\n",
+                     path.string().c_str(), static_cast<long long>(offset + at), why.c_str());
+        ++skipped;
+      }
+    } else if (!rec->contains("step") || !(*rec)["step"].is_number() ||
+               (*rec)["step"].get<double>() > static_cast<double>(since_step)) {
+      out["records"].push_back(std::move(*rec));
+    }
     at = nl + 1;
   }
+  if (skipped > 0) out["skipped"] = skipped;
   out["next"] = offset + static_cast<int64_t>(end + 1);
   return out;
 }

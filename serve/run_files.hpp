@@ -29,7 +29,9 @@ std::optional<std::filesystem::path> file_inside(const ServedRun& run, const std
 // metrics.jsonl from byte `offset` on, complete lines only (a training appends; a line not yet
 // ended by '\n' is left for the next read): {"records":[...], "next": offset after the last
 // complete line}. Records with a step <= since_step are skipped. A missing file: no records.
-// A line that is not JSON is skipped (a damaged log must not stop the page).
+// A line that is not a JSON object, or nests deeper than kMaxJsonDepth (core/bounded_json.hpp),
+// is skipped with one line on stderr, and counted in "skipped" (absent when 0): a damaged log
+// must not stop the page, nor the server.
 nlohmann::json read_metrics(const ServedRun& run, int64_t offset, int64_t since_step,
                             int64_t max_bytes = 8 << 20);
 

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/bounded_json.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/parallel.hpp"
@@ -37,6 +38,7 @@ std::function<void(const std::string&)>& before_load() {
 }
 
 constexpr uint64_t kMaxServedFile = 256ull << 20;  // a figure, a CSV, a config, a log
+constexpr size_t kStreamChunk = 64 << 10;          // what one answer holds of its file at once
 
 // A request for something that is not served: an unknown run, a file outside it.
 struct NotFound : std::runtime_error {
@@ -166,11 +168,38 @@ class ModelCache {
   std::list<std::pair<std::string, std::shared_ptr<Slot>>> lru_;
 };
 
+// A served file, opened without blocking (a regular file only, within kMaxServedFile), sent
+// kStreamChunk bytes at a time: an answer holds one chunk, never the file. The size is the
+// file's when opened; a file that gets shorter meanwhile ends the answer early (the
+// connection closes rather than send other bytes than the length promised).
+void stream_file(httplib::Response& res, const std::string& path, const char* type) {
+  auto file = std::make_shared<const run::RunFile>(path, "served file");
+  if (file->size() > kMaxServedFile)
+    throw BadInput(path + ": " + bytes_text(file->size()) + ", more than the " +
+                   bytes_text(kMaxServedFile) + " a served file may hold");
+  res.set_content_provider(static_cast<size_t>(file->size()), type,
+                           [file](size_t offset, size_t length, httplib::DataSink& sink) {
+                             const std::string chunk =
+                                 file->read(offset, std::min(length, kStreamChunk));
+                             return !chunk.empty() && sink.write(chunk.data(), chunk.size());
+                           });
+}
+
+// The connections' bounds, with the body bound that httplib answers 413 past.
+ConnectionLimits connection_limits(const ServeOptions& o) {
+  ConnectionLimits l = o.connections;
+  l.max_body_bytes = o.max_body_bytes;
+  return l;
+}
+
+// A request body: JSON within the body bound (httplib's) and kMaxJsonDepth levels.
 json parse_body(const httplib::Request& req) {
-  json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded()) throw BadInput("the request body is not valid JSON");
-  if (!j.is_object()) throw BadInput("the request body must be a JSON object");
-  return j;
+  std::string why;
+  std::optional<json> j = try_parse_json(req.body, why, {kMaxJsonDepth, req.body.size()});
+  if (!j && too_deep(why)) throw BadInput("the request body is " + why);
+  if (!j) throw BadInput("the request body is not valid JSON");
+  if (!j->is_object()) throw BadInput("the request body must be a JSON object");
+  return std::move(*j);
 }
 
 // A field of the body, of type T, or `fallback` when absent; a wrong type is bad input.
@@ -197,12 +226,10 @@ class Server {
       : opts_(o),
         runs_(served_runs(o.runs)),
         models_(static_cast<size_t>(o.max_loaded_models), o.precision),
-        http_(o.connections) {}
+        http_(connection_limits(o)) {}
 
   // Binds host:port (0: any free port); the chosen port.
   int bind() {
-    const size_t threads = static_cast<size_t>(opts_.connections.max_per_client) * 2;
-    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_.set_payload_max_length(static_cast<size_t>(opts_.max_body_bytes));
     http_.set_default_headers({{"X-Content-Type-Options", "nosniff"}});
     // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a second server
@@ -219,7 +246,7 @@ class Server {
               " (in use, or not an address of this machine)");
     return port;
   }
-  bool listen() { return http_.listen_after_bind(); }
+  bool listen() { return http_.serve(); }
   void stop() { http_.stop_all(); }
 
  private:
@@ -314,21 +341,20 @@ class Server {
                 send_json(res, read_metrics(run, integer_param(req, "offset", 0),
                                             integer_param(req, "since", -1)));
               }));
-    http_.Get(
-        R"(/api/runs/([^/]+)/files/(.+))", guarded([this](const auto& req, auto& res) {
-          const ServedRun& run = run_named(req.matches[1]);
-          const auto path = file_inside(run, req.matches[2]);
-          const std::string ext = path ? path->extension().string() : "";
-          const char* type = ext == ".svg"    ? "image/svg+xml"
-                             : ext == ".png"  ? "image/png"
-                             : ext == ".json" ? "application/json"
-                             : ext == ".csv" || ext == ".txt" || ext == ".toml" || ext == ".jsonl"
-                                 ? "text/plain; charset=utf-8"
-                                 : nullptr;
-          if (!type) throw NotFound("no such file in " + run.name);
-          // Opened without blocking, a regular file only, within a bound.
-          res.set_content(run::read_run_file(path->string(), "served file", kMaxServedFile), type);
-        }));
+    http_.Get(R"(/api/runs/([^/]+)/files/(.+))", guarded([this](const auto& req, auto& res) {
+                const ServedRun& run = run_named(req.matches[1]);
+                const auto path = file_inside(run, req.matches[2]);
+                const std::string ext = path ? path->extension().string() : "";
+                const char* type =
+                    ext == ".svg"    ? "image/svg+xml"
+                    : ext == ".png"  ? "image/png"
+                    : ext == ".json" ? "application/json"
+                    : ext == ".csv" || ext == ".txt" || ext == ".toml" || ext == ".jsonl"
+                        ? "text/plain; charset=utf-8"
+                        : nullptr;
+                if (!type) throw NotFound("no such file in " + run.name);
+                stream_file(res, path->string(), type);
+              }));
     model_routes();
     generate_route();
     http_.Get(R"(/|/app\.js|/panels\.js|/head_curves\.js|/style\.css)",

@@ -21,7 +21,8 @@ struct ServeOptions {
   int64_t max_body_bytes = 64 * 1024;
   int64_t max_loaded_models = 8;  // checkpoints kept in memory at once
   Limits limits;
-  ConnectionLimits connections;  // deadlines and per-client bounds (connections.hpp)
+  ConnectionLimits connections;  // deadlines and connection bounds (connections.hpp); its
+                                 // max_body_bytes is set from max_body_bytes
 };
 
 // Serves until SIGINT or SIGTERM (then returns 0, within the time the handlers running take to

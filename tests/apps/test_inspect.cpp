@@ -183,6 +183,12 @@ TEST_CASE("inspect: --ablate with no heads changes no bit, every head may go, ba
   CHECK(bad.output ==
         "qkv: translate --ablate: no head cross.2.0 (nearest: cross.1.0): layers 0..1, heads "
         "0..1\n");
+  // A stray comma is never read as "no more heads": the same one line as ',' alone.
+  for (const std::string spec : {",", "cross.0.1,", "cross.0.1,,cross.1.0"}) {
+    const RunResult comma = run_qkv("translate " + copy + " '1 2' --ablate '" + spec + "'");
+    CHECK(comma.status == 1);
+    CHECK(comma.output == "qkv: translate --ablate: an empty head name in '" + spec + "'\n");
+  }
   const RunResult longer = run_qkv("lens " + lm + " 'First Citizen, hear me speak'");
   CHECK(longer.status == 1);
   CHECK(longer.output.find("more than the model's context of 16") != std::string::npos);

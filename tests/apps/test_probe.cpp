@@ -188,7 +188,9 @@ TEST_CASE("probe: bad settings are one-line errors naming the key") {
   const std::string copy = "train " + shipped_config("copy.toml") + " --dry-run";
   for (const Bad& b : std::vector<Bad>{
            {lm + " --probe.every -1", "probe.every: must be >= 0 (0: off), got -1"},
-           {lm + " --probe.sequences 0", "probe.sequences: must be >= 1, got 0"},
+           {lm + " --probe.sequences 0", "probe.sequences: must be in 1..1000, got 0"},
+           {lm + " --probe.sequences 300000", "probe.sequences: must be in 1..1000, got 300000"},
+           {copy + " --probe.length 100000", "probe.length: must be in 0..512 (0: automatic)"},
            {lm + " --probe.every 5 --probe.length 33",
             "probe.length: the probe's 2 x 33 = 66 tokens are more than the model's context of 64 "
             "(data.block_size); at most 32"},
@@ -196,7 +198,9 @@ TEST_CASE("probe: bad settings are one-line errors naming the key") {
             "probe.length: the probe's 2 x 5 = 10 source tokens decode to up to 21 decoder "
             "positions"},
            {lm + " --probe.evry 5", "probe.evry: unknown key; did you mean probe.every?"},
-           {lm + " --probe.icl_windows 0", "probe.icl_windows: must be >= 1, got 0"}}) {
+           {lm + " --probe.icl_windows 0", "probe.icl_windows: must be in 1..1000, got 0"},
+           {lm + " --probe.icl_windows 1000000000",
+            "probe.icl_windows: must be in 1..1000, got 1000000000"}}) {
     INFO(b.args);
     const RunResult r = run_qkv(b.args + " --run-dir '" + dir.file("run") + "'");
     INFO(r.output);

@@ -102,6 +102,18 @@ TEST_CASE("heads: an unknown attention, layer or head is one error naming the ne
   CHECK(parse_heads("", a, "x").empty());
 }
 
+TEST_CASE("heads: a trailing, leading or doubled comma is the same error as a comma alone") {
+  Pairs p;
+  const auto b = attentions_of(p.m, 2);
+  for (const std::string spec :
+       {",", "cross.0.1,", ",cross.0.1", "cross.0.1,,cross.1.0", "cross.0.1,,", ",,"}) {
+    INFO(spec);
+    CHECK_THROWS_WITH(parse_heads(spec, b, "translate --ablate"),
+                      "translate --ablate: an empty head name in '" + spec + "'");
+  }
+  CHECK(parse_heads("cross.0.1,cross.1.0", b, "x").size() == 2);
+}
+
 TEST_CASE("heads: zero-ablating a head through hooks is zeroing its slice of W_O's input") {
   SECTION("a language model's self-attention") {
     Lm c;

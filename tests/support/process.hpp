@@ -1,5 +1,6 @@
 // The qkv binary in tests: run it and capture its output, or start it in the background.
 #pragma once
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <array>
@@ -56,10 +57,10 @@ inline RunResult run_qkv(const std::string& args, const std::string& binary = qk
   return r;
 }
 
-// Starts `qkv ARGS` in the background (fork and exec, no shell), stdout and stderr into
-// out_file; returns its pid (wait with waitpid).
-inline pid_t spawn_qkv(std::vector<std::string> args, const std::string& out_file = "/dev/null") {
-  static std::string bin = qkv_binary();
+// Starts the program bin with args in the background (fork and exec, no shell), stdout and
+// stderr into out_file; returns its pid (wait with waitpid).
+inline pid_t spawn_program(std::string bin, std::vector<std::string> args,
+                           const std::string& out_file = "/dev/null") {
   const pid_t pid = ::fork();
   if (pid == 0) {
     std::vector<char*> argv = {bin.data()};
@@ -70,6 +71,34 @@ inline pid_t spawn_qkv(std::vector<std::string> args, const std::string& out_fil
     ::_exit(127);
   }
   return pid;
+}
+
+// Starts `qkv ARGS` in the background (spawn_program).
+inline pid_t spawn_qkv(std::vector<std::string> args, const std::string& out_file = "/dev/null") {
+  return spawn_program(qkv_binary(), std::move(args), out_file);
+}
+
+// The exit code of pid once it ends (128 + N when a signal N ended it), waiting at most
+// `seconds`; past that it is killed (SIGKILL) and -1 is returned.
+inline int wait_exit_within(pid_t pid, double seconds) {
+  int st = 0;
+  for (int i = 0; i < static_cast<int>(seconds * 50); ++i) {
+    if (::waitpid(pid, &st, WNOHANG) == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    ::usleep(20000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &st, 0);
+  return -1;
+}
+
+// Whether the process pid still exists (a zombie counts as ended).
+inline bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
 }
 
 }  // namespace qkv::testing
