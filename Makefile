@@ -6,7 +6,7 @@ ifdef CI
   CMAKE_FLAGS += -DQKV_WERROR=ON
 endif
 
-.PHONY: install install-build build binary test test-unit test-asan fuzz demo clean
+.PHONY: install install-build build binary test test-unit test-asan test-cpus fuzz demo clean
 
 install:
 	@bash scripts/install-deps.sh
@@ -61,6 +61,13 @@ fuzz: install
 	    -artifact_prefix=build-fuzz/artifacts/$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
 	done
 
+# The precision-sensitive part of the suite under each instruction set the host can stand in for
+# (oneDNN and OpenBLAS capped, and portable x86-64-v3 / x86-64-v2 builds of qkv's own code):
+# scripts/test-cpus.sh, docs/testing.md. TEST_CPUS_LEGS=avx2 v2 ... runs only those.
+TEST_CPUS_LEGS ?=
+test-cpus: build
+	JOBS=$(JOBS) bash scripts/test-cpus.sh $(TEST_CPUS_LEGS)
+
 # Train the default config (copy.toml) into runs/demo, then decode a few new sequences. Builds
 # the binary alone (the suite is `make test`'s).
 demo: binary
@@ -71,4 +78,4 @@ demo: binary
 	$(BUILD)/apps/qkv eval runs/demo --split test
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz build-x86-64-v3 build-x86-64-v2
