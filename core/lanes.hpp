@@ -80,10 +80,11 @@ double sum_sq_dev_lanes(const T* x, double c, int64_t n) {
 // a * b + c, rounded once where the CPU has FMA. Two call sites that must agree bit for bit
 // (gelu_grad and gelu_backward) use it, so the compiler's choice to contract one expression
 // and not the other cannot split them. Without FMA, as written (nothing to contract), rather
-// than std::fma, which would be a libm call per element there.
+// than std::fma, which would be a libm call per element there. arm64 always has FMA (and
+// its own macro for it), and GCC contracts a * b + c there, so it must take std::fma too.
 template <class T>
 inline T mul_add(T a, T b, T c) {
-#ifdef __FMA__
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
   return std::fma(a, b, c);
 #else
   return a * b + c;

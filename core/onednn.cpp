@@ -87,6 +87,7 @@ Product& product_for(const ProductKey& key) {
   return *p;
 }
 
+#if defined(__x86_64__)
 const char* isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::sse41:
@@ -113,6 +114,7 @@ const char* isa_name(dnnl::cpu_isa isa) {
       return "unknown";
   }
 }
+#endif
 
 }  // namespace
 
@@ -121,11 +123,26 @@ std::string onednn_version() {
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
-std::string onednn_isa() { return isa_name(dnnl::get_effective_cpu_isa()); }
+// dnnl::cpu_isa names x86's instruction sets only. oneDNN built for another architecture
+// returns values of its own there, which these names and bits would misread (arm64's reads as
+// "avx512_mic_4ops"): name the architecture instead, and its bf16 answer is no.
+std::string onednn_isa() {
+#if defined(__x86_64__)
+  return isa_name(dnnl::get_effective_cpu_isa());
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "unknown";
+#endif
+}
 
 bool onednn_isa_has_bf16() {
+#if defined(__x86_64__)
   const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
   return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & want) == want;
+#else
+  return false;
+#endif
 }
 
 bool cpu_has_avx512_bf16() {

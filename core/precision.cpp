@@ -91,12 +91,18 @@ Precision parse_precision(const std::string& name, const std::string& key) {
 }
 
 std::string bf16_unsupported_reason() {
+#if defined(__x86_64__)
   if (!cpu_has_avx512_bf16())
     return "this CPU lacks AVX512_BF16 (the bf16 dot-product instructions, vdpbf16ps)";
   if (!onednn_isa_has_bf16())
     return "oneDNN is capped at " + onednn_isa() +
            " (ONEDNN_MAX_CPU_ISA), below avx512_core_bf16, the ISA with AVX512_BF16";
   return "";
+#else
+  // "This CPU lacks AVX512_BF16" would read as a missing feature of, say, an arm64 CPU, whose
+  // own bf16 instructions qkv has no kernels for: name the build instead.
+  return "qkv's bf16 kernels are x86-64's (AVX512_BF16), and this build is not for x86-64";
+#endif
 }
 
 Precision resolve_precision(Precision p, const std::string& what) {
