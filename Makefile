@@ -6,7 +6,7 @@ ifdef CI
   CMAKE_FLAGS += -DQKV_WERROR=ON
 endif
 
-.PHONY: install install-build build binary test test-unit test-asan test-cpus fuzz demo clean
+.PHONY: install install-build build binary test test-unit test-asan test-arm64 test-cpus fuzz demo clean
 
 install:
 	@bash scripts/install-deps.sh
@@ -45,6 +45,12 @@ test-asan: install
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j$(JOBS) $(if $(ASAN_LABELS),-L $(ASAN_LABELS))
 
+# Cross-built for arm64 into build-arm64/, the portable subset run under qemu-aarch64
+# (correctness, not speed): scripts/test-arm64.sh, docs/building.md.
+test-arm64:
+	@bash scripts/install-arm64-deps.sh
+	JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" bash scripts/test-arm64.sh
+
 # libFuzzer (clang): each target runs FUZZ_SECONDS from the committed seeds in tests/fuzz/corpus;
 # new inputs go to build-fuzz/corpus, crashes to build-fuzz/artifacts (then: a regression test).
 FUZZ_SECONDS ?= 600
@@ -78,4 +84,4 @@ demo: binary
 	$(BUILD)/apps/qkv eval runs/demo --split test
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz build-x86-64-v3 build-x86-64-v2
+	rm -rf $(BUILD) build-asan build-fuzz build-x86-64-v3 build-x86-64-v2 build-arm64
