@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/precision.hpp"
+#include "inspect/work.hpp"
 
 namespace qkv::serve {
 
@@ -43,7 +44,7 @@ struct Limits {
   // at most max_head_work token passes in all (inspect/work.hpp).
   int64_t max_head_batches = 8;
   int64_t max_probes = 16;
-  int64_t max_head_work = 1'000'000;
+  int64_t max_head_work = inspect::kMaxHeadsWork;
 };
 
 struct SampleRequest {
