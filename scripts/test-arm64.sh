@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 dir=${BUILD_ARM64:-build-arm64}
 PY=/usr/bin/python3
+source scripts/lib/suite-subset.sh
 # How the test binaries run here; cmake/toolchain-aarch64.cmake gives ctest the same.
 emu=(qemu-aarch64 -L /)
 
@@ -38,21 +39,9 @@ cmake --build "$dir" -j"$JOBS" --target qkv "${subset[@]}"
 built=$(date +%s)
 
 # Not under user-mode QEMU: it counts the process's threads, and QEMU runs one of its own.
-excluded=("matmul inside an OpenMP parallel region starts no threads of its own")
-
-# ctest's numbers of the tests whose binary is in the subset (the command is qemu's, then the
-# binary), less the excluded ones: the other binaries are not built, and ctest would count
-# each as a failed test. (ctest -E with -I would renumber the tests before -I picks them.)
-numbers=$(cd "$dir" && ctest --show-only=json-v1 |
-  EXCLUDED=$(printf '%s\n' "${excluded[@]}") "$PY" -c '
-import json, os, sys
-excluded = set(os.environ["EXCLUDED"].split("\n"))
-wanted = set(sys.argv[1:])
-tests = json.load(sys.stdin)["tests"]
-print(",".join(str(i + 1) for i, t in enumerate(tests)
-               if t["name"] not in excluded
-               and any(os.path.basename(a) in wanted for a in t.get("command", [])[:4])))' \
-  "${subset[@]}")
+EXCLUDED="matmul inside an OpenMP parallel region starts no threads of its own"
+# Only the subset's binaries are built: ctest would count each other test as failed.
+numbers=$(subset_numbers "$dir" "${subset[@]}")
 [ -n "$numbers" ] || { echo "test-arm64: no test of the subset registered in $dir" >&2; exit 1; }
 
 log=$dir/test-arm64.log
@@ -77,12 +66,8 @@ train() {
     --data.valid_size 100 --data.test_size 100 --train.eval_examples 50 --quiet 2>&1
 }
 if out=$(train auto); then
-  read -r first last < <("$PY" -c '
-import json, sys
-rec = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-loss = [r["loss"] for r in rec if "split" not in r and "loss" in r]
-print(loss[0], loss[-1])' "$tmp/auto/metrics.jsonl")
-  if ! "$PY" -c "import sys; sys.exit(0 if $last < 0.8 * $first else 1)"; then
+  read -r first last < <(run_losses "$tmp/auto")
+  if ! loss_fell "$first" "$last"; then
     echo "FAIL copy: the loss did not fall ($first -> $last)"
     status=1
   elif [[ "$out" != *"precision = auto: fp32"* ]]; then
@@ -98,11 +83,11 @@ fi
 # bf16: one line and exit 1, before any run folder is made.
 bf16_status=0
 out=$(train bf16) || bf16_status=$?
-if [ $bf16_status -ne 1 ] || [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ] || [ -e "$tmp/bf16" ]; then
+if refused_in_one_line $bf16_status "$out" "$tmp/bf16"; then
+  echo "copy, bf16: refused: $out"
+else
   echo "FAIL copy bf16: expected one line and exit 1 without a run folder, got $bf16_status: $out"
   status=1
-else
-  echo "copy, bf16: refused: $out"
 fi
 done_at=$(date +%s)
 
