@@ -29,6 +29,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 PY=/usr/bin/python3
+source scripts/lib/suite-subset.sh
 native=${BUILD:-build}  # the -march=native build that `make build` makes
 
 # The test binaries of the subset (qkv_test() names) and the qkv binary for the trainings.
@@ -85,26 +86,6 @@ build_portable() {
   cmake --build "$dir" -j"$JOBS" --target qkv "${subset[@]}"
 }
 
-# ctest's numbers of the tests whose binary is in the subset (ctest -I takes them).
-subset_numbers() {
-  (cd "$1" && ctest --show-only=json-v1) | "$PY" -c '
-import json, os, sys
-wanted = set(sys.argv[1:])
-tests = json.load(sys.stdin)["tests"]
-picked = [str(i + 1) for i, t in enumerate(tests)
-          if t.get("command") and os.path.basename(t["command"][0]) in wanted]
-print(",".join(picked))' "${subset[@]}"
-}
-
-# The first and the last training loss a run logged (metrics.jsonl).
-losses() {
-  "$PY" -c '
-import json, sys
-rec = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-loss = [r["loss"] for r in rec if "loss" in r and "split" not in r]  # training records
-print(loss[0], loss[-1])' "$1/metrics.jsonl"
-}
-
 # $3 (100) steps of copy.toml in each precision with the qkv command "$1" (a binary, or qemu
 # and a binary): the loss falls; bf16 where it cannot run ($2 = no) stops with one line before
 # making the run folder, and auto says what it chose.
@@ -119,7 +100,7 @@ train_copy() {
     status=$?
     set -e
     if [ "$p" = bf16 ] && [ "$bf16_ok" = no ]; then
-      if [ $status -ne 1 ] || [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ] || [ -e "$tmp/$p" ]; then
+      if ! refused_in_one_line $status "$out" "$tmp/$p"; then
         echo "  FAIL copy bf16: expected one line, exit 1 and no run folder; got exit $status: $out"
         rm -rf "$tmp"
         return 1
@@ -132,8 +113,8 @@ train_copy() {
       rm -rf "$tmp"
       return 1
     fi
-    read -r first last < <(losses "$tmp/$p")
-    if ! "$PY" -c "import sys; sys.exit(0 if $last < 0.8 * $first else 1)"; then
+    read -r first last < <(run_losses "$tmp/$p")
+    if ! loss_fell "$first" "$last"; then
       echo "  FAIL copy $p: the loss did not fall ($first -> $last)"
       rm -rf "$tmp"
       return 1
@@ -157,7 +138,7 @@ train_copy() {
 # The subset through ctest in build folder $1, in the environment the caller set.
 run_ctest() {
   local dir=$1 log=$2 numbers
-  numbers=$(subset_numbers "$dir")
+  numbers=$(subset_numbers "$dir" "${subset[@]}")
   (cd "$dir" && ctest --output-on-failure -j"$JOBS" -I "0,0,0,$numbers") >"$log" 2>&1
 }
 
@@ -214,13 +195,15 @@ for leg in "${wanted[@]}"; do
   where="natively"
   [ "$qcpu" != - ] && where="under qemu-x86_64 -cpu $qcpu"
   echo "=== $leg: $dir, ONEDNN_MAX_CPU_ISA=${cap/#-/(unset)}, OPENBLAS_CORETYPE=${core/#-/(unset)}, $where"
+  mkdir -p "$dir"
+  build_log=$dir/test-cpus-build.log
   if ! { if [ "$dir" = "$native" ]; then
     cmake --build "$dir" -j"$JOBS" --target qkv "${subset[@]}"
   else
     build_portable "$dir"
-  fi; } >"$dir.test-cpus-build.log" 2>&1; then
-    tail -20 "$dir.test-cpus-build.log"
-    summary+=("$leg: the build failed ($dir.test-cpus-build.log)")
+  fi; } >"$build_log" 2>&1; then
+    tail -20 "$build_log"
+    summary+=("$leg: the build failed ($build_log)")
     failed=1
     continue
   fi
