@@ -237,6 +237,11 @@ TEST_CASE("serve: slow clients from 127.0.0.1 and other addresses, a request ans
 }
 
 TEST_CASE("serve: 64 downloads of a 256 MiB file at once stream within a memory bound") {
+#if defined(__SANITIZE_ADDRESS__)
+  // Freed buffers wait in AddressSanitizer's quarantine (256 MiB) before reuse: it, not the
+  // server, would be what the resident memory measures.
+  QKV_SKIP("AddressSanitizer's quarantine defeats the memory measurement");
+#endif
   TempDir t("serve_stream");
   const std::string run = run_folder(t, "run");
   const uint64_t size = uint64_t{256} << 20;
