@@ -26,6 +26,7 @@
 #include "bench/bench_util.hpp"
 #include "bench/gemm_shapes.hpp"
 #include "bench/peaks.hpp"
+#include "core/openmp_wait.hpp"
 #include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "core/tensor.hpp"
@@ -37,6 +38,23 @@
 
 namespace qkv::app {
 namespace {
+
+// The children's wait policy, the same for both sides: passive with --passive or when this
+// process chose it at start (core/openmp_wait.hpp); otherwise libgomp's default spin count
+// named, so that the qkv child does not choose again and the torch child spins alike. Nothing
+// when the user set the policy (the children inherit it).
+std::string child_wait_env(bool passive) {
+  const std::string policy = openmp_wait().policy;
+  if (passive || policy == "passive") return "OMP_WAIT_POLICY=passive ";
+  if (policy == "spin") return "GOMP_SPINCOUNT=300000 ";
+  return "";
+}
+
+// The wait policy's name for the bench's header and JSON.
+std::string wait_name(bool passive) {
+  const std::string env = child_wait_env(passive);
+  return env.empty() ? openmp_wait().policy : env.substr(0, env.size() - 1);
+}
 
 using namespace bench;
 
@@ -56,7 +74,7 @@ ScalingRuns run_scaling_rounds(const BenchArgs& a, const std::vector<std::string
   const std::string mpirun = std::string("mpirun") +
                              (::geteuid() == 0 ? " --allow-run-as-root" : "") +
                              " --oversubscribe --bind-to none -np 2 ";
-  const std::string env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
+  const std::string env = child_wait_env(a.passive);
   auto args = [&](const std::string& n, int threads) {
     return " bench --data-parallel --json --model " + n + " --threads " + std::to_string(threads) +
            " --min-seconds " + std::to_string(a.min_seconds);
@@ -371,7 +389,7 @@ json bench_result(const BenchArgs& a, const std::vector<std::string>& names, con
                        {"load_average_before", load_before},
                        {"load_average_after", load_average()}};
   result["threads"] = threads;
-  result["omp_wait_policy"] = a.passive ? "passive" : "default";
+  result["omp_wait_policy"] = wait_name(a.passive);
   result["repeats"] = a.repeats;
   result["sgemm_peak_gflops"] = peaks.fp32;
   result["sgemm_peak_rounds_gflops"] = rounds.peaks;
@@ -399,7 +417,7 @@ json bench_result(const BenchArgs& a, const std::vector<std::string>& names, con
 void print_bench_header(const BenchArgs& a, const json& result, const Sides& sides, int threads,
                         double load_before, const Peaks& peaks) {
   std::printf("%s, %d cores, %d threads%s; sgemm peak %.1f GFLOP/s", cpu_model().c_str(),
-              omp_get_num_procs(), threads, a.passive ? " (OMP_WAIT_POLICY=passive)" : "",
+              omp_get_num_procs(), threads, (" (" + wait_name(a.passive) + ")").c_str(),
               peaks.fp32);
   if (peaks.bf16 > 0) std::printf(", bf16 GEMM peak %.1f GFLOP/s", peaks.bf16);
   std::printf("; load %.2f -> %.2f; median of %d rounds\n", load_before, load_average(), a.repeats);
@@ -500,7 +518,7 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
       a.reference.empty() ? std::string(QKV_SOURCE_DIR) + "/apps/bench_reference.py" : a.reference;
   // Both sides run with the same environment; --passive makes idle OpenMP threads sleep
   // instead of spinning (what a loaded machine needs), for both alike.
-  c.env = a.passive ? "OMP_WAIT_POLICY=passive " : "";
+  c.env = child_wait_env(a.passive);
   const Sides sides = check_sides(a, c.threads, c.env, c.script);
   const double load_before = load_average();
   const Rounds rounds = run_rounds(a, names, c);

@@ -17,12 +17,17 @@
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/nearest.hpp"
+#include "core/openmp_wait.hpp"
 #include "run/distributed.hpp"
 #include "run/train_run.hpp"
 
 using namespace qkv::app;
 namespace run = qkv::run;
 namespace config = qkv::config;
+
+// OpenMP's idle threads sleep when another process keeps a core busy at start, spin otherwise
+// (core/openmp_wait.hpp): chosen before libgomp loads.
+QKV_OPENMP_WAIT_AT_START
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/onednn.hpp"
+#include "core/openmp_wait.hpp"
 
 namespace qkv::bench {
 namespace {
@@ -136,6 +137,7 @@ RuntimeInfo this_process(int threads) {
   r.onednn = onednn_version() + ", " + onednn_isa();
   r.threads = threads;
   r.omp_max_threads = omp_get_max_threads();
+  r.omp_wait = openmp_wait().policy;
   cpu_set_t set;
   r.cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : omp_get_num_procs();
   return r;
@@ -204,6 +206,7 @@ std::string describe(const RuntimeInfo& r) {
   if (r.interop_threads > 0) s << " (+" << r.interop_threads << " inter-op)";
   s << ", OpenMP max " << r.omp_max_threads << ", " << r.cores << " cores";
   if (!r.onednn.empty()) s << "; oneDNN " << r.onednn;
+  if (!r.omp_wait.empty()) s << "; OpenMP waits: " << r.omp_wait;
   return s.str();
 }
 
@@ -221,7 +224,8 @@ nlohmann::json to_json(const RuntimeInfo& r) {
           {"interop_threads", r.interop_threads},
           {"omp_max_threads", r.omp_max_threads},
           {"cores", r.cores},
-          {"onednn", r.onednn}};
+          {"onednn", r.onednn},
+          {"omp_wait", r.omp_wait}};
 }
 
 RuntimeInfo runtime_from_json(const nlohmann::json& j) {
@@ -240,6 +244,7 @@ RuntimeInfo runtime_from_json(const nlohmann::json& j) {
   r.omp_max_threads = j.value("omp_max_threads", 0);
   r.cores = j.value("cores", 0);
   r.onednn = j.value("onednn", "");
+  r.omp_wait = j.value("omp_wait", "");
   return r;
 }
 

@@ -31,6 +31,7 @@ struct RuntimeInfo {
   int omp_max_threads = 0;              // omp_get_max_threads()
   int cores = 0;                        // online CPUs this process may run on
   std::string onednn;                   // oneDNN's version and ISA ("2.6.3, avx512_core_bf16")
+  std::string omp_wait;                 // how idle OpenMP threads wait: "spin", "passive", ...
 };
 
 // The distinct file paths of a /proc/<pid>/maps listing, in order of first appearance.

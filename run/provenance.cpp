@@ -7,6 +7,7 @@
 #include "core/atomic_file.hpp"
 #include "core/bounded_json.hpp"
 #include "core/onednn.hpp"
+#include "core/openmp_wait.hpp"
 #include "run/build_info.hpp"
 #include "run/limits.hpp"
 #include "run/run_file.hpp"
@@ -82,6 +83,7 @@ json provenance(int threads, Precision asked, Precision ran) {
           {"cores", usable_cores()},
           {"threads", threads},
           {"precision", precision_info(asked, ran)},
+          {"openmp_wait", {{"policy", openmp_wait().policy}, {"why", openmp_wait().why}}},
           {"kernels", kernels_of(r, onednn)}};
 }
 
