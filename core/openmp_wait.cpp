@@ -70,8 +70,7 @@ char g_passive[] = "OMP_WAIT_POLICY=passive";
 int spare_slot(char** envp) {
   for (const char* name : {"_", "SHLVL", "OLDPWD", "PWD", "TERM", "SHELL", "LOGNAME", "USER"})
     for (int i = 0; envp && envp[i]; ++i)
-      if (std::strncmp(envp[i], name, std::strlen(name)) == 0 &&
-          envp[i][std::strlen(name)] == '=')
+      if (std::strncmp(envp[i], name, std::strlen(name)) == 0 && envp[i][std::strlen(name)] == '=')
         return i;
   return -1;
 }
@@ -121,8 +120,9 @@ void choose_openmp_wait(int, char**, char** envp) {
                "default)");
   const int slot = spare_slot(envp);
   if (slot < 0)
-    return set("spin", "another thread was runnable at start, but the environment had no entry "
-                       "to borrow for OMP_WAIT_POLICY: libgomp's default (spin)");
+    return set("spin",
+               "another thread was runnable at start, but the environment had no entry "
+               "to borrow for OMP_WAIT_POLICY: libgomp's default (spin)");
   g_envp = envp;
   g_slot = slot;
   g_borrowed = envp[slot];

@@ -21,8 +21,9 @@
 namespace qkv {
 
 struct OpenMPWait {
-  std::string policy;  // "spin", "passive", or the user's "OMP_WAIT_POLICY=..."/"GOMP_SPINCOUNT=..."
-  std::string why;     // one line, for provenance.json and `qkv bench`
+  std::string
+      policy;       // "spin", "passive", or the user's "OMP_WAIT_POLICY=..."/"GOMP_SPINCOUNT=..."
+  std::string why;  // one line, for provenance.json and `qkv bench`
 };
 // What this process runs with.
 OpenMPWait openmp_wait();

@@ -1,10 +1,10 @@
 // The qkv binary chooses how OpenMP's idle threads wait before libgomp loads
 // (core/openmp_wait.hpp): passive beside a busy core, and never over the user's own setting.
 // libgomp prints what it runs with under OMP_DISPLAY_ENV=true.
-#include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -37,7 +37,8 @@ struct Spinner {
 // OMP_WAIT_POLICY and GOMP_SPINCOUNT lines (OMP_DISPLAY_ENV=verbose), e.g. "ACTIVE 30000000000".
 // Unset, libgomp shows PASSIVE with its default spin count 300000; passive spins 0.
 std::string waits_with(const std::string& env) {
-  const std::string cmd = "env " + env + " OMP_DISPLAY_ENV=verbose '" + qkv_binary() + "' --version 2>&1";
+  const std::string cmd =
+      "env " + env + " OMP_DISPLAY_ENV=verbose '" + qkv_binary() + "' --version 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p);
   std::string out;
@@ -81,8 +82,9 @@ TEST_CASE("a run records in provenance.json how its OpenMP threads waited") {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const TempDir dir("openmp_wait");
   const std::string run = dir.file("run");
-  const RunResult r = run_qkv("train " + shipped_config("copy.toml") + " --run-dir '" + run +
-                              "' --quiet --train.max_steps 2 --optim.warmup 1 --train.eval_examples 20");
+  const RunResult r =
+      run_qkv("train " + shipped_config("copy.toml") + " --run-dir '" + run +
+              "' --quiet --train.max_steps 2 --optim.warmup 1 --train.eval_examples 20");
   INFO(r.output);
   REQUIRE(r.status == 0);
   std::ifstream in(run + "/provenance.json");
