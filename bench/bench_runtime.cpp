@@ -143,6 +143,13 @@ RuntimeInfo this_process(int threads) {
   return r;
 }
 
+// Debian's multiarch triplet of this build, for the update-alternatives hint.
+#if defined(__aarch64__)
+constexpr const char* kMultiarch = "aarch64-linux-gnu";
+#else
+constexpr const char* kMultiarch = "x86_64-linux-gnu";
+#endif
+
 std::vector<std::string> comparison_problems(const RuntimeInfo& r) {
   std::vector<std::string> p;
   const std::string who = r.framework.empty() ? "this process" : r.framework;
@@ -150,7 +157,8 @@ std::vector<std::string> comparison_problems(const RuntimeInfo& r) {
     p.push_back(who + " runs on the reference BLAS (" + r.sgemm_file +
                 ", Debian's libblas3), many times slower than an optimized BLAS: point "
                 "libblas.so.3 at OpenBLAS (apt-get install libopenblas0-openmp, or "
-                "update-alternatives --config libblas.so.3-x86_64-linux-gnu)");
+                "update-alternatives --config libblas.so.3-" +
+                std::string(kMultiarch) + ")");
   const int omp = std::max(r.threads, r.omp_max_threads);
   if (r.blas == "openblas" && r.blas_threading == "pthreads" && omp > 1 && r.blas_threads > 1)
     p.push_back(who + " runs a pthread OpenBLAS (" + std::to_string(r.blas_threads) +

@@ -55,11 +55,7 @@ if [ ${#missing[@]} -eq 0 ] && [ $have_sysroot -eq 1 ]; then
   exit 0
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-arm64-deps: need root or sudo" >&2; exit 1; }
-  sudo="sudo"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/lib/as-root.sh" install-arm64-deps "${missing[*]:-the arm64 sysroot}"
 export DEBIAN_FRONTEND=noninteractive
 # Wait for another apt-get (e.g. install-deps.sh of a concurrent build) instead of failing.
 apt_get=($sudo apt-get -o DPkg::Lock::Timeout=600)
