@@ -69,6 +69,13 @@ void write_heatmaps(const inspect::HeadTable& t, const std::string& dir) {
 
 }  // namespace
 
+std::string heads_columns_help() {
+  std::string out = "Columns (an attention's table has those of its kind):";
+  for (const inspect::HeadColumn& c : inspect::head_columns())
+    out += "\n  " + c.name + " (" + c.attention + "): " + c.description;
+  return out;
+}
+
 int cmd_heads(const HeadsArgs& a) {
   const auto inf = run::open_inference(
       a.run_dir,

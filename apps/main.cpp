@@ -17,7 +17,6 @@
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/nearest.hpp"
-#include "inspect/head_table.hpp"
 #include "run/distributed.hpp"
 #include "run/train_run.hpp"
 
@@ -324,10 +323,7 @@ void add_heads(CLI::App* cmd, HeadsArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);
   add_ablate(cmd, a.ablate);
-  std::string columns = "Columns (an attention's table has those of its kind):";
-  for (const qkv::inspect::HeadColumn& c : qkv::inspect::head_columns())
-    columns += "\n  " + c.name + " (" + c.attention + "): " + c.description;
-  cmd->footer(columns);
+  cmd->footer(heads_columns_help());
 }
 
 void add_lens(CLI::App* cmd, LensArgs& a) {
