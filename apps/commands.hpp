@@ -168,6 +168,8 @@ struct HeadsArgs {
   std::optional<Precision> precision;
 };
 int cmd_heads(const HeadsArgs& a);
+// The table's columns, one line each with its description (qkv heads --help; heads.cpp).
+std::string heads_columns_help();
 
 // qkv lens RUN TEXT: the logit lens per layer (lens.cpp)
 struct LensArgs {

@@ -328,6 +328,7 @@ void add_heads(CLI::App* cmd, HeadsArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);
   add_ablate(cmd, a.ablate);
+  cmd->footer(heads_columns_help());
 }
 
 void add_lens(CLI::App* cmd, LensArgs& a) {

@@ -73,8 +73,9 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs);
 
 // The per-head curves of a run's probe records (metrics.jsonl lines {"step", "probe":
 // {"attentions": {name: {"layers", "heads", score: [[per head] per layer]...}}, "icl"}}): one
-// figure per attention and score, in the records' order. Pattern scores share the range 0..1,
-// the entropy 0..its largest value. A record whose layout differs from the first is left out.
+// figure per attention and score, in the records' order, titled, labelled and ranged by the
+// score registry (interp/head_scores.hpp): a share of attention 0..1, nats 0..the largest
+// value. A record whose layout differs from the first is left out.
 std::vector<HeadCurves> probe_head_curves(const RunData& r);
 
 // A folder written by `qkv saturation --out DIR` (saturation.json).

@@ -17,6 +17,7 @@
 #include "core/input_file.hpp"
 #include "data/task_kind.hpp"
 #include "figures/report.hpp"
+#include "interp/head_scores.hpp"
 
 namespace qkv::figures::report {
 
@@ -122,6 +123,15 @@ const json* probe_attentions(const json& rec) {
   return atts != probe->end() && atts->is_object() ? &*atts : nullptr;
 }
 
+// A score's title in the registry (interp/head_scores.hpp); a name it does not know (a record
+// of another version) with its underscores as spaces.
+std::string score_title(const std::string& score) {
+  if (const interp::HeadScoreInfo* info = interp::find_head_score(score)) return info->title;
+  std::string shown = score;
+  std::replace(shown.begin(), shown.end(), '_', ' ');
+  return shown;
+}
+
 // The best head's value of every pattern score of a probe record, one per attention and score:
 // "induction (best head, self-attention)" -> the largest over layers and heads. What shows a
 // mechanism forming in a run at a glance (the per-head curves show which head it is).
@@ -132,14 +142,15 @@ std::vector<std::pair<std::string, double>> best_heads(const json& rec) {
   for (auto a = atts->begin(); a != atts->end(); ++a) {
     if (!a.value().is_object()) continue;
     for (auto sc = a.value().begin(); sc != a.value().end(); ++sc) {
-      if (!sc.value().is_array() || sc.key() == "entropy") continue;
+      // a share of attention (the registry's unit; one it does not know is taken as one)
+      const interp::HeadScoreInfo* info = interp::find_head_score(sc.key());
+      if (!sc.value().is_array() || (info && info->unit != interp::ScoreUnit::share)) continue;
       double best = -INFINITY;
       for (const json& row : sc.value())
         if (row.is_array())
           for (const json& v : row)
             if (v.is_number()) best = std::max(best, v.get<double>());
-      std::string name = sc.key();
-      std::replace(name.begin(), name.end(), '_', ' ');
+      const std::string name = score_title(sc.key());
       if (std::isfinite(best))
         out.push_back({name + " (best head, " + attention_title(a.key()) + ")", best});
     }
@@ -380,9 +391,7 @@ namespace {
 HeadCurves score_curves(const std::vector<const json*>& probes, const std::string& attention,
                         const std::string& score, int64_t layers, int64_t heads) {
   HeadCurves c;
-  std::string shown = score;
-  std::replace(shown.begin(), shown.end(), '_', ' ');
-  c.title = attention_title(attention) + ": " + shown;
+  c.title = attention_title(attention) + ": " + score_title(score);
   c.layers = layers, c.heads = heads;
   c.values.assign(static_cast<size_t>(layers * heads), {});
   double top = 0;
@@ -398,9 +407,12 @@ HeadCurves score_curves(const std::vector<const json*>& probes, const std::strin
         c.values[static_cast<size_t>(l * heads + h)].push_back(y);
       }
   }
-  const bool entropy = score == "entropy";
-  c.y_label = entropy ? "nats" : "share of attention";
-  c.y_max = entropy ? std::max(top, 1e-3) : 1;
+  // The registry's unit and its bound (a share: 0..1), else 0..the largest value; a score it
+  // does not know is taken as a share, as best_heads takes it.
+  const interp::HeadScoreInfo* info = interp::find_head_score(score);
+  const interp::ScoreUnit unit = info ? info->unit : interp::ScoreUnit::share;
+  c.y_label = interp::unit_label(unit);
+  c.y_max = interp::unit_max(unit).value_or(std::max(top, 1e-3));
   return c;
 }
 

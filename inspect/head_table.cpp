@@ -209,13 +209,80 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
   return t;
 }
 
-std::vector<std::pair<std::string, double>> head_columns(const HeadRow& r) {
-  std::vector<std::pair<std::string, double>> c{{"importance", r.importance},
-                                                {"zero_loss_change", r.zero_loss_change},
-                                                {"mean_loss_change", r.mean_loss_change}};
-  for (const char* s : {"entropy", "previous_token", "duplicate_token", "induction", "alignment"})
-    if (r.scores.count(s)) c.emplace_back(s, r.scores.at(s));
+namespace {
+
+const char* attention_name(interp::ScoredAttention a) {
+  switch (a) {
+    case interp::ScoredAttention::self:
+      return "self";
+    case interp::ScoredAttention::cross:
+      return "cross";
+    case interp::ScoredAttention::any:
+      return "any";
+  }
+  return "any";
+}
+
+// One of the table's own columns: a loss of the split per token (the importance is dL/dxi of
+// that loss), on every attention, not recorded while training.
+HeadColumn own_column(const char* name, const char* title, const char* description) {
+  HeadColumn c;
+  c.name = name, c.title = title, c.unit = "nats per token", c.attention = "any";
+  c.description = description;
   return c;
+}
+
+HeadColumn score_column(const interp::HeadScoreInfo& s) {
+  HeadColumn c;
+  c.name = s.name, c.title = s.title, c.unit = interp::unit_label(s.unit);
+  c.max = interp::unit_max(s.unit), c.decimals = s.decimals;
+  c.attention = attention_name(s.attention), c.probe = true, c.description = s.description;
+  return c;
+}
+
+std::vector<HeadColumn> make_columns() {
+  std::vector<HeadColumn> c{
+      own_column("importance", "importance",
+                 "mean |dL/dxi| of a mask xi on the head's output (Michel et al. 2019)"),
+      own_column("zero_loss_change", "zero loss change",
+                 "the split's loss with the head's output set to 0, minus the loss"),
+      own_column("mean_loss_change", "mean loss change",
+                 "the split's loss with the head's output replaced by its mean, minus the loss")};
+  for (const interp::HeadScoreInfo& s : interp::kHeadScores) c.push_back(score_column(s));
+  return c;
+}
+
+}  // namespace
+
+const std::vector<HeadColumn>& head_columns() {
+  static const std::vector<HeadColumn> columns = make_columns();
+  return columns;
+}
+
+std::vector<std::pair<const HeadColumn*, double>> head_values(const HeadRow& r) {
+  const std::vector<HeadColumn>& all = head_columns();
+  std::vector<std::pair<const HeadColumn*, double>> out{
+      {&all[0], r.importance}, {&all[1], r.zero_loss_change}, {&all[2], r.mean_loss_change}};
+  for (size_t i = 3; i < all.size(); ++i)
+    if (const auto v = r.scores.find(all[i].name); v != r.scores.end())
+      out.emplace_back(&all[i], v->second);
+  return out;
+}
+
+nlohmann::json head_columns_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const HeadColumn& c : head_columns()) {
+    nlohmann::json j{{"name", c.name},
+                     {"title", c.title},
+                     {"unit", c.unit},
+                     {"decimals", c.decimals},
+                     {"attention", c.attention},
+                     {"probe", c.probe},
+                     {"description", c.description}};
+    if (c.max) j["max"] = *c.max;
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 nlohmann::json head_table_json(const HeadTable& t) {
@@ -223,13 +290,14 @@ nlohmann::json head_table_json(const HeadTable& t) {
   for (const HeadRow& r : t.rows) {
     nlohmann::json j{
         {"attention", r.attention}, {"head", r.name}, {"layer", r.layer}, {"index", r.head}};
-    for (const auto& [k, v] : head_columns(r)) j[k] = v;
+    for (const auto& [column, v] : head_values(r)) j[column->name] = v;
     rows.push_back(j);
   }
   return {{"split", t.split},
           {"loss", t.loss},
           {"batches", t.batches},
           {"probe_length", t.probe_length},
+          {"columns", head_columns_json()},
           {"heads", rows}};
 }
 

@@ -7,15 +7,12 @@
 //   zero_loss_change  the split's loss with the head's z set to 0, minus the loss
 //   mean_loss_change  the split's loss with the head's z replaced by its mean over the split's
 //                     real positions, minus the loss
-//   entropy           mean row entropy of its pattern, nats (interp/head_scores.hpp)
-//   previous_token, duplicate_token, induction
-//                     self-attention: TransformerLens's head detector scores on repeated random
-//                     token sequences (interp/repeated_tokens.hpp) fed as the input (an
-//                     encoder-decoder's decoder self-attention: on the decoder's input for those
-//                     sources, the model's own greedy output)
-//   alignment         cross-attention: mass on the diagonal source position, on the split's
-//                     first examples
-// The entropy is measured on the same inputs as the pattern scores of its attention.
+//   then every score of the registry (interp/head_scores.hpp, QKV_HEAD_SCORES) meant for the
+//   head's attention, measured on
+//     self-attention:  repeated random token sequences (interp/repeated_tokens.hpp) fed as the
+//                      input (an encoder-decoder's decoder self-attention: on the decoder's
+//                      input for those sources, the model's own greedy output)
+//     cross-attention: the split's first examples
 #pragma once
 #include <cstdint>
 #include <map>
@@ -37,7 +34,7 @@ struct HeadRow {
   std::string name;       // as --ablate names it: "1.3", "cross.0.2"
   int64_t layer = 0, head = 0;
   double importance = 0, zero_loss_change = 0, mean_loss_change = 0;
-  std::map<std::string, double> scores;  // entropy and the scores of its attention's kind
+  std::map<std::string, double> scores;  // the registry's scores of its attention's kind
 };
 
 struct HeadTableOptions {
@@ -58,12 +55,28 @@ struct HeadTable {
 // Everything above, under the Inference's own hooks (an ablation stays in place).
 HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o);
 
-// A row's numbers by column name, in the table's order: importance, zero_loss_change,
-// mean_loss_change, then entropy and its attention's pattern scores.
-std::vector<std::pair<std::string, double>> head_columns(const HeadRow& r);
+// A column of the table: its own three (importance, zero_loss_change, mean_loss_change), then
+// every score of the registry (interp/head_scores.hpp, QKV_HEAD_SCORES) in the registry's
+// order. What `qkv heads` prints, its JSON and the page's head panels are built from this list.
+struct HeadColumn {
+  std::string name;           // the JSON key and the text table's header: "previous_token"
+  std::string title;          // a few words for captions: "previous token"
+  std::string unit;           // "nats per token", "nats", "share of attention"
+  std::optional<double> max;  // the largest value the unit allows (a share: 1); none: unbounded
+  int decimals = 4;           // digits after the point in the text table and on the page
+  std::string attention;      // which attentions have it: "any", "self" or "cross"
+  bool probe = false;         // the training's [probe] records it (inspect/probe_hook.hpp)
+  std::string description;    // one line
+};
+const std::vector<HeadColumn>& head_columns();
+// A row's numbers by column, in the columns' order (a row has the scores of its attention).
+std::vector<std::pair<const HeadColumn*, double>> head_values(const HeadRow& r);
+// The columns as the JSON says them: [{"name", "title", "unit", "max" (when bounded),
+// "decimals", "attention", "probe", "description"} ...], in order.
+nlohmann::json head_columns_json();
 // The table as `qkv heads --json` prints it and `qkv serve` answers it:
-// {"split", "loss", "batches", "probe_length",
-//  "heads": [{"attention", "head", "layer", "index", <every column>: number} ...]}
+// {"split", "loss", "batches", "probe_length", "columns": head_columns_json(),
+//  "heads": [{"attention", "head", "layer", "index", <each column of the row>: number} ...]}
 nlohmann::json head_table_json(const HeadTable& t);
 // The inputs of the pattern scores, fixed by the options (probes, probe_length, seed, split):
 // what `qkv heads` and the training probe (inspect/probe_hook.hpp) read.
@@ -86,7 +99,7 @@ struct AttentionScores {
   Attention attention;
   std::map<std::string, std::vector<std::vector<double>>> scores;
 };
-// Every attention's scores on probe (entropy and the scores of its kind), in forward order.
+// Every attention's scores on probe (the registry's scores of its kind), in forward order.
 // Runs in the caller's InferenceScope (eval mode, no tape, precision). hooks, when non-null, are
 // in scope for the passes (an encoder-decoder decodes under them) and the pattern passes keep
 // their replacements (an ablation stays in place).

@@ -195,11 +195,26 @@ std::vector<double> score_entropy(const AttentionProbe& p, const ScoreOptions&) 
   return out;
 }
 
+const HeadScoreInfo* find_head_score(std::string_view name) {
+  for (const HeadScoreInfo& i : kHeadScores)
+    if (name == i.name) return &i;
+  return nullptr;
+}
+
+const char* unit_label(ScoreUnit u) {
+  return u == ScoreUnit::share ? "share of attention" : "nats";
+}
+
+std::optional<double> unit_max(ScoreUnit u) {
+  if (u == ScoreUnit::share) return 1.0;
+  return std::nullopt;
+}
+
 std::vector<double> head_score(HeadScore s, const AttentionProbe& probe,
                                const ScoreOptions& options) {
   switch (s) {
-#define QKV_HEAD_SCORE_CALL(name, attention) \
-  case HeadScore::name:                      \
+#define QKV_HEAD_SCORE_CALL(name, ...) \
+  case HeadScore::name:                \
     return score_##name(probe, options);
     QKV_HEAD_SCORES(QKV_HEAD_SCORE_CALL)
 #undef QKV_HEAD_SCORE_CALL

@@ -29,7 +29,9 @@
 // TransformerLens computes on the unpadded sequence.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/names.hpp"
@@ -65,49 +67,80 @@ struct ScoreOptions {
 // Which attentions a score is meant for.
 enum class ScoredAttention { self, cross, any };
 
-// The registry of head scores, one line each: the line makes the enum value, its name (in
-// tables, JSON and errors) and declares score_NAME, defined in interp/head_scores.cpp. A new
-// score is its line, its function and its test.
-//
-//   X(name, attention)
-//
-//   previous_token   share of mass on the previous position (TransformerLens, above)
-//   duplicate_token  share of mass on earlier copies of the query's token (TransformerLens)
-//   induction        share of mass on the token after an earlier copy (TransformerLens)
-//   entropy          mean row entropy in nats, over query rows with at least one key (log m
-//                    is the most a row of m keys can have)
-//   alignment        share of mass on the source position a monotone (diagonal) alignment
-//                    gives the target position (alignment_position, below), +-window
-#define QKV_HEAD_SCORES(X) \
-  X(previous_token, self)  \
-  X(duplicate_token, self) \
-  X(induction, self)       \
-  X(entropy, any)          \
-  X(alignment, cross)
+// How a score's values read: a share of the head's attention mass (0..1), or nats (a row of m
+// keys has at most log m).
+enum class ScoreUnit { share, nats };
 
-#define QKV_HEAD_SCORE_ENUM(name, attention) name,
+// The registry of head scores, one line each, in the order every consumer shows them (after
+// `qkv heads`' own columns). The line makes the enum value, its name (in tables, JSON and
+// errors), its kHeadScores entry (what `qkv heads`, its JSON, the server's head table, the
+// page and `qkv report` read: attention, unit, format, title, description) and declares
+// score_NAME, defined in interp/head_scores.cpp. A new score is its line, its function, its
+// test and its row in docs/inspect.md's table of columns; nothing else lists the scores.
+//
+//   X(name, attention, unit, decimals, title, description)
+//
+// decimals: digits after the point in `qkv heads`' table and on the page's hover; title: a few
+// words for captions and figure titles; description: one line for --help and the page.
+// The definitions: previous_token, duplicate_token and induction are TransformerLens's (above);
+// entropy is averaged over the query rows with at least one key; alignment's position is
+// alignment_position's (below).
+#define QKV_HEAD_SCORES(X)                                                                    \
+  X(entropy, any, nats, 4, "entropy",                                                         \
+    "mean entropy of a query's attention over the keys, in nats (log m at most for m keys)")  \
+  X(previous_token, self, share, 4, "previous token",                                         \
+    "share of attention on the previous position (TransformerLens's head detector)")          \
+  X(duplicate_token, self, share, 4, "duplicate token",                                       \
+    "share of attention on earlier copies of the query's token (TransformerLens)")            \
+  X(induction, self, share, 4, "induction",                                                   \
+    "share of attention on the token after an earlier copy of the query's (TransformerLens)") \
+  X(alignment, cross, share, 4, "alignment",                                                  \
+    "share of attention on the source position of the diagonal from first to last")
+
+#define QKV_HEAD_SCORE_ENUM(name, ...) name,
 enum class HeadScore { QKV_HEAD_SCORES(QKV_HEAD_SCORE_ENUM) };
 #undef QKV_HEAD_SCORE_ENUM
 
-#define QKV_HEAD_SCORE_NAME(name, attention) {#name, HeadScore::name},
+#define QKV_HEAD_SCORE_NAME(name, ...) {#name, HeadScore::name},
 inline constexpr EnumName<HeadScore> kHeadScoreNames[] = {QKV_HEAD_SCORES(QKV_HEAD_SCORE_NAME)};
 #undef QKV_HEAD_SCORE_NAME
 constexpr std::span<const EnumName<HeadScore>> names_of(HeadScore) { return kHeadScoreNames; }
 
-constexpr ScoredAttention attention_of(HeadScore s) {
-  switch (s) {
-#define QKV_HEAD_SCORE_ATTENTION(name, attention) \
-  case HeadScore::name:                           \
-    return ScoredAttention::attention;
-    QKV_HEAD_SCORES(QKV_HEAD_SCORE_ATTENTION)
-#undef QKV_HEAD_SCORE_ATTENTION
-  }
-  return ScoredAttention::any;
+// A registry line as data.
+struct HeadScoreInfo {
+  HeadScore score;
+  const char* name;
+  ScoredAttention attention;
+  ScoreUnit unit;
+  int decimals;
+  const char* title;
+  const char* description;
+};
+// clang-format off
+#define QKV_HEAD_SCORE_INFO(name, attention, unit, decimals, title, description) \
+  {HeadScore::name, #name, ScoredAttention::attention, ScoreUnit::unit, decimals, title, \
+   description},
+// clang-format on
+// Every score, in the registry's order.
+inline constexpr HeadScoreInfo kHeadScores[] = {QKV_HEAD_SCORES(QKV_HEAD_SCORE_INFO)};
+#undef QKV_HEAD_SCORE_INFO
+
+constexpr const HeadScoreInfo& info_of(HeadScore s) {
+  return kHeadScores[static_cast<size_t>(s)];  // the enum counts the lines from 0
 }
+constexpr ScoredAttention attention_of(HeadScore s) { return info_of(s).attention; }
+// The registry's line of a score's name; null for a name it does not have (a record of
+// another version).
+const HeadScoreInfo* find_head_score(std::string_view name);
+
+// The unit as axes and captions say it ("share of attention", "nats"), and the largest value
+// it allows (a share: 1; nats: none).
+const char* unit_label(ScoreUnit u);
+std::optional<double> unit_max(ScoreUnit u);
 
 // Each score: one value per head (h), averaged over the batch. Throws qkv::Error naming the
 // score and the shapes on a malformed probe, or when a sequence has no attention mass to share.
-#define QKV_HEAD_SCORE_DECLARE(name, attention) \
+#define QKV_HEAD_SCORE_DECLARE(name, ...) \
   std::vector<double> score_##name(const AttentionProbe& probe, const ScoreOptions& options);
 QKV_HEAD_SCORES(QKV_HEAD_SCORE_DECLARE)
 #undef QKV_HEAD_SCORE_DECLARE

@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/parallel.hpp"
+#include "inspect/head_table.hpp"
 #include "run/run_file.hpp"
 #include "serve/assets.hpp"
 #include "serve/connections.hpp"
@@ -336,6 +337,11 @@ class Server {
   void routes() {
     http_.Get("/api/runs",
               guarded([this](const auto&, auto& res) { send_json(res, runs_json()); }));
+    // The head table's columns (the score registry's among them), for the page's head panels
+    // before any table is asked for: the probe records name scores, this says what they are.
+    http_.Get("/api/head_columns", guarded([](const auto&, auto& res) {
+                send_json(res, json{{"columns", inspect::head_columns_json()}});
+              }));
     http_.Get(R"(/api/runs/([^/]+)/metrics)", guarded([this](const auto& req, auto& res) {
                 const ServedRun& run = run_named(req.matches[1]);
                 send_json(res, read_metrics(run, integer_param(req, "offset", 0),

@@ -9,9 +9,11 @@ const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'
                 '#17becf'];
 const SVG_NS = 'http://www.w3.org/2000/svg';
 // ablated: the heads removed from every answer (--ablate names); again: asked while busy;
-// probes: each run's probe records; linkedHead: the head whose map a curve panel asked for.
+// probes: each run's probe records; linkedHead: the head whose map a curve panel asked for;
+// headColumns: the head table's columns, the score registry's among them (/api/head_columns).
 const state = {runs: [], series: {}, offsets: {}, charts: {}, busy: false, again: false,
-               ablated: new Set(), ablationRun: null, probes: {}, linkedHead: null};
+               ablated: new Set(), ablationRun: null, probes: {}, linkedHead: null,
+               headColumns: []};
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -520,6 +522,7 @@ async function start() {
   for (const curve of CURVES) state.charts[curve.id] = makeChart(curve);
   try {
     state.runs = (await api('/api/runs')).map(r => Object.assign(r, {shown: true}));
+    state.headColumns = (await api('/api/head_columns')).columns;
   } catch (e) {
     showError(e.message);
     return;

@@ -5,8 +5,9 @@
 // head's score against step, every panel on the same y range. The panels are built once per
 // choice and their lines redrawn as records arrive. Clicking a panel marks that head's map in
 // the attention grid. Uses app.js's el(), svg(), fmt(), state, currentRun(), fillCheckpoints()
-// and panels.js's headName(), attentionTitle(), SCORES, forgetOtherRun() at call time; app.js
-// calls addProbe(), renderHeadCurves() and markLinkedMap().
+// and panels.js's headName(), attentionTitle(), headColumn(), forgetOtherRun() at call time
+// (a score's title, unit, range and format are its column's: state.headColumns, from the
+// server's score registry); app.js calls addProbe(), renderHeadCurves() and markLinkedMap().
 'use strict';
 
 // A probe record's attention -> the attention grid's kind (and so headName's prefix).
@@ -29,9 +30,16 @@ function isGrid(a, layers, heads) {
 }
 
 // The order of the choices (the server's JSON has its keys sorted): the model's attentions
-// from input to output, then panels.js's order of the scores; a score not known last.
+// from input to output, then the columns' order of the scores; a score not known last.
 const PROBE_ORDER = Object.keys(PROBE_KIND);
 const rank = (list, x) => (list.includes(x) ? list.indexOf(x) : list.length);
+const columnNames = () => state.headColumns.map(c => c.name);
+
+// A score's words: its column's title, else (a record of another version) its name.
+function scoreTitle(score) {
+  const c = headColumn(score);
+  return c ? c.title : score.replaceAll('_', ' ');
+}
 
 // The attention/score pairs to choose from, laid out as the run's first probe record has them
 // (as report's probe_head_curves): [{attention, score, layers, heads}].
@@ -44,7 +52,8 @@ function probeChoices(probes) {
       if (isGrid(v, a.layers, a.heads))
         out.push({attention, score, layers: a.layers, heads: a.heads});
   }
-  const order = c => [rank(PROBE_ORDER, c.attention), rank(SCORES, c.score), c.score];
+  const names = columnNames();
+  const order = c => [rank(PROBE_ORDER, c.attention), rank(names, c.score), c.score];
   return out.sort((x, y) => {
     const a = order(x), b = order(y);
     return a[0] - b[0] || a[1] - b[1] || a[2].localeCompare(b[2]);
@@ -71,7 +80,7 @@ function choiceCurves(probes, c) {
 
 // As `qkv report` titles the same figure: "self-attention: induction".
 function choiceLabel(c) {
-  return attentionTitle(c.attention) + ': ' + c.score.replaceAll('_', ' ');
+  return attentionTitle(c.attention) + ': ' + scoreTitle(c.score);
 }
 
 // Sets a select's options only when they changed (an open list stays open); keeps the value
@@ -99,8 +108,9 @@ function renderHeadCurves() {
   const choices = probeChoices(probes);
   const scoreSel = document.getElementById('hc-score');
   const keys = choices.map(c => c.attention + '/' + c.score);
-  // A pattern score first: entropy is on every head, the patterns are what forms.
-  const pattern = choices.find(c => c.score !== 'entropy') || choices[0];
+  // A score of one kind of attention first (a pattern: what forms), not one every head has.
+  const pattern = choices.find(c => (headColumn(c.score) || {}).attention !== 'any') ||
+                  choices[0];
   fillOptions(scoreSel, keys, choices.map(choiceLabel),
               pattern ? pattern.attention + '/' + pattern.score : '');
   const c = choices[keys.indexOf(scoreSel.value)];
@@ -152,18 +162,19 @@ function buildPanels(box, run, c, key) {
   box.dataset.key = key;
 }
 
-// Each panel's line, last value and hover text, on the shared x (steps) and y ranges: 0..1 for
-// a pattern score (a share of attention), 0..the largest value for the entropy (nats).
+// Each panel's line, last value and hover text, on the shared x (steps) and y ranges: 0..the
+// column's bound (a share of attention: 1), else 0..the largest value (the entropy, nats). A
+// score without a column (a record of another version) is taken as a share, as qkv report does.
 function drawPanels(c, {steps, values}) {
-  const entropy = c.score === 'entropy';
+  const column = headColumn(c.score) || {unit: 'share of attention', max: 1, decimals: 4};
   let top = 0;
   for (const v of values) for (const y of v) if (isFinite(y)) top = Math.max(top, y);
-  const y0 = 0, y1 = entropy ? Math.max(top, 1e-3) : 1;
+  const y0 = 0, y1 = column.max !== undefined ? column.max : Math.max(top, 1e-3);
   const x0 = Math.min(...steps), x1 = Math.max(...steps);
   const sx = x => 2 + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * (PANEL.w - 4);
   const sy = y => PANEL.top + (1 - Math.max(0, Math.min(1, (y - y0) / (y1 - y0)))) *
                                   (PANEL.h - PANEL.top - 3);
-  const word = c.score.replaceAll('_', ' ');
+  const word = scoreTitle(c.score);
   for (const s of document.querySelectorAll('#head-curves svg.head-panel')) {
     const k = Number(s.dataset.layer) * c.heads + Number(s.dataset.head);
     let d = '', pen = false, last = NaN, n = 0, lastStep = null;
@@ -179,7 +190,9 @@ function drawPanels(c, {steps, values}) {
     s.dataset.value = isFinite(last) ? last : '';
     s.querySelector('text.last').textContent = isFinite(last) ? last.toFixed(2) : '';
     s.querySelector('title').textContent =
-        'head ' + s.dataset.name + ': ' + word + (isFinite(last) ? ' ' + last.toFixed(4) + ' at step ' + lastStep : ' not logged') +
+        'head ' + s.dataset.name + ': ' + word +
+        (isFinite(last) ? ' ' + last.toFixed(column.decimals) + ' at step ' + lastStep
+                        : ' not logged') +
         '; click: its attention map';
   }
   const box = document.getElementById('head-curves');
@@ -187,7 +200,7 @@ function drawPanels(c, {steps, values}) {
   document.getElementById('head-curves-range').textContent =
       steps.length + ' probe record' + (steps.length === 1 ? '' : 's') + ', steps ' + x0 +
       ' to ' + x1 + '; every panel\u2019s y axis: ' +
-      (entropy ? 'nats from 0 to ' + fmt(y1) : 'share of attention from 0 to 1');
+      column.unit + ' from 0 to ' + fmt(y1);
 }
 
 // --- a panel's head in the attention grid --------------------------------------------------------

@@ -80,9 +80,12 @@ function forgetOtherRun() {
 
 // --- the head table ----------------------------------------------------------------------------
 
-// The table's numbers drawn as heatmaps, in this order (each attention has some of them).
-const SCORES = ['importance', 'zero_loss_change', 'mean_loss_change', 'entropy', 'previous_token',
-                'duplicate_token', 'induction', 'alignment'];
+// The head table's columns are the server's (/api/head_columns, and "columns" in each table):
+// its own measures, then the score registry's (interp/head_scores.hpp), each {name, title,
+// unit, max (when bounded), decimals, attention, probe, description}. No score is named here.
+function headColumn(name) {
+  return state.headColumns.find(c => c.name === name);
+}
 
 // -1..1 as red (negative), white (0), blue (positive).
 function signedColor(x) {
@@ -126,22 +129,26 @@ function renderHeads(t) {
   box.replaceChildren();
   for (const [attention, rows] of groups) {
     const maps = el('div', {class: 'heatmaps'});
-    for (const score of SCORES)
-      if (rows[0][score] !== undefined) maps.append(heatmap(score, rows));
+    // the table's columns in its order; an attention has those of its kind
+    for (const column of t.columns)
+      if (rows[0][column.name] !== undefined) maps.append(heatmap(column, rows));
     box.append(el('div', {class: 'head-group', 'data-attention': attention},
                   el('h4', {text: attentionTitle(attention)}),
                   maps));
   }
 }
 
-// One score of one attention: layers as rows, heads as columns, each cell's value on hover.
-// Labelled from 0 as --ablate names heads and `qkv report` labels them (L1, head 0: head 1.0).
-function heatmap(score, rows) {
+// One column of one attention: layers as rows, heads as columns, each cell's value on hover
+// (the caption's hover: what the column is). Labelled from 0 as --ablate names heads and `qkv
+// report` labels them (L1, head 0: head 1.0).
+function heatmap(column, rows) {
+  const score = column.name;
   const layers = 1 + Math.max(...rows.map(r => r.layer));
   const heads = 1 + Math.max(...rows.map(r => r.index));
   const scale = Math.max(1e-12, ...rows.map(r => Math.abs(r[score])));
   const table = el('table', {class: 'heatmap', 'data-score': score});
-  table.append(el('caption', {text: score.replaceAll('_', ' ')}));
+  table.append(el('caption', {text: column.title,
+                              title: column.description + ' (' + column.unit + ')'}));
   const top = el('tr', {}, el('th'));
   for (let h = 0; h < heads; h++) top.append(el('th', {text: 'head ' + h}));
   table.append(top);
@@ -150,7 +157,8 @@ function heatmap(score, rows) {
     for (let h = 0; h < heads; h++) {
       const r = rows.find(x => x.layer === l && x.index === h);
       const v = r[score], x = v / scale;
-      tr.append(el('td', {title: r.head + ' ' + score + ': ' + v.toFixed(4), 'data-value': v,
+      tr.append(el('td', {title: r.head + ' ' + score + ': ' + v.toFixed(column.decimals),
+                          'data-value': v,
                           class: Math.abs(x) > 0.6 ? 'dark' : '',
                           style: 'background:' + signedColor(x)}, fmt(v)));
     }

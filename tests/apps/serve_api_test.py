@@ -5,7 +5,8 @@ Trains a short copy run and a tiny character LM (serve_fixture.py), keeps a thir
 beside, and serves all three. Checks: the answers agree with `qkv translate` / `qkv generate`;
 "ablate" answers as `--ablate` does (an unknown head a 400, an empty one the same as none), and
 the heads and lens routes answer as `qkv heads --json` and `qkv lens --json` (an attribution
-that fails answers the lens with its error beside it); each bad input
+that fails answers the lens with its error beside it), /api/head_columns as the head table's
+"columns", every one of them in the copy run's rows; each bad input
 (empty text, symbols outside the vocabulary, a prompt longer than the context, malformed JSON,
 wrong types, out-of-range options) is a 400 with a one-line JSON message; the body-size bound is
 a 413; unknown runs, `..`, absolute paths and symbolic links out of a run are 404s; a
@@ -139,6 +140,16 @@ def inspection(s, qkv, copy, lm):
                     "2", "--seed", "3", "--ablate", head])
     check(code == 200 and h == cli and len(h["heads"]) == 12,
           f"copy heads with options and ablate: qkv heads --json's ({code})")
+    # The columns: the score registry's (test_apps_inspect checks them against it), the same
+    # from /api/head_columns; the copy run's three attentions have every column between them,
+    # and every number of a row is a named column.
+    code, cols, _ = s.get("/api/head_columns")
+    names = [c["name"] for c in cols.get("columns", [])] if code == 200 else []
+    keys = {k for r in h.get("heads", []) for k in r} - {"attention", "head", "layer", "index"}
+    check(code == 200 and cols["columns"] == h["columns"] and len(names) >= 8
+          and set(names) == keys and all(c["title"] and c["description"] for c in cols["columns"]),
+          f"head columns: /api/head_columns is the table's, each with a title and a description, "
+          f"every one in the copy run's rows ({code}, {names}, {sorted(keys)})")
     check_error(s, "POST", "/api/runs/copy/heads", {"batches": 0}, says="batches must be in 1..8")
     check_error(s, "POST", "/api/runs/copy/heads", {"probes": 1000}, says="probes must be in 1..16")
     check_error(s, "POST", "/api/runs/copy/heads", {"split": "nope"}, says="nope")

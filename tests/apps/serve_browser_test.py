@@ -13,15 +13,17 @@ cell and a map's enlarge button work; for the copy run it also picks an earlier 
 the selector and checks that it answers as `qkv translate --checkpoint` does. Clicking a head's
 map (and a layer's label) removes those heads: the outputs become `qkv translate --ablate`'s,
 the maps are marked, and clear restores the first answer. The heads panel's heatmaps hold `qkv
-heads --json`'s numbers; the lens panel's table has `qkv lens --json`'s ranks, and with a
+heads --json`'s numbers, one per column of the server's list (GET /api/head_columns: the score
+registry's) that an attention has, in its order, with its title and description, and a column
+the page has never seen in an answer is drawn too; the lens panel's table has `qkv lens --json`'s ranks, and with a
 target token the attribution's bars. It checks that the training curve of the live run gains
 points while the page is open, and that the live run's per-head grid in "Heads while training"
 (its 1 + 1 layers x 2 heads, chosen in the run selector) holds the numbers of the probe records
 its training wrote (read from its metrics.jsonl on disk, as many as the panels have points) and
 gains points in place as the training writes more. It appends probe records (a [probe]
 training's lines, made-up numbers of the runs' layers and heads) to the LM's and the copy run's
-metrics.jsonl while the page is open and checks the per-head grid of "Heads while training" for
-2 x 2 layouts of every attention (layers x heads panels named as --ablate names heads, holding
+metrics.jsonl while the page is open (every score the server's list says a probe records) and
+checks the per-head grid of "Heads while training" for 2 x 2 layouts of every attention (layers x heads panels named as --ablate names heads, holding
 the appended numbers, growing in place), the icl curve, and that a panel's click outlines its
 head's map; that no console message, script error or failed load is reported (an injected
 error must be caught, so the listener is known to work), and saves screenshots that must not be
@@ -261,7 +263,10 @@ def ablate_in_grid(b, qkv, copy, text, head, layer_label):
           f"clear restores the first answer and the marks ({got})")
 
 
-def heads_panel(b, qkv, copy):
+def heads_panel(b, qkv, copy, columns):
+    """The heads panel: qkv heads --json's numbers, a heatmap per column of the server's list
+    (the score registry's) that an attention's rows have, in its order, with its words; and a
+    column the page has never seen, drawn as well (the page names no score itself)."""
     click(b, *center(b, "#score-heads"))
     b.wait("['done', 'error'].includes(document.getElementById('heads').dataset.state)", 120,
            "the head table")
@@ -288,6 +293,46 @@ def heads_panel(b, qkv, copy):
                   " [...t.querySelectorAll('th')].map(th => th.textContent).join('|'))")
     check(labels and all(x == "|head 0|head 1|L0|L1" for x in labels),
           f"heads: rows L0, L1 and columns head 0, head 1, counted from 0 as --ablate ({labels[:1]})")
+    shown = b.js(HEATMAP_COLUMNS)
+    want = {a: [[c["name"], c["title"], c["description"] + " (" + c["unit"] + ")"]
+                for c in columns if c["name"] in rows[0]]
+            for a, rows in group_rows(cli["heads"]).items()}
+    check(shown == want and {"encoder", "decoder", "cross"} == set(want),
+          f"heads: each attention's heatmaps are the server's columns its rows have, in order, "
+          f"titled and described as it says ({shown})")
+    # A column the page has never heard of, in the answer the page draws: a heatmap of it too,
+    # first as the answer lists it, in its format (a score added to the registry shows so).
+    made_up = {"name": "made_up_score", "title": "made-up score", "unit": "nats", "decimals": 2,
+               "attention": "any", "probe": True, "description": "a score no file of the page names"}
+    rows = [dict(r, made_up_score=0.125 * r["index"] + r["layer"]) for r in cli["heads"]]
+    table = {**cli, "columns": [made_up] + columns, "heads": rows}
+    b.js(f"renderHeads({json.dumps(table)})")
+    shown = b.js(HEATMAP_COLUMNS)
+    hover = b.js("(document.querySelector('table.heatmap[data-score=made_up_score] td') || {}).title")
+    check(all(cs[0] == ["made_up_score", "made-up score", made_up["description"] + " (nats)"]
+              and cs[1:] == want[a] for a, cs in shown.items()) and set(shown) == set(want)
+          and hover == "encoder.0.0 made_up_score: 0.00",
+          f"heads: a column the page never saw is drawn first in every attention, in its format "
+          f"({hover!r}; {[cs[0] for cs in shown.values()]})")
+    b.js(f"renderHeads({json.dumps(cli)})")  # the real table again (the same numbers)
+    check(b.js(HEATMAP_COLUMNS) == want, "heads: the real table drawn again")
+
+
+# Each attention's heatmaps: [name, caption, caption's hover] in the panel's order.
+HEATMAP_COLUMNS = """(() => { const out = {};
+  for (const g of document.querySelectorAll('#heads .head-group'))
+    out[g.dataset.attention] = [...g.querySelectorAll('table.heatmap')].map(t =>
+        [t.dataset.score, t.querySelector('caption').textContent,
+         t.querySelector('caption').title]);
+  return out; })()"""
+
+
+def group_rows(heads):
+    """The head table's rows by attention, in their order."""
+    out = {}
+    for r in heads:
+        out.setdefault(r["attention"], []).append(r)
+    return out
 
 
 def lens_panel(b, qkv, run, text, target):
@@ -327,32 +372,46 @@ def png_ok(path):
 
 # --- heads while training: probe records appended to a served run's metrics.jsonl -------------
 
+# The head table's columns as the server lists them (GET /api/head_columns: the score
+# registry's, interp/head_scores.hpp), read once the server runs. The probe records below carry
+# every score it names, so a score added to the registry is checked on the page too.
+COLUMNS = []
+
+
+def column(name):
+    return next(c for c in COLUMNS if c["name"] == name)
+
+
+def probed(attention):
+    """The scores a [probe] training records for an attention of this kind, in order."""
+    return [c["name"] for c in COLUMNS
+            if c["probe"] and c["attention"] in ("any", "cross" if attention == "cross" else "self")]
+
+
 def probe_scores(step, names, salt):
-    """A 2 x 2 grid of made-up values for each score name (entropy up to 2 nats, the pattern
-    scores in 0..1), different at every step, layer and head."""
+    """A 2 x 2 grid of made-up values for each score name (within its bound, else up to 2: the
+    entropy's nats), different at every step, layer and head."""
     out = {}
     for k, name in enumerate(names):
-        scale = 2.0 if name == "entropy" else 1.0
+        scale = column(name).get("max", 2.0)
         out[name] = [[round(scale * ((step * 7 + l * 13 + h * 5 + k * 3 + salt) % 97) / 97, 4)
                       for h in range(2)] for l in range(2)]
     return out
-
-
-PATTERNS = ("entropy", "previous_token", "duplicate_token", "induction")
 
 
 def lm_probe(step):
     """A probe record as a training of a 2-layer, 2-head language model logs it."""
     return {"step": step, "probe": {"seconds": 0.01, "icl": round(-0.01 * step, 4),
                                     "attentions": {"self": {"layers": 2, "heads": 2,
-                                                            **probe_scores(step, PATTERNS, 0)}}}}
+                                                            **probe_scores(step, probed("self"),
+                                                                           0)}}}}
 
 
 def copy_probe(step):
     """... and as a training of the 2 + 2 layer encoder-decoder logs it (no icl)."""
-    atts = {a: {"layers": 2, "heads": 2, **probe_scores(step, PATTERNS, salt)}
+    atts = {a: {"layers": 2, "heads": 2, **probe_scores(step, probed(a), salt)}
             for a, salt in (("encoder", 1), ("decoder", 2))}
-    atts["cross"] = {"layers": 2, "heads": 2, **probe_scores(step, ("entropy", "alignment"), 3)}
+    atts["cross"] = {"layers": 2, "heads": 2, **probe_scores(step, probed("cross"), 3)}
     return {"step": step, "probe": {"seconds": 0.02, "attentions": atts}}
 
 
@@ -395,7 +454,8 @@ def check_panels(b, records, attention, score, prefix, what, got=None):
     check(labels == [""] + [f"head {h}" for h in range(heads)] + [f"L{l}" for l in range(layers)],
           f"{what}: rows and columns labelled from 0 as qkv report labels them ({labels})")
     top = max(v for r in records for row in r["probe"]["attentions"][attention][score] for v in row)
-    want_y1 = max(top, 1e-3) if score == "entropy" else 1
+    want_y1 = column(score).get("max", max(top, 1e-3))
+    digits = column(score)["decimals"]
     check(got["y0"] == 0 and abs(got["y1"] - want_y1) < 1e-12,
           f"{what}: every panel on the y range 0..{want_y1} ({got['y0']}..{got['y1']})")
     bad = []
@@ -404,7 +464,7 @@ def check_panels(b, records, attention, score, prefix, what, got=None):
                 for r in records]
         drawn = drawn_values(p["d"], got["y0"], got["y1"])
         if (p["points"] != len(want) or len(drawn) != len(want) or p["value"] != want[-1]
-                or p["corner"] != f"{want[-1]:.2f}" or f"{want[-1]:.4f}" not in p["hover"]
+                or p["corner"] != f"{want[-1]:.2f}" or f"{want[-1]:.{digits}f}" not in p["hover"]
                 or any(abs(a - w) > 0.003 * want_y1 for a, w in zip(drawn, want))):
             bad.append((p["name"], p["points"], p["corner"], p["hover"],
                         f"{len(want)} values ending {want[-3:]}"))
@@ -452,6 +512,12 @@ def check_live_panels(b, live, attention, score, prefix, what):
     return n
 
 
+def every_choice():
+    """An encoder-decoder's choices: its attentions from input to output, each with the scores
+    the probe records for it, in the server's order."""
+    return [f"{a}/{s}" for a in ("encoder", "decoder", "cross") for s in probed(a)]
+
+
 def live_heads_while_training(b, live):
     """The live run's own probe records, written by its training while the page is open: the
     per-head grid of its layers and heads holds the logged numbers and gains points in place."""
@@ -462,8 +528,7 @@ def live_heads_while_training(b, live):
                " !document.getElementById('head-curves-on').hidden"),
           "live: with probe records the section is shown, the line about [probe] hidden")
     options = b.js("[...document.getElementById('hc-score').options].map(o => o.value)")
-    check(options == [f"{a}/{s}" for a in ("encoder", "decoder") for s in PATTERNS] +
-          ["cross/entropy", "cross/alignment"], f"live: every attention's scores ({options})")
+    check(options == every_choice(), f"live: every attention's scores ({options})")
     choose(b, "#hc-score", "decoder/previous_token")
     before = check_live_panels(b, live, "decoder", "previous_token", "decoder.",
                                "live, decoder previous token")
@@ -496,9 +561,11 @@ def heads_while_training(b, copy, lm):
     b.wait("document.querySelectorAll('#head-curves svg.head-panel').length === 4", 30,
            "the LM's per-head grid")
     options = b.js("[...document.getElementById('hc-score').options].map(o => o.textContent)")
-    check(options == ["self-attention: entropy", "self-attention: previous token",
-                      "self-attention: duplicate token", "self-attention: induction"],
-          f"lm: the section shows the run's attention and scores ({options})")
+    titles = [column(s)["title"] for s in probed("self")]
+    check(options == ["self-attention: " + t for t in titles] and
+          titles[:4] == ["entropy", "previous token", "duplicate token", "induction"],
+          f"lm: the section shows the run's attention and scores, titled as the server says "
+          f"({options})")
     choose(b, "#hc-score", "self/induction")
     check_panels(b, first, "self", "induction", "", "lm, 3 probes")
     b.js("document.querySelectorAll('#head-curves svg.head-panel').forEach(s => s.kept = true)")
@@ -528,8 +595,7 @@ def heads_while_training(b, copy, lm):
            "copy among the runs with probe records")
     choose(b, "#hc-run", "copy")
     options = b.js("[...document.getElementById('hc-score').options].map(o => o.value)")
-    check(options == [f"{a}/{s}" for a in ("encoder", "decoder") for s in PATTERNS] +
-          ["cross/entropy", "cross/alignment"], f"copy: every attention's scores ({options})")
+    check(options == every_choice(), f"copy: every attention's scores ({options})")
     choose(b, "#hc-score", "cross/alignment")
     check_panels(b, copy_records, "cross", "alignment", "cross.", "copy, cross alignment")
     choose(b, "#hc-score", "decoder/induction")
@@ -590,6 +656,10 @@ def main():
                " document.querySelector('.run-card[data-run=\"live\"]') !== null", 60,
                "the page of the four runs to load")
         first_server.stop()  # once its page is gone (its polls would fail)
+        code, answer, _ = server.get("/api/head_columns")
+        COLUMNS[:] = answer["columns"] if code == 200 else []
+        check(code == 200 and len(COLUMNS) >= 8 and len(probed("self")) >= 4,
+              f"/api/head_columns lists the head table's columns ({code}, {len(COLUMNS)})")
         title = b.js("document.title")
         check(title == "qkv serve", f"the page's title ({title!r})")
         cards = b.js("[...document.querySelectorAll('.run-card')].map(c => c.dataset.run)")
@@ -639,7 +709,7 @@ def main():
               f"copy: with a target the lens stays and the attribution says why not ({why!r})")
         b.js("document.getElementById('target').value = ''")
         ablate_in_grid(b, qkv, copy, "3 1 4 1 5", "cross.0.1", ("decoder_self", 1))
-        heads_panel(b, qkv, copy)
+        heads_panel(b, qkv, copy, COLUMNS)
 
         # The checkpoint selector: an earlier checkpoint answers as qkv translate --checkpoint does.
         kept = b.js("[...document.getElementById('checkpoint').options].map(o => o.value)")

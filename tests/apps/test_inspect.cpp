@@ -4,14 +4,19 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "inspect/attribution.hpp"
+#include "inspect/head_table.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
 #include "inspect/patch.hpp"
+#include "interp/head_scores.hpp"
 #include "run/inference.hpp"
+#include "serve/model.hpp"
 #include "support/process.hpp"
 #include "support/tensors.hpp"
 
@@ -139,7 +144,11 @@ TEST_CASE("inspect: qkv heads gives every head a row, and writes a heatmap per s
                               out.file("maps") + "'");
   INFO(r.output);
   REQUIRE(r.status == 0);
-  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));  // after stderr's note
+  // the JSON object, then stderr's note of the heatmaps written
+  const size_t from = r.output.find('{'), to = r.output.rfind('}');
+  REQUIRE(to != std::string::npos);
+  CHECK(r.output.substr(to + 1).find("wrote ") != std::string::npos);
+  const auto j = nlohmann::json::parse(r.output.substr(from, to + 1 - from));
   const auto& heads = j["heads"];
   REQUIRE(heads.size() >= 2);
   CHECK(heads[0]["head"] == "0.0");
@@ -156,6 +165,65 @@ TEST_CASE("inspect: qkv heads gives every head a row, and writes a heatmap per s
   CHECK(k["heads"].size() == 12);
   CHECK(k["heads"][11]["head"] == "cross.1.1");
   CHECK(k["heads"][11].contains("alignment"));
+}
+
+namespace {
+
+// The column names under `qkv heads`' header line of an attention ("cross head  importance ...").
+std::vector<std::string> header_of(const std::string& table, const std::string& attention) {
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(attention + " head ", 0) == 0) {
+      std::istringstream words(line.substr(attention.size() + 5));
+      std::vector<std::string> out;
+      for (std::string w; words >> w;) out.push_back(w);
+      return out;
+    }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("inspect: every score of the registry is a column of qkv heads, its JSON and the API's") {
+  // The copy run has every kind of attention (self and cross): each score has heads to score.
+  const std::string run = runs().file("copy");
+  const RunResult text = run_qkv("heads '" + run + "' --threads 1");
+  const RunResult cli = run_qkv("heads '" + run + "' --json --threads 1");
+  INFO(text.output << cli.output);
+  REQUIRE(text.status == 0);
+  REQUIRE(cli.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(cli.output);
+  // The server's answer to POST /api/runs/copy/heads (server.cpp sends it as it is), and to
+  // GET /api/head_columns.
+  serve::Model served(run, "best");
+  const nlohmann::json api = served.heads({}, {});
+  CHECK(api["columns"] == j["columns"]);
+  CHECK(inspect::head_columns_json() == j["columns"]);
+  for (const interp::HeadScoreInfo& s : interp::kHeadScores) {
+    INFO(s.name);
+    const auto column = std::find_if(j["columns"].begin(), j["columns"].end(),
+                                     [&](const nlohmann::json& c) { return c["name"] == s.name; });
+    REQUIRE(column != j["columns"].end());
+    CHECK((*column)["title"] == s.title);
+    CHECK((*column)["description"] == s.description);
+    for (const char* attention : {"encoder", "decoder", "cross"}) {
+      INFO(attention);
+      const bool cross = std::string(attention) == "cross";
+      const bool meant = s.attention == interp::ScoredAttention::any ||
+                         (s.attention == interp::ScoredAttention::cross) == cross;
+      const std::vector<std::string> header = header_of(text.output, attention);
+      REQUIRE(header.size() >= 3);
+      CHECK((std::find(header.begin(), header.end(), s.name) != header.end()) == meant);
+      for (const nlohmann::json* table : {&j, &api})
+        for (const auto& row : (*table)["heads"])
+          if (row["attention"] == attention) CHECK(row.contains(s.name) == meant);
+    }
+  }
+  // The text table's header is the JSON row's columns, in the columns' order.
+  std::vector<std::string> cross_keys;
+  for (const auto& c : j["columns"])
+    if (j["heads"][11].contains(c["name"].get<std::string>())) cross_keys.push_back(c["name"]);
+  CHECK(header_of(text.output, "cross") == cross_keys);
 }
 
 TEST_CASE("inspect: --ablate with no heads changes no bit, every head may go, bad heads fail") {
