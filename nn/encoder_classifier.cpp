@@ -20,12 +20,12 @@ const ModelConfig& validated_classifier(const ModelConfig& c) {
   return c;
 }
 
-// The bool (B, S) mask as (B, 1, S) weights valid / (real positions of the row), in dtype dt:
-// the mean over real positions as one product. Throws when a row has no real position.
+// The bool (B, S) mask as (B, S, 1) weights valid / (real positions of the row), in dtype dt.
+// Throws when a row has no real position.
 Tensor mean_weights(const Tensor& valid, DType dt) {
   const Tensor v = valid.contiguous();
   const int64_t b = v.size(0), s = v.size(1);
-  Tensor w = zeros({b, 1, s}, DType::f64);
+  Tensor w = zeros({b, s, 1}, DType::f64);
   const uint8_t* in = v.data<uint8_t>();
   double* out = w.data<double>();
   for (int64_t i = 0; i < b; ++i) {
@@ -86,7 +86,8 @@ Var EncoderClassifier::pool(const Var& h, const Tensor& valid) const {
       return ag::narrow(h, 1, 0, 1);  // (B, 1, d)
     case Pooling::mean:
       if (!valid.defined()) return ag::mean(h, {1}, true);
-      return ag::matmul(ag::constant(mean_weights(valid, h.dtype())), h);  // (B, 1, S) (B, S, d)
+      // sum_s h[b, s] valid[b, s] / (real positions of row b)
+      return ag::sum(ag::mul(h, ag::constant(mean_weights(valid, h.dtype()))), {1}, true);
   }
   return h;
 }

@@ -1,14 +1,18 @@
 // The encoder-only classifier (nn::EncoderClassifier): one class per sequence through Model's
 // interface and its fused loss, what each pooling reads, padding and (without positions) order
 // changing nothing, parameter names and initialisation, misuse, hook points in forward order,
-// and gradcheck in float64 of the pooled read-out with the classifier and of the whole model.
+// gradcheck in float64 of the pooled read-out with the classifier and of the whole model, and
+// a bf16 step within bf16's tolerance of the fp32 one (its mean pooling in float32).
 // Parity with PyTorch is test_encoder_classifier_reference.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <set>
 
+#include "core/precision.hpp"
 #include "nn/encoder_classifier.hpp"
 #include "nn/hooks.hpp"
 #include "support/nn.hpp"
@@ -365,4 +369,53 @@ TEST_CASE("gradcheck: the whole small classifier in float64, and its loss") {
   check_gradients(
       [&](Ins) { return m.forward_loss(b.src, b.tgt_in, b.valid, Tensor(), b.labels, -100, 0.1); },
       with_params({}, m));
+}
+
+TEST_CASE("EncoderClassifier: a bf16 step is within bf16's tolerance, its mean pooling exact") {
+  SKIP_WITHOUT_BF16();
+  // 16 sequences of 40 down to 10 tokens, GELU: the gradients average over several examples
+  ModelConfig c = tiny_classifier(true);
+  c.d_model = 64, c.heads = 4, c.d_ff = 128, c.src_vocab = 30, c.activation = Activation::gelu;
+  EncoderClassifier m = make(c, Pooling::mean);
+  Generator g(8);
+  std::vector<int64_t> lengths;
+  for (int64_t r = 0; r < 16; ++r) lengths.push_back(40 - 2 * r);
+  const Tensor src = randint({16, 40}, 0, 30, g), valid = valid_mask(lengths, 40);
+  const Tensor tgt_in = zeros({16, 1}, DType::i64), labels = randint({16, 1}, 0, 3, g);
+  auto step = [&](Precision p, Hooks* h) {
+    PrecisionScope scope(p);
+    std::optional<HookScope> hooked;
+    if (h) hooked.emplace(*h);
+    const Var loss = m.forward_loss(src, tgt_in, valid, Tensor(), labels, -100, 0.0);
+    return std::make_pair(loss.data(), ag::grad({loss}, {ones(loss.shape())}, m.parameters()));
+  };
+  const auto [fp32, fp32_grads] = step(Precision::fp32, nullptr);
+  const auto [bf16, bf16_grads] = step(Precision::bf16, nullptr);
+  CHECK(rel_err(bf16, fp32) <= 1e-2);
+  CHECK_FALSE(same_bits(bf16, fp32));  // the products did run in bf16
+  const auto named = m.named_parameters();
+  double worst = 0;
+  for (size_t i = 0; i < fp32_grads.size(); ++i) {
+    INFO(named[i].first);
+    if (named[i].first.find("w_k.bias") != std::string::npos) {  // zero but for rounding
+      CHECK(max(abs(bf16_grads[i])).item() < 1e-3);
+      continue;
+    }
+    worst = std::max(worst, rel_err(bf16_grads[i], fp32_grads[i]));
+    CHECK(rel_err(bf16_grads[i], fp32_grads[i]) <= 2e-2);  // as the decoder-only step
+  }
+  std::printf("encoder classifier bf16 step: loss err %.3g, worst gradient err %.3g\n",
+              rel_err(bf16, fp32), worst);
+  // the mean over real positions is float32 arithmetic, not a bf16 product
+  Hooks h;
+  h.capture = names_matching({"final_norm", "pooled"});
+  step(Precision::bf16, &h);
+  const Tensor hidden = h.cache.at("final_norm").data().to(DType::f64);
+  const Tensor want = build({16, 1, 64}, [&](const Shape& i) {
+    const int64_t len = lengths[static_cast<size_t>(i[0])];
+    double s = 0;
+    for (int64_t p = 0; p < len; ++p) s += hidden.at({i[0], p, i[2]});
+    return s / double(len);
+  });
+  CHECK(max_abs_diff(h.cache.at("pooled").data().to(DType::f64), want) < 1e-6);
 }
