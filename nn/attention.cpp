@@ -132,7 +132,11 @@ Var MultiHeadAttention::forward(const Var& query, const Var& key, const Var& val
                 key.size(0) == value.size(0),
             "MultiHeadAttention", "query ", query.shape(), ", key ", key.shape(), ", value ",
             value.shape(), " for d_model ", d_model, " (expected (B, n, d) and (B, m, d))");
-  return attend(query, project_key(key), project_value(value), mask, weights);
+  // Keys, then values: their hook points pass in this order whatever order a compiler
+  // evaluates call arguments in.
+  const Var k = project_key(key);
+  const Var v = project_value(value);
+  return attend(query, k, v, mask, weights);
 }
 
 Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, const Tensor& mask,

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "nn/encoder_classifier.hpp"
 #include "nn/hooks.hpp"
 #include "support/nn.hpp"
 
@@ -279,7 +280,7 @@ std::string table_name(std::string n) {
 
 }  // namespace
 
-TEST_CASE("hooks: docs/hooks.md lists exactly the hook points of both model kinds") {
+TEST_CASE("hooks: docs/hooks.md lists exactly the hook points of every kind of model") {
   std::ifstream doc(source_path("docs/hooks.md"));
   REQUIRE(doc.good());
   std::set<std::string> documented, walked;
@@ -289,6 +290,9 @@ TEST_CASE("hooks: docs/hooks.md lists exactly the hook points of both model kind
   S2SCase s2s;
   for (const auto& n : hook_points(lm.lm)) walked.insert(table_name(n));
   for (const auto& n : hook_points(s2s.m)) walked.insert(table_name(n));
+  Generator g(3);
+  const EncoderClassifier classifier(tiny_config(false, true), g, Pooling::mean);
+  for (const auto& n : hook_points(classifier)) walked.insert(table_name(n));
   CHECK(documented == walked);
   for (const auto& n : walked) CHECK(documented.count(n) == 1);
   for (const auto& n : documented) CHECK(walked.count(n) == 1);
