@@ -35,9 +35,13 @@ Inference::Inference(LoadedRun run, Precision p) : run_(std::move(run)), precisi
 
 std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) const {
   cancellation_point();
-  std::unique_lock<std::recursive_timed_mutex> tape(tape_mu_, std::defer_lock);
-  // Waiting for another recording pass is a wait a cancelled request must not sit out.
-  while (record && !tape.try_lock_for(std::chrono::milliseconds(50))) cancellation_point();
+  std::unique_lock<std::recursive_mutex> tape(tape_mu_, std::defer_lock);
+  // Waiting for another recording pass is a wait a cancelled request must not sit out. (Not
+  // try_lock_for: GCC 12's ThreadSanitizer does not see the pthread_mutex_clocklock under it.)
+  while (record && !tape.try_lock()) {
+    cancellation_point();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   return std::unique_ptr<Call>(
       new Call{std::move(tape),
                InferenceScope(*run_.model, precision_, hooks ? hooks : this->hooks(), record)});

@@ -227,7 +227,7 @@ class Inference {
   // The scope every call opens, with the calling thread's hooks (or `hooks` instead); a
   // cancellation point. A recording call (record) holds the Inference's tape lock.
   struct Call {
-    std::unique_lock<std::recursive_timed_mutex> tape;
+    std::unique_lock<std::recursive_mutex> tape;
     InferenceScope scope;
   };
   std::unique_ptr<Call> call(bool record = false, nn::Hooks* hooks = nullptr) const;
@@ -242,7 +242,7 @@ class Inference {
  private:
   // A recording pass's backward adds into the weights' .grad(), which every such pass shares:
   // they take turns (recursive: a recording call may make calls of its own).
-  mutable std::recursive_timed_mutex tape_mu_;
+  mutable std::recursive_mutex tape_mu_;
   mutable std::mutex hooks_mu_;                  // hooks_
   std::map<std::thread::id, nn::Hooks*> hooks_;  // set_hooks, per calling thread
 };
