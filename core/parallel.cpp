@@ -14,6 +14,8 @@ void set_num_threads(int n) {
   openblas_set_num_threads(n);
 }
 
+void set_thread_team(int n) { omp_set_num_threads(n <= 0 ? omp_get_num_procs() : n); }
+
 int get_num_threads() { return omp_get_max_threads(); }
 
 bool in_parallel_region() { return omp_in_parallel(); }

@@ -11,6 +11,12 @@
 namespace qkv {
 
 void set_num_threads(int n);  // n <= 0: all cores
+// The team size of the calling thread's own parallel regions only (OpenMP keeps it per
+// thread), leaving BLAS's process-wide count alone: what a server's request thread sets while
+// other requests run. OpenBLAS's OpenMP build reallocates per-thread buffers whenever its count
+// changes, which two threads setting different counts at once would race on; inference calls
+// BLAS single-threaded anyway (ThreadInvariantProducts below). n <= 0: all cores.
+void set_thread_team(int n);
 int get_num_threads();
 bool in_parallel_region();
 

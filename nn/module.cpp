@@ -40,7 +40,9 @@ void Module::zero_grad() {
 }
 
 void Module::train(bool on) {
-  training_ = on;
+  // Written only when it changes: a model in eval mode is read by passes on many threads (a
+  // served checkpoint), and asking it for eval mode again must not be a write they race with.
+  if (training_ != on) training_ = on;
   for (auto& [name, child] : children_) child->train(on);
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cancel.hpp"
 #include "run/decode.hpp"
 #include "run/inference.hpp"
 #include "run/run.hpp"
@@ -116,6 +117,7 @@ std::vector<data::Ids> beam_search(int64_t b, int64_t beam, const std::vector<in
   const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
   std::vector<int64_t> last(static_cast<size_t>(b * beam), f.bos), order(last.size());
   for (int64_t t = 0; t < longest; ++t) {
+    cancellation_point();  // each step is a pass
     bool any = false;
     for (int64_t i = 0; i < b; ++i) {
       Search& s = search[static_cast<size_t>(i)];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/cancel.hpp"
 #include "core/precision.hpp"
 #include "data/metrics.hpp"
 #include "run/inference.hpp"
@@ -35,6 +36,8 @@ std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector
   Tensor tokens = full({b}, static_cast<double>(f.bos), DType::i64);
   const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
   for (int64_t t = 0; t < longest; ++t) {
+    // each step is a pass
+    cancellation_point();
     const Tensor next = argmax(model.decode_step(state, tokens).data(), -1);  // (B)
     const int64_t* p = next.data<int64_t>();
     bool all = true;
@@ -66,6 +69,7 @@ Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::
   double loss_sum = 0;
   int64_t correct_tokens = 0, exact = 0;
   for (int64_t at = 0; at < n; at += batch_size) {
+    cancellation_point();
     std::vector<int64_t> idx;
     for (int64_t i = at; i < std::min(n, at + batch_size); ++i) idx.push_back(i);
     const data::Batch b = data::make_batch(ds, idx, f);

@@ -1,9 +1,12 @@
-// The inference interface's shared half: the scope, the lock, opening a run, next-token lists.
+// The inference interface's shared half: the scope, the calls, opening a run, next-token lists.
 #include "run/inference.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
+
+#include "core/cancel.hpp"
 
 #include "run/limits.hpp"
 #include "run/task.hpp"
@@ -14,17 +17,48 @@ InferenceScope::InferenceScope(const nn::Module& model, std::optional<Precision>
                                nn::Hooks* hooks, bool record)
     : model_(const_cast<nn::Module&>(model)), was_training_(model.is_training()) {
   if (p) precision_.emplace(*p);
-  model_.eval();
+  // A model already in eval mode (a loaded Inference's, for good) is only read: passes on many
+  // threads share it. Only a model that trains (the probe's, on the training's own thread) is
+  // switched, and switched back.
+  if (was_training_) model_.eval();
   if (!record) no_grad_.emplace();
   if (hooks) hooks_.emplace(*hooks);
 }
 
-InferenceScope::~InferenceScope() { model_.train(was_training_); }
+InferenceScope::~InferenceScope() {
+  if (was_training_) model_.train(true);
+}
+
+Inference::Inference(LoadedRun run, Precision p) : run_(std::move(run)), precision_(p) {
+  run_.model->eval();
+}
 
 std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) const {
-  std::unique_lock<std::recursive_mutex> lock(mu_);
-  return std::unique_ptr<Call>(new Call{
-      std::move(lock), InferenceScope(*run_.model, precision_, hooks ? hooks : hooks_, record)});
+  cancellation_point();
+  std::unique_lock<std::recursive_mutex> tape(tape_mu_, std::defer_lock);
+  // Waiting for another recording pass is a wait a cancelled request must not sit out. (Not
+  // try_lock_for: GCC 12's ThreadSanitizer does not see the pthread_mutex_clocklock under it.)
+  while (record && !tape.try_lock()) {
+    cancellation_point();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return std::unique_ptr<Call>(
+      new Call{std::move(tape),
+               InferenceScope(*run_.model, precision_, hooks ? hooks : this->hooks(), record)});
+}
+
+void Inference::set_hooks(nn::Hooks* hooks) {
+  std::lock_guard<std::mutex> hold(hooks_mu_);
+  if (hooks)
+    hooks_[std::this_thread::get_id()] = hooks;
+  else
+    hooks_.erase(std::this_thread::get_id());
+}
+
+nn::Hooks* Inference::hooks() const {
+  std::lock_guard<std::mutex> hold(hooks_mu_);
+  const auto it = hooks_.find(std::this_thread::get_id());
+  return it == hooks_.end() ? nullptr : it->second;
 }
 
 int64_t Inference::max_input_tokens() const {
@@ -52,9 +86,10 @@ nn::Hooks with_patterns(const nn::Hooks* own) {
 }
 
 void Inference::give_back(const nn::Hooks& h) const {
-  if (!hooks_ || !hooks_->capture) return;
+  nn::Hooks* own = hooks();
+  if (!own || !own->capture) return;
   for (const auto& [name, v] : h.cache)
-    if (hooks_->capture(name)) hooks_->cache[name] = v;
+    if (own->capture(name)) own->cache[name] = v;
 }
 
 Tensor row_of(const data::Ids& ids) {

@@ -9,9 +9,19 @@
 //   std::cout << inf->text(out);
 //
 // Every call runs in an InferenceScope: eval mode, no recording, the run's precision (or the
-// one asked for) and the Inference's hooks, all restored after. The decode-length rule and the
-// reading of input text live here once. Calls on one Inference from several threads are
-// serialised (a pass flips the model's training flag).
+// one asked for) and the calling thread's hooks, all restored after. The decode-length rule and the
+// reading of input text live here once.
+//
+// Threads: calls on one Inference run concurrently from any number of threads (qkv serve asks
+// one loaded checkpoint from many requests at once). A pass shares only what it reads: the
+// model stays in eval mode for the Inference's life (InferenceScope writes no flag that is
+// already what it wants), and what a pass changes is its thread's own (precision, bf16 copies,
+// thread-invariant products, the tape switch, hooks, the cancellation token) or its call's (KV
+// caches, decode states). Locks remain where something is shared and written: the text splits
+// a language model reads once (their own lock), and a pass that records a tape (record = true),
+// whose backward adds into the weights' gradients: such calls run one at a time on an
+// Inference. Each call is a cancellation point (core/cancel.hpp), and so is each batch,
+// decoded token and sampled token inside one.
 //
 // Families: Seq2SeqInference (run/inference_seq2seq.cpp) translates, scores pairs (loss,
 // accuracy, exact match, BLEU, chrF) and shows three kinds of attention; LanguageModelInference
@@ -26,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/parallel.hpp"
@@ -144,9 +155,12 @@ class Inference {
   const LoadedRun& run() const { return run_; }
   const nn::Model& model() const { return *run_.model; }
   Precision precision() const { return precision_; }
-  // Hooks for every later call (ablations, patching); null: none. Not owned; must outlive use.
-  void set_hooks(nn::Hooks* hooks) { hooks_ = hooks; }
-  nn::Hooks* hooks() const { return hooks_; }
+  // Hooks for every later call from the calling thread (ablations, patching); null: none. Not
+  // owned; must outlive use. Per thread, so that requests served at once each have their own
+  // ablation: a shim until hooks are passed per call (issue 63), when a caller's HookScope
+  // does this instead.
+  void set_hooks(nn::Hooks* hooks);
+  nn::Hooks* hooks() const;  // the calling thread's
   // The longest input encode accepts (OpenOptions::max_input).
   void set_max_input(int64_t n) { max_input_ = n; }
 
@@ -203,29 +217,34 @@ class Inference {
                         nn::Hooks* hooks = nullptr) const = 0;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
-  // fn run as one call: holding this Inference's lock, in its scope (eval mode, no tape, its
-  // precision and hooks). For a pass the interface has no call for (inspect/head_table.cpp's
-  // pattern scores), so that it too is serialised with every other call.
+  // fn run as one call: in its scope (eval mode, no tape, its precision and hooks). For a pass
+  // the interface has no call for (inspect/head_table.cpp's pattern scores).
   void in_call(const std::function<void()>& fn) const;
 
  protected:
-  Inference(LoadedRun run, Precision p) : run_(std::move(run)), precision_(p) {}
-  // The scope every call opens, with this Inference's hooks (or `hooks` instead); holds the
-  // Inference's lock.
+  // Puts the model in eval mode for good: calls from many threads then only read the flag.
+  Inference(LoadedRun run, Precision p);
+  // The scope every call opens, with the calling thread's hooks (or `hooks` instead); a
+  // cancellation point. A recording call (record) holds the Inference's tape lock.
   struct Call {
-    std::unique_lock<std::recursive_mutex> lock;
+    std::unique_lock<std::recursive_mutex> tape;
     InferenceScope scope;
   };
   std::unique_ptr<Call> call(bool record = false, nn::Hooks* hooks = nullptr) const;
-  // What an inspecting pass under with_patterns(hooks_) captured that this Inference's hooks
-  // capture, handed to them.
+  // What an inspecting pass under with_patterns(hooks()) captured that the calling thread's
+  // hooks capture, handed to them.
   void give_back(const nn::Hooks& h) const;
 
   LoadedRun run_;
   Precision precision_;
-  nn::Hooks* hooks_ = nullptr;
   int64_t max_input_ = 1024;
-  mutable std::recursive_mutex mu_;
+
+ private:
+  // A recording pass's backward adds into the weights' .grad(), which every such pass shares:
+  // they take turns (recursive: a recording call may make calls of its own).
+  mutable std::recursive_mutex tape_mu_;
+  mutable std::mutex hooks_mu_;                  // hooks_
+  std::map<std::thread::id, nn::Hooks*> hooks_;  // set_hooks, per calling thread
 };
 
 // Hooks for an inspecting pass: own's replacements (an ablation stays in place), capturing every

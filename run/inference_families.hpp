@@ -1,6 +1,8 @@
 // The two task families' inference (run/inference.hpp), each implemented in its own file; made
 // by their Task (run/task_families.hpp), never named by a consumer.
 #pragma once
+#include <mutex>
+
 #include "run/decode.hpp"
 #include "run/inference.hpp"
 
@@ -54,8 +56,10 @@ class LanguageModelInference : public Inference {
   std::string output_name() const override;  // next-character (or next-piece) guesses
 
  private:
-  // The text's splits, read once (for_each_batch passes over them many times).
+  // The text's splits, read once (for_each_batch passes over them many times), by the first
+  // call that needs them; the others wait for that read.
   const data::DataSplits& stream(const char* op) const;
+  mutable std::mutex stream_mu_;  // stream_
   mutable std::shared_ptr<const data::DataSplits> stream_;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/cancel.hpp"
 #include "data/lm.hpp"
 #include "run/task_families.hpp"
 
@@ -95,7 +96,7 @@ Scores LanguageModelInference::score(const ScoreOptions& o) const {
 }
 
 const data::DataSplits& LanguageModelInference::stream(const char* op) const {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stream_mu_);
   if (!stream_) {
     auto d = std::make_shared<data::DataSplits>(data::load_data(run_.config.data));
     QKV_CHECK(d->tgt_vocab == run_.data.tgt_vocab, op, run_.dir,
@@ -122,6 +123,7 @@ void LanguageModelInference::for_each_batch(const PassOptions& o,
   int64_t done = 0;
   for (size_t at = 0; at < offsets.size(); at += batch) {
     if (o.max_batches > 0 && done++ == o.max_batches) break;
+    cancellation_point();
     const std::vector<int64_t> part(
         offsets.begin() + static_cast<std::ptrdiff_t>(at),
         offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), at + batch)));
@@ -159,7 +161,7 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
-  nn::Hooks h = with_patterns(hooks_);
+  nn::Hooks h = with_patterns(hooks());
   Inspection a;
   {
     const auto c = call();
@@ -175,6 +177,7 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
 Inspection LanguageModelTask::inspect(const nn::Model& model, const config::RunConfig& c,
                                       const data::DataSplits&, const data::Ids& ids,
                                       nn::Hooks& patterns) const {
+  cancellation_point();  // one pass: the probe's pattern scores run one per input
   Inspection a;
   a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
   {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <limits>
 
+#include "core/cancel.hpp"
 #include "data/tokenizer.hpp"
 #include "run/limits.hpp"
 #include "run/task_families.hpp"
@@ -201,6 +202,7 @@ void Seq2SeqInference::for_each_batch(const PassOptions& o,
   int64_t done = 0;
   for (int64_t at = 0; at < ds.size(); at += batch) {  // evaluate()'s batches, in its order
     if (o.max_batches > 0 && done++ == o.max_batches) break;
+    cancellation_point();
     std::vector<int64_t> idx;
     for (int64_t i = at; i < std::min(ds.size(), at + batch); ++i) idx.push_back(i);
     const data::Batch b = data::make_batch(ds, idx, run_.data.framing);
@@ -272,7 +274,7 @@ Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig&
 }
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
-  nn::Hooks h = with_patterns(hooks_);
+  nn::Hooks h = with_patterns(hooks());
   Inspection a;
   {
     const auto c = call();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/cancel.hpp"
 #include "data/lm.hpp"
 #include "run/inference.hpp"
 
@@ -14,6 +15,7 @@ double lm_loss_estimate(const nn::DecoderLM& model, const data::Ids& tokens, int
   const InferenceScope scope(model);
   double sum = 0;
   for (int64_t i = 0; i < iters; ++i) {
+    cancellation_point();
     const data::Batch b = data::lm_batch(
         tokens, data::lm_offsets(static_cast<int64_t>(tokens.size()), block, batch, gen), block);
     const ag::Var logits = model.forward(b.tgt_in);
@@ -32,6 +34,7 @@ LmLoss lm_loss_full(const nn::DecoderLM& model, const data::Ids& tokens, int64_t
   LmLoss r;
   double sum = 0;
   for (size_t at = 0; at < offsets.size(); at += static_cast<size_t>(batch)) {
+    cancellation_point();
     const std::vector<int64_t> part(
         offsets.begin() + static_cast<std::ptrdiff_t>(at),
         offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), at + batch)));
@@ -109,6 +112,7 @@ void generate(const nn::DecoderLM& lm, const data::Ids& prompt, int64_t n, int64
   };
   Tensor logits;  // (V): the next token's
   for (int64_t i = 0; i < n; ++i) {
+    cancellation_point();  // each token is a pass
     // Room for the next token: drop the oldest half of a full context.
     bool reread = i == 0;
     if (static_cast<int64_t>(seq.size() - start) >= context) {

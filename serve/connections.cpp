@@ -33,6 +33,8 @@ using std::chrono::milliseconds;
 
 constexpr size_t kUnknown = std::numeric_limits<size_t>::max();
 
+thread_local int t_answering = -1;  // answering_socket()
+
 // "127.0.0.1" / "::1" and the port of a socket address.
 void address_of(const sockaddr_storage& a, std::string& ip, int& port) {
   char buf[INET6_ADDRSTRLEN] = "";
@@ -125,6 +127,17 @@ size_t request_length(std::string_view head, int64_t max_body) {
 }
 
 }  // namespace
+
+int answering_socket() { return t_answering; }
+
+bool client_gone(int sock) {
+  pollfd p{sock, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;  // nothing (or EINTR: the next pass asks again)
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL | POLLRDHUP)) return true;
+  char byte;
+  const ssize_t n = ::recv(sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 // One connection, in the gate or with a worker.
 struct Connection {
@@ -441,7 +454,9 @@ bool HttpServer::Impl::answer_one(Connection& c) {
   ConnectionStream strm(c, lim);
   bool closed_now = false;
   const bool last = ++c.requests >= lim.max_requests_per_connection;
+  t_answering = c.fd;
   const bool ok = server.answer(strm, last, closed_now);
+  t_answering = -1;
   c.buf = strm.rest();
   c.head = 0, c.need = 0;
   c.since = c.started = Clock::now();

@@ -21,7 +21,9 @@
 //  - an answer may keep a worker waiting on its client for write_budget in all (a client that
 //    reads slowly), each write for write_timeout;
 //  - stop_all() closes the gate's connections and shuts down those being answered, so the
-//    server stops as soon as the handlers running return, whatever the clients do.
+//    server stops as soon as the handlers running return, whatever the clients do;
+//  - a handler may ask whether its client is still there (answering_socket, client_gone): the
+//    server cancels a question whose client has gone at its next pass (serve/queue.hpp).
 #pragma once
 #include <httplib.h>
 
@@ -43,6 +45,15 @@ struct ConnectionLimits {
   int workers = 64;            // requests answered at once
   int max_requests_per_connection = 100;
 };
+
+// The socket of the request the calling thread answers: inside a handler or a content provider
+// of an HttpServer; -1 on any other thread.
+int answering_socket();
+// Whether the client of sock has gone, without waiting: it closed the connection, or its
+// sending side (an HTTP client that stops sending before its answer is taken as gone, as nginx
+// takes it), or the connection failed or was shut down (stop_all). Bytes of a next request
+// already sent (pipelining) are no sign of leaving.
+bool client_gone(int sock);
 
 class HttpServer : public httplib::Server {
  public:

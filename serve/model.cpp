@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <mutex>
 #include <numeric>
 #include <optional>
 
 #include "config/config.hpp"
+#include "core/cancel.hpp"
 #include "core/error.hpp"
 #include "data/lm.hpp"
 #include "inspect/attribution.hpp"
@@ -25,10 +25,9 @@ namespace qkv::serve {
 
 struct Model::Impl {
   std::unique_ptr<run::Inference> inf;
-  // The model's attentions, listed once at load: listing them runs a forward pass, which must
-  // not happen outside a question's hold, and the heads of an "ablate" are checked against them.
+  // The model's attentions, listed once at load (listing them runs a forward pass): the heads
+  // of an "ablate" are checked against them.
   std::vector<inspect::Attention> attentions;
-  std::mutex question;  // held for the whole of one question (Ablation)
 };
 
 namespace {
@@ -70,31 +69,30 @@ std::vector<inspect::HeadRef> heads_named(const std::vector<inspect::Attention>&
   return as_bad_input([&] { return inspect::parse_heads(spec, attentions, where.c_str()); });
 }
 
-// One question's ablation: the heads zero-ablated in this question's calls only, and the
-// question's hold on the model. Inference::set_hooks is the Inference's own state, shared by
-// every request thread, so the model's lock is held from set_hooks to its reset -- by a
-// question without an ablation too, which must not run under another's hooks. Hooks handed to
-// each call instead exist only for the teacher-forced passes, not for decoding, sampling or
-// inspecting; and the lock costs no parallelism: the Inference runs one pass at a time anyway.
-// As inspect::ablate installs them: no heads install nothing (the same bits as without).
+// One question's ablation: the heads zero-ablated in this question's calls only. Installed with
+// Inference::set_hooks, which holds hooks per calling thread, so that the questions answered at
+// once on other threads each keep their own (or none). A shim until hooks are passed per call
+// (issue 63): then this is an nn::HookScope on the question's thread. As inspect::ablate
+// installs them: no heads install nothing (the same bits as without).
 class Ablation {
  public:
-  Ablation(const std::vector<inspect::Attention>& attentions, std::mutex& question,
-           run::Inference& inf, const std::string& spec, const char* op)
-      : heads_(heads_named(attentions, spec, op)), hold_(question), inf_(inf) {
+  Ablation(const std::vector<inspect::Attention>& attentions, run::Inference& inf,
+           const std::string& spec, const char* op)
+      : heads_(heads_named(attentions, spec, op)), inf_(inf) {
     if (heads_.empty()) return;
     inspect::add_zero_ablation(hooks_, heads_);
     inf_.set_hooks(&hooks_);
   }
-  ~Ablation() { inf_.set_hooks(nullptr); }
+  ~Ablation() {
+    if (!heads_.empty()) inf_.set_hooks(nullptr);
+  }
   Ablation(const Ablation&) = delete;
   Ablation& operator=(const Ablation&) = delete;
 
  private:
-  std::vector<inspect::HeadRef> heads_;  // parsed before the lock: a bad name waits for nothing
-  std::lock_guard<std::mutex> hold_;
+  std::vector<inspect::HeadRef> heads_;
   run::Inference& inf_;
-  nn::Hooks hooks_;  // the replacements the Inference calls while this question runs
+  nn::Hooks hooks_;  // the replacements this question's calls run under
 };
 
 // A line of output as the page shows it: a line break as \n keeps it on one line.
@@ -166,7 +164,7 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
   const run::Inference& inf = *impl_->inf;
   if (beam < 1 || beam > lim.max_beam)
     throw BadInput(cat("beam must be in 1..", lim.max_beam, ", got ", beam));
-  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "translate");
+  const Ablation held(impl_->attentions, *impl_->inf, ablate, "translate");
   as_bad_input([&] {
     inf.require(run::Inference::Operation::decode, "translate");
     return 0;
@@ -187,29 +185,26 @@ void Model::check_sample(const SampleRequest& q, const Limits& lim) const {
 
 void Model::generate(const SampleRequest& q, const Limits& lim,
                      const std::function<bool(const std::string&)>& on_text) {
-  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, q.ablate, "generate");
+  const Ablation held(impl_->attentions, *impl_->inf, q.ablate, "generate");
   const run::Inference& inf = *impl_->inf;
   const data::Ids prompt = sample_prompt(inf, q, lim);
   const run::LoadedRun& r = inf.run();
   data::LmDetokenizer text(r.data.tgt_vocab, r.data.tgt_spm != nullptr, q.prompt.back() == '\n');
   Generator gen(q.seed);
-  struct Stopped {};  // the client went away: unwind out of generate
-  try {
-    as_bad_input([&] {
-      inf.generate(prompt, q.tokens, run::SampleOptions{q.temperature, q.top_k, q.top_p}, gen, true,
-                   [&](int64_t id) {
-                     if (!on_text(text.next(id))) throw Stopped{};
-                   });
-      return 0;
-    });
-  } catch (const Stopped&) {  // the call's scope restored the model's flag and precision
-  }
+  as_bad_input([&] {
+    inf.generate(prompt, q.tokens, run::SampleOptions{q.temperature, q.top_k, q.top_p}, gen, true,
+                 [&](int64_t id) {
+                   // unwinds out of generate: the call's scopes restore what they changed
+                   if (!on_text(text.next(id))) throw Cancelled("the client closed the connection");
+                 });
+    return 0;
+  });
 }
 
 json Model::attention(const std::string& text, const Limits& lim, const std::string& ablate,
                       int64_t k) {
   check_k(k, lim, true);
-  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "attention");
+  const Ablation held(impl_->attentions, *impl_->inf, ablate, "attention");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
@@ -227,7 +222,7 @@ json Model::attention(const std::string& text, const Limits& lim, const std::str
 json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim,
                         const std::string& ablate) {
   check_k(k, lim, false);
-  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "next");
+  const Ablation held(impl_->attentions, *impl_->inf, ablate, "next");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
@@ -239,7 +234,7 @@ json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& a
     throw BadInput(cat("batches must be in 1..", lim.max_head_batches, ", got ", r.batches));
   if (r.probes < 1 || r.probes > lim.max_probes)
     throw BadInput(cat("probes must be in 1..", lim.max_probes, ", got ", r.probes));
-  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "heads");
+  const Ablation held(impl_->attentions, *impl_->inf, ablate, "heads");
   const run::Inference& inf = *impl_->inf;
   return as_bad_input([&] {
     inspect::HeadTableOptions o{.split = r.split, .probes = r.probes, .seed = r.seed};
@@ -254,7 +249,7 @@ json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& a
 json Model::lens(const LensRequest& r, const Limits& lim, const std::string& ablate) {
   if (r.top < 1 || r.top > lim.max_top_k)
     throw BadInput(cat("top must be in 1..", lim.max_top_k, ", got ", r.top));
-  const Ablation held(impl_->attentions, impl_->question, *impl_->inf, ablate, "lens");
+  const Ablation held(impl_->attentions, *impl_->inf, ablate, "lens");
   const run::Inference& inf = *impl_->inf;
   const data::Ids input = encode(inf, r.text, lim);
   return as_bad_input([&] {

@@ -10,9 +10,10 @@
 // (inspect/heads.hpp): the answer is the one of the model with those heads zero-ablated. An
 // empty or absent ablate installs nothing (the answer is the same bits as without).
 //
-// Thread safety: one Model may be asked from many threads; one question runs at a time (its
-// Inference serialises the passes anyway: they flip the model's shared training flag, and a
-// question's ablation must not reach another's). Different Models run in parallel.
+// Thread safety: one Model answers many questions at once, each on its own thread (its
+// Inference's calls run concurrently: run/inference.hpp), each with its own ablation. How many
+// compute at once is the server's business (queue.hpp). A question stops at its next pass
+// boundary when its thread's cancellation token is cancelled (core/cancel.hpp: Cancelled).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -88,13 +89,14 @@ class Model {
   nlohmann::json translate(const std::string& text, int64_t beam, const Limits& lim,
                            const std::string& ablate = "");
   // A language model's sample of r.tokens tokens after the prompt, each piece of text handed to
-  // on_text as it is made (on_text returns false to stop early: the client went away). A bad
-  // request throws BadInput before the first piece, but the server asks check_sample first.
+  // on_text as it is made (on_text returns false when the client went away: Cancelled is
+  // thrown). A bad request throws BadInput before the first piece, but the server asks
+  // check_sample first.
   void generate(const SampleRequest& r, const Limits& lim,
                 const std::function<bool(const std::string&)>& on_text);
   // Checks a sample request (unknown heads to ablate, bad options, prompt outside the
   // vocabulary or longer than the context) before any of it is streamed; throws BadInput.
-  // Installs nothing and waits for no other question.
+  // Installs nothing and runs no pass.
   void check_sample(const SampleRequest& r, const Limits& lim) const;
   // Every layer's and head's attention for one input, with the tokens of the axes:
   // {"output": text, "kinds":[{"kind","title","rows":[labels],"cols":[labels],

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/bounded_json.hpp"
+#include "core/cancel.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/parallel.hpp"
@@ -25,6 +26,7 @@
 #include "run/run_file.hpp"
 #include "serve/assets.hpp"
 #include "serve/connections.hpp"
+#include "serve/queue.hpp"
 #include "serve/run_files.hpp"
 
 using nlohmann::json;
@@ -227,6 +229,7 @@ class Server {
       : opts_(o),
         runs_(served_runs(o.runs)),
         models_(static_cast<size_t>(o.max_loaded_models), o.precision),
+        questions_(o.queue),
         http_(connection_limits(o)) {}
 
   // Binds host:port (0: any free port); the chosen port.
@@ -248,7 +251,13 @@ class Server {
     return port;
   }
   bool listen() { return http_.serve(); }
-  void stop() { http_.stop_all(); }
+  // Every question running or waiting is cancelled at its next pass boundary (or poll of its
+  // queue), and every connection closed: the server stops within one pass.
+  void stop() {
+    stopping_ = true;
+    questions_.wake_all();
+    http_.stop_all();
+  }
 
  private:
   const ServedRun& run_named(const std::string& name) const {
@@ -258,12 +267,15 @@ class Server {
   }
 
   // Wraps a handler: its errors become one-line JSON answers (400 bad input, 404 not found,
-  // 500 anything else) instead of reaching the connection.
+  // 503 a full queue, with Retry-After; 500 anything else) instead of reaching the connection.
   httplib::Server::Handler guarded(
       std::function<void(const httplib::Request&, httplib::Response&)> h) {
     return [h](const httplib::Request& req, httplib::Response& res) {
       try {
         h(req, res);
+      } catch (const Busy& e) {
+        res.set_header("Retry-After", std::to_string(e.retry_after));
+        send_error(res, 503, e.what());
       } catch (const BadInput& e) {
         send_error(res, 400, e.what());
       } catch (const NotFound& e) {
@@ -305,8 +317,40 @@ class Server {
 
   std::shared_ptr<Model> model_for(const ServedRun& run, const json& body) {
     if (run.saturation) throw BadInput(run.name + " is a saturation study, not a trained model");
-    if (opts_.threads > 0) set_num_threads(opts_.threads);  // this worker thread's OpenMP teams
     return models_.get(run, field<std::string>(body, "checkpoint", "best"));
+  }
+
+  // A question's token (core/cancel.hpp), asked at each of its pass boundaries on its thread:
+  // cancelled once its client has gone (the socket this thread answers) or the server stops.
+  // Each boundary also sets the thread's compute threads: --threads while the question is the
+  // only one computing, one beside others (two requests' OpenMP teams on the same cores make
+  // each wait for threads that another holds).
+  std::function<void(CancelToken&)> question_poll() {
+    const int sock = answering_socket();
+    return [this, sock](CancelToken& t) {
+      if (stopping_)
+        t.cancel("the server is stopping");
+      else if (sock >= 0 && client_gone(sock))
+        t.cancel("the client closed the connection");
+      set_thread_team(questions_.running() > 1 ? 1 : opts_.threads);
+    };
+  }
+
+  // One question's place in its run's lane (queue.hpp) and its token; waits for the place (a
+  // Busy when the lane is full, Cancelled when the client leaves or the server stops first).
+  struct Question {
+    Question(Server& s, const ServedRun& run, Lane lane)
+        : token(s.question_poll()), place(s.questions_.enter(run.name, lane, token)) {
+      token.check();  // the thread's compute threads, before any pass
+    }
+    CancelToken token;
+    std::unique_ptr<Scheduler::Ticket> place;
+  };
+
+  // A question stopped at a pass boundary: counted for GET .../queue, one line on stderr.
+  void cancelled(const ServedRun& run, const char* what, const Cancelled& e) {
+    questions_.count_cancelled(run.name);
+    std::fprintf(stderr, "qkv serve: %s/%s cancelled: %s\n", run.name.c_str(), what, e.what());
   }
 
   json runs_json() const {
@@ -346,6 +390,9 @@ class Server {
                 const ServedRun& run = run_named(req.matches[1]);
                 send_json(res, read_metrics(run, integer_param(req, "offset", 0),
                                             integer_param(req, "since", -1)));
+              }));
+    http_.Get(R"(/api/runs/([^/]+)/queue)", guarded([this](const auto& req, auto& res) {
+                send_json(res, questions_.stats(run_named(req.matches[1]).name));
               }));
     http_.Get(R"(/api/runs/([^/]+)/files/(.+))", guarded([this](const auto& req, auto& res) {
                 const ServedRun& run = run_named(req.matches[1]);
@@ -399,19 +446,19 @@ class Server {
 
   // The questions to a checkpoint (model.hpp), each with its body's "ablate".
   void model_routes() {
-    post_model("translate", [this](Model& m, const json& b, auto& res) {
+    post_model("translate", Lane::short_work, [this](Model& m, const json& b, auto& res) {
       send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
                                  opts_.limits, ablation(b)));
     });
-    post_model("attention", [this](Model& m, const json& b, auto& res) {
+    post_model("attention", Lane::short_work, [this](Model& m, const json& b, auto& res) {
       send_json(res, m.attention(field<std::string>(b, "text", ""), opts_.limits, ablation(b),
                                  field<int64_t>(b, "k", 0)));
     });
-    post_model("next", [this](Model& m, const json& b, auto& res) {
+    post_model("next", Lane::short_work, [this](Model& m, const json& b, auto& res) {
       send_json(res, m.next_tokens(field<std::string>(b, "text", ""), field<int64_t>(b, "k", 5),
                                    opts_.limits, ablation(b)));
     });
-    post_model("heads", [this](Model& m, const json& b, auto& res) {
+    post_model("heads", Lane::long_work, [this](Model& m, const json& b, auto& res) {
       HeadsRequest q;
       q.split = field<std::string>(b, "split", q.split);
       q.batches = field<int64_t>(b, "batches", q.batches);
@@ -419,7 +466,7 @@ class Server {
       q.seed = field<uint64_t>(b, "seed", q.seed);
       send_json(res, m.heads(q, opts_.limits, ablation(b)));
     });
-    post_model("lens", [this](Model& m, const json& b, auto& res) {
+    post_model("lens", Lane::short_work, [this](Model& m, const json& b, auto& res) {
       LensRequest q;
       q.text = field<std::string>(b, "text", "");
       q.target = field<std::string>(b, "target", "");
@@ -429,21 +476,37 @@ class Server {
   }
 
   template <class F>
-  void post_model(const char* what, F f) {
+  void post_model(const char* what, Lane lane, F f) {
     http_.Post(std::string(R"(/api/runs/([^/]+)/)") + what,
-               guarded([this, f](const httplib::Request& req, httplib::Response& res) {
+               guarded([this, f, what, lane](const httplib::Request& req, httplib::Response& res) {
                  const ServedRun& run = run_named(req.matches[1]);
                  const json body = parse_body(req);
-                 f(*model_for(run, body), body, res);
+                 try {
+                   Question q(*this, run, lane);
+                   const CancelScope scope(q.token);
+                   f(*model_for(run, body), body, res);
+                 } catch (const Cancelled& e) {  // the client has gone: the answer goes nowhere
+                   cancelled(run, what, e);
+                   send_error(res, 503, std::string("cancelled: ") + e.what());
+                 }
                }));
   }
 
   // A language model's sample, streamed: one JSON line per piece of text as it is made
-  // ({"text": "..."}), then {"done": true}. Bad requests are refused before the stream starts.
+  // ({"text": "..."}), then {"done": true}. Bad requests are refused before the stream starts,
+  // and so is a full lane (a 503): the question waits for its place before the answer's
+  // status is sent, and keeps it while it streams.
   void generate_route() {
     http_.Post(R"(/api/runs/([^/]+)/generate)", guarded([this](const auto& req, auto& res) {
                  const ServedRun& run = run_named(req.matches[1]);
                  const json b = parse_body(req);
+                 std::shared_ptr<Question> question;
+                 try {
+                   question = std::make_shared<Question>(*this, run, Lane::long_work);
+                 } catch (const Cancelled& e) {
+                   cancelled(run, "generate", e);
+                   return send_error(res, 503, std::string("cancelled: ") + e.what());
+                 }
                  std::shared_ptr<Model> m = model_for(run, b);
                  SampleRequest q;
                  q.prompt = field<std::string>(b, "prompt", "");
@@ -454,11 +517,11 @@ class Server {
                  q.seed = field<uint64_t>(b, "seed", q.seed);
                  q.ablate = ablation(b);
                  m->check_sample(q, opts_.limits);
-                 const int threads = opts_.threads;
+                 const ServedRun* on = &run;
                  res.set_chunked_content_provider(
                      "application/x-ndjson",
-                     [m, q, threads, this](size_t, httplib::DataSink& sink) {
-                       if (threads > 0) set_num_threads(threads);
+                     [m, q, question, on, this](size_t, httplib::DataSink& sink) {
+                       const CancelScope scope(question->token);
                        try {
                          m->generate(q, opts_.limits, [&](const std::string& piece) {
                            const std::string line = dump_json({{"text", piece}}) + "\n";
@@ -466,6 +529,9 @@ class Server {
                          });
                          const std::string end = json{{"done", true}}.dump() + "\n";
                          sink.write(end.data(), end.size());
+                       } catch (const Cancelled& e) {  // nobody to tell: close the connection
+                         cancelled(*on, "generate", e);
+                         return false;
                        } catch (const std::exception& e) {  // mid-stream: the last line says why
                          const std::string err = dump_json({{"error", e.what()}}) + "\n";
                          sink.write(err.data(), err.size());
@@ -479,6 +545,8 @@ class Server {
   ServeOptions opts_;
   std::vector<ServedRun> runs_;
   ModelCache models_;
+  Scheduler questions_;
+  std::atomic<bool> stopping_{false};
   HttpServer http_;
 };
 
@@ -497,6 +565,9 @@ int serve(const ServeOptions& o) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // BLAS's process-wide count, once, before any worker starts; each question then sets only its
+  // own thread's team (core/parallel.hpp: set_thread_team).
+  if (o.threads > 0) set_num_threads(o.threads);
   Server server(o);
   const int port = server.bind();
   if (!is_loopback(o.host))
