@@ -70,13 +70,10 @@ std::vector<inspect::HeadRef> heads_named(const std::vector<inspect::Attention>&
   return as_bad_input([&] { return inspect::parse_heads(spec, attentions, where.c_str()); });
 }
 
-// One question's ablation: the heads zero-ablated in this question's calls only, and the
-// question's hold on the model. Inference::set_hooks is the Inference's own state, shared by
-// every request thread, so the model's lock is held from set_hooks to its reset -- by a
-// question without an ablation too, which must not run under another's hooks. Hooks handed to
-// each call instead exist only for the teacher-forced passes, not for decoding, sampling or
-// inspecting; and the lock costs no parallelism: the Inference runs one pass at a time anyway.
-// As inspect::ablate installs them: no heads install nothing (the same bits as without).
+// One question's ablation: the heads zero-ablated in this question's calls only (a HookScope on
+// the request thread: nn/hooks.hpp, which the Inference's calls honour), and the question's
+// hold on the model (one question at a time per run). As inspect::Ablation installs them: no
+// heads install nothing (the same bits as without).
 class Ablation {
  public:
   Ablation(const std::vector<inspect::Attention>& attentions, std::mutex& question,
@@ -84,9 +81,8 @@ class Ablation {
       : heads_(heads_named(attentions, spec, op)), hold_(question), inf_(inf) {
     if (heads_.empty()) return;
     inspect::add_zero_ablation(hooks_, heads_);
-    inf_.set_hooks(&hooks_);
+    scope_.emplace(hooks_);
   }
-  ~Ablation() { inf_.set_hooks(nullptr); }
   Ablation(const Ablation&) = delete;
   Ablation& operator=(const Ablation&) = delete;
 
@@ -95,6 +91,7 @@ class Ablation {
   std::lock_guard<std::mutex> hold_;
   run::Inference& inf_;
   nn::Hooks hooks_;  // the replacements the Inference calls while this question runs
+  std::optional<nn::HookScope> scope_;  // ends before hooks_ and the hold
 };
 
 // A line of output as the page shows it: a line break as \n keeps it on one line.
