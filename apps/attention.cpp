@@ -30,7 +30,8 @@ std::vector<int64_t> layers_named(const std::string& layer, int64_t layers) {
 
 // The model has only the causal self-attention of a language model: figures' `self` is it.
 bool only_self(const Inspection& att) {
-  return att.maps.encoder_self.empty() && att.maps.decoder_cross.empty();
+  return layers_of(att, figures::MapKind::self).empty() &&
+         layers_of(att, figures::MapKind::cross).empty();
 }
 
 // --layer all and/or --head all: one figure, a row per layer of each kind (encoder self,
@@ -42,11 +43,11 @@ std::vector<std::vector<Heatmap>> attention_grid(const run::Inference& inf, cons
     kinds = {figures::parse_map_kind(a.kind, "attention")};
   else
     for (const auto& [name, kind] : figures::kMapKindNames)
-      if (!figures::maps_of(att.maps, kind).empty()) kinds.push_back(kind);
-  const int64_t heads = figures::attention_heads(att.maps);
+      if (!layers_of(att, kind).empty()) kinds.push_back(kind);
+  const int64_t heads = attention_heads(att);
   std::vector<std::vector<Heatmap>> rows;
   for (const figures::MapKind kind : kinds) {
-    const auto& list = only_self(att) ? att.maps.decoder_self : figures::maps_of(att.maps, kind);
+    const auto& list = layers_of(att, only_self(att) ? figures::MapKind::decoder_self : kind);
     for (const int64_t layer : layers_named(a.layer, static_cast<int64_t>(list.size()))) {
       std::vector<Heatmap> row;
       if (a.head == "all")
@@ -62,12 +63,32 @@ std::vector<std::vector<Heatmap>> attention_grid(const run::Inference& inf, cons
 
 }  // namespace
 
+const std::vector<Tensor>& layers_of(const Inspection& a, figures::MapKind kind) {
+  static const std::vector<Tensor> none;
+  const auto kind_of = [](const std::string& view_kind) {
+    return view_kind == "encoder_self" ? figures::MapKind::self
+           : view_kind == "cross"      ? figures::MapKind::cross
+                                       : figures::MapKind::decoder_self;  // or "causal"
+  };
+  for (const run::AttentionView& v : a.views)
+    if (kind_of(v.kind) == kind) return v.layers;
+  return none;
+}
+
+int64_t attention_heads(const Inspection& a) {
+  for (const figures::MapKind k :
+       {figures::MapKind::cross, figures::MapKind::self, figures::MapKind::decoder_self})
+    if (const auto& list = layers_of(a, k); !list.empty()) return list[0].size(0);
+  return 0;
+}
+
 figures::Heatmap attention_heatmap(const run::Inference& inf, const Inspection& a,
                                    figures::MapKind kind, int64_t layer, const std::string& head,
                                    int cell, const char* op) {
   const figures::AttentionLabels labels{inf.input_labels(a.input), inf.output_labels(a.tgt_in),
                                         inf.output_labels(a.tgt_out), only_self(a)};
-  return figures::attention_heatmap(a.maps, labels, kind, layer, head, cell, op);
+  const auto& list = layers_of(a, labels.language_model ? figures::MapKind::decoder_self : kind);
+  return figures::attention_heatmap(list, labels, kind, layer, head, cell, op);
 }
 
 int cmd_attention(const AttentionArgs& a) {
@@ -78,8 +99,8 @@ int cmd_attention(const AttentionArgs& a) {
                                                    .precision = a.precision,
                                                    .threads = a.threads,
                                                    .op = "attention"});
-  nn::Hooks ablation;  // --ablate: the heads removed in every call
-  inspect::ablate(*inf, a.ablate, ablation, "attention");
+  // --ablate: the heads removed in every call below (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "attention");
   // By default the map that shows the most: cross-attention, or a language model's only kind.
   const figures::MapKind kind =
       asked ? *asked : figures::parse_map_kind(inf->default_map_kind(), "attention");

@@ -11,6 +11,13 @@
 
 namespace qkv::app {
 
+// The layers (each (h, n, m)) of the attention a --kind names in an inspection: its view of
+// that kind (a language model's causal self-attention is its decoder-self). Empty when the
+// model has none.
+const std::vector<Tensor>& layers_of(const run::Inspection& a, figures::MapKind kind);
+// Heads per layer of the inspection's maps (0 when there are none).
+int64_t attention_heads(const run::Inspection& a);
+
 // One map as a heatmap: kind is self (encoder), decoder-self or cross; layer is 1-based (0:
 // the last); head is "mean" or a 1-based head. Bad values throw qkv::Error naming `op` and the
 // valid range. cell: pixels per cell side.

@@ -84,8 +84,8 @@ int cmd_eval(const EvalArgs& a) {
   const auto inf = run::open_inference(
       a.run_dir,
       {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "eval"});
-  nn::Hooks ablation;  // --ablate: the heads removed in every call
-  inspect::ablate(*inf, a.ablate, ablation, "eval");
+  // --ablate: the heads removed in every call below (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "eval");
   // On stderr: --json's stdout stays one JSON object.
   if (const std::string note = run::kernel_change(a.run_dir, "eval"); !note.empty())
     std::fprintf(stderr, "qkv: note: %s\n", note.c_str());

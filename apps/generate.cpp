@@ -23,8 +23,8 @@ int cmd_generate(const GenerateArgs& a) {
                                                    .precision = a.precision,
                                                    .threads = a.threads,
                                                    .op = "generate"});
-  nn::Hooks ablation;  // --ablate: the heads removed in every call
-  inspect::ablate(*inf, a.ablate, ablation, "generate");
+  // --ablate: the heads removed in every call below (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "generate");
   inf->require(run::Inference::Operation::generate, "generate");
   const data::Ids prompt = inf->encode(a.prompt, "generate: --prompt");
   const data::Vocab& vocab = inf->run().data.tgt_vocab;

@@ -80,8 +80,8 @@ int cmd_heads(const HeadsArgs& a) {
   const auto inf = run::open_inference(
       a.run_dir,
       {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "heads"});
-  nn::Hooks ablation;  // --ablate: the table of a model with those heads removed
-  inspect::ablate(*inf, a.ablate, ablation, "heads");
+  // --ablate: the table of a model with those heads removed (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "heads");
   inspect::HeadTableOptions o{.split = a.split, .probes = a.probes, .seed = a.seed};
   o.max_batches =
       inspect::head_table_batches(*inf, o, a.batches, a.max_work, "heads",

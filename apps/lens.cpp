@@ -30,8 +30,8 @@ int cmd_lens(const LensArgs& a) {
   const auto inf = run::open_inference(
       a.run_dir,
       {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "lens"});
-  nn::Hooks ablation;
-  inspect::ablate(*inf, a.ablate, ablation, "lens");
+  // --ablate: the heads removed in every call below (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "lens");
   const data::Ids input = inf->encode(a.text, "lens");
   // The attribution first: a model it does not apply to fails before anything is printed.
   std::optional<inspect::Attribution> parts;

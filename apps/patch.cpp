@@ -92,8 +92,8 @@ int cmd_patch(const PatchArgs& a) {
   const auto inf = run::open_inference(
       a.run_dir,
       {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "patch"});
-  nn::Hooks ablation;
-  inspect::ablate(*inf, a.ablate, ablation, "patch");
+  // --ablate: the heads removed in every call below (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "patch");
   const data::Ids clean = inf->encode(a.clean, "patch: --clean");
   const data::Ids corrupt = inf->encode(a.corrupt, "patch: --corrupt");
   inspect::check_work(inspect::patch_work(*inf, static_cast<int64_t>(clean.size())), a.max_work,

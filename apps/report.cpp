@@ -196,10 +196,10 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
       const int cell =
           static_cast<int>(std::clamp<int64_t>(300 / std::max<int64_t>(1, longest), 12, 28));
       for (const auto& [name, kind] : figures::kMapKindNames) {
-        if (figures::maps_of(att.maps, kind).empty()) continue;
+        if (layers_of(att, kind).empty()) continue;
         maps += heatmap_figure(attention_heatmap(*inf, att, kind, 0, "mean", cell, "report"));
-        if (a.heads && figures::attention_heads(att.maps) > 1)
-          for (int64_t h = 1; h <= figures::attention_heads(att.maps); ++h)
+        if (a.heads && attention_heads(att) > 1)
+          for (int64_t h = 1; h <= attention_heads(att); ++h)
             maps += heatmap_figure(
                 attention_heatmap(*inf, att, kind, 0, std::to_string(h), cell, "report"));
       }

@@ -18,6 +18,7 @@
 #include "figures/attention_stats.hpp"
 #include "figures/plot.hpp"
 #include "nn/attention.hpp"
+#include "nn/hooks.hpp"
 #include "run/limits.hpp"
 #include "run/run.hpp"
 #include "train/seq2seq_step.hpp"
@@ -92,8 +93,17 @@ GradNorms mha_grad_norms(int64_t d, int64_t m, int64_t batch, nn::AttentionScale
   mha.to(DType::f64);
   const ag::Var x(randn({batch, m, d}, g, DType::f64));
   const Tensor r = randn({batch, m, d}, g, DType::f64);
-  ag::Var weights;
-  const ag::Var out = mha.forward(x, x, x, Tensor(), &weights);
+  // The weights on the output's graph: its pattern hook point replaced by itself, so the output
+  // is weights @ v (nn/hooks.hpp), and captured.
+  nn::Hooks hooks;
+  hooks.capture = nn::names_matching({"attn.pattern"});
+  hooks.add("attn.pattern", [](const ag::Var& w) { return w; });
+  ag::Var out;
+  {
+    const nn::HookScope scope(hooks);
+    out = mha.forward(x, x, x);
+  }
+  const ag::Var weights = hooks.cache.at("attn.pattern");
   const ag::Var loss =
       ag::mul(ag::sum(ag::mul(out, ag::constant(r))), 1.0 / static_cast<double>(batch * m));
   const std::vector<Tensor> grads =
@@ -181,7 +191,7 @@ class CurveHook : public train::Hook {
  public:
   CurveHook(const train::Seq2SeqStep& fwd, Curve& c) : fwd_(fwd), c_(c) {}
   void on_step_end(train::Trainer&, const train::StepStats& s) override {
-    const nn::AttentionMaps& maps = fwd_.attention_maps();
+    const train::AttentionPatterns& maps = fwd_.attention_patterns();
     std::vector<double> all = attention_entropy(maps.encoder_self);
     for (double h : attention_entropy(maps.decoder_self)) all.push_back(h);
     const std::vector<double> cross = attention_entropy(maps.decoder_cross);

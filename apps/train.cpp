@@ -70,7 +70,7 @@ std::vector<double> global_entropy(const std::vector<ag::Var>& maps, size_t laye
 // train.log_attention_entropy: the mean attention entropy of each layer in a metrics record.
 void add_entropy(json& j, const train::Seq2SeqStep& fwd, const config::RunConfig& cfg,
                  train::Distributed& dist) {
-  const nn::AttentionMaps& maps = fwd.attention_maps();
+  const train::AttentionPatterns& maps = fwd.attention_patterns();
   if (dist.size() == 1) {
     j["attention_entropy"] = {{"encoder_self", attention_entropy(maps.encoder_self)},
                               {"decoder_self", attention_entropy(maps.decoder_self)},

@@ -18,8 +18,8 @@ int cmd_translate(const TranslateArgs& a) {
                                                    .threads = a.threads,
                                                    .op = "translate",
                                                    .max_input = a.max_input});
-  nn::Hooks ablation;  // --ablate: the heads removed in every call
-  inspect::ablate(*inf, a.ablate, ablation, "translate");
+  // --ablate: the heads removed in every call below (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "translate");
   inf->require(run::Inference::Operation::decode, "translate");
   const run::DecodeOptions o{.beam = a.beam, .alpha = a.alpha, .max_len = a.max_len};
   auto one = [&](const std::string& text) {

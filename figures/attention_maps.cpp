@@ -60,31 +60,13 @@ void label(Heatmap& hm, const AttentionLabels& labels, MapKind kind, const std::
 
 }  // namespace
 
-int64_t attention_heads(const nn::AttentionMaps& maps) {
-  for (const auto* list : {&maps.decoder_cross, &maps.encoder_self, &maps.decoder_self})
-    if (!list->empty()) return (*list)[0].size(1);
-  return 0;
-}
-
 MapKind parse_map_kind(const std::string& name, const char* op) {
   const std::optional<MapKind> k = find_name<MapKind>(name);
   QKV_CHECK(k, op, "--kind must be self (encoder), decoder-self or cross, got '", name, "'");
   return *k;
 }
 
-const std::vector<ag::Var>& maps_of(const nn::AttentionMaps& maps, MapKind kind) {
-  switch (kind) {
-    case MapKind::self:
-      return maps.encoder_self;
-    case MapKind::cross:
-      return maps.decoder_cross;
-    case MapKind::decoder_self:
-      break;
-  }
-  return maps.decoder_self;
-}
-
-Heatmap attention_heatmap(const nn::AttentionMaps& maps, const AttentionLabels& labels,
+Heatmap attention_heatmap(const std::vector<Tensor>& list, const AttentionLabels& labels,
                           MapKind kind_enum, int64_t layer_arg, const std::string& head, int cell,
                           const char* op) {
   const std::string kind(name_of(kind_enum));
@@ -92,13 +74,12 @@ Heatmap attention_heatmap(const nn::AttentionMaps& maps, const AttentionLabels& 
   QKV_CHECK(!lm || kind_enum != MapKind::cross, op,
             "a language model (model.kind = \"decoder\") has only causal self-attention: --kind "
             "self, not cross");
-  const std::vector<ag::Var>& list = lm ? maps.decoder_self : maps_of(maps, kind_enum);
   const int64_t layers = static_cast<int64_t>(list.size());
   QKV_CHECK(layers > 0, op, "the model has no ", kind, "-attention layers");
   const int64_t layer = layer_arg == 0 ? layers : layer_arg;
   QKV_CHECK(layer >= 1 && layer <= layers, op, "--layer must be in 1..", layers, " (", kind,
             "-attention layers of this model), got ", layer_arg);
-  const Tensor w = list[layer - 1].data().to(DType::f64).select(0, 0);  // (h, n, m)
+  const Tensor w = list[layer - 1].to(DType::f64);  // (h, n, m)
   const auto [mat, head_text] = pick_head(w, head, op);
   Heatmap hm;
   hm.rows = mat.size(0);

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/names.hpp"
+#include "core/tensor.hpp"
 #include "figures/heatmap.hpp"
-#include "nn/seq2seq.hpp"
 
 namespace qkv::figures {
 
@@ -16,8 +16,8 @@ namespace qkv::figures {
 // decoder's labels (output + <eos>), one label per position of the maps.
 struct AttentionLabels {
   std::vector<std::string> src, tgt_in, tgt_out;
-  // A decoder-only language model: its only maps are the causal self-attention over one text
-  // (maps.decoder_self), labelled by src on both axes.
+  // A decoder-only language model: its only maps are the causal self-attention over one text,
+  // labelled by src on both axes.
   bool language_model = false;
 };
 
@@ -29,17 +29,13 @@ inline constexpr EnumName<MapKind> kMapKindNames[] = {
 constexpr std::span<const EnumName<MapKind>> names_of(MapKind) { return kMapKindNames; }
 // The kind a --kind names; else Error("OP: --kind must be self (encoder), ...").
 MapKind parse_map_kind(const std::string& name, const char* op);
-// The maps of one kind, one per layer (a language model's are all decoder_self).
-const std::vector<ag::Var>& maps_of(const nn::AttentionMaps& maps, MapKind kind);
 
 // One map as a heatmap: kind is self (encoder), decoder-self or cross; layer is 1-based (0:
-// the last); head is "mean" or a 1-based head. maps: each layer's weights (1, h, n, m). Bad
+// the last); head is "mean" or a 1-based head. layers: that kind's weights, each layer's
+// (h, n, m) (a language model's: its causal self-attention, whatever the kind but cross). Bad
 // values throw qkv::Error naming `op` and the valid range. cell: pixels per cell side.
-Heatmap attention_heatmap(const nn::AttentionMaps& maps, const AttentionLabels& labels,
+Heatmap attention_heatmap(const std::vector<Tensor>& layers, const AttentionLabels& labels,
                           MapKind kind, int64_t layer, const std::string& head, int cell = 32,
                           const char* op = "attention");
-
-// Heads per layer of the maps (0 when there are none).
-int64_t attention_heads(const nn::AttentionMaps& maps);
 
 }  // namespace qkv::figures

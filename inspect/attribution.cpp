@@ -63,8 +63,7 @@ Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids&
   QKV_CHECK(params.count(out_w) && params.count(stack + "norm.weight"), "lens --target",
             "the model's output layer or final norm was not found by name");
   const run::Inspection in = inf.inspect(input);
-  nn::Hooks h;
-  if (const nn::Hooks* own = inf.hooks()) h.replace = own->replace;
+  nn::Hooks h;  // a layer inside the caller's (an ablation stays in place)
   h.capture = nn::names_matching({hooks_prefix + "*"});
   const Tensor logits = inf.logits(input, in.tgt_in, &h);
   const int64_t t = logits.size(0) - 1;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "core/error.hpp"
@@ -16,13 +17,6 @@
 namespace qkv::inspect {
 
 namespace {
-
-// A copy of the Inference's replacements (an ablation in place stays in place).
-nn::Hooks own_replacements(const run::Inference& inf) {
-  nn::Hooks h;
-  if (const nn::Hooks* own = inf.hooks()) h.replace = own->replace;
-  return h;
-}
 
 // The model's room for the probe (config::ProbeRoom), by its family's length rules.
 config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) {
@@ -66,10 +60,10 @@ std::vector<data::Ids> split_sources(const data::DataSplits& d, const HeadTableO
 // The pattern of one attention's layer in an inspection, with its query (and key) tokens.
 interp::AttentionProbe probe_of(const run::Inspection& in, const Attention& a, int64_t layer) {
   interp::AttentionProbe p;
-  const std::vector<ag::Var>& maps = a.name == "encoder" ? in.maps.encoder_self
-                                     : a.cross           ? in.maps.decoder_cross
-                                                         : in.maps.decoder_self;
-  p.pattern = maps.at(static_cast<size_t>(layer)).data().to(DType::f32);
+  const run::AttentionView* v = in.view(a.prefix + "{l}" + a.point + ".pattern");
+  QKV_CHECK(v != nullptr, "heads", "the inspection has no view of the ", a.name, " attention");
+  // (1, h, n, m)
+  p.pattern = v->layers.at(static_cast<size_t>(layer)).unsqueeze(0).to(DType::f32);
   const data::Ids& q = a.on_source ? in.input : in.tgt_in;
   p.ids = run::row_of(q);
   if (a.cross) p.key_ids = run::row_of(in.input);
@@ -115,7 +109,7 @@ std::map<std::string, std::vector<double>> head_importance(const run::Inference&
                                                            const std::vector<Attention>& attentions,
                                                            const std::string& split,
                                                            int64_t max_batches) {
-  nn::Hooks hooks = own_replacements(inf);
+  nn::Hooks hooks;  // inside the caller's (an ablation stays in place)
   const std::map<std::string, ag::Var> xi = add_head_masks(hooks, attentions);
   std::map<std::string, std::vector<double>> out;
   int64_t batches = 0;
@@ -149,22 +143,18 @@ PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d
   return p;
 }
 
-std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
-                                            const data::DataSplits& d, const PatternProbe& probe,
-                                            nn::Hooks* hooks) {
-  const run::Task& task = run::task_of(c.data.task);
-  std::optional<nn::HookScope> in_scope;  // an encoder-decoder decodes under them
-  if (hooks) in_scope.emplace(*hooks);
+namespace {
+
+// Every attention's scores on probe, each input inspected by `inspect`.
+std::vector<AttentionScores> scores_on(
+    const std::vector<Attention>& atts, const PatternProbe& probe,
+    const std::function<run::Inspection(const data::Ids&)>& inspect) {
   // The inputs of the scores: repeated tokens for self-attention, split examples for cross.
   const auto inspect_all = [&](const std::vector<data::Ids>& inputs) {
     std::vector<run::Inspection> out;
-    for (const data::Ids& ids : inputs) {
-      nn::Hooks h = run::with_patterns(hooks);
-      out.push_back(task.inspect(model, c, d, ids, h));
-    }
+    for (const data::Ids& ids : inputs) out.push_back(inspect(ids));
     return out;
   };
-  const std::vector<Attention> atts = attentions_of(model, c.model.heads);
   const std::vector<run::Inspection> repeated = inspect_all(probe.repeated);
   const bool has_cross =
       std::any_of(atts.begin(), atts.end(), [](const Attention& a) { return a.cross; });
@@ -175,20 +165,31 @@ std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config
   return out;
 }
 
+}  // namespace
+
+std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
+                                            const data::DataSplits& d, const PatternProbe& probe) {
+  const run::Task& task = run::task_of(c.data.task);
+  return scores_on(attentions_of(model, c.model.heads), probe,
+                   [&](const data::Ids& ids) { return task.inspect(model, c, d, ids); });
+}
+
+std::vector<AttentionScores> pattern_scores(const run::Inference& inf, const PatternProbe& probe) {
+  return scores_on(attentions_of(inf), probe,
+                   [&](const data::Ids& ids) { return inf.inspect(ids); });
+}
+
 HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
   const std::vector<Attention> atts = attentions_of(inf);
   const run::LoadedRun& r = inf.run();
   HeadTable t;
   t.split = o.split;
-  nn::Hooks base = own_replacements(inf);
-  std::tie(t.loss, t.batches) = split_loss(inf, o.split, o.max_batches, &base);
+  std::tie(t.loss, t.batches) = split_loss(inf, o.split, o.max_batches);
   const auto importance = head_importance(inf, atts, o.split, o.max_batches);
   const MeanZ means = mean_z(inf, atts, o.split, o.max_batches);
   const PatternProbe probe = pattern_probe(r.config, r.data, inf.model(), o);
   t.probe_length = probe.length;
-  std::vector<AttentionScores> scores;
-  inf.in_call([&] { scores = pattern_scores(inf.model(), r.config, r.data, probe, inf.hooks()); });
-  for (const AttentionScores& s : scores) {
+  for (const AttentionScores& s : pattern_scores(inf, probe)) {
     const Attention& a = s.attention;
     for (int64_t l = 0; l < a.layers; ++l)
       for (int64_t h = 0; h < a.heads; ++h) {
@@ -196,7 +197,7 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
         row.attention = a.name, row.name = a.head_name(l, h), row.layer = l, row.head = h;
         row.importance = importance.at(a.z(l))[static_cast<size_t>(h)];
         const std::vector<HeadRef> one{{a, l, h}};
-        nn::Hooks zero = own_replacements(inf), mean = own_replacements(inf);
+        nn::Hooks zero, mean;  // each a layer inside the caller's (an ablation stays in place)
         add_zero_ablation(zero, one);
         add_mean_ablation(mean, one, means);
         row.zero_loss_change = split_loss(inf, o.split, o.max_batches, &zero).first - t.loss;

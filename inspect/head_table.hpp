@@ -52,7 +52,8 @@ struct HeadTable {
   std::vector<HeadRow> rows;  // every attention's heads, layer by layer
 };
 
-// Everything above, under the Inference's own hooks (an ablation stays in place).
+// Everything above, under the calling thread's hooks (an ablation in scope stays in place, and
+// the table's own hooks compose inside it).
 HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o);
 
 // A column of the table: its own three (importance, zero_loss_change, mean_loss_change), then
@@ -99,15 +100,17 @@ struct AttentionScores {
   Attention attention;
   std::map<std::string, std::vector<std::vector<double>>> scores;
 };
-// Every attention's scores on probe (the registry's scores of its kind), in forward order.
-// Runs in the caller's InferenceScope (eval mode, no tape, precision). hooks, when non-null, are
-// in scope for the passes (an encoder-decoder decodes under them) and the pattern passes keep
-// their replacements (an ablation stays in place).
+// Every attention's scores on probe (the registry's scores of its kind), in forward order, each
+// input inspected as the run's Task inspects it. On a model of config c and data d (the training
+// probe): runs in the caller's InferenceScope (eval mode, no tape, precision). Both forms run
+// under the calling thread's hooks (an ablation stays in place).
 std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
-                                            const data::DataSplits& d, const PatternProbe& probe,
-                                            nn::Hooks* hooks = nullptr);
+                                            const data::DataSplits& d, const PatternProbe& probe);
+// On a trained run: each input through Inference::inspect (its scope, its lock).
+std::vector<AttentionScores> pattern_scores(const run::Inference& inf, const PatternProbe& probe);
 
-// The split's mean loss per token under hooks (null: the Inference's own), and the batches.
+// The split's mean loss per token, with hooks (non-null) as a layer inside the caller's; and the
+// batches.
 std::pair<double, int64_t> split_loss(const run::Inference& inf, const std::string& split,
                                       int64_t max_batches, nn::Hooks* hooks = nullptr);
 

@@ -109,17 +109,6 @@ HeadRef parse_head(const std::string& item, const std::vector<Attention>& attent
   return {*att, layer, head};
 }
 
-// The z hook point's replacement, composed after any already there.
-void compose(nn::Hooks& hooks, const std::string& point, nn::HookFn f) {
-  auto it = hooks.replace.find(point);
-  if (it == hooks.replace.end()) {
-    hooks.replace[point] = std::move(f);
-    return;
-  }
-  nn::HookFn first = it->second;
-  it->second = [first, f](const ag::Var& z) { return f(first(z)); };
-}
-
 // The heads of each z hook point, as a (1, h, 1, 1) float32 mask: 1 kept, 0 removed.
 std::map<std::string, Tensor> removal_masks(const std::vector<HeadRef>& heads) {
   std::map<std::string, Tensor> keep;
@@ -155,26 +144,23 @@ std::vector<HeadRef> parse_heads(const std::string& spec, const std::vector<Atte
 void add_zero_ablation(nn::Hooks& hooks, const std::vector<HeadRef>& heads) {
   for (auto& [point, keep] : removal_masks(heads)) {
     const Tensor k = keep;
-    compose(hooks, point, [k](const ag::Var& z) {  // z: (B, h, n, d_head)
+    hooks.add(point, [k](const ag::Var& z) {  // z: (B, h, n, d_head)
       return ag::mul(z, ag::Var(k.to(z.dtype())));
     });
   }
 }
 
-std::vector<HeadRef> ablate(run::Inference& inf, const std::string& spec, nn::Hooks& hooks,
-                            const char* op) {
-  if (spec.empty()) return {};
+Ablation::Ablation(const run::Inference& inf, const std::string& spec, const char* op) {
+  if (spec.empty()) return;
   const std::string where = std::string(op) + " --ablate";
-  const std::vector<HeadRef> heads = parse_heads(spec, attentions_of(inf), where.c_str());
-  add_zero_ablation(hooks, heads);
-  inf.set_hooks(&hooks);
-  return heads;
+  heads_ = parse_heads(spec, attentions_of(inf), where.c_str());
+  add_zero_ablation(hooks_, heads_);
+  scope_.emplace(hooks_);
 }
 
 MeanZ mean_z(const run::Inference& inf, const std::vector<Attention>& attentions,
              const std::string& split, int64_t max_batches) {
-  nn::Hooks hooks;
-  if (const nn::Hooks* own = inf.hooks()) hooks.replace = own->replace;
+  nn::Hooks hooks;  // inside the caller's (an ablation stays in place)
   hooks.capture = nn::names_matching({"*.z"});
   MeanZ sums;
   std::map<std::string, double> counts;
@@ -199,7 +185,7 @@ MeanZ mean_z(const run::Inference& inf, const std::vector<Attention>& attentions
 void add_mean_ablation(nn::Hooks& hooks, const std::vector<HeadRef>& heads, const MeanZ& means) {
   for (auto& [point, keep] : removal_masks(heads)) {
     const Tensor k = keep, mean = means.at(point);
-    compose(hooks, point, [k, mean](const ag::Var& z) {  // z: (B, h, n, d_head)
+    hooks.add(point, [k, mean](const ag::Var& z) {  // z: (B, h, n, d_head)
       const Tensor kz = k.to(z.dtype());
       // removed heads' slices: their mean; kept ones: z
       const Tensor fill = mul(sub(ones_like(kz), kz), mean.to(z.dtype()));  // (1, h, 1, d_head)
@@ -216,7 +202,7 @@ std::map<std::string, ag::Var> add_head_masks(nn::Hooks& hooks,
     for (int64_t l = 0; l < a.layers; ++l) {
       ag::Var x(ones({1, a.heads, 1, 1}, dtype), true);
       xi[a.z(l)] = x;
-      compose(hooks, a.z(l), [x](const ag::Var& z) { return ag::mul(z, x); });
+      hooks.add(a.z(l), [x](const ag::Var& z) { return ag::mul(z, x); });
     }
   return xi;
 }

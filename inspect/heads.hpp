@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,23 +60,33 @@ std::vector<HeadRef> parse_heads(const std::string& spec, const std::vector<Atte
                                  const char* op);
 
 // Hooks that multiply the heads' z by 0 (zero-ablation): one replacement per z hook point,
-// composed with any replacement already there.
+// after any already there.
 void add_zero_ablation(nn::Hooks& hooks, const std::vector<HeadRef>& heads);
 
 // Each head's mean z over real query positions: z hook point -> (1, h, 1, d_head) float32.
 using MeanZ = std::map<std::string, Tensor>;
 // The mean of every attention's z over a split (at most max_batches; 0: all), under the
-// Inference's own hooks.
+// calling thread's hooks.
 MeanZ mean_z(const run::Inference& inf, const std::vector<Attention>& attentions,
              const std::string& split, int64_t max_batches);
 // Hooks that replace the heads' z by their mean (mean-ablation).
 void add_mean_ablation(nn::Hooks& hooks, const std::vector<HeadRef>& heads, const MeanZ& means);
 
-// --ablate SPEC of a command: the heads of spec zero-ablated in every later call of inf, through
-// `hooks` (which must outlive those calls). An empty spec installs nothing: the calls compute
-// the same bits as without --ablate. Returns the heads.
-std::vector<HeadRef> ablate(run::Inference& inf, const std::string& spec, nn::Hooks& hooks,
-                            const char* op);
+// --ablate SPEC of a command: the heads of spec (of inf's model) zero-ablated in every pass this
+// thread runs while the object lives -- a HookScope (nn/hooks.hpp), so the Inference's calls
+// honour it and the hooks they add (a capture, a patch, a mask) compose inside it. An empty
+// spec installs nothing: the calls compute the same bits as without --ablate. Create it on the
+// thread that makes the calls.
+class Ablation {
+ public:
+  Ablation(const run::Inference& inf, const std::string& spec, const char* op);
+  const std::vector<HeadRef>& heads() const { return heads_; }
+
+ private:
+  std::vector<HeadRef> heads_;
+  nn::Hooks hooks_;
+  std::optional<nn::HookScope> scope_;  // ends before hooks_
+};
 
 // Scales every head of an attention layer by a mask variable: z -> z * xi, xi (1, h, 1, 1)
 // all ones in z's dtype, requiring grad. dL/dxi_h is head h's importance on that batch.

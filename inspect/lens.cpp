@@ -41,8 +41,7 @@ Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
   std::vector<std::pair<std::string, std::string>> points{{"embed", out.prefix + "0.resid_pre"}};
   for (int64_t l = 0; l < out.layers; ++l)
     points.emplace_back(std::to_string(l), out.prefix + std::to_string(l) + ".resid_post");
-  nn::Hooks capture;
-  if (const nn::Hooks* own = inf.hooks()) capture.replace = own->replace;
+  nn::Hooks capture;  // a layer inside the caller's, as `read` below (an ablation stays)
   std::vector<std::string> names;
   for (const auto& p : points) names.push_back(p.second);
   capture.capture = nn::names_matching(names);
@@ -56,9 +55,8 @@ Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
   const std::string last_block = points.back().second;
   for (const auto& [name, point] : points) {
     nn::Hooks read;  // the last block's output replaced by this residual stream
-    if (const nn::Hooks* own = inf.hooks()) read.replace = own->replace;
     const ag::Var resid = capture.cache.at(point);
-    read.replace[last_block] = [resid](const ag::Var&) { return resid; };
+    read.add(last_block, [resid](const ag::Var&) { return resid; });
     LensLayer row;
     row.name = name;
     row.hook = point;

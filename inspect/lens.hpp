@@ -43,7 +43,7 @@ struct Lens {
   std::vector<LensLayer> layers;
 };
 
-// The lens of one input, the k most likely tokens per layer. Under the Inference's own hooks.
+// The lens of one input, the k most likely tokens per layer. Under the calling thread's hooks.
 Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k = 5);
 
 // The lens (and a target's attribution, when given) as `qkv lens --json` prints it and

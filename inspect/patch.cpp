@@ -12,12 +12,6 @@ namespace qkv::inspect {
 
 namespace {
 
-nn::Hooks own(const run::Inference& inf) {
-  nn::Hooks h;
-  if (const nn::Hooks* o = inf.hooks()) h.replace = o->replace;
-  return h;
-}
-
 int64_t argmax_last(const Tensor& logits) {
   return to_vector<int64_t>(argmax(logits.select(0, logits.size(0) - 1), -1))[0];
 }
@@ -53,11 +47,11 @@ double logit_difference(const Tensor& logits, int64_t a, int64_t b) {
 
 void add_residual_patch(nn::Hooks& hooks, const std::string& point, const ag::Var& clean,
                         const std::vector<int64_t>& positions) {
-  hooks.replace[point] = [clean, positions](const ag::Var& x) {  // x: (1, n, d)
+  hooks.add(point, [clean, positions](const ag::Var& x) {  // x: (1, n, d)
     Tensor pick = zeros({1, x.size(1), 1});
     for (const int64_t p : positions) pick.data<float>()[p] = 1;
     return ag::where(ne(pick, 0.0), clean, x);
-  };
+  });
 }
 
 Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
@@ -68,7 +62,8 @@ Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
             "length");
   const std::vector<Attention> atts = attentions_of(inf);
   const data::Ids tgt_in = shared_output_side(inf.inspect(clean), inf.inspect(corrupt));
-  nn::Hooks cap = own(inf);
+  // Every hook below is a layer inside the caller's (an ablation stays in place in all runs).
+  nn::Hooks cap;
   cap.capture = nn::names_matching({"*.z", "*.resid_pre"});
   const Tensor clean_logits = inf.logits(clean, tgt_in, &cap);
   const Tensor corrupt_logits = inf.logits(corrupt, tgt_in);
@@ -87,8 +82,8 @@ Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
   for (const Attention& att : atts)
     for (int64_t l = 0; l < att.layers; ++l)
       for (int64_t h = 0; h < att.heads; ++h) {
-        nn::Hooks hooks = own(inf);
-        hooks.replace[att.z(l)] = head_patch(cap.cache.at(att.z(l)), h);
+        nn::Hooks hooks;
+        hooks.add(att.z(l), head_patch(cap.cache.at(att.z(l)), h));
         r.heads.push_back({att.name, att.head_name(l, h), l, h, restored(hooks)});
       }
   const Attention& in = atts.front();  // the input side: the encoder, or the LM's blocks
@@ -98,7 +93,7 @@ Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
     const std::string point = in.prefix + std::to_string(l) + ".resid_pre";
     std::vector<double> row;
     for (int64_t p = 0; p < static_cast<int64_t>(clean.size()); ++p) {
-      nn::Hooks hooks = own(inf);
+      nn::Hooks hooks;
       add_residual_patch(hooks, point, cap.cache.at(point), {p});
       row.push_back(restored(hooks));
     }

@@ -125,22 +125,22 @@ Var MultiHeadAttention::merge_heads(const Var& x) const {
 }
 
 Var MultiHeadAttention::forward(const Var& query, const Var& key, const Var& value,
-                                const Tensor& mask, Var* weights) const {
+                                const Tensor& mask) const {
   QKV_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 && query.size(-1) == d_model &&
                 key.size(-1) == d_model && value.size(-1) == d_model &&
                 key.size(1) == value.size(1) && query.size(0) == key.size(0) &&
                 key.size(0) == value.size(0),
             "MultiHeadAttention", "query ", query.shape(), ", key ", key.shape(), ", value ",
             value.shape(), " for d_model ", d_model, " (expected (B, n, d) and (B, m, d))");
-  // Keys, then values: their hook points pass in this order whatever order a compiler
-  // evaluates call arguments in.
-  const Var k = project_key(key);
+  // Values, then keys: the order their hook points pass (hook_points) and their ops are
+  // recorded in, written out rather than left to the compiler's order of arguments.
   const Var v = project_value(value);
-  return attend(query, k, v, mask, weights);
+  const Var k = project_key(key);
+  return attend(query, k, v, mask);
 }
 
 Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, const Tensor& mask,
-                               Var* weights, int64_t q_offset) const {
+                               int64_t q_offset) const {
   Var q = split_heads(w_q->forward(query));  // (B, h, n, d_head)
   if (qk_norm_eps > 0) q = ag::rms_norm(q, Var(), qk_norm_eps);
   Var bias;
@@ -158,7 +158,7 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
                         window,
                         is_training() ? dropout_p : 0.0,
                         dropout_gen.get(),
-                        weights,
+                        nullptr,
                         scorer_params};
   Var o = scorer_of(kind).attend(scoring);  // (B, h, n, d_head)
   if (hooks_active()) o = hook_point(hook_pattern(scoring, o), hook_prefix, "z");
@@ -167,15 +167,12 @@ Var MultiHeadAttention::attend(const Var& query, const Var& k, const Var& v, con
 
 Var MultiHeadAttention::hook_pattern(const Scoring& s, Var o) const {
   if (!hook_wanted(hook_prefix, "pattern")) return o;
-  Var pattern = s.weights ? *s.weights : Var();
-  if (!pattern.defined()) {  // the caller's pass kept no weights: form them, drawing no dropout
-    Scoring again = s;
-    again.dropout_p = 0;
-    again.weights = &pattern;
-    scorer_of(kind).attend(again);
-  }
+  Var pattern;  // formed again, with weights, drawing no dropout
+  Scoring again = s;
+  again.dropout_p = 0;
+  again.weights = &pattern;
+  scorer_of(kind).attend(again);
   const detail::Hooked p = detail::run_hook(pattern, hook_prefix, "pattern");
-  if (s.weights) *s.weights = p.value;
   if (!p.replaced) return o;
   Var a = p.value;
   if (s.dropout_p > 0) a = ag::dropout(a, s.dropout_p, *s.dropout_gen);
@@ -193,6 +190,10 @@ Var MultiHeadAttention::project_key(const Var& key, int64_t offset) const {
 
 Var MultiHeadAttention::project_value(const Var& value) const {
   return hook_point(split_heads(w_v->forward(value)), hook_prefix, "v");
+}
+
+void MultiHeadAttention::list_hooks(std::vector<std::string>& out) const {
+  for (const char* n : {"v", "k", "q", "pattern", "z"}) out.push_back(hook_prefix + n);
 }
 
 void MultiHeadAttention::use_positions(PositionKind kind, int64_t clip) {

@@ -51,16 +51,16 @@ class MultiHeadAttention : public Module {
 
   // query: (B, n, d), key/value: (B, m, d) -> (B, n, d). Self-attention passes the same
   // tensor three times; cross-attention takes key/value from another sequence (m != n).
-  // mask: bool broadcastable to (B, h, n, m). When weights is non-null it receives the
-  // per-head attention weights (B, h, n, m) (off by default: training never pays for them).
-  Var forward(const Var& query, const Var& key, const Var& value, const Tensor& mask = Tensor(),
-              Var* weights = nullptr) const;
+  // mask: bool broadcastable to (B, h, n, m). The weights (B, h, n, m) are the hook point
+  // "pattern" (nn/hooks.hpp), formed only when a hook asks for them.
+  Var forward(const Var& query, const Var& key, const Var& value,
+              const Tensor& mask = Tensor()) const;
 
   // As forward, with keys and values already projected and split: k, v: (B, h, m, d_head).
   // Incremental decoding uses it with cached projections; q_offset is the position of the
   // first query (positions inside attention only: keys sit at 0 .. m - 1).
   Var attend(const Var& query, const Var& k, const Var& v, const Tensor& mask = Tensor(),
-             Var* weights = nullptr, int64_t q_offset = 0) const;
+             int64_t q_offset = 0) const;
   // key (B, m, d) -> its projection split into heads (B, h, m, d_head), keys at positions
   // offset .. offset + m - 1 (rope rotates them there); likewise value (never rotated).
   Var project_key(const Var& key, int64_t offset = 0) const;
@@ -94,10 +94,13 @@ class MultiHeadAttention : public Module {
   std::vector<Var> scorer_params;  // the scorer's own (Scorer::init), in registration order
   // Its hook points' names start with this ("blocks.0.attn."; nn/hooks.hpp): q, k, v, pattern, z.
   std::string hook_prefix = "attn.";
+  // Appends its hook points' names in the order forward passes them: v, k, q, pattern, z.
+  void list_hooks(std::vector<std::string>& out) const;
 
  private:
   // o (B, h, n, d_head) with the pattern hook applied: captured (formed by a second scorer call
-  // without dropout when the caller did not ask for weights) and, when replaced, o = pattern v.
+  // without dropout, so o stays what the scorer's fast path computed) and, when replaced,
+  // o = pattern v.
   Var hook_pattern(const Scoring& s, Var o) const;
 };
 

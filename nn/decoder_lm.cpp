@@ -65,14 +65,21 @@ Var DecoderLM::head(const Var& h) const {
 DecoderLM::DecoderLM(const ModelConfig& c, Generator& gen)
     : DecoderLM(validated_lm(c), gen, std::make_shared<Generator>(gen.next_u64())) {}
 
-Var DecoderLM::forward(const Tensor&, const Tensor& tgt_in, const Tensor&, const Tensor& tgt_valid,
-                       AttentionMaps* maps) const {
-  return forward(tgt_in, tgt_valid, maps ? &maps->decoder_self : nullptr);
+Var DecoderLM::forward(const Tensor&, const Tensor& tgt_in, const Tensor&,
+                       const Tensor& tgt_valid) const {
+  return forward(tgt_in, tgt_valid);
 }
 
-Var DecoderLM::features(const Tensor&, const Tensor& tgt_in, const Tensor&, const Tensor& tgt_valid,
-                        AttentionMaps* maps) const {
-  return body(tgt_in, tgt_valid, maps ? &maps->decoder_self : nullptr);
+Var DecoderLM::features(const Tensor&, const Tensor& tgt_in, const Tensor&,
+                        const Tensor& tgt_valid) const {
+  return body(tgt_in, tgt_valid);
+}
+
+std::vector<std::string> DecoderLM::hook_points() const {
+  std::vector<std::string> out{"embed"};
+  blocks->list_hooks(out);
+  out.push_back("logits");
+  return out;
 }
 
 Model::OutputLayer DecoderLM::output_layer() const {
@@ -80,11 +87,11 @@ Model::OutputLayer DecoderLM::output_layer() const {
   return {embed->weight, Var(), logit_softcap};  // tied: h E^T
 }
 
-Var DecoderLM::forward(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const {
-  return head(body(ids, valid, weights));
+Var DecoderLM::forward(const Tensor& ids, const Tensor& valid) const {
+  return head(body(ids, valid));
 }
 
-Var DecoderLM::body(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const {
+Var DecoderLM::body(const Tensor& ids, const Tensor& valid) const {
   QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64, "DecoderLM",
             "ids must be (B, T) int64, got ", dtype_name(ids.dtype()), " ", ids.shape());
   QKV_CHECK(!valid.defined() || valid.shape() == ids.shape(), "DecoderLM", "valid ", valid.shape(),
@@ -95,7 +102,7 @@ Var DecoderLM::body(const Tensor& ids, const Tensor& valid, std::vector<Var>* we
   const Var x = pos->forward(hook_point(embed->forward(ids), "embed"));
   Tensor mask = causal_mask(t);
   if (valid.defined()) mask = combine_masks(mask, key_padding_mask(valid));
-  return blocks->forward(x, mask, weights);
+  return blocks->forward(x, mask);
 }
 
 Var DecoderLM::step(Cache& cache, const Tensor& tokens) const {

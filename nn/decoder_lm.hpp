@@ -41,14 +41,13 @@ class DecoderLM : public Model {
   DecoderLM(const ModelConfig& c, Generator& gen);
 
   // ids: (B, T) int64 -> logits (B, T, V). valid, when defined: (B, T) bool, true on real
-  // tokens (padding is masked as keys). weights, when non-null, receives each layer's
-  // attention weights (B, h, T, T).
-  Var forward(const Tensor& ids, const Tensor& valid = Tensor(),
-              std::vector<Var>* weights = nullptr) const;
-  // nn::Model's forward: tgt_in alone (src and src_valid are ignored), the weights in
-  // maps->decoder_self.
+  // tokens (padding is masked as keys).
+  Var forward(const Tensor& ids, const Tensor& valid = Tensor()) const;
+  // nn::Model's forward: tgt_in alone (src and src_valid are ignored).
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const override;
+              const Tensor& tgt_valid) const override;
+  // embed, the blocks' (and final_norm), logits.
+  std::vector<std::string> hook_points() const override;
 
   // The keys and values of every layer for the tokens fed so far.
   struct Cache {
@@ -73,13 +72,13 @@ class DecoderLM : public Model {
 
  protected:
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-               const Tensor& tgt_valid, AttentionMaps* maps) const override;
+               const Tensor& tgt_valid) const override;
   OutputLayer output_layer() const override;
 
  private:
   Var head(const Var& h) const;  // (..., d) -> logits (..., V)
   // forward up to the head: (B, T, d)
-  Var body(const Tensor& ids, const Tensor& valid, std::vector<Var>* weights) const;
+  Var body(const Tensor& ids, const Tensor& valid) const;
 };
 
 }  // namespace qkv::nn

@@ -62,8 +62,7 @@ EncoderClassifier::EncoderClassifier(const ModelConfig& c, Generator& gen, Pooli
   classifier = register_module("classifier", std::make_shared<Linear>(c.d_model, c.tgt_vocab, gen));
 }
 
-Var EncoderClassifier::encode(const Tensor& src, const Tensor& src_valid,
-                              std::vector<Var>* weights) const {
+Var EncoderClassifier::encode(const Tensor& src, const Tensor& src_valid) const {
   QKV_CHECK(src.dim() == 2 && src.dtype() == DType::i64 && src.size(1) > 0, "EncoderClassifier",
             "src must be (B, S) int64 with S >= 1, got ", dtype_name(src.dtype()), " ",
             src.shape());
@@ -73,7 +72,7 @@ Var EncoderClassifier::encode(const Tensor& src, const Tensor& src_valid,
   QKV_CHECK(src.size(1) <= max_positions(), "EncoderClassifier", "a sequence of ", src.size(1),
             " tokens is longer than the learned positions' max_len ", max_positions());
   const Var x = pos->forward(hook_point(embed->forward(src), "embed"));  // (B, S, d)
-  return blocks->forward(x, src_valid.defined() ? key_padding_mask(src_valid) : Tensor(), weights);
+  return blocks->forward(x, src_valid.defined() ? key_padding_mask(src_valid) : Tensor());
 }
 
 Var EncoderClassifier::pool(const Var& h, const Tensor& valid) const {
@@ -97,18 +96,18 @@ Var EncoderClassifier::head(const Var& pooled) const {
 }
 
 Var EncoderClassifier::features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-                                const Tensor&, AttentionMaps* maps) const {
+                                const Tensor&) const {
   QKV_CHECK(!tgt_in.defined() ||
                 (tgt_in.dim() == 2 && tgt_in.size(0) == src.size(0) && tgt_in.size(1) == 1),
             "EncoderClassifier", "one class per sequence: tgt_in must be (B, 1) for src ",
             src.shape(), ", got ", tgt_in.shape());
-  const Var h = encode(src, src_valid, maps ? &maps->encoder_self : nullptr);
+  const Var h = encode(src, src_valid);
   return hook_point(pool(h, src_valid), "pooled");
 }
 
 Var EncoderClassifier::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-                               const Tensor& tgt_valid, AttentionMaps* maps) const {
-  return head(features(src, tgt_in, src_valid, tgt_valid, maps));
+                               const Tensor& tgt_valid) const {
+  return head(features(src, tgt_in, src_valid, tgt_valid));
 }
 
 Var EncoderClassifier::classify(const Tensor& src, const Tensor& src_valid) const {
@@ -119,21 +118,9 @@ Model::OutputLayer EncoderClassifier::output_layer() const {
   return {classifier->weight, classifier->bias, logit_softcap};
 }
 
-std::vector<std::string> EncoderClassifier::hook_names() const {
+std::vector<std::string> EncoderClassifier::hook_points() const {
   std::vector<std::string> out{"embed"};
-  for (const auto& layer : blocks->layers) {
-    const std::string& p = layer->hook_prefix;
-    const std::string& a = layer->self_attn->hook_prefix;
-    // keys and values are projected before the queries (MultiHeadAttention::forward)
-    out.insert(out.end(), {p + "resid_pre", a + "k", a + "v", a + "q", a + "pattern", a + "z",
-                           p + "attn_out"});
-    if (layer->ffn) {
-      const std::string& f = layer->ffn->hook_prefix;
-      out.insert(out.end(), {p + "resid_mid", f + "pre", f + "post", p + "mlp_out"});
-    }
-    out.push_back(p + "resid_post");
-  }
-  if (blocks->norm) out.push_back(blocks->hook_prefix + "final_norm");
+  blocks->list_hooks(out);
   out.insert(out.end(), {"pooled", "logits"});
   return out;
 }

@@ -38,7 +38,7 @@
 //
 // Hook points (docs/hooks.md; the names a decoder-only LM's blocks have): embed,
 // blocks.<l>.resid_pre ... blocks.<l>.resid_post, final_norm (with a final norm), pooled
-// (B, 1, d), logits (B, 1, C). hook_names() lists them in forward order without a forward pass.
+// (B, 1, d), logits (B, 1, C). hook_points() lists them in forward order without a forward pass.
 #pragma once
 #include <limits>
 #include <string>
@@ -61,21 +61,21 @@ class EncoderClassifier : public Model {
 
   // nn::Model's forward: src (B, S) int64; src_valid (B, S) bool, true on real tokens, or
   // undefined (every position real); tgt_in (B, 1) or undefined, its values unused; tgt_valid
-  // unused -> logits (B, 1, C). maps->encoder_self receives each layer's (B, h, S, S) weights.
+  // unused -> logits (B, 1, C). Each layer's (B, h, S, S) weights: the hook points
+  // blocks.l.attn.pattern.
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const override;
+              const Tensor& tgt_valid) const override;
   // The class logits of each sequence: src (B, S), src_valid (B, S) or undefined -> (B, C).
   Var classify(const Tensor& src, const Tensor& src_valid = Tensor()) const;
 
-  // Up to the pooling: (B, S, d) hidden states. weights, when non-null, receives each layer's
-  // attention weights (B, h, S, S).
-  Var encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights = nullptr) const;
+  // Up to the pooling: (B, S, d) hidden states.
+  Var encode(const Tensor& src, const Tensor& src_valid) const;
   // h (B, S, d), valid (B, S) bool or undefined -> (B, 1, d): h[:, 0:1] (cls), or
   // sum_s valid[b, s] h[b, s] / sum_s valid[b, s] (mean).
   Var pool(const Var& h, const Tensor& valid) const;
 
   // Every hook point a forward pass reaches, in that order, from the structure alone.
-  std::vector<std::string> hook_names() const;
+  std::vector<std::string> hook_points() const override;
 
   // Longest sequence the positions allow: max_len for learned positions, else unbounded.
   int64_t max_positions() const {
@@ -94,7 +94,7 @@ class EncoderClassifier : public Model {
  protected:
   // The pooled vector (B, 1, d), after its hook point.
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-               const Tensor& tgt_valid, AttentionMaps* maps) const override;
+               const Tensor& tgt_valid) const override;
   OutputLayer output_layer() const override;
 
  private:

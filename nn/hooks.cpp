@@ -1,6 +1,7 @@
 #include "nn/hooks.hpp"
 
 #include <algorithm>
+#include <cassert>
 
 #include "core/error.hpp"
 #include "core/nearest.hpp"
@@ -9,13 +10,20 @@
 namespace qkv::nn {
 
 namespace detail {
-thread_local Hooks* active_hooks = nullptr;
+thread_local HookScope* innermost_scope = nullptr;
 }  // namespace detail
+
+namespace {
+// The outermost layer of this thread's stack: where replacements start.
+thread_local HookScope* outermost_scope = nullptr;
+}  // namespace
 
 struct HookAccess {
   static void pass(Hooks& h, const std::string& name) {
     if (h.seen_.insert(name).second) h.passed.push_back(name);
   }
+  static Hooks& hooks(const HookScope* s) { return s->hooks_; }
+  static const HookScope* inner(const HookScope* s) { return s->inner_; }
 };
 
 bool glob_match(std::string_view p, std::string_view s) {
@@ -46,56 +54,84 @@ std::function<bool(std::string_view)> names_matching(std::vector<std::string> pa
   };
 }
 
-HookScope::HookScope(Hooks& hooks) : previous_(detail::active_hooks) {
-  detail::active_hooks = &hooks;
+HookScope::HookScope(Hooks& hooks) : hooks_(hooks), outer_(detail::innermost_scope) {
+  if (outer_)
+    outer_->inner_ = this;
+  else
+    outermost_scope = this;
+  detail::innermost_scope = this;
 }
-HookScope::~HookScope() { detail::active_hooks = previous_; }
+
+HookScope::~HookScope() {
+  assert(detail::innermost_scope == this && "HookScopes end in the reverse order they began");
+  detail::innermost_scope = outer_;
+  if (outer_)
+    outer_->inner_ = nullptr;
+  else
+    outermost_scope = nullptr;
+}
+
+namespace {
+
+// f(hooks) for each layer of this thread's stack, outermost first.
+template <class F>
+void each_layer(const F& f) {
+  for (const HookScope* s = outermost_scope; s; s = HookAccess::inner(s)) f(HookAccess::hooks(s));
+}
+
+void check_replacement(const Var& before, const Var& after, const std::string& full) {
+  QKV_CHECK(after.defined() && after.shape() == before.shape() && after.dtype() == before.dtype(),
+            "hook", full, ": the replacement must have the activation's shape ", before.shape(),
+            " and dtype ", dtype_name(before.dtype()), ", got ",
+            after.defined() ? cat(dtype_name(after.dtype()), " ", after.shape())
+                            : std::string("nothing"));
+}
+
+bool wanted_by(const Hooks& h, const std::string& full) {
+  const auto it = h.replace.find(full);
+  return (it != h.replace.end() && !it->second.empty()) || (h.capture && h.capture(full));
+}
+
+}  // namespace
 
 detail::Hooked detail::run_hook(const Var& x, const std::string& prefix, const char* name) {
-  Hooks& h = *active_hooks;
   const std::string full = prefix + name;
-  HookAccess::pass(h, full);
   Hooked out{x, false};
-  if (const auto it = h.replace.find(full); it != h.replace.end()) {
-    out.value = it->second(x);
-    out.replaced = true;
-    QKV_CHECK(
-        out.value.defined() && out.value.shape() == x.shape() && out.value.dtype() == x.dtype(),
-        "hook", full, ": the replacement must have the activation's shape ", x.shape(),
-        " and dtype ", dtype_name(x.dtype()), ", got ",
-        out.value.defined() ? cat(dtype_name(out.value.dtype()), " ", out.value.shape())
-                            : std::string("nothing"));
-  }
-  if (h.capture && h.capture(full)) h.cache[full] = out.value;
+  each_layer([&](Hooks& h) {  // outer to inner: each layer's replacements, in order
+    HookAccess::pass(h, full);
+    const auto it = h.replace.find(full);
+    if (it == h.replace.end()) return;
+    for (const HookFn& f : it->second) {
+      Var next = f(out.value);
+      check_replacement(x, next, full);
+      out.value = std::move(next);
+      out.replaced = true;
+    }
+  });
+  each_layer([&](Hooks& h) {  // what flows on, to every layer that asked for it
+    if (h.capture && h.capture(full)) h.cache[full] = out.value;
+  });
   return out;
 }
 
 bool hook_wanted(const std::string& prefix, const char* name) {
-  Hooks* h = detail::active_hooks;
-  if (!h) return false;
+  if (!detail::innermost_scope) return false;
   const std::string full = prefix + name;
-  HookAccess::pass(*h, full);
-  return h->replace.count(full) > 0 || (h->capture && h->capture(full));
+  bool wanted = false;
+  each_layer([&](Hooks& h) {
+    HookAccess::pass(h, full);
+    wanted = wanted || wanted_by(h, full);
+  });
+  return wanted;
 }
 
-std::vector<std::string> hook_points(const Model& model) {
-  Hooks listing;  // captures nothing, replaces nothing: only records the names passed
-  const Tensor one = zeros({1, 1}, DType::i64);
-  const Tensor valid = ones({1, 1}, DType::b8);
-  auto& m = const_cast<Model&>(model);
-  const bool was = m.is_training();
-  m.eval();
-  try {
-    ag::NoGrad no_grad;
-    HookScope scope(listing);
-    model.forward(one, one, valid, valid);
-  } catch (...) {
-    m.train(was);
-    throw;
-  }
-  m.train(was);
-  return listing.passed;
+bool hook_requested(const std::string& name) {
+  bool wanted = false;
+  each_layer([&](Hooks& h) { wanted = wanted || wanted_by(h, name); });
+  return wanted;
 }
+
+std::vector<std::string> hook_points(const Model& model) { return model.hook_points(); }
 
 namespace {
 

@@ -1,29 +1,24 @@
 // Named activations: every activation a model passes through has a stable name (a hook point),
 // and a forward pass can capture it or replace it -- TransformerLens's HookPoint, run_with_cache
-// and run_with_hooks. The table of names, with shapes, is docs/hooks.md.
+// and run_with_hooks. The table of names, with shapes, is docs/hooks.md (checked by a test);
+// nn::hook_points(model) lists a model's names without running it.
 //
-// Names (l counts layers from 0; an encoder-decoder prefixes "encoder." or "decoder."):
-//   embed                     (B, n, d)        token embeddings (scaled), before positions
-//   blocks.l.resid_pre        (B, n, d)        the block's input
-//   blocks.l.attn.q/k/v       (B, h, n|m, d_head) after the projections (QK-norm, rope)
-//   blocks.l.attn.pattern     (B, h, n, m)     the attention weights
-//   blocks.l.attn.z           (B, h, n, d_head) each head's weighted values, before W_O
-//   blocks.l.attn_out         (B, n, d)        what self-attention adds to the residual
-//   blocks.l.resid_mid        (B, n, d)        after self-attention (post-LN: normalised)
-//   decoder.blocks.l.cross.*  as attn.*, cross-attention (keys: the encoder's output)
-//   decoder.blocks.l.cross_out, decoder.blocks.l.resid_cross   likewise, after cross-attention
-//   blocks.l.mlp.pre/post     (B, n, d_ff)     the FFN before and after its activation
-//   blocks.l.mlp_out          (B, n, d)        what the FFN adds to the residual
-//   blocks.l.resid_post       (B, n, d)        the block's output
-//   final_norm                (B, n, d)        the stack's final norm (when it has one)
-//   logits                    (B, n, V)
-// In incremental decoding (KV cache) a pass covers only the new positions: n is 1, m grows.
+// Hooks are a stack per thread. A HookScope pushes one layer (an nn::Hooks) for the passes this
+// thread runs until it ends; an inner scope adds to the outer ones instead of hiding them:
+//   - replace: at a hook point the replacements of every layer apply, outer layer first, and
+//     within a layer in the order they were added; the value after all of them flows on;
+//   - capture: each layer whose filter takes the name stores that final value in its own cache
+//     (a layer never receives what another layer asked for); `passed` is per layer too.
+// So an ablation installed around a call (`--ablate`) composes with whatever the call adds
+// inside (a capture, a patch, a head-importance mask) without anyone copying it.
 //
-// Cost: with no Hooks in scope a hook point is one thread-local pointer test, so training and
-// decoding compute the same bits with or without this file. Capturing or replacing an
-// attention pattern makes that layer also form its (n x m) weights.
+// Cost: with no HookScope on this thread a hook point is one thread-local pointer test, so
+// training and decoding compute the same bits with or without this file. Capturing or replacing
+// an attention pattern makes that layer also form its (n x m) weights; only a hooked `logits`
+// makes the training loss form the logits (nn::Model::forward_loss).
 //
-// Threads: hooks are set per thread (HookScope); the kernels' worker threads never run modules.
+// Threads: hooks are per thread (no layer is shared between threads), and the kernels' worker
+// threads never run modules. A Hooks object itself is not synchronised: one thread's scopes.
 #pragma once
 #include <functional>
 #include <map>
@@ -43,16 +38,22 @@ class Model;
 // The gradient flows through what it returns, so a hook may scale by a Var that requires grad.
 using HookFn = std::function<Var(const Var& activation)>;
 
-// What the forward passes in a HookScope do at their hook points.
+// One layer of hooks: what the forward passes in its HookScope do at their hook points.
 struct Hooks {
-  // Capture: a hook point whose name passes the filter is stored in `cache` under its name, as it
-  // flows on (after any replacement). A name passed again (one pass per decoded token) keeps the
-  // last. An empty filter captures nothing.
+  // Capture: a hook point whose name passes the filter is stored in `cache` under its name, as
+  // it flows on (after the replacements of every layer in scope). A name passed again (one pass
+  // per decoded token) keeps the last. An empty filter captures nothing.
   std::function<bool(std::string_view name)> capture;
   std::map<std::string, Var> cache;
-  // Replace: at the hook point of exactly this name, what the function returns flows on.
-  std::map<std::string, HookFn> replace;
-  // Every hook point passed, in the order first passed.
+  // Replace: at the hook point of exactly this name, each function in turn (the first gets the
+  // activation, each next one what the previous returned).
+  std::map<std::string, std::vector<HookFn>> replace;
+  // Appends f to the replacements of the hook point `name`.
+  Hooks& add(const std::string& name, HookFn f) {
+    replace[name].push_back(std::move(f));
+    return *this;
+  }
+  // Every hook point passed while this layer was in scope, in the order first passed.
   std::vector<std::string> passed;
 
  private:
@@ -65,8 +66,9 @@ struct Hooks {
 std::function<bool(std::string_view)> names_matching(std::vector<std::string> patterns);
 bool glob_match(std::string_view pattern, std::string_view name);
 
-// Installs hooks for the forward passes of this thread until destroyed (the previous ones, if
-// any, come back then). The Hooks must outlive the scope.
+// Pushes hooks as the innermost layer of this thread's stack until destroyed. Scopes end in the
+// reverse order they began (as RAII objects on one thread's stack do). The Hooks must outlive
+// the scope.
 class HookScope {
  public:
   explicit HookScope(Hooks& hooks);
@@ -75,37 +77,44 @@ class HookScope {
   HookScope& operator=(const HookScope&) = delete;
 
  private:
-  Hooks* previous_;
+  friend struct HookAccess;
+  Hooks& hooks_;
+  HookScope* outer_;            // the layer below (null: this is the outermost)
+  HookScope* inner_ = nullptr;  // the layer above (null: this is the innermost)
 };
 
 namespace detail {
-extern thread_local Hooks* active_hooks;
+extern thread_local HookScope* innermost_scope;
 struct Hooked {
   Var value;
-  bool replaced = false;
+  bool replaced = false;  // some layer replaced it
 };
 Hooked run_hook(const Var& x, const std::string& prefix, const char* name);
 }  // namespace detail
 
-inline bool hooks_active() { return detail::active_hooks != nullptr; }
+inline bool hooks_active() { return detail::innermost_scope != nullptr; }
 
 // The hook point prefix + name on x: x itself when no hooks are in scope.
 inline Var hook_point(const Var& x, const std::string& prefix, const char* name) {
-  if (!detail::active_hooks) return x;
+  if (!detail::innermost_scope) return x;
   return detail::run_hook(x, prefix, name).value;
 }
 // A model-level hook point ("logits", "encoder.embed"): the name whole.
 inline Var hook_point(const Var& x, const char* name) {
-  if (!detail::active_hooks) return x;
+  if (!detail::innermost_scope) return x;
   static const std::string none;
   return detail::run_hook(x, none, name).value;
 }
-// For an activation that costs something to form (an attention pattern): true when the hook
-// point prefix + name is captured or replaced. Marks it passed. False when no hooks are in scope.
+// For an activation that costs something to form (an attention pattern): true when some layer
+// in scope captures or replaces the hook point prefix + name. Marks it passed in every layer.
+// False when no hooks are in scope.
 bool hook_wanted(const std::string& prefix, const char* name);
+// Whether some layer in scope captures or replaces `name`, without passing it: for a pass that
+// forms the activation only when asked (the training loss and "logits").
+bool hook_requested(const std::string& name);
 
-// Every hook point of the model, in the order a forward pass reaches them (one pass over a
-// single token in eval mode, without recording; the model's flag is restored).
+// Every hook point of the model, in the order a forward pass reaches them (a teacher-forced
+// pass; incremental decoding passes the same names). Known at construction: no pass runs.
 std::vector<std::string> hook_points(const Model& model);
 
 // Throws qkv::Error naming op when a name (exact, or a glob pattern) matches no hook point of

@@ -109,4 +109,8 @@ Var PositionwiseFeedForward::forward(const Var& x) const {
   return linear2->forward(dropout->forward(hook_point(h, hook_prefix, "post")));
 }
 
+void PositionwiseFeedForward::list_hooks(std::vector<std::string>& out) const {
+  for (const char* n : {"pre", "post"}) out.push_back(hook_prefix + n);
+}
+
 }  // namespace qkv::nn

@@ -94,6 +94,8 @@ class PositionwiseFeedForward : public Module {
   std::shared_ptr<Dropout> dropout;
   Activation act;
   std::string hook_prefix = "mlp.";  // hook points (nn/hooks.hpp): pre (B, n, d_ff) and post
+  // Appends its hook points' names, in the order forward passes them.
+  void list_hooks(std::vector<std::string>& out) const;
 };
 
 }  // namespace qkv::nn

@@ -32,14 +32,15 @@ void Model::load_checkpoint_state(const NamedTensors& state) {
 
 Var Model::forward_loss(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                         const Tensor& tgt_valid, const Tensor& tgt_out, int64_t ignore_index,
-                        double label_smoothing, AttentionMaps* maps) const {
+                        double label_smoothing) const {
   const OutputLayer out = output_layer();
-  if (hooks_active() || out.softcap > 0) {  // the logits are needed as themselves
-    const Var logits = forward(src, tgt_in, src_valid, tgt_valid, maps);
+  // The logits are needed as themselves: hooked, or soft-capped.
+  if (out.softcap > 0 || (hooks_active() && hook_requested("logits"))) {
+    const Var logits = forward(src, tgt_in, src_valid, tgt_valid);
     return ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), tgt_out.flatten(),
                              ignore_index, label_smoothing);
   }
-  const Var h = features(src, tgt_in, src_valid, tgt_valid, maps);
+  const Var h = features(src, tgt_in, src_valid, tgt_valid);
   return ag::linear_cross_entropy(h, out.weight, out.bias, tgt_out.flatten(), ignore_index,
                                   label_smoothing);
 }

@@ -17,25 +17,24 @@
 
 namespace qkv::nn {
 
-// Per-layer attention weights, when asked for.
-struct AttentionMaps {
-  std::vector<Var> encoder_self, decoder_self, decoder_cross;  // each (B, h, n, m)
-};
-
 class Model : public Module {
  public:
-  // Teacher-forced logits of tgt_in; masks are bool, true on real tokens (not padding). maps,
-  // when non-null, receives every layer's attention weights (a language model's in
-  // decoder_self).
+  // Teacher-forced logits of tgt_in; masks are bool, true on real tokens (not padding). Every
+  // activation, attention weights included, is a hook point (nn/hooks.hpp).
   virtual Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-                      const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const = 0;
+                      const Tensor& tgt_valid) const = 0;
   // The teacher-forced token-mean loss: cross_entropy(forward(...) as (B*T, V), tgt_out (B, T)
-  // flattened, ignore_index, label_smoothing). Unless something needs the logits (hooks in
-  // scope, a logit soft cap), the output layer and the loss are one op,
-  // ag::linear_cross_entropy: a bf16 step then never forms the (B*T, V) float32 logits.
+  // flattened, ignore_index, label_smoothing). Unless something needs the logits (a hook on
+  // "logits", a logit soft cap), the output layer and the loss are one op,
+  // ag::linear_cross_entropy: a bf16 step then never forms the (B*T, V) float32 logits. Hooks
+  // on other points (training's attention patterns) leave it fused.
   Var forward_loss(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                    const Tensor& tgt_valid, const Tensor& tgt_out, int64_t ignore_index,
-                   double label_smoothing, AttentionMaps* maps = nullptr) const;
+                   double label_smoothing) const;
+
+  // Its hook points, in the order forward passes them (nn::hook_points): named when the model
+  // is built, listed without a pass.
+  virtual std::vector<std::string> hook_points() const = 0;
 
   // The generator used by every dropout in the model (saved in checkpoints).
   Generator& dropout_generator() const { return *dropout_gen_; }
@@ -52,7 +51,7 @@ class Model : public Module {
       : dropout_gen_(std::move(dropout_gen)), scope_(std::move(scope)) {}
   // What forward computes before its output layer: (B, T, d), the same arguments.
   virtual Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-                       const Tensor& tgt_valid, AttentionMaps* maps) const = 0;
+                       const Tensor& tgt_valid) const = 0;
   // The output layer forward applies to features: logits = soft cap of (h weight^T + bias).
   struct OutputLayer {
     Var weight;  // (V, d)

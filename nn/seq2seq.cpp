@@ -103,48 +103,54 @@ Var Seq2Seq::project(const Var& h) const {
   return hook_point(soft_cap(logits, config.logit_softcap), "logits");
 }
 
-Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights) const {
+Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid) const {
   QKV_CHECK(src.dim() == 2 && src_valid.shape() == src.shape(), "Seq2Seq::encode", "src ",
             src.shape(), " and src_valid ", src_valid.shape(), " must both be (B, S)");
   ag::ModuleScope scope("encoder");
   const Var x = src_pos->forward(hook_point(src_embed->forward(src), "encoder.embed"));
-  return encoder->forward(x, key_padding_mask(src_valid), weights);
+  return encoder->forward(x, key_padding_mask(src_valid));
 }
 
 Var Seq2Seq::decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
-                    const Tensor& tgt_valid, AttentionMaps* maps) const {
-  const Var h = decode_features(memory, src_valid, tgt_in, tgt_valid, maps);
+                    const Tensor& tgt_valid) const {
+  const Var h = decode_features(memory, src_valid, tgt_in, tgt_valid);
   ag::ModuleScope scope("decoder");
   return project(h);
 }
 
 Var Seq2Seq::decode_features(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
-                             const Tensor& tgt_valid, AttentionMaps* maps) const {
+                             const Tensor& tgt_valid) const {
   QKV_CHECK(tgt_in.dim() == 2 && tgt_valid.shape() == tgt_in.shape(), "Seq2Seq::decode", "tgt_in ",
             tgt_in.shape(), " and tgt_valid ", tgt_valid.shape(), " must both be (B, T)");
   ag::ModuleScope scope("decoder");
   const int64_t t = tgt_in.size(1);
   const Var y = tgt_pos->forward(hook_point(tgt_embed->forward(tgt_in), "decoder.embed"));
   const Tensor self_mask = combine_masks(causal_mask(t), key_padding_mask(tgt_valid));
-  const Var h =
-      decoder->forward(y, memory, self_mask, key_padding_mask(src_valid),
-                       maps ? &maps->decoder_self : nullptr, maps ? &maps->decoder_cross : nullptr);
-  return h;
+  return decoder->forward(y, memory, self_mask, key_padding_mask(src_valid));
 }
 
 Var Seq2Seq::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-                     const Tensor& tgt_valid, AttentionMaps* maps) const {
-  const Var h = features(src, tgt_in, src_valid, tgt_valid, maps);
+                     const Tensor& tgt_valid) const {
+  const Var h = features(src, tgt_in, src_valid, tgt_valid);
   ag::ModuleScope scope("decoder");
   return project(h);
 }
 
 Var Seq2Seq::features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-                      const Tensor& tgt_valid, AttentionMaps* maps) const {
+                      const Tensor& tgt_valid) const {
   QKV_CHECK(src.size(0) == tgt_in.size(0), "Seq2Seq", "batch sizes differ: src ", src.shape(),
             ", tgt_in ", tgt_in.shape());
-  const Var memory = encode(src, src_valid, maps ? &maps->encoder_self : nullptr);
-  return decode_features(memory, src_valid, tgt_in, tgt_valid, maps);
+  const Var memory = encode(src, src_valid);
+  return decode_features(memory, src_valid, tgt_in, tgt_valid);
+}
+
+std::vector<std::string> Seq2Seq::hook_points() const {
+  std::vector<std::string> out{"encoder.embed"};
+  encoder->list_hooks(out);
+  out.push_back("decoder.embed");
+  decoder->list_hooks(out);
+  out.push_back("logits");
+  return out;
 }
 
 Model::OutputLayer Seq2Seq::output_layer() const {
@@ -159,13 +165,13 @@ Seq2Seq::DecodeState Seq2Seq::start_decoding(const Var& memory, const Tensor& sr
   return s;
 }
 
-Var Seq2Seq::decode_step(DecodeState& s, const Tensor& tokens, std::vector<Var>* cws) const {
+Var Seq2Seq::decode_step(DecodeState& s, const Tensor& tokens) const {
   QKV_CHECK(tokens.dim() == 1 && tokens.size(0) == s.memory.size(0), "Seq2Seq::decode_step",
             "tokens ", tokens.shape(), " for a batch of ", s.memory.size(0));
   ag::NoGrad no_grad;
   const Var y = tgt_pos->forward(
       hook_point(tgt_embed->forward(tokens.unsqueeze(1)), "decoder.embed"), s.position);
-  const Var h = decoder->forward_step(y, s.memory, s.cross_mask, s.cache, cws);
+  const Var h = decoder->forward_step(y, s.memory, s.cross_mask, s.cache);
   ++s.position;
   return ag::select(project(h), 1, 0);  // (B, V)
 }

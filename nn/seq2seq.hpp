@@ -67,12 +67,14 @@ class Seq2Seq : public Model {
   Seq2Seq(const ModelConfig& c, Generator& gen);
 
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-              const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const override;
+              const Tensor& tgt_valid) const override;
   // memory: (B, S, d)
-  Var encode(const Tensor& src, const Tensor& src_valid, std::vector<Var>* weights = nullptr) const;
+  Var encode(const Tensor& src, const Tensor& src_valid) const;
   // Full decoder pass over tgt_in: (B, T, V) logits.
   Var decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
-             const Tensor& tgt_valid, AttentionMaps* maps = nullptr) const;
+             const Tensor& tgt_valid) const;
+  // encoder.embed, the encoder's, decoder.embed, the decoder's, logits.
+  std::vector<std::string> hook_points() const override;
 
   // Incremental decoding: feed one token per sequence at a time; the state caches every
   // layer's keys and values, so step t costs O(t) instead of re-running the prefix.
@@ -84,8 +86,7 @@ class Seq2Seq : public Model {
   };
   DecodeState start_decoding(const Var& memory, const Tensor& src_valid) const;
   // tokens: (B) int64, the previous output (or <bos>) -> logits (B, V) for the next token.
-  Var decode_step(DecodeState& state, const Tensor& tokens,
-                  std::vector<Var>* cross_weights = nullptr) const;
+  Var decode_step(DecodeState& state, const Tensor& tokens) const;
 
   ModelConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;
@@ -96,14 +97,14 @@ class Seq2Seq : public Model {
 
  protected:
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
-               const Tensor& tgt_valid, AttentionMaps* maps) const override;
+               const Tensor& tgt_valid) const override;
   OutputLayer output_layer() const override;
 
  private:
   Var project(const Var& h) const;  // (..., d) -> (..., V)
   // decode up to the output layer: (B, T, d)
   Var decode_features(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
-                      const Tensor& tgt_valid, AttentionMaps* maps) const;
+                      const Tensor& tgt_valid) const;
 };
 
 }  // namespace qkv::nn

@@ -34,7 +34,7 @@ Var cached_self_attention(const MultiHeadAttention& attn, const Var& h, Var& k_c
   const Var k = attn.project_key(h, t), v = attn.project_value(h);
   k_cache = k_cache.defined() ? ag::concat({k_cache, k}, 2) : k;
   v_cache = v_cache.defined() ? ag::concat({v_cache, v}, 2) : v;
-  return attn.attend(h, k_cache, v_cache, n > 1 ? causal_mask(n, t + n) : Tensor(), nullptr, t);
+  return attn.attend(h, k_cache, v_cache, n > 1 ? causal_mask(n, t + n) : Tensor(), t);
 }
 
 // ------------------------------------------------------------------ encoder block
@@ -54,10 +54,10 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, dgen));
 }
 
-Var TransformerEncoderBlock::forward(const Var& x, const Tensor& mask, Var* w) const {
+Var TransformerEncoderBlock::forward(const Var& x, const Tensor& mask) const {
   auto sa = [&](const Var& h) {
     return dropout1->forward(
-        hook_point(self_attn->forward(h, h, h, mask, w), hook_prefix, "attn_out"));
+        hook_point(self_attn->forward(h, h, h, mask), hook_prefix, "attn_out"));
   };
   auto ff = [&](const Var& h) {
     return dropout2->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
@@ -89,6 +89,18 @@ void TransformerEncoderBlock::name_hooks(const std::string& prefix) {
   if (ffn) ffn->hook_prefix = prefix + "mlp.";
 }
 
+void TransformerEncoderBlock::list_hooks(std::vector<std::string>& out) const {
+  out.push_back(hook_prefix + "resid_pre");
+  self_attn->list_hooks(out);
+  out.push_back(hook_prefix + "attn_out");
+  if (ffn) {
+    out.push_back(hook_prefix + "resid_mid");
+    ffn->list_hooks(out);
+    out.push_back(hook_prefix + "mlp_out");
+  }
+  out.push_back(hook_prefix + "resid_post");
+}
+
 // ------------------------------------------------------------------ decoder block
 
 TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator& gen,
@@ -110,14 +122,14 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator
 }
 
 Var TransformerDecoderBlock::forward(const Var& x, const Var& memory, const Tensor& self_mask,
-                                     const Tensor& cross_mask, Var* sw, Var* cw) const {
+                                     const Tensor& cross_mask) const {
   auto sa = [&](const Var& h) {
     return dropout1->forward(
-        hook_point(self_attn->forward(h, h, h, self_mask, sw), hook_prefix, "attn_out"));
+        hook_point(self_attn->forward(h, h, h, self_mask), hook_prefix, "attn_out"));
   };
   auto ca = [&](const Var& h) {
-    return dropout2->forward(hook_point(cross_attn->forward(h, memory, memory, cross_mask, cw),
-                                        hook_prefix, "cross_out"));
+    return dropout2->forward(
+        hook_point(cross_attn->forward(h, memory, memory, cross_mask), hook_prefix, "cross_out"));
   };
   auto ff = [&](const Var& h) {
     return dropout3->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
@@ -126,7 +138,7 @@ Var TransformerDecoderBlock::forward(const Var& x, const Var& memory, const Tens
 }
 
 Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
-                                          DecoderBlockCache& cache, Var* cw) const {
+                                          DecoderBlockCache& cache) const {
   auto sa = [&](const Var& h) {
     return hook_point(cached_self_attention(*self_attn, h, cache.self_k, cache.self_v), hook_prefix,
                       "attn_out");
@@ -136,8 +148,8 @@ Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory, const
       cache.cross_k = cross_attn->project_key(memory);
       cache.cross_v = cross_attn->project_value(memory);
     }
-    return hook_point(cross_attn->attend(h, cache.cross_k, cache.cross_v, cross_mask, cw),
-                      hook_prefix, "cross_out");
+    return hook_point(cross_attn->attend(h, cache.cross_k, cache.cross_v, cross_mask), hook_prefix,
+                      "cross_out");
   };
   auto ff = [&](const Var& h) { return hook_point(ffn->forward(h), hook_prefix, "mlp_out"); };
   return sublayers(x, sa, ca, ff);
@@ -161,6 +173,21 @@ void TransformerDecoderBlock::name_hooks(const std::string& prefix) {
   if (ffn) ffn->hook_prefix = prefix + "mlp.";
 }
 
+void TransformerDecoderBlock::list_hooks(std::vector<std::string>& out) const {
+  out.push_back(hook_prefix + "resid_pre");
+  self_attn->list_hooks(out);
+  out.push_back(hook_prefix + "attn_out");
+  out.push_back(hook_prefix + "resid_mid");
+  cross_attn->list_hooks(out);
+  out.push_back(hook_prefix + "cross_out");
+  if (ffn) {
+    out.push_back(hook_prefix + "resid_cross");
+    ffn->list_hooks(out);
+    out.push_back(hook_prefix + "mlp_out");
+  }
+  out.push_back(hook_prefix + "resid_post");
+}
+
 // ------------------------------------------------------------------ stacks
 
 Encoder::Encoder(int64_t n, const BlockConfig& c, bool final_norm, Generator& gen,
@@ -179,13 +206,16 @@ void Encoder::name_hooks(const std::string& prefix) {
     layers[i]->name_hooks(prefix + "blocks." + std::to_string(i) + ".");
 }
 
-Var Encoder::forward(const Var& x, const Tensor& mask, std::vector<Var>* weights) const {
+void Encoder::list_hooks(std::vector<std::string>& out) const {
+  for (const auto& layer : layers) layer->list_hooks(out);
+  if (norm) out.push_back(hook_prefix + "final_norm");
+}
+
+Var Encoder::forward(const Var& x, const Tensor& mask) const {
   Var h = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     ag::ModuleScope scope("layers." + std::to_string(i));
-    Var w;
-    h = layers[i]->forward(h, mask, weights ? &w : nullptr);
-    if (weights) weights->push_back(w);
+    h = layers[i]->forward(h, mask);
   }
   return norm ? hook_point(norm->forward(h), hook_prefix, "final_norm") : h;
 }
@@ -213,29 +243,27 @@ void Decoder::name_hooks(const std::string& prefix) {
     layers[i]->name_hooks(prefix + "blocks." + std::to_string(i) + ".");
 }
 
+void Decoder::list_hooks(std::vector<std::string>& out) const {
+  for (const auto& layer : layers) layer->list_hooks(out);
+  if (norm) out.push_back(hook_prefix + "final_norm");
+}
+
 Var Decoder::forward(const Var& x, const Var& memory, const Tensor& self_mask,
-                     const Tensor& cross_mask, std::vector<Var>* sws, std::vector<Var>* cws) const {
+                     const Tensor& cross_mask) const {
   Var h = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     ag::ModuleScope scope("layers." + std::to_string(i));
-    Var sw, cw;
-    h = layers[i]->forward(h, memory, self_mask, cross_mask, sws ? &sw : nullptr,
-                           cws ? &cw : nullptr);
-    if (sws) sws->push_back(sw);
-    if (cws) cws->push_back(cw);
+    h = layers[i]->forward(h, memory, self_mask, cross_mask);
   }
   return norm ? hook_point(norm->forward(h), hook_prefix, "final_norm") : h;
 }
 
 Var Decoder::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
-                          std::vector<DecoderBlockCache>& cache, std::vector<Var>* cws) const {
+                          std::vector<DecoderBlockCache>& cache) const {
   if (cache.size() != layers.size()) cache.resize(layers.size());
   Var h = x;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    Var cw;
-    h = layers[i]->forward_step(h, memory, cross_mask, cache[i], cws ? &cw : nullptr);
-    if (cws) cws->push_back(cw);
-  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    h = layers[i]->forward_step(h, memory, cross_mask, cache[i]);
   return norm ? hook_point(norm->forward(h), hook_prefix, "final_norm") : h;
 }
 

@@ -53,7 +53,7 @@ class TransformerEncoderBlock : public Module {
  public:
   TransformerEncoderBlock(const BlockConfig& c, Generator& gen, std::shared_ptr<Generator> dgen);
   // mask: broadcastable to (B, h, n, n), e.g. key_padding_mask(src_valid).
-  Var forward(const Var& x, const Tensor& mask, Var* attn_weights = nullptr) const;
+  Var forward(const Var& x, const Tensor& mask) const;
   // Causal incremental form: x (B, n, d) holds the next n positions; the cache holds the
   // earlier ones and receives these. No autograd (inference), no dropout.
   Var forward_step(const Var& x, SelfAttentionCache& cache) const;
@@ -62,6 +62,8 @@ class TransformerEncoderBlock : public Module {
   // attention's and FFN's (prefix + "attn.", prefix + "mlp."); nn/hooks.hpp. Attention alone
   // passes resid_pre, attn.*, attn_out, resid_post.
   void name_hooks(const std::string& prefix);
+  // Appends the names of its hook points in the order forward passes them.
+  void list_hooks(std::vector<std::string>& out) const;
 
   bool norm_first;
   std::shared_ptr<MultiHeadAttention> self_attn;
@@ -88,17 +90,18 @@ class TransformerDecoderBlock : public Module {
   TransformerDecoderBlock(const BlockConfig& c, Generator& gen, std::shared_ptr<Generator> dgen);
   // x: (B, n, d), memory: (B, m, d). self_mask broadcastable to (B, h, n, n) (causal AND
   // target padding); cross_mask to (B, h, n, m) (source padding).
-  Var forward(const Var& x, const Var& memory, const Tensor& self_mask, const Tensor& cross_mask,
-              Var* self_weights = nullptr, Var* cross_weights = nullptr) const;
+  Var forward(const Var& x, const Var& memory, const Tensor& self_mask,
+              const Tensor& cross_mask) const;
   // One new position. x: (B, 1, d); the cache holds positions < t and receives t (rope keys
   // are cached rotated, each at its own position; the query is rotated at t).
   // cross_mask broadcastable to (B, h, 1, m). No autograd (inference).
   Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
-                   DecoderBlockCache& cache, Var* cross_weights = nullptr) const;
+                   DecoderBlockCache& cache) const;
 
   // As the encoder block's, plus cross_out, resid_cross and the cross-attention's (prefix +
   // "cross.").
   void name_hooks(const std::string& prefix);
+  void list_hooks(std::vector<std::string>& out) const;
 
   bool norm_first;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
@@ -118,13 +121,14 @@ class Encoder : public Module {
  public:
   Encoder(int64_t layers, const BlockConfig& c, bool final_norm, Generator& gen,
           std::shared_ptr<Generator> dgen);
-  // weights, when non-null, receives each layer's self-attention weights.
-  Var forward(const Var& x, const Tensor& mask, std::vector<Var>* weights = nullptr) const;
+  Var forward(const Var& x, const Tensor& mask) const;
   // Causal incremental form (decoder-only LMs): see TransformerEncoderBlock::forward_step.
   Var forward_step(const Var& x, std::vector<SelfAttentionCache>& cache) const;
   // Names the hook points prefix + "blocks.L." and prefix + "final_norm" (nn/hooks.hpp); an
   // Encoder starts with prefix "" (a decoder-only LM's names), Seq2Seq sets "encoder.".
   void name_hooks(const std::string& prefix);
+  // Appends the names of its hook points in the order forward passes them.
+  void list_hooks(std::vector<std::string>& out) const;
   std::vector<std::shared_ptr<TransformerEncoderBlock>> layers;
   std::shared_ptr<Norm> norm;  // null without final_norm
   std::string hook_prefix;
@@ -134,14 +138,13 @@ class Decoder : public Module {
  public:
   Decoder(int64_t layers, const BlockConfig& c, bool final_norm, Generator& gen,
           std::shared_ptr<Generator> dgen);
-  Var forward(const Var& x, const Var& memory, const Tensor& self_mask, const Tensor& cross_mask,
-              std::vector<Var>* self_weights = nullptr,
-              std::vector<Var>* cross_weights = nullptr) const;
+  Var forward(const Var& x, const Var& memory, const Tensor& self_mask,
+              const Tensor& cross_mask) const;
   Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
-                   std::vector<DecoderBlockCache>& cache,
-                   std::vector<Var>* cross_weights = nullptr) const;
+                   std::vector<DecoderBlockCache>& cache) const;
   // As Encoder::name_hooks; a Decoder starts with prefix "decoder.".
   void name_hooks(const std::string& prefix);
+  void list_hooks(std::vector<std::string>& out) const;
   std::vector<std::shared_ptr<TransformerDecoderBlock>> layers;
   std::shared_ptr<Norm> norm;
   std::string hook_prefix;

@@ -43,22 +43,7 @@ std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) 
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return std::unique_ptr<Call>(
-      new Call{std::move(tape),
-               InferenceScope(*run_.model, precision_, hooks ? hooks : this->hooks(), record)});
-}
-
-void Inference::set_hooks(nn::Hooks* hooks) {
-  std::lock_guard<std::mutex> hold(hooks_mu_);
-  if (hooks)
-    hooks_[std::this_thread::get_id()] = hooks;
-  else
-    hooks_.erase(std::this_thread::get_id());
-}
-
-nn::Hooks* Inference::hooks() const {
-  std::lock_guard<std::mutex> hold(hooks_mu_);
-  const auto it = hooks_.find(std::this_thread::get_id());
-  return it == hooks_.end() ? nullptr : it->second;
+      new Call{std::move(tape), InferenceScope(*run_.model, precision_, hooks, record)});
 }
 
 int64_t Inference::max_input_tokens() const {
@@ -69,27 +54,16 @@ int64_t Inference::max_output_tokens(int64_t n) const {
   return run_.task().max_output_tokens(run_.config, n);
 }
 
-void Inference::in_call(const std::function<void()>& fn) const {
-  const auto c = call();
-  fn();
+const AttentionView* Inspection::view(const std::string& hook) const {
+  for (const AttentionView& v : views)
+    if (v.hook == hook) return &v;
+  return nullptr;
 }
 
-nn::Hooks with_patterns(const nn::Hooks* own) {
+nn::Hooks pattern_capture() {
   nn::Hooks h;
-  auto captured = own ? own->capture : std::function<bool(std::string_view)>();
-  const auto pattern = nn::names_matching({"*.pattern"});
-  h.capture = [captured, pattern](std::string_view n) {
-    return pattern(n) || (captured && captured(n));
-  };
-  if (own) h.replace = own->replace;
+  h.capture = nn::names_matching({"*.pattern"});
   return h;
-}
-
-void Inference::give_back(const nn::Hooks& h) const {
-  nn::Hooks* own = hooks();
-  if (!own || !own->capture) return;
-  for (const auto& [name, v] : h.cache)
-    if (own->capture(name)) own->cache[name] = v;
 }
 
 Tensor row_of(const data::Ids& ids) {
@@ -118,23 +92,19 @@ std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v
   return t;
 }
 
-std::vector<ag::Var> patterns(const nn::Hooks& h, const std::string& prefix, const char* suffix,
-                              int64_t layers) {
-  std::vector<ag::Var> out;
-  for (int64_t l = 0; l < layers; ++l) {
-    const auto it = h.cache.find(prefix + std::to_string(l) + suffix);
-    QKV_CHECK(it != h.cache.end(), "attention", "no pattern at ", prefix, l, suffix);
-    out.push_back(it->second);
-  }
-  return out;
-}
-
 AttentionView view(std::string kind, std::string title, std::string hook,
                    std::vector<std::string> rows, std::vector<std::string> cols,
-                   const std::vector<ag::Var>& layers) {
+                   const nn::Hooks& captured, int64_t layers) {
   AttentionView v{std::move(kind), std::move(title), std::move(hook),
                   std::move(rows), std::move(cols),  {}};
-  for (const ag::Var& w : layers) v.layers.push_back(w.data().select(0, 0));  // (h, n, m)
+  const size_t at = v.hook.find("{l}");
+  QKV_CHECK(at != std::string::npos, "attention", "the view's hook '", v.hook, "' has no {l}");
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string name = std::string(v.hook).replace(at, 3, std::to_string(l));
+    const auto it = captured.cache.find(name);
+    QKV_CHECK(it != captured.cache.end(), "attention", "no pattern at ", name);
+    v.layers.push_back(it->second.data().select(0, 0));  // (h, n, m)
+  }
   return v;
 }
 

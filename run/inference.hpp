@@ -9,8 +9,11 @@
 //   std::cout << inf->text(out);
 //
 // Every call runs in an InferenceScope: eval mode, no recording, the run's precision (or the
-// one asked for) and the calling thread's hooks, all restored after. The decode-length rule and the
-// reading of input text live here once.
+// one asked for), all restored after. Calls run under the calling thread's hooks (nn/hooks.hpp):
+// an ablation is a HookScope around the calls (inspect::Ablation); a call that needs hooks of its
+// own (PassOptions::hooks, logits(..., hooks), inspect's patterns) pushes them as an inner layer,
+// // so the caller's stay in place. The decode-length rule and the reading of input text live here
+// once.
 //
 // Threads: calls on one Inference run concurrently from any number of threads (qkv serve asks
 // one loaded checkpoint from many requests at once). A pass shares only what it reads: the
@@ -50,7 +53,8 @@ namespace qkv::run {
 
 // Eval mode (dropout off), the precision p for the products (nullopt: the caller's stays), and
 // (record = false) no autograd tape, for a scope; the model's flag, the precision and recording
-// come back after. hooks, when non-null, are in scope too (nn/hooks.hpp). The one way qkv opens
+// come back after. hooks, when non-null, are pushed as this thread's innermost layer for the
+// scope (nn/hooks.hpp; the caller's layers stay below it). The one way qkv opens
 // a pass that does not train: decoding, sampling, validation and every inference call. Its
 // products are thread-invariant (core/parallel.hpp): the same output at any thread count.
 class InferenceScope {
@@ -105,21 +109,23 @@ struct Scores {
 struct AttentionView {
   std::string kind;   // "encoder_self", "decoder_self", "cross" or "causal"
   std::string title;  // "cross-attention"
-  std::string
-      hook;  // the hook point of layer l: hook_of(l), e.g. "decoder.blocks.{l}.cross.pattern"
+  // The hook point of layer l with l written {l}, e.g. "decoder.blocks.{l}.cross.pattern"
+  std::string hook;
   std::vector<std::string> rows, cols;  // axis labels: queries, keys
   std::vector<Tensor> layers;           // each (h, n, m) float32
 };
 
 // One input through the model: its output, the logits of one pass over that output (a
-// language model: over the input itself) and every attention map.
+// language model: over the input itself) and every attention map, captured at the hook points
+// of that pass.
 struct Inspection {
-  data::Ids input;            // source ids, or the text's ids
-  data::Ids output;           // greedy output (no <bos>/<eos>), or the next-token guesses
-  data::Ids tgt_in, tgt_out;  // the pass's decoder input and labels
-  nn::AttentionMaps maps;     // each layer's weights (1, h, n, m), from the hook points
-  Tensor logits;              // (T, V): one row per position of tgt_in
-  std::vector<AttentionView> views;
+  data::Ids input;                   // source ids, or the text's ids
+  data::Ids output;                  // greedy output (no <bos>/<eos>), or the next-token guesses
+  data::Ids tgt_in, tgt_out;         // the pass's decoder input and labels
+  Tensor logits;                     // (T, V): one row per position of tgt_in
+  std::vector<AttentionView> views;  // in forward order
+  // The view whose hook is `hook` ("decoder.blocks.{l}.cross.pattern"); null when none.
+  const AttentionView* view(const std::string& hook) const;
 };
 
 // The top-k next tokens at each position of an inspection's pass.
@@ -143,7 +149,7 @@ struct PassOptions {
   std::string split = "valid";  // as ScoreOptions::split
   int64_t max_batches = 0;      // > 0: the first this many batches only
   bool record = false;          // record a tape: the handler may call pass.loss.backward()
-  nn::Hooks* hooks = nullptr;   // these hooks instead of the Inference's own
+  nn::Hooks* hooks = nullptr;   // a layer of hooks for these passes, inside the caller's
 };
 
 class Inference {
@@ -155,12 +161,6 @@ class Inference {
   const LoadedRun& run() const { return run_; }
   const nn::Model& model() const { return *run_.model; }
   Precision precision() const { return precision_; }
-  // Hooks for every later call from the calling thread (ablations, patching); null: none. Not
-  // owned; must outlive use. Per thread, so that requests served at once each have their own
-  // ablation: a shim until hooks are passed per call (issue 63), when a caller's HookScope
-  // does this instead.
-  void set_hooks(nn::Hooks* hooks);
-  nn::Hooks* hooks() const;  // the calling thread's
   // The longest input encode accepts (OpenOptions::max_input).
   void set_max_input(int64_t n) { max_input_ = n; }
 
@@ -200,7 +200,7 @@ class Inference {
   // What an inspection's output is, for a caption: "output", "next-character guesses".
   virtual std::string output_name() const = 0;
   // Each batch of a split (in order, the run's batch size) through the model, handed to fn
-  // inside the pass's scope (its hooks' cache holds what they captured in this batch). What
+  // inside the pass's scope (o.hooks' cache holds what they captured in this batch). What
   // looking inside needs of a split: losses under ablations, gradients of the loss with
   // respect to a hook's variables (record), activations' means over real positions.
   virtual void for_each_batch(const PassOptions& o,
@@ -209,31 +209,25 @@ class Inference {
   // included): the size of one pass over those batches, counted without running it (the work
   // bounds of inspect/work.hpp).
   virtual int64_t pass_tokens(const PassOptions& o) const = 0;
-  // The logits (T, V) float32 of one teacher-forced pass under hooks (null: the Inference's
-  // own): an encoder-decoder reads the source `input` and its decoder reads tgt_in (an
-  // inspection's tgt_in); a language model reads `input` alone (tgt_in is ignored). What
-  // patching runs: two inputs through the same output side.
+  // The logits (T, V) float32 of one teacher-forced pass, with hooks (non-null) as a layer
+  // inside the caller's: an encoder-decoder reads the source `input` and its decoder reads
+  // tgt_in (an inspection's tgt_in); a language model reads `input` alone (tgt_in is ignored).
+  // What patching runs: two inputs through the same output side.
   virtual Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                         nn::Hooks* hooks = nullptr) const = 0;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
-  // fn run as one call: in its scope (eval mode, no tape, its precision and hooks). For a pass
-  // the interface has no call for (inspect/head_table.cpp's pattern scores).
-  void in_call(const std::function<void()>& fn) const;
 
  protected:
   // Puts the model in eval mode for good: calls from many threads then only read the flag.
   Inference(LoadedRun run, Precision p);
-  // The scope every call opens, with the calling thread's hooks (or `hooks` instead); a
-  // cancellation point. A recording call (record) holds the Inference's tape lock.
+  // The scope every call opens, with `hooks` (non-null) as the innermost layer over the calling
+  // thread's; a cancellation point. A recording call (record) holds the Inference's tape lock.
   struct Call {
     std::unique_lock<std::recursive_mutex> tape;
     InferenceScope scope;
   };
   std::unique_ptr<Call> call(bool record = false, nn::Hooks* hooks = nullptr) const;
-  // What an inspecting pass under with_patterns(hooks()) captured that the calling thread's
-  // hooks capture, handed to them.
-  void give_back(const nn::Hooks& h) const;
 
   LoadedRun run_;
   Precision precision_;
@@ -243,24 +237,21 @@ class Inference {
   // A recording pass's backward adds into the weights' .grad(), which every such pass shares:
   // they take turns (recursive: a recording call may make calls of its own).
   mutable std::recursive_mutex tape_mu_;
-  mutable std::mutex hooks_mu_;                  // hooks_
-  std::map<std::thread::id, nn::Hooks*> hooks_;  // set_hooks, per calling thread
 };
 
-// Hooks for an inspecting pass: own's replacements (an ablation stays in place), capturing every
-// attention pattern and what own captures; own null: the patterns alone.
-nn::Hooks with_patterns(const nn::Hooks* own);
 // ids as one row (1, n) int64.
 Tensor row_of(const data::Ids& ids);
 // Ids as labels for an axis: SentencePiece's word-start mark U+2581 as "_", a character
 // model's space as "_" and line break as "\n".
 std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v);
-// The captured patterns prefix + l + suffix for l < layers, each (1, h, n, m).
-std::vector<ag::Var> patterns(const nn::Hooks& h, const std::string& prefix, const char* suffix,
-                              int64_t layers);
+// The view of `layers` layers whose patterns `captured` holds under hook (with {l} for the
+// layer, e.g. "blocks.{l}.attn.pattern"), each captured (1, h, n, m); qkv::Error when one is
+// missing.
 AttentionView view(std::string kind, std::string title, std::string hook,
                    std::vector<std::string> rows, std::vector<std::string> cols,
-                   const std::vector<ag::Var>& layers);
+                   const nn::Hooks& captured, int64_t layers);
+// A hook layer capturing every attention pattern ("*.pattern").
+nn::Hooks pattern_capture();
 
 struct OpenOptions {
   std::string checkpoint = "best";     // best | latest | average | step-N | a checkpoint's path

@@ -161,25 +161,16 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
-  nn::Hooks h = with_patterns(hooks());
-  Inspection a;
-  {
-    const auto c = call();
-    a = run_.task().inspect(*run_.model, run_.config, run_.data, ids, h);
-  }
-  const auto t = input_labels(ids);
-  a.views.push_back(view("causal", "causal self-attention", "blocks.{l}.attn.pattern", t, t,
-                         a.maps.decoder_self));
-  give_back(h);
-  return a;
+  const auto c = call();
+  return run_.task().inspect(*run_.model, run_.config, run_.data, ids);
 }
 
 Inspection LanguageModelTask::inspect(const nn::Model& model, const config::RunConfig& c,
-                                      const data::DataSplits&, const data::Ids& ids,
-                                      nn::Hooks& patterns) const {
+                                      const data::DataSplits& d, const data::Ids& ids) const {
   cancellation_point();  // one pass: the probe's pattern scores run one per input
   Inspection a;
   a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
+  nn::Hooks patterns = pattern_capture();
   {
     const nn::HookScope scope(patterns);
     a.logits = nn::model_as<nn::DecoderLM>(model, "attention")
@@ -188,7 +179,9 @@ Inspection LanguageModelTask::inspect(const nn::Model& model, const config::RunC
                    .select(0, 0);  // (T, V)
   }
   a.output = to_vector<int64_t>(argmax(a.logits, -1));
-  a.maps.decoder_self = run::patterns(patterns, "blocks.", ".attn.pattern", c.model.decoder_layers);
+  const auto t = token_labels(ids, d.tgt_vocab);
+  a.views.push_back(view("causal", "causal self-attention", "blocks.{l}.attn.pattern", t, t,
+                         patterns, c.model.decoder_layers));
   return a;
 }
 

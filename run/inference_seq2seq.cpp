@@ -244,13 +244,12 @@ Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
 }
 
 Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig& c,
-                                const data::DataSplits& d, const data::Ids& src,
-                                nn::Hooks& patterns) const {
+                                const data::DataSplits& d, const data::Ids& src) const {
   const data::Framing& f = d.framing;
   Inspection a;
   a.input = src;
-  // The model's own output (greedy, under the caller's hooks), then one teacher-forced pass
-  // over it that keeps every pattern.
+  // The model's own output (greedy), then one teacher-forced pass over it that keeps every
+  // pattern.
   const int64_t n = static_cast<int64_t>(src.size());
   a.output = greedy_decode(nn::model_as<nn::Seq2Seq>(model, "attention"), {src}, f,
                            {max_output_tokens(c, n)})[0];
@@ -262,34 +261,26 @@ Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig&
   a.tgt_out.assign(full.begin() + 1, full.end());
   const Tensor sv = ones({1, n}, DType::b8);
   const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
+  nn::Hooks patterns = pattern_capture();
   {
     const nn::HookScope scope(patterns);
     a.logits = model.forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
   }
   const int64_t enc = c.model.encoder_layers, dec = c.model.decoder_layers;
-  a.maps.encoder_self = run::patterns(patterns, "encoder.blocks.", ".attn.pattern", enc);
-  a.maps.decoder_self = run::patterns(patterns, "decoder.blocks.", ".attn.pattern", dec);
-  a.maps.decoder_cross = run::patterns(patterns, "decoder.blocks.", ".cross.pattern", dec);
+  const auto src_l = token_labels(src, d.src_vocab), in_l = token_labels(a.tgt_in, d.tgt_vocab),
+             out_l = token_labels(a.tgt_out, d.tgt_vocab);
+  a.views.push_back(view("encoder_self", "encoder self-attention",
+                         "encoder.blocks.{l}.attn.pattern", src_l, src_l, patterns, enc));
+  a.views.push_back(view("decoder_self", "decoder self-attention",
+                         "decoder.blocks.{l}.attn.pattern", out_l, in_l, patterns, dec));
+  a.views.push_back(view("cross", "cross-attention", "decoder.blocks.{l}.cross.pattern", out_l,
+                         src_l, patterns, dec));
   return a;
 }
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
-  nn::Hooks h = with_patterns(hooks());
-  Inspection a;
-  {
-    const auto c = call();
-    a = run_.task().inspect(*run_.model, run_.config, run_.data, src, h);
-  }
-  const auto src_l = input_labels(src), in_l = output_labels(a.tgt_in),
-             out_l = output_labels(a.tgt_out);
-  a.views.push_back(view("encoder_self", "encoder self-attention",
-                         "encoder.blocks.{l}.attn.pattern", src_l, src_l, a.maps.encoder_self));
-  a.views.push_back(view("decoder_self", "decoder self-attention",
-                         "decoder.blocks.{l}.attn.pattern", out_l, in_l, a.maps.decoder_self));
-  a.views.push_back(view("cross", "cross-attention", "decoder.blocks.{l}.cross.pattern", out_l,
-                         src_l, a.maps.decoder_cross));
-  give_back(h);
-  return a;
+  const auto c = call();
+  return run_.task().inspect(*run_.model, run_.config, run_.data, src);
 }
 
 }  // namespace qkv::run

@@ -74,14 +74,14 @@ class Task {
   // answers, for any model of config c.
   virtual int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const = 0;
   virtual int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const = 0;
-  // One input through model as the family's Inference::inspect passes it, without axis labels:
-  // a language model reads it under `patterns`; an encoder-decoder decodes it greedily under
-  // the caller's hooks, then reads <bos> + its output teacher-forced under `patterns`.
-  // patterns must capture every "*.pattern" point (and holds the replacements wanted). Runs in
-  // the caller's InferenceScope; the model of config c and data d (the framing).
+  // One input through model as the family's Inference::inspect passes it: a language model
+  // reads it; an encoder-decoder decodes it greedily, then reads <bos> + its output
+  // teacher-forced. That reading pass captures every attention pattern (an inner hook layer)
+  // into the views, labelled by d's vocabularies. Runs in the caller's InferenceScope and under
+  // the caller's hooks (an ablation stays in place; a capture of the caller's receives the
+  // pass's values too); the model of config c and data d (the framing).
   virtual Inspection inspect(const nn::Model& model, const config::RunConfig& c,
-                             const data::DataSplits& d, const data::Ids& input,
-                             nn::Hooks& patterns) const = 0;
+                             const data::DataSplits& d, const data::Ids& input) const = 0;
   // The family's facts about a run for its page (serve's run_facts): the model described
   // ("model", "language_model") and the sizes only it has (encoder_layers, block_size).
   virtual void describe(const config::RunConfig& c, nlohmann::json& facts) const = 0;

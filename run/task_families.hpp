@@ -22,7 +22,7 @@ class Seq2SeqTask : public Task {
   int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
   int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
-                     const data::Ids& input, nn::Hooks& patterns) const override;
+                     const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 
@@ -45,7 +45,7 @@ class LanguageModelTask : public Task {
   int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
   int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
-                     const data::Ids& input, nn::Hooks& patterns) const override;
+                     const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 

@@ -69,11 +69,10 @@ std::vector<inspect::HeadRef> heads_named(const std::vector<inspect::Attention>&
   return as_bad_input([&] { return inspect::parse_heads(spec, attentions, where.c_str()); });
 }
 
-// One question's ablation: the heads zero-ablated in this question's calls only. Installed with
-// Inference::set_hooks, which holds hooks per calling thread, so that the questions answered at
-// once on other threads each keep their own (or none). A shim until hooks are passed per call
-// (issue 63): then this is an nn::HookScope on the question's thread. As inspect::ablate
-// installs them: no heads install nothing (the same bits as without).
+// One question's ablation: the heads zero-ablated in this question's calls only (a HookScope on
+// the request thread: nn/hooks.hpp, which the Inference's calls honour), so that the questions
+// answered at once on other threads each keep their own (or none). As inspect::Ablation installs
+// them: no heads install nothing (the same bits as without).
 class Ablation {
  public:
   Ablation(const std::vector<inspect::Attention>& attentions, run::Inference& inf,
@@ -81,10 +80,7 @@ class Ablation {
       : heads_(heads_named(attentions, spec, op)), inf_(inf) {
     if (heads_.empty()) return;
     inspect::add_zero_ablation(hooks_, heads_);
-    inf_.set_hooks(&hooks_);
-  }
-  ~Ablation() {
-    if (!heads_.empty()) inf_.set_hooks(nullptr);
+    scope_.emplace(hooks_);
   }
   Ablation(const Ablation&) = delete;
   Ablation& operator=(const Ablation&) = delete;
@@ -92,7 +88,8 @@ class Ablation {
  private:
   std::vector<inspect::HeadRef> heads_;
   run::Inference& inf_;
-  nn::Hooks hooks_;  // the replacements this question's calls run under
+  nn::Hooks hooks_;  // the replacements the Inference calls while this question runs
+  std::optional<nn::HookScope> scope_;  // ends before hooks_
 };
 
 // A line of output as the page shows it: a line break as \n keeps it on one line.

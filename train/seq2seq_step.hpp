@@ -4,6 +4,8 @@
 //   logits (B, T, V) = model.forward(src (B, S), tgt_in (B, T), src_mask, tgt_mask)
 //   loss = cross_entropy(logits as (B*T, V), tgt_out as (B*T), ignore_index, label_smoothing)
 // as model.forward_loss computes it (in a bf16 step without the logits tensor).
+// With keep_attention the step's attention weights are captured at the hook points "*.pattern"
+// (nn/hooks.hpp): the loss stays the fused one and its bits stay those of a step without them.
 // A shard of a data-parallel batch (Batch::global_tgt_tokens > tgt_tokens) scales its loss by
 // tgt_tokens / global_tgt_tokens, so the processes' losses and gradients sum to those of the
 // global batch; a shard with no rows returns an undefined loss.
@@ -11,6 +13,8 @@
 // The model and the loader are the caller's and must outlive this object.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "data/loader.hpp"
 #include "nn/model.hpp"
@@ -21,7 +25,13 @@ namespace qkv::train {
 struct Seq2SeqLoss {
   int64_t ignore_index = 0;  // label 0 is <pad>; -1 for vocabularies without specials (lm)
   double label_smoothing = 0;
-  bool keep_attention = false;  // keep each step's attention maps (attention_maps())
+  bool keep_attention = false;  // keep each step's attention weights (attention_patterns())
+};
+
+// One step's attention weights, every layer's, as the metrics group them: a language model's
+// self-attention is decoder_self. Each (B, h, n, m), off the tape.
+struct AttentionPatterns {
+  std::vector<ag::Var> encoder_self, decoder_self, decoder_cross;
 };
 
 class Seq2SeqStep {
@@ -32,15 +42,20 @@ class Seq2SeqStep {
   ForwardFn forward_fn() {
     return [this] { return (*this)(); };
   }
-  const data::Batch& batch() const { return batch_; }                // the last step's batch
-  const nn::AttentionMaps& attention_maps() const { return maps_; }  // with keep_attention
+  const data::Batch& batch() const { return batch_; }  // the last step's batch
+  // The last step's, with keep_attention (empty without, and for an empty shard).
+  const AttentionPatterns& attention_patterns() const { return patterns_; }
 
  private:
+  // forward_loss with every "*.pattern" hook point captured into patterns_.
+  ag::Var loss_keeping_patterns(const data::Batch& b);
+
   const nn::Model& model_;
   data::BatchSource& loader_;
   Seq2SeqLoss options_;
   data::Batch batch_;
-  nn::AttentionMaps maps_;
+  std::vector<std::string> pattern_points_;  // the model's "*.pattern" hook points, in order
+  AttentionPatterns patterns_;
 };
 
 }  // namespace qkv::train

@@ -62,9 +62,8 @@ struct Answers {
 
 // Question i of a run: its own input, seed and ablation (every third none).
 Answers ask(run::Inference& inf, bool lm, int i) {
-  nn::Hooks hooks;
   const std::string spec = i % 3 == 0 ? "" : lm ? (i % 3 == 1 ? "0.1" : "1.0,1.3") : "cross.0.1";
-  inspect::ablate(inf, spec, hooks, "test");
+  const inspect::Ablation ablation(inf, spec, "test");  // this thread's passes only
   Answers a;
   const std::string text = lm ? std::string("First Citizen").substr(0, 4 + i % 8)
                               : "1 2 3 " + std::to_string(1 + i % 9) + " 5";
@@ -84,7 +83,6 @@ Answers ask(run::Inference& inf, bool lm, int i) {
     a.heads = inspect::head_table_json(
                   inspect::head_table(inf, {.max_batches = 1, .probes = 2, .seed = 7}))
                   .dump();
-  inf.set_hooks(nullptr);
   return a;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "inspect/attribution.hpp"
 #include "inspect/head_table.hpp"
@@ -286,5 +287,48 @@ TEST_CASE("inspect: direct logit attributions plus the bias terms sum to the log
             Approx(logits.select(0, logits.size(0) - 1).to(DType::f64).data<double>()[target])
                 .margin(0));
     }
+  }
+}
+
+TEST_CASE("inspect: an ablation scope composes with each call's own hooks, per thread") {
+  for (const Case& c : cases()) {
+    INFO(c.run << " " << c.precision);
+    const auto inf = open(c);
+    const data::Ids ids = inf->encode(c.clean, "test");
+    const data::Ids tgt_in = inf->inspect(ids).tgt_in;
+    const std::vector<std::string> specs =
+        c.run == "lm" ? std::vector<std::string>{"0.0", "1.1,0.1", ""}
+                      : std::vector<std::string>{"cross.1.0", "encoder.0.1,decoder.1.1", ""};
+    // Alone, on this thread: the lens (hooks of its own, inside the ablation's scope) still
+    // reads the ablated model's logits at its last layer; and the ablation as a scope around
+    // the call is the ablation handed to the call as its own layer.
+    std::vector<Tensor> alone;
+    for (const std::string& spec : specs) {
+      INFO(spec);
+      {
+        const inspect::Ablation ablation(*inf, spec, "test");
+        alone.push_back(inf->logits(ids, tgt_in));
+        const inspect::Lens lens = inspect::logit_lens(*inf, ids, 3);
+        CHECK(same_bits(lens.logits, alone.back()));
+        CHECK(same_bits(lens.layers.back().logits, alone.back()));
+      }
+      nn::Hooks own;
+      const auto atts = inspect::attentions_of(*inf);
+      inspect::add_zero_ablation(own, inspect::parse_heads(spec, atts, "test"));
+      CHECK(same_bits(inf->logits(ids, tgt_in, &own), alone.back()));
+    }
+    CHECK_FALSE(same_bits(alone[0], alone[2]));  // the ablation removed something
+    // Together: a thread per ablation, each asking several times while the others ask theirs;
+    // each thread's scope reaches its own calls only.
+    std::vector<std::vector<Tensor>> together(specs.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < specs.size(); ++i)
+      threads.emplace_back([&, i] {
+        const inspect::Ablation ablation(*inf, specs[i], "test");
+        for (int r = 0; r < 3; ++r) together[i].push_back(inf->logits(ids, tgt_in));
+      });
+    for (std::thread& t : threads) t.join();
+    for (size_t i = 0; i < specs.size(); ++i)
+      for (const Tensor& t : together[i]) CHECK(same_bits(t, alone[i]));
   }
 }

@@ -314,8 +314,9 @@ TEST_CASE("every registered scorer: weights rows sum to 1 on allowed keys, capab
       Tensor mask = key_padding_mask(valid);
       if (causal) mask = combine_masks(causal_mask(5), mask);
       const Var x = leaf({2, 5, 8}, g);
-      Var w;
-      const Tensor with = mha.forward(x, x, x, mask, &w).data();
+      // the weights path: the output formed as pattern @ v
+      const auto [with_var, w] = forward_with_weights(mha, x, x, x, mask, true);
+      const Tensor with = with_var.data();
       const Tensor without = mha.forward(x, x, x, mask).data();
       CHECK(rel_err(with, without) < 1e-12);
       REQUIRE(w.shape() == Shape{2, 2, 5, 5});

@@ -120,8 +120,8 @@ TEST_CASE("claim: the causal mask hides the future") {
   MultiHeadAttention mha(12, 3, g);
   mha.to(DType::f64);
   const Tensor X = randn({2, n, 12}, g, DType::f64);
-  Var w;
-  const Tensor Y = mha.forward(Var(X), Var(X), Var(X), cm, &w).data();
+  const auto [y_var, w] = forward_with_weights(mha, Var(X), Var(X), Var(X), cm);
+  const Tensor Y = y_var.data();
   REQUIRE(w.shape() == Shape{2, 3, n, n});
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t h = 0; h < 3; ++h)
@@ -269,12 +269,10 @@ TEST_CASE("claim: multi-head bookkeeping for d = 512, h = 8") {
   const Var x(randn({2, n, d}, g)), mem(randn({2, m, d}, g));
   CHECK(mha.split_heads(x).shape() == Shape{2, h, n, 64});
   CHECK(max_abs_diff(mha.merge_heads(mha.split_heads(x)).data(), x.data()) == 0);
-  Var w;
-  const Var y = mha.forward(x, x, x, Tensor(), &w);
+  const auto [y, w] = forward_with_weights(mha, x, x, x);
   CHECK(y.shape() == Shape{2, n, d});
   CHECK(w.shape() == Shape{2, h, n, n});
-  Var wc;
-  const Var yc = mha.forward(x, mem, mem, Tensor(), &wc);
+  const auto [yc, wc] = forward_with_weights(mha, x, mem, mem);
   CHECK(yc.shape() == Shape{2, n, d});
   CHECK(wc.shape() == Shape{2, h, n, m});
 
@@ -415,13 +413,19 @@ TEST_CASE("claim: incremental decode_step gives the full decoder's logits (post-
     auto st = m.start_decoding(memory, sv);
     double worst = 0;
     for (int64_t t = 0; t < T; ++t) {
-      std::vector<Var> cw;
-      const Tensor step = m.decode_step(st, tgt.select(1, t).contiguous(), &cw).data();  // (2, V)
+      Hooks cross;  // each layer's cross-attention weights of this step
+      cross.capture = names_matching({"decoder.blocks.*.cross.pattern"});
+      Tensor step;
+      {
+        HookScope scope(cross);
+        step = m.decode_step(st, tgt.select(1, t).contiguous()).data();  // (2, V)
+      }
       REQUIRE(step.shape() == Shape{2, c.tgt_vocab});
-      REQUIRE(cw.size() == 2);
-      CHECK(cw[0].shape() == Shape{2, 2, 1, 5});
+      REQUIRE(cross.cache.size() == 2);
+      const Var cw0 = cross.cache.at("decoder.blocks.0.cross.pattern");
+      CHECK(cw0.shape() == Shape{2, 2, 1, 5});
       // cross-attention never looks at padded source positions
-      CHECK(max(abs(cw[0].data().select(0, 1).narrow(2, 3, 2))).item() == 0);
+      CHECK(max(abs(cw0.data().select(0, 1).narrow(2, 3, 2))).item() == 0);
       worst = std::max(worst, rel_err(step, full.select(1, t)));
     }
     CHECK(st.position == T);

@@ -262,7 +262,7 @@ TEST_CASE("EncoderClassifier: misuse is one error naming the key or the shapes")
   CHECK_NOTHROW(mean.classify(b.src, first_padded));  // the mean needs no position 0
 }
 
-TEST_CASE("EncoderClassifier: hook points in forward order, as hook_names lists them") {
+TEST_CASE("EncoderClassifier: hook points in forward order, as hook_points lists them") {
   struct Layout {
     bool norm_first, final_norm, attn_only;
   };
@@ -275,7 +275,7 @@ TEST_CASE("EncoderClassifier: hook points in forward order, as hook_names lists 
       ModelConfig c = tiny_classifier(l.norm_first);
       c.final_norm = l.final_norm, c.attn_only = l.attn_only;
       const EncoderClassifier m = make(c, pool);
-      const std::vector<std::string> names = m.hook_names();
+      const std::vector<std::string> names = m.hook_points();
       CHECK(hook_points(m) == names);  // a forward pass reaches exactly these, in this order
       CHECK(names.front() == "embed");
       CHECK(names[names.size() - 2] == "pooled");
@@ -296,7 +296,7 @@ TEST_CASE("EncoderClassifier: hook points in forward order, as hook_names lists 
     HookScope scope(h);
     m.forward(b.src, b.tgt_in, b.valid, Tensor());
   }
-  const std::vector<std::string> names = m.hook_names();
+  const std::vector<std::string> names = m.hook_points();
   CHECK(h.passed == names);
   CHECK(h.cache.size() == names.size());
   CHECK(h.cache.at("embed").shape() == Shape{3, 6, 8});
@@ -307,15 +307,17 @@ TEST_CASE("EncoderClassifier: hook points in forward order, as hook_names lists 
   CHECK(h.cache.at("logits").shape() == Shape{3, 1, 3});
 }
 
-TEST_CASE("EncoderClassifier: attention maps land in encoder_self, padded keys get nothing") {
+TEST_CASE("EncoderClassifier: attention patterns through hooks, padded keys get nothing") {
   const EncoderClassifier m = make(tiny_classifier(), Pooling::cls);
   const Batch b;
-  AttentionMaps maps;
-  m.forward(b.src, b.tgt_in, b.valid, Tensor(), &maps);
-  REQUIRE(maps.encoder_self.size() == 2);
-  CHECK(maps.decoder_self.empty());
-  CHECK(maps.decoder_cross.empty());
-  const Tensor w = maps.encoder_self[1].data();
+  nn::Hooks h;
+  h.capture = nn::names_matching({"*.attn.pattern"});
+  {
+    const nn::HookScope scope(h);
+    m.forward(b.src, b.tgt_in, b.valid, Tensor());
+  }
+  REQUIRE(h.cache.size() == 2);
+  const Tensor w = h.cache.at("blocks.1.attn.pattern").data();
   CHECK(w.shape() == Shape{3, 2, 6, 6});
   // row 1 has 4 real tokens: keys 4 and 5 get no weight; every query row sums to 1
   CHECK(max(abs(w.select(0, 1).narrow(-1, 4, 2))).item() == 0);

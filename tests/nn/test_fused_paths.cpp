@@ -1,8 +1,12 @@
 // The fused attention path inside nn: same results as the reference path (taken when the
-// weights are requested), and training steps that repeat bit for bit.
+// pattern hook point is replaced: the output is pattern @ v), and training steps that repeat bit
+// for bit.
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 #include "core/parallel.hpp"
+#include "nn/hooks.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
 
@@ -23,8 +27,11 @@ TEST_CASE("MultiHeadAttention: fused path equals the weights path, values and gr
   for (int with_weights = 0; with_weights < 2; ++with_weights) {
     mha.zero_grad();
     const Var q(x, true), kv(mem, true);
-    Var w;
-    const Var y = mha.forward(q, kv, kv, mask, with_weights ? &w : nullptr);
+    Hooks through_weights;  // the pattern replaced by itself: the weights path
+    through_weights.add("attn.pattern", [](const Var& w) { return w; });
+    std::optional<HookScope> scope;
+    if (with_weights) scope.emplace(through_weights);
+    const Var y = mha.forward(q, kv, kv, mask);
     y.backward(go);
     outs[with_weights] = y.data();
     grads[with_weights] = {q.grad(), kv.grad(), mha.w_q->weight.grad(), mha.w_k->weight.grad()};

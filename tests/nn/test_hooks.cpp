@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "nn/encoder_classifier.hpp"
+#include "core/parallel.hpp"
 #include "nn/hooks.hpp"
 #include "support/nn.hpp"
 
@@ -146,26 +148,32 @@ TEST_CASE("hooks: capture keeps each named activation with its documented shape"
   CHECK(h.cache.count("embed") == 0);  // not matched by the filter
 }
 
-TEST_CASE("hooks: the captured patterns are the attention maps forward returns") {
+TEST_CASE("hooks: the captured patterns are the attention weights of the captured q and k") {
   S2SCase c;
-  AttentionMaps maps;
-  c.m.forward(c.src, c.tgt, c.sv, c.tv, &maps);
   Hooks h;
-  h.capture = names_matching({"*.pattern"});
+  h.capture = names_matching({"*.q", "*.k", "*.v", "*.pattern"});
   {
     HookScope scope(h);
     c.run();
   }
-  REQUIRE(maps.decoder_cross.size() == 2);
-  // The first layer reads the same input either way: the same bits. Later layers read what
-  // the fused kernel computed (a pass with maps takes the dense path in every layer instead),
-  // so they agree to float32 rounding.
-  CHECK(
-      same_values(h.cache.at("encoder.blocks.0.attn.pattern").data(), maps.encoder_self[0].data()));
-  CHECK(allclose(h.cache.at("decoder.blocks.1.attn.pattern").data(), maps.decoder_self[1].data(),
-                 1e-5, 1e-6));
-  CHECK(allclose(h.cache.at("decoder.blocks.1.cross.pattern").data(), maps.decoder_cross[1].data(),
-                 1e-5, 1e-6));
+  // softmax(q k^T / sqrt(d_head)) under each attention's mask, from the q, k and v that flowed
+  // on: the same computation, so the same bits, in every layer.
+  const Tensor src_keys = key_padding_mask(c.sv), tgt_keys = key_padding_mask(c.tv);
+  const Tensor causal = combine_masks(causal_mask(3), tgt_keys);
+  const auto weights = [&](const std::string& at, const Tensor& mask) {
+    Var w;
+    scaled_dot_product_attention(h.cache.at(at + "q"), h.cache.at(at + "k"), h.cache.at(at + "v"),
+                                 mask, {}, &w);
+    return w.data();
+  };
+  for (const auto& [at, mask] :
+       std::vector<std::pair<std::string, Tensor>>{{"encoder.blocks.0.attn.", src_keys},
+                                                   {"decoder.blocks.0.attn.", causal},
+                                                   {"decoder.blocks.1.attn.", causal},
+                                                   {"decoder.blocks.1.cross.", src_keys}}) {
+    INFO(at);
+    CHECK(same_values(h.cache.at(at + "pattern").data(), weights(at, mask)));
+  }
 }
 
 TEST_CASE("hooks: capturing everything and identity replacements change no bit of the output") {
@@ -176,7 +184,7 @@ TEST_CASE("hooks: capturing everything and identity replacements change no bit o
     h.capture = [](std::string_view) { return true; };
     for (const std::string& n : hook_points(c.m))
       if (n.find("pattern") == std::string::npos)  // a replaced pattern takes the dense path
-        h.replace[n] = [](const Var& x) { return x; };
+        h.add(n, [](const Var& x) { return x; });
     HookScope scope(h);
     CHECK(same_values(c.run().data(), plain));
   }
@@ -186,11 +194,11 @@ TEST_CASE("hooks: zeroing a head's z equals zeroing its slice of W_O's input") {
   LmCase c;
   const int64_t layer = 1, head = 1, dh = 4;
   Hooks h;
-  h.replace["blocks.1.attn.z"] = [&](const Var& z) {  // z: (B, h, n, d_head)
+  h.add("blocks.1.attn.z", [&](const Var& z) {  // z: (B, h, n, d_head)
     Tensor m = ones({1, z.size(1), 1, 1}, z.dtype());
     m.data<float>()[head] = 0;
     return ag::mul(z, Var(m));
-  };
+  });
   Tensor hooked;
   {
     HookScope scope(h);
@@ -214,7 +222,7 @@ TEST_CASE("hooks: a replacement's gradient flows (gradcheck in float64)") {
     Var xi(add(randn(per_head ? Shape{1, 2, 1, 1} : Shape{1, 1, 8}, g, DType::f64), 1.0), true);
     xi.set_name("xi");
     Hooks h;
-    h.replace[point] = [&](const Var& x) { return ag::mul(x, xi); };
+    h.add(point, [&](const Var& x) { return ag::mul(x, xi); });
     HookScope scope(h);
     check_gradients([&](const std::vector<Var>&) { return c.lm.forward(c.ids); }, {xi});
   }
@@ -238,7 +246,7 @@ TEST_CASE("hooks: an unknown hook name is one error naming the nearest points") 
 TEST_CASE("hooks: a replacement of another shape is an error naming the hook point") {
   LmCase c;
   Hooks h;
-  h.replace["blocks.0.resid_mid"] = [](const Var& x) { return ag::select(x, 1, 0); };
+  h.add("blocks.0.resid_mid", [](const Var& x) { return ag::select(x, 1, 0); });
   HookScope scope(h);
   CHECK_THROWS_WITH(c.lm.forward(c.ids),
                     Catch::Contains("blocks.0.resid_mid") && Catch::Contains("shape"));
@@ -296,4 +304,225 @@ TEST_CASE("hooks: docs/hooks.md lists exactly the hook points of every kind of m
   CHECK(documented == walked);
   for (const auto& n : walked) CHECK(documented.count(n) == 1);
   for (const auto& n : documented) CHECK(walked.count(n) == 1);
+}
+
+// ------------------------------------------------------------------ hooks as a stack
+
+TEST_CASE("hooks: nested scopes compose, the outer layer first, each layer's list in order") {
+  LmCase c;
+  const std::string point = "blocks.0.attn_out";
+  Hooks plain;
+  plain.capture = names_matching({point});
+  {
+    HookScope scope(plain);
+    c.lm.forward(c.ids);
+  }
+  const Tensor x = plain.cache.at(point).data();
+  std::vector<std::string> order;
+  Hooks outer, inner;
+  outer.add(point, [&](const Var& v) {
+    order.push_back("outer");
+    return ag::mul(v, 2.0);
+  });
+  inner
+      .add(point,
+           [&](const Var& v) {
+             order.push_back("inner, first");
+             return ag::add(v, 1.0);
+           })
+      .add(point, [&](const Var& v) {
+        order.push_back("inner, second");
+        return ag::mul(v, 3.0);
+      });
+  inner.capture = names_matching({point});
+  Tensor nested;
+  {
+    HookScope o(outer);
+    {
+      HookScope i(inner);
+      nested = c.lm.forward(c.ids).data();
+    }
+    CHECK(order == std::vector<std::string>{"outer", "inner, first", "inner, second"});
+    // (2 x + 1) 3, not 2 (x + 1) 3 or 2 (3 x + 1): the order is the stack's
+    CHECK(same_values(inner.cache.at(point).data(), mul(add(mul(x, 2.0), 1.0), 3.0)));
+    // the inner scope ended: the outer layer alone
+    order.clear();
+    outer.capture = names_matching({point});
+    c.lm.forward(c.ids);
+    CHECK(order == std::vector<std::string>{"outer"});
+    CHECK(same_values(outer.cache.at(point).data(), mul(x, 2.0)));
+  }
+  CHECK_FALSE(hooks_active());
+  // The same three replacements as one layer's list: the same bits.
+  Hooks one;
+  one.add(point, [](const Var& v) { return ag::mul(v, 2.0); })
+      .add(point, [](const Var& v) { return ag::add(v, 1.0); })
+      .add(point, [](const Var& v) { return ag::mul(v, 3.0); });
+  HookScope scope(one);
+  CHECK(same_values(c.lm.forward(c.ids).data(), nested));
+}
+
+TEST_CASE("hooks: a capture goes to the layer that asked, holding the value after every layer") {
+  LmCase c;
+  Hooks plain;
+  plain.capture = names_matching({"blocks.0.resid_pre"});
+  {
+    HookScope scope(plain);
+    c.lm.forward(c.ids);
+  }
+  Hooks outer, inner;
+  outer.capture = names_matching({"blocks.0.*"});
+  inner.capture = names_matching({"logits"});
+  inner.add("blocks.0.resid_pre", [](const Var& v) { return ag::mul(v, 0.5); });
+  Var logits;
+  {
+    HookScope o(outer);
+    HookScope i(inner);
+    logits = c.lm.forward(c.ids);
+  }
+  CHECK(outer.cache.count("logits") == 0);
+  CHECK(inner.cache.size() == 1);
+  CHECK(same_values(inner.cache.at("logits").data(), logits.data()));
+  CHECK(outer.cache.count("blocks.0.attn.pattern") == 1);
+  CHECK(named_with(outer.passed, "logits").size() == 1);  // passed, though not captured
+  // the outer layer holds what flowed on: the inner layer's replacement applied
+  CHECK(same_values(outer.cache.at("blocks.0.resid_pre").data(),
+                    mul(plain.cache.at("blocks.0.resid_pre").data(), 0.5)));
+  // every layer passed every point, in the order of hook_points
+  CHECK(outer.passed == hook_points(c.lm));
+  CHECK(inner.passed == hook_points(c.lm));
+  // a layer whose scope ended receives nothing more
+  inner.cache.clear();
+  {
+    HookScope o(outer);
+    c.lm.forward(c.ids);
+  }
+  CHECK(inner.cache.empty());
+}
+
+TEST_CASE("hook points: listed without a forward pass, in the order a pass reaches them") {
+  ModelConfig attn_only_lm = tiny_lm(), post_ln_lm = tiny_lm();
+  attn_only_lm.attn_only = true;
+  post_ln_lm.norm_first = false;
+  post_ln_lm.final_norm = false;
+  ModelConfig attn_only_s2s = tiny_config(true, true);
+  attn_only_s2s.attn_only = true;
+  std::vector<std::pair<std::string, std::shared_ptr<Model>>> models;
+  for (const auto& [name, config] :
+       {std::pair{"lm", tiny_lm()}, std::pair{"lm, attention only", attn_only_lm},
+        std::pair{"lm, post-LN without a final norm", post_ln_lm}}) {
+    Generator g(5);
+    models.emplace_back(name, std::make_shared<DecoderLM>(config, g));
+  }
+  for (const auto& [name, config] :
+       {std::pair{"seq2seq, post-LN", tiny_config(false)},
+        std::pair{"seq2seq, post-LN, final norm", tiny_config(false, true)},
+        std::pair{"seq2seq, pre-LN", tiny_config(true)},
+        std::pair{"seq2seq, attention only", attn_only_s2s}}) {
+    Generator g(7);
+    models.emplace_back(name, std::make_shared<Seq2Seq>(config, g));
+  }
+  const Tensor src = from_vector<int64_t>({1, 4, 6, 2}, {1, 4}),
+               tgt = from_vector<int64_t>({1, 2, 3}, {1, 3});
+  const Tensor sv = ones({1, 4}, DType::b8), tv = ones({1, 3}, DType::b8);
+  for (const auto& [name, model] : models) {
+    INFO(name);
+    model->eval();
+    // A layer that captures everything sees no hook point while the model lists them and
+    // checks names against them: no pass runs (any pass reaches "embed" first).
+    Hooks watch;
+    watch.capture = [](std::string_view) { return true; };
+    std::vector<std::string> listed;
+    {
+      HookScope scope(watch);
+      listed = hook_points(*model);
+      check_hook_names(*model, {"*.pattern", "logits"}, "test");
+    }
+    CHECK(watch.passed.empty());
+    CHECK(watch.cache.empty());
+    // ... and the list is the names a pass reaches, in its order
+    Hooks trace;
+    trace.capture = [](std::string_view) { return true; };
+    {
+      HookScope scope(trace);
+      model->forward(src, tgt, sv, tv);
+    }
+    CHECK(listed == trace.passed);
+  }
+}
+
+namespace {
+
+// One thread's question to a shared model: its own ablation (an outer layer zeroing one head
+// of one decoder self-attention layer) and its own captures (an inner layer), then a teacher-
+// forced pass of the encoder-decoder and a few tokens of the language model through its cache.
+struct Answer {
+  Tensor logits, cross_pattern, lm_steps;
+};
+
+Answer ask(const Seq2Seq& s2s, const DecoderLM& lm, const Tensor& src, const Tensor& tgt, int who) {
+  ag::NoGrad no_grad;                 // as an inference call: no tape,
+  ThreadInvariantProducts invariant;  // products of the same bits at any thread count
+  const int64_t layer = who % 2, head = (who / 2) % 4;
+  const auto zero_head = [head](const Var& z) {  // z: (B, h, n, d_head)
+    Tensor keep = ones({1, z.size(1), 1, 1}, z.dtype());
+    keep.data<float>()[head] = 0;
+    return ag::mul(z, Var(keep));
+  };
+  Hooks ablation, capture;
+  ablation.add("decoder.blocks." + std::to_string(layer) + ".attn.z", zero_head);
+  ablation.add("blocks." + std::to_string(layer) + ".attn.z", zero_head);
+  capture.capture = names_matching({"decoder.blocks.1.cross.pattern"});
+  HookScope outer(ablation);
+  HookScope inner(capture);
+  Answer a;
+  const Tensor sv = ones(src.shape(), DType::b8), tv = ones(tgt.shape(), DType::b8);
+  a.logits = s2s.forward(src, tgt, sv, tv).data();
+  a.cross_pattern = capture.cache.at("decoder.blocks.1.cross.pattern").data();
+  DecoderLM::Cache cache;  // each thread's own
+  std::vector<Tensor> steps{lm.step(cache, tgt).data()};
+  for (int t = 0; t < 4; ++t) steps.push_back(lm.step(cache, tgt.narrow(1, t, 1)).data());
+  a.lm_steps = concat(steps, 1);
+  return a;
+}
+
+bool same_answer(const Answer& a, const Answer& b) {
+  return same_values(a.logits, b.logits) && same_values(a.cross_pattern, b.cross_pattern) &&
+         same_values(a.lm_steps, b.lm_steps);
+}
+
+}  // namespace
+
+TEST_CASE("hooks: threads with scopes of their own on one shared model answer bit for bit") {
+  ModelConfig c = tiny_config(true, true), lc = tiny_lm();
+  for (ModelConfig* m : {&c, &lc}) {
+    m->d_model = 64, m->heads = 4, m->d_ff = 128, m->encoder_layers = 2, m->decoder_layers = 2;
+    m->src_vocab = m->tgt_vocab = 7;
+  }
+  Generator g(3);
+  Seq2Seq s2s(c, g);
+  DecoderLM lm(lc, g);
+  s2s.eval();  // once, before the threads: their passes write no flag (no InferenceScope)
+  lm.eval();
+  const Tensor src = randint({4, 16}, 0, 7, g), tgt = randint({4, 12}, 0, 7, g);
+  constexpr int kThreads = 8, kRounds = 5;
+  // Alone: each question on a thread of its own, one at a time.
+  std::vector<Answer> alone(kThreads);
+  for (int who = 0; who < kThreads; ++who)
+    std::thread([&, who] { alone[who] = ask(s2s, lm, src, tgt, who); }).join();
+  CHECK_FALSE(same_values(alone[0].logits, alone[1].logits));  // the ablations differ
+  // Together: every thread asks its question several times while the others ask theirs.
+  std::vector<std::vector<Answer>> together(kThreads);
+  std::vector<std::thread> threads;
+  for (int who = 0; who < kThreads; ++who)
+    threads.emplace_back([&, who] {
+      for (int r = 0; r < kRounds; ++r) together[who].push_back(ask(s2s, lm, src, tgt, who));
+    });
+  for (std::thread& t : threads) t.join();
+  for (int who = 0; who < kThreads; ++who)
+    for (int r = 0; r < kRounds; ++r) {
+      INFO("thread " << who << ", round " << r);
+      CHECK(same_answer(together[who][r], alone[who]));
+    }
+  CHECK_FALSE(hooks_active());  // the threads' scopes never reached this one
 }

@@ -1,15 +1,17 @@
 // The output layer and its loss as one op (ag::linear_cross_entropy, autograd/ops_loss.cpp) and
-// Model::forward_loss (nn/model.cpp), which takes it unless hooks are in scope or the logits
+// Model::forward_loss (nn/model.cpp), which takes it unless a hook asks for the logits or they
 // are soft-capped. Outside a bf16 PrecisionScope, and for float64 in one, the op is linear then
 // cross_entropy bit for bit; in a bf16 scope it is one op on the tape, "linear_cross_entropy"
 // (core/linear_cross_entropy.cpp), within bfloat16's tolerance of linear then cross_entropy in
 // the same scope, for the op alone and for a Seq2Seq (an output layer with a bias, and one tied
 // to the target embedding) and a DecoderLM (tied, and an output matrix of its own), with label
-// smoothing and ignored targets, over more than one 128-row chunk. With hooks in scope or a
-// soft cap, forward_loss in bf16 is forward then cross_entropy bit for bit.
+// smoothing and ignored targets, over more than one 128-row chunk. With the logits hooked or a
+// soft cap, forward_loss in bf16 is forward then cross_entropy bit for bit; hooks on other
+// points leave it fused, bit for bit.
 // The kernels against float32: tests/core/test_linear_cross_entropy.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -355,7 +357,7 @@ TEST_CASE("DecoderLM forward_loss in bf16 is one op within bf16 tolerance of for
   }
 }
 
-TEST_CASE("forward_loss in bf16 with hooks in scope or a soft cap is forward then loss bitwise") {
+TEST_CASE("forward_loss in bf16 with hooked logits or a soft cap is forward then loss bitwise") {
   SKIP_WITHOUT_BF16();
   {  // Seq2Seq, hooks capturing the logits: they must be formed
     Generator g(61);
@@ -372,14 +374,28 @@ TEST_CASE("forward_loss in bf16 with hooks in scope or a soft cap is forward the
     // the hooks gone, the fused op again
     CHECK(run_model(m, b, true, Precision::bf16).op == "linear_cross_entropy");
   }
-  {  // DecoderLM, hooks in scope that capture nothing still take the logits path
+  {  // DecoderLM, the logits replaced (by themselves): the logits path
     Generator g(63);
     DecoderLM m(lm_config(true), g, std::make_shared<Generator>(1));
     const Batch b = lm_batch(64);
     Hooks h;
+    h.add("logits", [](const ag::Var& x) { return x; });
     const ModelRun a = run_model(m, b, true, Precision::bf16, &h);
     CHECK(a.op == "cross_entropy");
     check_models_same_bits(a, run_model(m, b, false, Precision::bf16));
+  }
+  {  // DecoderLM, hooks on every other point (training's attention patterns): still fused, and
+     // the same bits as without hooks; the logits never formed, so never passed
+    Generator g(63);
+    DecoderLM m(lm_config(true), g, std::make_shared<Generator>(1));
+    const Batch b = lm_batch(64);
+    Hooks h;
+    h.capture = [](std::string_view name) { return name != "logits"; };
+    const ModelRun a = run_model(m, b, true, Precision::bf16, &h);
+    CHECK(a.op == "linear_cross_entropy");
+    CHECK(h.cache.count("blocks.0.attn.pattern") == 1);
+    CHECK(std::find(h.passed.begin(), h.passed.end(), "logits") == h.passed.end());
+    check_models_same_bits(a, run_model(m, b, true, Precision::bf16));
   }
   {  // a soft-capped DecoderLM: the logits are tanh's, not the output layer's
     Generator g(65);

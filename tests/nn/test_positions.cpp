@@ -108,8 +108,7 @@ TEST_CASE("relative and rope attention: weights depend on positions only through
     const int64_t n = 9;
     const Tensor row = uniform({1, 1, 8}, -1, 1, g, DType::f64);
     const Var x(row.expand({1, n, 8}).contiguous());
-    Var w;
-    mha.forward(x, x, x, Tensor(), &w);  // (1, 2, n, n)
+    const Var w = forward_with_weights(mha, x, x, x).weights;  // (1, 2, n, n)
     const Tensor lw = log(w.data());
     double spread = 0;
     for (int64_t h = 0; h < 2; ++h) {
@@ -190,8 +189,7 @@ TEST_CASE("gradcheck: rotary, relative bias, and attention / blocks with each po
     // a decoding step: one query at position 3 over 4 cached keys
     check_gradients(
         [&](Ins in) {
-          return mha.attend(in[0], mha.project_key(in[1]), mha.project_value(in[1]), Tensor(),
-                            nullptr, 3);
+          return mha.attend(in[0], mha.project_key(in[1]), mha.project_value(in[1]), Tensor(), 3);
         },
         with_params({leaf({2, 1, 8}, g), leaf({2, 4, 8}, g)}, mha));
 

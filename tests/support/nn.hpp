@@ -18,6 +18,7 @@
 #include "autograd/gradcheck.hpp"
 #include "nn/decoder_lm.hpp"
 #include "nn/gradcheck_layers.hpp"
+#include "nn/hooks.hpp"
 #include "nn/module.hpp"
 #include "nn/seq2seq.hpp"
 #include "support/tensors.hpp"
@@ -66,6 +67,25 @@ inline std::vector<ag::Var> with_params(std::vector<ag::Var> inputs, const nn::M
 }
 // (B, n) bool padding masks, as the registry builds them
 using nn::valid_mask;
+
+// mha.forward(q, k, v, mask) and its attention weights (B, h, n, m), captured at its hook point
+// "pattern" (nn/hooks.hpp). through_pattern: the pattern is also replaced by itself, so the
+// output is computed as pattern @ v (the weights path) instead of the scorer's fast path.
+struct AttentionWithWeights {
+  ag::Var out, weights;
+};
+inline AttentionWithWeights forward_with_weights(const nn::MultiHeadAttention& mha,
+                                                 const ag::Var& q, const ag::Var& k,
+                                                 const ag::Var& v, const Tensor& mask = Tensor(),
+                                                 bool through_pattern = false) {
+  const std::string point = mha.hook_prefix + "pattern";
+  nn::Hooks h;
+  h.capture = nn::names_matching({point});
+  if (through_pattern) h.add(point, [](const ag::Var& w) { return w; });
+  nn::HookScope scope(h);
+  const ag::Var out = mha.forward(q, k, v, mask);
+  return {out, h.cache.at(point)};
+}
 
 // gradcheck of f at in on one thread (central differences call f thousands of times; a
 // parallel region per op would only add noise). Prints the worst errors under the test's name.
