@@ -295,19 +295,21 @@ TEST_CASE("inspect: an ablation scope composes with each call's own hooks, per t
     INFO(c.run << " " << c.precision);
     const auto inf = open(c);
     const data::Ids ids = inf->encode(c.clean, "test");
-    const data::Ids tgt_in = inf->inspect(ids).tgt_in;
     const std::vector<std::string> specs =
         c.run == "lm" ? std::vector<std::string>{"0.0", "1.1,0.1", ""}
                       : std::vector<std::string>{"cross.1.0", "encoder.0.1,decoder.1.1", ""};
     // Alone, on this thread: the lens (hooks of its own, inside the ablation's scope) still
     // reads the ablated model's logits at its last layer; and the ablation as a scope around
-    // the call is the ablation handed to the call as its own layer.
+    // the call is the ablation handed to the call as its own layer. (An encoder-decoder reads
+    // the ablated model's own greedy output, as the lens does.)
     std::vector<Tensor> alone;
+    std::vector<data::Ids> tgt_in;
     for (const std::string& spec : specs) {
       INFO(spec);
       {
         const inspect::Ablation ablation(*inf, spec, "test");
-        alone.push_back(inf->logits(ids, tgt_in));
+        tgt_in.push_back(inf->inspect(ids).tgt_in);
+        alone.push_back(inf->logits(ids, tgt_in.back()));
         const inspect::Lens lens = inspect::logit_lens(*inf, ids, 3);
         CHECK(same_bits(lens.logits, alone.back()));
         CHECK(same_bits(lens.layers.back().logits, alone.back()));
@@ -315,7 +317,7 @@ TEST_CASE("inspect: an ablation scope composes with each call's own hooks, per t
       nn::Hooks own;
       const auto atts = inspect::attentions_of(*inf);
       inspect::add_zero_ablation(own, inspect::parse_heads(spec, atts, "test"));
-      CHECK(same_bits(inf->logits(ids, tgt_in, &own), alone.back()));
+      CHECK(same_bits(inf->logits(ids, tgt_in.back(), &own), alone.back()));
     }
     CHECK_FALSE(same_bits(alone[0], alone[2]));  // the ablation removed something
     // Together: a thread per ablation, each asking several times while the others ask theirs;
@@ -325,7 +327,7 @@ TEST_CASE("inspect: an ablation scope composes with each call's own hooks, per t
     for (size_t i = 0; i < specs.size(); ++i)
       threads.emplace_back([&, i] {
         const inspect::Ablation ablation(*inf, specs[i], "test");
-        for (int r = 0; r < 3; ++r) together[i].push_back(inf->logits(ids, tgt_in));
+        for (int r = 0; r < 3; ++r) together[i].push_back(inf->logits(ids, tgt_in[i]));
       });
     for (std::thread& t : threads) t.join();
     for (size_t i = 0; i < specs.size(); ++i)
