@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include "core/cancel.hpp"
-
 #include "run/limits.hpp"
 #include "run/task.hpp"
 

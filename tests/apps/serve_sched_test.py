@@ -23,11 +23,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -86,38 +85,54 @@ def wait_queue(s, pred, seconds):
     return q, False
 
 
-class Stream(threading.Thread):
-    """A 1,000-token sample streamed, read as raw bytes (the client's own work, which shares the
-    interpreter with the timed requests, kept small): when its first and last bytes came."""
+# The stream's client, in a process of its own: a thread reading a token's line every
+# millisecond would take the interpreter's lock from the timed requests, and time the client.
+STREAM_READER = r"""
+import json, socket, sys
+port = int(sys.argv[1])
+body = json.dumps({"prompt": "ROMEO:", "tokens": 1000, "seed": 3}).encode()
+head = (f"POST /api/runs/big/generate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n").encode()
+got = b""
+with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
+    sock.sendall(head + body)
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        if not got:
+            print("first", flush=True)
+        got += chunk
+print(json.dumps({"lines": got.count(b'{"text":'), "done": b'{"done":true}' in got}), flush=True)
+"""
+
+
+class Stream:
+    """A 1,000-token sample streamed to another process: when its first bytes came, whether it
+    still runs, how many tokens it got and whether it ended with done."""
 
     def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port = port
-        self.first = self.end = None
+        self.proc = subprocess.Popen([sys.executable, "-c", STREAM_READER, str(port)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.first_line = self.proc.stdout.readline()  # the answer has begun
+        self.first = time.monotonic()
+        self.end = None
         self.lines, self.done, self.error = 0, False, None
 
-    def run(self):
-        body = json.dumps({"prompt": "ROMEO:", "tokens": 1000, "seed": 3}).encode()
-        head = (f"POST /api/runs/big/generate HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n").encode()
-        got = b""
+    def running(self):
+        if self.end is None and self.proc.poll() is not None:
+            self.end = time.monotonic()
+        return self.end is None
+
+    def join(self):
+        out = self.proc.communicate(timeout=120)[0]
+        self.running()
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=120) as sock:
-                sock.sendall(head + body)
-                while True:
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    if self.first is None:
-                        self.first = time.monotonic()
-                    got += chunk
-            self.end = time.monotonic()
-        except OSError as e:
-            self.error = repr(e)
-            self.end = time.monotonic()
-        self.lines = got.count(b'{"text":')
-        self.done = b'{"done":true}' in got
+            j = json.loads(out.splitlines()[-1])
+            self.lines, self.done = j["lines"], j["done"]
+        except (IndexError, ValueError, KeyError):
+            self.error = f"the reader said {self.first_line!r} {out!r} (exit {self.proc.returncode})"
 
 
 def next_beside_stream(s):
@@ -125,15 +140,12 @@ def next_beside_stream(s):
     runs), alone again (20). (median alone, median beside, answers beside, the stream)."""
     alone = [timed_next(s) for _ in range(20)]
     stream = Stream(s.port)
-    stream.start()
-    while stream.first is None and stream.end is None:
-        time.sleep(0.002)
     beside = []
-    while stream.end is None and len(beside) < 40:
+    while stream.running() and len(beside) < 40:
         code, t = timed_next(s)
-        if stream.end is None:  # answered while the stream still ran
+        if stream.running():  # answered while the stream still ran
             beside.append((code, t))
-    stream.join(120)
+    stream.join()
     alone += [timed_next(s) for _ in range(20)]
     check(all(c == 200 for c, _ in alone + beside), "every /next answered 200")
     a = statistics.median(t for _, t in alone)
@@ -144,11 +156,11 @@ def next_beside_stream(s):
 def concurrency(s):
     """Short /next questions beside a 1,000-token stream on the same run. The machine may be
     shared (other builds and tests): a round whose ratio is past the bound is measured again, up
-    to three rounds, every round printed. Before, each /next waited for the whole stream (a
+    to five rounds, every round printed. Before, each /next waited for the whole stream (a
     ratio in the hundreds)."""
     for _ in range(3):
         timed_next(s)  # the checkpoint loaded, the first passes' buffers made
-    for round_ in range(3):
+    for round_ in range(5):
         a, b, n, stream = next_beside_stream(s)
         print(f"  round {round_ + 1}: /next alone: median {ms(a)} over 40; beside the stream: "
               f"median {ms(b)} over {n} (ratio {b / a:.2f}); the stream: {stream.lines} tokens "
