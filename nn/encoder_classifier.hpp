@@ -61,8 +61,7 @@ class EncoderClassifier : public Model {
 
   // nn::Model's forward: src (B, S) int64; src_valid (B, S) bool, true on real tokens, or
   // undefined (every position real); tgt_in (B, 1) or undefined, its values unused; tgt_valid
-  // unused -> logits (B, 1, C). Each layer's (B, h, S, S) weights: the hook points
-  // blocks.l.attn.pattern.
+  // unused -> logits (B, 1, C). Each layer's (B, h, S, S) weights: blocks.L.attn.pattern.
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
               const Tensor& tgt_valid) const override;
   // The class logits of each sequence: src (B, S), src_valid (B, S) or undefined -> (B, C).

@@ -275,8 +275,15 @@ TEST_CASE("EncoderClassifier: hook points in forward order, as hook_points lists
       ModelConfig c = tiny_classifier(l.norm_first);
       c.final_norm = l.final_norm, c.attn_only = l.attn_only;
       const EncoderClassifier m = make(c, pool);
-      const std::vector<std::string> names = m.hook_points();
-      CHECK(hook_points(m) == names);  // a forward pass reaches exactly these, in this order
+      const std::vector<std::string> names = hook_points(m);
+      Hooks trace;  // a forward pass reaches exactly these, in this order
+      trace.capture = [](std::string_view) { return true; };
+      {
+        const Batch b;
+        HookScope scope(trace);
+        m.forward(b.src, b.tgt_in, b.valid, Tensor());
+      }
+      CHECK(trace.passed == names);
       CHECK(names.front() == "embed");
       CHECK(names[names.size() - 2] == "pooled");
       CHECK(names.back() == "logits");
@@ -296,7 +303,7 @@ TEST_CASE("EncoderClassifier: hook points in forward order, as hook_points lists
     HookScope scope(h);
     m.forward(b.src, b.tgt_in, b.valid, Tensor());
   }
-  const std::vector<std::string> names = m.hook_points();
+  const std::vector<std::string> names = hook_points(m);
   CHECK(h.passed == names);
   CHECK(h.cache.size() == names.size());
   CHECK(h.cache.at("embed").shape() == Shape{3, 6, 8});
@@ -310,13 +317,13 @@ TEST_CASE("EncoderClassifier: hook points in forward order, as hook_points lists
 TEST_CASE("EncoderClassifier: attention patterns through hooks, padded keys get nothing") {
   const EncoderClassifier m = make(tiny_classifier(), Pooling::cls);
   const Batch b;
-  nn::Hooks h;
-  h.capture = nn::names_matching({"*.attn.pattern"});
+  Hooks h;
+  h.capture = names_matching({"*.pattern"});
   {
-    const nn::HookScope scope(h);
+    HookScope scope(h);
     m.forward(b.src, b.tgt_in, b.valid, Tensor());
   }
-  REQUIRE(h.cache.size() == 2);
+  REQUIRE(h.cache.size() == 2);  // self-attention of its two blocks, nothing else
   const Tensor w = h.cache.at("blocks.1.attn.pattern").data();
   CHECK(w.shape() == Shape{3, 2, 6, 6});
   // row 1 has 4 real tokens: keys 4 and 5 get no weight; every query row sums to 1
