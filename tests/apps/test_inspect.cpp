@@ -20,35 +20,15 @@
 #include "serve/model.hpp"
 #include "support/process.hpp"
 #include "support/tensors.hpp"
+#include "support/tiny_runs.hpp"
 
 using namespace qkv;
 using namespace qkv::testing;
 
 namespace {
 
-// A character GPT (2 layers) and a copy-task encoder-decoder (2 + 2 layers, 2 heads).
-const TempDir& runs() {
-  static TempDir dir("inspect");
-  static const bool trained = [] {
-    const std::string src = source_dir();
-    const RunResult lm =
-        run_qkv("train '" + src + "/configs/shakespeare-char.toml' --run-dir '" + dir.file("lm") +
-                "' --threads 1 --quiet --model.d_model 32 --model.d_ff 64 --model.decoder_layers 2"
-                " --data.block_size 16 --model.max_len 16 --data.batch_size 32 --train.max_steps 60"
-                " --train.eval_every 60 --train.eval_iters 2 --optim.warmup 10 --optim.lr 1e-2");
-    const RunResult copy =
-        run_qkv("train '" + src + "/configs/copy.toml' --run-dir '" + dir.file("copy") +
-                "' --threads 1 --quiet --train.max_steps 20 --train.eval_examples 10"
-                " --data.train_size 200 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
-                " --model.d_model 32 --model.d_ff 64 --model.heads 2");
-    INFO(lm.output << copy.output);
-    REQUIRE(lm.status == 0);
-    REQUIRE(copy.status == 0);
-    return true;
-  }();
-  (void)trained;
-  return dir;
-}
+// The tiny GPT and copy runs (tests/support/tiny_runs.hpp).
+const TempDir& runs() { return tiny_runs("inspect", 60); }
 
 struct Case {
   std::string run, clean, corrupt, precision;

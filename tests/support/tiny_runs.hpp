@@ -1,0 +1,38 @@
+// Two tiny trained runs for tests that open a run folder, trained once per test process: a
+// character GPT (2 layers of 4 heads, d_model 32, block 16) in dir.file("lm") and a copy-task
+// encoder-decoder (2 + 2 layers, 2 heads, d_model 32) in dir.file("copy"). A few seconds.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "support/process.hpp"
+
+namespace qkv::testing {
+
+// tag names the folder (qkv_<tag>_<pid>); lm_steps: the GPT's training steps.
+inline const TempDir& tiny_runs(const char* tag, int lm_steps) {
+  static TempDir dir(tag);
+  static const bool trained = [&] {
+    const std::string src = source_dir(), steps = std::to_string(lm_steps);
+    const RunResult lm =
+        run_qkv("train '" + src + "/configs/shakespeare-char.toml' --run-dir '" + dir.file("lm") +
+                "' --threads 1 --quiet --model.d_model 32 --model.d_ff 64 --model.decoder_layers 2"
+                " --data.block_size 16 --model.max_len 16 --data.batch_size 32 --train.max_steps " +
+                steps + " --train.eval_every " + steps +
+                " --train.eval_iters 2 --optim.warmup 10 --optim.lr 1e-2");
+    const RunResult copy =
+        run_qkv("train '" + src + "/configs/copy.toml' --run-dir '" + dir.file("copy") +
+                "' --threads 1 --quiet --train.max_steps 20 --train.eval_examples 10"
+                " --data.train_size 200 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
+                " --model.d_model 32 --model.d_ff 64 --model.heads 2");
+    INFO(lm.output << copy.output);
+    REQUIRE(lm.status == 0);
+    REQUIRE(copy.status == 0);
+    return true;
+  }();
+  (void)trained;
+  return dir;
+}
+
+}  // namespace qkv::testing
