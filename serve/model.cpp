@@ -25,8 +25,8 @@ namespace qkv::serve {
 
 struct Model::Impl {
   std::unique_ptr<run::Inference> inf;
-  // The model's attentions, listed once at load (listing them runs a forward pass): the heads
-  // of an "ablate" are checked against them.
+  // The model's attentions, listed once at load: the heads of an "ablate" are checked against
+  // them.
   std::vector<inspect::Attention> attentions;
 };
 
@@ -75,9 +75,9 @@ std::vector<inspect::HeadRef> heads_named(const std::vector<inspect::Attention>&
 // them: no heads install nothing (the same bits as without).
 class Ablation {
  public:
-  Ablation(const std::vector<inspect::Attention>& attentions, run::Inference& inf,
-           const std::string& spec, const char* op)
-      : heads_(heads_named(attentions, spec, op)), inf_(inf) {
+  Ablation(const std::vector<inspect::Attention>& attentions, const std::string& spec,
+           const char* op)
+      : heads_(heads_named(attentions, spec, op)) {
     if (heads_.empty()) return;
     inspect::add_zero_ablation(hooks_, heads_);
     scope_.emplace(hooks_);
@@ -87,8 +87,7 @@ class Ablation {
 
  private:
   std::vector<inspect::HeadRef> heads_;
-  run::Inference& inf_;
-  nn::Hooks hooks_;  // the replacements the Inference calls while this question runs
+  nn::Hooks hooks_;                     // the replacements this question's calls run under
   std::optional<nn::HookScope> scope_;  // ends before hooks_
 };
 
@@ -161,7 +160,7 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
   const run::Inference& inf = *impl_->inf;
   if (beam < 1 || beam > lim.max_beam)
     throw BadInput(cat("beam must be in 1..", lim.max_beam, ", got ", beam));
-  const Ablation held(impl_->attentions, *impl_->inf, ablate, "translate");
+  const Ablation held(impl_->attentions, ablate, "translate");
   as_bad_input([&] {
     inf.require(run::Inference::Operation::decode, "translate");
     return 0;
@@ -182,7 +181,7 @@ void Model::check_sample(const SampleRequest& q, const Limits& lim) const {
 
 void Model::generate(const SampleRequest& q, const Limits& lim,
                      const std::function<bool(const std::string&)>& on_text) {
-  const Ablation held(impl_->attentions, *impl_->inf, q.ablate, "generate");
+  const Ablation held(impl_->attentions, q.ablate, "generate");
   const run::Inference& inf = *impl_->inf;
   const data::Ids prompt = sample_prompt(inf, q, lim);
   const run::LoadedRun& r = inf.run();
@@ -201,7 +200,7 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
 json Model::attention(const std::string& text, const Limits& lim, const std::string& ablate,
                       int64_t k) {
   check_k(k, lim, true);
-  const Ablation held(impl_->attentions, *impl_->inf, ablate, "attention");
+  const Ablation held(impl_->attentions, ablate, "attention");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
@@ -219,7 +218,7 @@ json Model::attention(const std::string& text, const Limits& lim, const std::str
 json Model::next_tokens(const std::string& text, int64_t k, const Limits& lim,
                         const std::string& ablate) {
   check_k(k, lim, false);
-  const Ablation held(impl_->attentions, *impl_->inf, ablate, "next");
+  const Ablation held(impl_->attentions, ablate, "next");
   const run::Inference& inf = *impl_->inf;
   const data::Ids src = encode(inf, text, lim);
   const run::Inspection a = as_bad_input([&] { return inf.inspect(src); });
@@ -231,7 +230,7 @@ json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& a
     throw BadInput(cat("batches must be in 1..", lim.max_head_batches, ", got ", r.batches));
   if (r.probes < 1 || r.probes > lim.max_probes)
     throw BadInput(cat("probes must be in 1..", lim.max_probes, ", got ", r.probes));
-  const Ablation held(impl_->attentions, *impl_->inf, ablate, "heads");
+  const Ablation held(impl_->attentions, ablate, "heads");
   const run::Inference& inf = *impl_->inf;
   return as_bad_input([&] {
     inspect::HeadTableOptions o{.split = r.split, .probes = r.probes, .seed = r.seed};
@@ -246,7 +245,7 @@ json Model::heads(const HeadsRequest& r, const Limits& lim, const std::string& a
 json Model::lens(const LensRequest& r, const Limits& lim, const std::string& ablate) {
   if (r.top < 1 || r.top > lim.max_top_k)
     throw BadInput(cat("top must be in 1..", lim.max_top_k, ", got ", r.top));
-  const Ablation held(impl_->attentions, *impl_->inf, ablate, "lens");
+  const Ablation held(impl_->attentions, ablate, "lens");
   const run::Inference& inf = *impl_->inf;
   const data::Ids input = encode(inf, r.text, lim);
   return as_bad_input([&] {
