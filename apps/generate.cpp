@@ -25,7 +25,7 @@ int cmd_generate(const GenerateArgs& a) {
                                                    .op = "generate"});
   // --ablate: the heads removed in every call below (a HookScope on this thread)
   const inspect::Ablation ablation(*inf, a.ablate, "generate");
-  inf->require(run::Inference::Operation::generate, "generate");
+  inf->require(run::Capability::generate, "generate");
   const data::Ids prompt = inf->encode(a.prompt, "generate: --prompt");
   const data::Vocab& vocab = inf->run().data.tgt_vocab;
   const bool pieces = inf->run().data.tgt_spm != nullptr;

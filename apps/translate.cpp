@@ -20,7 +20,7 @@ int cmd_translate(const TranslateArgs& a) {
                                                    .max_input = a.max_input});
   // --ablate: the heads removed in every call below (a HookScope on this thread)
   const inspect::Ablation ablation(*inf, a.ablate, "translate");
-  inf->require(run::Inference::Operation::decode, "translate");
+  inf->require(run::Capability::decode, "translate");
   const run::DecodeOptions o{.beam = a.beam, .alpha = a.alpha, .max_len = a.max_len};
   auto one = [&](const std::string& text) {
     const data::Ids src = inf->encode(text, "translate");

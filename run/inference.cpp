@@ -53,6 +53,37 @@ int64_t Inference::max_output_tokens(int64_t n) const {
   return run_.task().max_output_tokens(run_.config, n);
 }
 
+bool Inference::can(Capability c) const {
+  const std::vector<Capability> all = capabilities();
+  return std::find(all.begin(), all.end(), c) != all.end();
+}
+
+void Inference::require(Capability c, const char* op) const {
+  if (can(c)) return;
+  std::string instead;
+  for (const Capability other : capabilities())
+    instead += cat(instead.empty() ? "" : " or ", "qkv ", command_of(other));
+  QKV_CHECK(false, op, run_.dir, " cannot ", command_of(c), " (model.kind = \"",
+            name_of(run_.config.model.kind), "\")",
+            instead.empty() ? std::string("") : cat(": use ", instead));
+}
+
+std::vector<data::Ids> Inference::decode(const std::vector<data::Ids>&,
+                                         const DecodeOptions&) const {
+  require(Capability::decode, "translate");
+  return {};
+}
+
+void Inference::generate(const data::Ids&, int64_t, const SampleOptions&, Generator&, bool,
+                         const std::function<void(int64_t)>&) const {
+  require(Capability::generate, "generate");
+}
+
+std::vector<Classification> Inference::classify(const std::vector<data::Ids>&) const {
+  require(Capability::classify, "classify");
+  return {};
+}
+
 const AttentionView* Inspection::view(const std::string& hook) const {
   for (const AttentionView& v : views)
     if (v.hook == hook) return &v;

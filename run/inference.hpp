@@ -29,8 +29,8 @@
 // Families: Seq2SeqInference (run/inference_seq2seq.cpp) translates, scores pairs (loss,
 // accuracy, exact match, BLEU, chrF) and shows three kinds of attention; LanguageModelInference
 // (run/inference_lm.cpp) samples, scores a token stream (loss, perplexity, bits per character)
-// and shows its causal self-attention. An operation a family does not have throws qkv::Error
-// saying what to use instead.
+// and shows its causal self-attention. Each lists its capabilities (run/capability.hpp); an
+// operation a run cannot do throws qkv::Error from require, naming what it can do instead.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -46,6 +46,7 @@
 #include "core/precision.hpp"
 #include "data/metrics.hpp"
 #include "nn/hooks.hpp"
+#include "run/capability.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
 
@@ -72,6 +73,13 @@ class InferenceScope {
   std::optional<ag::NoGrad> no_grad_;
   std::optional<nn::HookScope> hooks_;
   ThreadInvariantProducts invariant_products_;
+};
+
+// One input's classes: names (class ids in order) and their probabilities (summing to 1).
+struct Classification {
+  std::vector<std::string> classes;
+  std::vector<double> probabilities;
+  int64_t predicted = 0;  // the most probable class (the lowest id on a tie)
 };
 
 struct DecodeOptions {
@@ -180,17 +188,23 @@ class Inference {
   // (Task::max_output_tokens: n + train.max_decode_extra; a language model's has no end).
   int64_t max_output_tokens(int64_t n) const;
 
-  // --- decoding and sampling
-  // What a family does not do (a language model does not translate, an encoder-decoder does not
-  // sample): require throws qkv::Error naming op and what to use instead; a no-op otherwise.
-  enum class Operation { decode, generate };
-  virtual void require(Operation what, const char* op) const = 0;
+  // --- what the run can do beyond scoring and looking inside (run/capability.hpp)
+  virtual std::vector<Capability> capabilities() const = 0;
+  bool can(Capability c) const;
+  // A no-op when the run can c; otherwise qkv::Error naming op, the run and what it can do
+  // instead ("runs/copy cannot generate (a model that can translate): use qkv translate").
+  void require(Capability c, const char* op) const;
+
   // Each input's output (greedy, or beam search); stops at <eos> or the length rule.
+  // Capability::decode.
   virtual std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
-                                        const DecodeOptions& o) const = 0;
+                                        const DecodeOptions& o) const;
   // n tokens sampled after prompt, each handed to on_token as it is made (cached: the KV cache).
+  // Capability::generate.
   virtual void generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
-                        bool cached, const std::function<void(int64_t)>& on_token) const = 0;
+                        bool cached, const std::function<void(int64_t)>& on_token) const;
+  // Each input's class probabilities, in class-id order. Capability::classify.
+  virtual std::vector<Classification> classify(const std::vector<data::Ids>& inputs) const;
 
   // --- scoring and looking inside
   virtual Scores score(const ScoreOptions& o) const = 0;

@@ -53,17 +53,6 @@ int64_t LanguageModelTask::max_output_tokens(const config::RunConfig&, int64_t) 
   return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
 }
 
-void LanguageModelInference::require(Operation what, const char* op) const {
-  QKV_CHECK(what != Operation::decode, op, run_.dir,
-            " is a language model (model.kind = \"decoder\"): sample from it with qkv generate");
-}
-
-std::vector<data::Ids> LanguageModelInference::decode(const std::vector<data::Ids>&,
-                                                      const DecodeOptions&) const {
-  require(Operation::decode, "translate");
-  return {};
-}
-
 void LanguageModelInference::generate(const data::Ids& prompt, int64_t n, const SampleOptions& o,
                                       Generator& gen, bool cached,
                                       const std::function<void(int64_t)>& on_token) const {

@@ -145,16 +145,6 @@ std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& in
   return outs;
 }
 
-void Seq2SeqInference::require(Operation what, const char* op) const {
-  QKV_CHECK(what != Operation::generate, op, run_.dir,
-            " is not a language model (model.kind = \"decoder\"); use qkv translate");
-}
-
-void Seq2SeqInference::generate(const data::Ids&, int64_t, const SampleOptions&, Generator&, bool,
-                                const std::function<void(int64_t)>&) const {
-  require(Operation::generate, "generate");
-}
-
 Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
   const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);

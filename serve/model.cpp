@@ -133,7 +133,7 @@ json steps_json(const run::Inference& inf, const run::Inspection& a, int64_t k) 
 // ablation is not (see check_sample). Reads only the run's vocabulary: needs no hold.
 data::Ids sample_prompt(const run::Inference& inf, const SampleRequest& q, const Limits& lim) {
   as_bad_input([&] {
-    inf.require(run::Inference::Operation::generate, "generate");
+    inf.require(run::Capability::generate, "generate");
     return 0;
   });
   if (q.tokens < 1 || q.tokens > lim.max_new_tokens)
@@ -162,7 +162,7 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
     throw BadInput(cat("beam must be in 1..", lim.max_beam, ", got ", beam));
   const Ablation held(impl_->attentions, ablate, "translate");
   as_bad_input([&] {
-    inf.require(run::Inference::Operation::decode, "translate");
+    inf.require(run::Capability::decode, "translate");
     return 0;
   });
   const data::Ids src = encode(inf, text, lim);

@@ -196,7 +196,7 @@ def bad_inputs(s, work):
     check_error(s, "POST", gen, {"prompt": "a", "top_p": 0}, says="--top-p must be in (0, 1]")
     check_error(s, "POST", gen, {"prompt": "a", "temperature": -1}, says="temperature")
     check_error(s, "POST", "/api/runs/lm/next", {"text": "a", "k": 1000}, says="k must be in")
-    check_error(s, "POST", "/api/runs/lm/translate", {"text": "a"}, says="is a language model")
+    check_error(s, "POST", "/api/runs/lm/translate", {"text": "a"}, says="cannot translate")
     check_error(s, "POST", "/api/runs/copy/generate", {"prompt": "1"}, says="not a language")
     check_error(s, "POST", tr, {"text": "1", "checkpoint": "../../x"}, says="checkpoint must be")
     check_error(s, "POST", tr, {"text": "1", "checkpoint": "step-99999999"}, status=404,
