@@ -15,7 +15,7 @@
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
 #include "run/run_file.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 
 namespace qkv::app {
 
@@ -49,7 +49,7 @@ int64_t parameter_count(const RunData& r) {
     m.src_vocab = data::Vocab::load((fs::path(r.dir) / "src_vocab.txt").string()).size();
     m.tgt_vocab = data::Vocab::load((fs::path(r.dir) / "tgt_vocab.txt").string()).size();
     Generator g(c.seed);
-    return run::task_of(c.data.task).make_model(m, g)->parameter_count();
+    return run::family_for(c.data.task).make_model(m, g)->parameter_count();
   } catch (const Error&) {
     return -1;
   }

@@ -104,7 +104,7 @@ class ProgressHook : public train::Hook {
 // The held-out result: the test split with the best checkpoint (an LM: its best estimate).
 void final_report(run::TrainingRun& r, const train::TrainState& st, run::MetricsLog& metrics,
                   bool quiet) {
-  const std::string line = r.task().final_result(r, st, metrics);
+  const std::string line = r.family().final_result(r, st, metrics);
   plot_losses(r.dir);
   if (!quiet) spdlog::info("{}", line);
 }
@@ -123,7 +123,7 @@ int train_in_folder(run::TrainingRun& r, std::optional<inspect::ProbeInputs> pro
   // Label 0 is <pad> (ignored), except in a language model's vocabulary (no specials).
   train::Seq2SeqStep fwd(
       *r.model, *r.loader,
-      {r.task().ignore_label(), r.cfg.train.label_smoothing, r.cfg.train.log_attention_entropy});
+      {r.family().ignore_label(), r.cfg.train.label_smoothing, r.cfg.train.log_attention_entropy});
   train::Trainer trainer(r.model->parameters(), *r.opt, fwd.forward_fn(), r.options, &ctx);
   trainer.set_loader(r.loader.get());
   trainer.state() = r.state;

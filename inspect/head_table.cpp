@@ -12,7 +12,7 @@
 #include "interp/repeated_tokens.hpp"
 #include "run/inference.hpp"
 #include "run/run.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 
 namespace qkv::inspect {
 
@@ -20,10 +20,10 @@ namespace {
 
 // The model's room for the probe (config::ProbeRoom), by its family's length rules.
 config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) {
-  const run::Task& task = run::task_of(c.data.task);
-  const int64_t positions = task.max_input_tokens(c, model);
+  const run::Family& family = run::family_for(c.data.task);
+  const int64_t positions = family.max_input_tokens(c, model);
   if (data::is_language_model(c.data.task)) return {positions, "data.block_size", std::nullopt};
-  return {positions, "model.max_len", task.max_output_tokens(c, 0)};  // 0 + max_decode_extra
+  return {positions, "model.max_len", family.max_output_tokens(c, 0)};  // 0 + max_decode_extra
 }
 
 // The inputs the pattern scores are measured on: repeated random token rows of the input
@@ -169,9 +169,9 @@ std::vector<AttentionScores> scores_on(
 
 std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,
                                             const data::DataSplits& d, const PatternProbe& probe) {
-  const run::Task& task = run::task_of(c.data.task);
+  const run::Family& family = run::family_for(c.data.task);
   return scores_on(attentions_of(model, c.model.heads), probe,
-                   [&](const data::Ids& ids) { return task.inspect(model, c, d, ids); });
+                   [&](const data::Ids& ids) { return family.inspect(model, c, d, ids); });
 }
 
 std::vector<AttentionScores> pattern_scores(const run::Inference& inf, const PatternProbe& probe) {

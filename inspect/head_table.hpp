@@ -101,7 +101,7 @@ struct AttentionScores {
   std::map<std::string, std::vector<std::vector<double>>> scores;
 };
 // Every attention's scores on probe (the registry's scores of its kind), in forward order, each
-// input inspected as the run's Task inspects it. On a model of config c and data d (the training
+// input inspected as the run's Family inspects it. On a model of config c and data d (the training
 // probe): runs in the caller's InferenceScope (eval mode, no tape, precision). Both forms run
 // under the calling thread's hooks (an ablation stays in place).
 std::vector<AttentionScores> pattern_scores(const nn::Model& model, const config::RunConfig& c,

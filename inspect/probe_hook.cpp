@@ -6,7 +6,7 @@
 #include "inspect/icl.hpp"
 #include "nn/decoder_lm.hpp"
 #include "run/inference.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 
 namespace qkv::inspect {
 
@@ -35,7 +35,7 @@ ProbeInputs probe_inputs(const config::RunConfig& c, const data::DataSplits& d,
                          const nn::Model& model) {
   ProbeInputs in{pattern_probe(c, d, model, options_of(c.probe), "probe.length"), std::nullopt};
   if (data::is_language_model(c.data.task)) {
-    const int64_t n = run::task_of(c.data.task).max_input_tokens(c, model);
+    const int64_t n = run::family_for(c.data.task).max_input_tokens(c, model);
     in.icl = icl_windows(d.lm_valid, n, c.probe.icl_windows, "probe.icl_windows");
   }
   return in;

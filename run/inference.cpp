@@ -8,7 +8,7 @@
 
 #include "core/cancel.hpp"
 #include "run/limits.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 
 namespace qkv::run {
 
@@ -46,11 +46,11 @@ std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) 
 }
 
 int64_t Inference::max_input_tokens() const {
-  return run_.task().max_input_tokens(run_.config, *run_.model);
+  return run_.family().max_input_tokens(run_.config, *run_.model);
 }
 
 int64_t Inference::max_output_tokens(int64_t n) const {
-  return run_.task().max_output_tokens(run_.config, n);
+  return run_.family().max_output_tokens(run_.config, n);
 }
 
 bool Inference::can(Capability c) const {
@@ -169,7 +169,7 @@ std::unique_ptr<Inference> open_inference(const std::string& run_dir, const Open
     apply_threads(o.threads > 0 ? o.threads : r.config.threads,
                   o.threads > 0 ? "--threads" : "threads");
   const Precision p = choose_precision(o.precision, r.config.precision, "precision");
-  const Task& task = r.task();
+  const Family& task = r.family();
   std::unique_ptr<Inference> inf = task.inference(std::move(r), p);
   inf->set_max_input(o.max_input);
   return inf;

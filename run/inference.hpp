@@ -1,6 +1,6 @@
 // Inference: what every consumer of a trained run asks of it -- `qkv eval`, `translate`,
 // `generate`, `attention`, `report` and `qkv serve` -- in one interface per task family, beside
-// the training one (run/task.hpp). A consumer opens a run and calls; it never asks which family
+// the training one (run/family.hpp). A consumer opens a run and calls; it never asks which family
 // the model is.
 //
 //   auto inf = run::open_inference("runs/demo", {.checkpoint = "best"});
@@ -182,10 +182,10 @@ class Inference {
   virtual std::vector<std::string> input_labels(const data::Ids& ids) const = 0;
   virtual std::vector<std::string> output_labels(const data::Ids& ids) const = 0;
   // The longest input the model reads (its context or source positions): the family's rule
-  // (Task::max_input_tokens).
+  // (Family::max_input_tokens).
   int64_t max_input_tokens() const;
   // The decode-length rule: the most tokens an output of an input of n tokens may have
-  // (Task::max_output_tokens: n + train.max_decode_extra; a language model's has no end).
+  // (Family::max_output_tokens: n + train.max_decode_extra; a language model's has no end).
   int64_t max_output_tokens(int64_t n) const;
 
   // --- what the run can do beyond scoring and looking inside (run/capability.hpp)
@@ -279,7 +279,7 @@ struct OpenOptions {
   int64_t max_input = 1024;
 };
 
-// The run's checkpoint loaded and its family's Inference made (Task::inference).
+// The run's checkpoint loaded and its family's Inference made (Family::inference).
 std::unique_ptr<Inference> open_inference(const std::string& run_dir, const OpenOptions& o = {});
 
 }  // namespace qkv::run

@@ -1,5 +1,5 @@
 // The two task families' inference (run/inference.hpp), each implemented in its own file; made
-// by their Task (run/task_families.hpp), never named by a consumer.
+// by their Family (run/families.hpp), never named by a consumer.
 #pragma once
 #include <mutex>
 

@@ -7,7 +7,7 @@
 
 #include "core/cancel.hpp"
 #include "data/lm.hpp"
-#include "run/task_families.hpp"
+#include "run/families.hpp"
 
 namespace qkv::run {
 
@@ -44,12 +44,12 @@ std::string LanguageModelInference::output_name() const {
   return run_.data.tgt_spm ? "next-piece guesses" : "next-character guesses";
 }
 
-int64_t LanguageModelTask::max_input_tokens(const config::RunConfig& c,
+int64_t LanguageModelFamily::max_input_tokens(const config::RunConfig& c,
                                             const nn::Model& model) const {
   return std::min(c.data.block_size, nn::model_as<nn::DecoderLM>(model, "context").max_positions());
 }
 
-int64_t LanguageModelTask::max_output_tokens(const config::RunConfig&, int64_t) const {
+int64_t LanguageModelFamily::max_output_tokens(const config::RunConfig&, int64_t) const {
   return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
 }
 
@@ -151,10 +151,10 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
   const auto c = call();
-  return run_.task().inspect(*run_.model, run_.config, run_.data, ids);
+  return run_.family().inspect(*run_.model, run_.config, run_.data, ids);
 }
 
-Inspection LanguageModelTask::inspect(const nn::Model& model, const config::RunConfig& c,
+Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
                                       const data::DataSplits& d, const data::Ids& ids) const {
   cancellation_point();  // one pass: the probe's pattern scores run one per input
   Inspection a;

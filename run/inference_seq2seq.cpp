@@ -9,7 +9,7 @@
 #include "core/cancel.hpp"
 #include "data/tokenizer.hpp"
 #include "run/limits.hpp"
-#include "run/task_families.hpp"
+#include "run/families.hpp"
 
 namespace qkv::run {
 
@@ -114,12 +114,12 @@ std::vector<std::string> Seq2SeqInference::output_labels(const data::Ids& ids) c
   return token_labels(ids, run_.data.tgt_vocab);
 }
 
-int64_t Seq2SeqTask::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
+int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
   return c.model.position == nn::PositionKind::learned ? c.model.max_len
                                                        : std::numeric_limits<int64_t>::max();
 }
 
-int64_t Seq2SeqTask::max_output_tokens(const config::RunConfig& c, int64_t n) const {
+int64_t Seq2SeqFamily::max_output_tokens(const config::RunConfig& c, int64_t n) const {
   return n + c.train.max_decode_extra;
 }
 
@@ -233,7 +233,7 @@ Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
   return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
 }
 
-Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig& c,
+Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,
                                 const data::DataSplits& d, const data::Ids& src) const {
   const data::Framing& f = d.framing;
   Inspection a;
@@ -270,7 +270,7 @@ Inspection Seq2SeqTask::inspect(const nn::Model& model, const config::RunConfig&
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
   const auto c = call();
-  return run_.task().inspect(*run_.model, run_.config, run_.data, src);
+  return run_.family().inspect(*run_.model, run_.config, run_.data, src);
 }
 
 }  // namespace qkv::run

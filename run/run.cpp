@@ -302,7 +302,7 @@ LoadedRun load_run(const std::string& run_dir, const CheckpointSelector& which) 
   }
   check_model_memory(r.config, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   Generator gen(r.config.seed);
-  r.model = r.task().make_model(model_config(r.config, r.data), gen);
+  r.model = r.family().make_model(model_config(r.config, r.data), gen);
   // A training may be writing this run meanwhile: a checkpoint resolved here can lose its name
   // (checkpoint.keep) before its files are opened. Then resolve again; once open, the files
   // are read whole, and a named checkpoint never changes.

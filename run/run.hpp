@@ -24,7 +24,7 @@
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
 #include "run/checkpoint_selector.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 #include "train/state.hpp"
 
 namespace qkv::run {
@@ -71,7 +71,7 @@ struct LoadedRun {
   std::unique_ptr<nn::Model> model;  // the task's: nn::Seq2Seq or nn::DecoderLM
   std::string checkpoint;
   std::string dir;                                                // the run folder, as given
-  const Task& task() const { return task_of(config.data.task); }  // the family of data.task
+  const Family& family() const { return family_for(config.data.task); }  // the family of data.task
   // The model as its family's type; qkv::Error naming op for the other family.
   const nn::Seq2Seq& seq2seq(const char* op) const { return nn::model_as<nn::Seq2Seq>(*model, op); }
   const nn::DecoderLM& lm(const char* op) const { return nn::model_as<nn::DecoderLM>(*model, op); }

@@ -10,7 +10,7 @@
 #include "run/integrity.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 
 namespace qkv::run {
 
@@ -139,7 +139,7 @@ void Validator::on_validate(train::Trainer& t) {
   train::Distributed& dist = t.dist();
   bool better = false;
   // data-parallel: rank 0 validates alone (the numbers of one process)
-  if (dist.is_root()) better = task_of(c_.cfg.data.task).validate(c_, t.state());
+  if (dist.is_root()) better = family_for(c_.cfg.data.task).validate(c_, t.state());
   // data-parallel: rank 0's decisions are everyone's (the others wait here meanwhile)
   train::TrainState& st = t.state();
   better = dist.from_root(better ? 1 : 0) != 0;

@@ -15,7 +15,7 @@
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
 #include "run/provenance.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 
 namespace qkv::run {
 
@@ -78,10 +78,10 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
 void build(TrainingRun& r, int rank, int ranks) {
   const config::RunConfig& cfg = r.cfg;
   Generator init(cfg.seed);
-  r.model = r.task().make_model(model_config(cfg, r.data), init);
+  r.model = r.family().make_model(model_config(cfg, r.data), init);
   r.opt = optim::make_optimizer(cfg.optim.optim, r.model->checkpoint_parameters());
-  r.loader = r.task().make_loader(cfg, r.data, rank, ranks);
-  const int64_t batches = r.task().steps_per_epoch(cfg, r.data);
+  r.loader = r.family().make_loader(cfg, r.data, rank, ranks);
+  const int64_t batches = r.family().steps_per_epoch(cfg, r.data);
   QKV_CHECK(batches > 0, "train", "the training split of ", r.data.train.name, " is empty");
   // train.grad_accum: an optimizer step takes that many batches; an epoch is still one pass.
   r.per_epoch = (batches + cfg.train.grad_accum - 1) / cfg.train.grad_accum;
@@ -89,7 +89,7 @@ void build(TrainingRun& r, int rank, int ranks) {
 
 // The Trainer's options: the run's length (the task's), validations (once per epoch unless
 // train.eval_every), clipping and the schedule.
-train::TrainerOptions trainer_options(const config::RunConfig& cfg, const Task& task,
+train::TrainerOptions trainer_options(const config::RunConfig& cfg, const Family& task,
                                       int64_t per_epoch) {
   train::TrainerOptions o;
   o.total_steps = task.total_steps(cfg, per_epoch);
@@ -119,7 +119,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
   check_data_memory(r.cfg);                              // before generating or reading anything
   r.cfg.data.spm_dir = r.dir;  // SentencePiece: a resumed run loads its own models
   r.data = data::load_data(r.cfg.data);
-  r.task().check_positions(r.cfg, r.data);
+  r.family().check_positions(r.cfg, r.data);
   check_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   if (!r.resume_from.empty()) {
     // The run's own vocabularies: the model's ids mean these tokens.
@@ -130,7 +130,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
         ": the saved vocabularies differ from the data's; the data changed since the run began");
   }
   build(r, rank, ranks);
-  r.options = trainer_options(r.cfg, r.task(), r.per_epoch);
+  r.options = trainer_options(r.cfg, r.family(), r.per_epoch);
   r.options.precision = precision;
   if (!r.resume_from.empty()) {
     r.state = load_checkpoint(r.resume_from, *r.model, r.opt.get());
@@ -289,7 +289,7 @@ std::string run_summary(const TrainingRun& r, int ranks) {
                      r.restart               ? "restarting (no checkpoint yet)"
                      : r.resume_from.empty() ? "training"
                                              : "resuming",
-                     r.dir, r.model->parameter_count(), r.task().split_sizes(r.data),
+                     r.dir, r.model->parameter_count(), r.family().split_sizes(r.data),
                      r.options.total_steps, r.per_epoch, get_num_threads(),
                      ranks > 1 ? fmt::format(" x {} processes (data-parallel)", ranks) : "");
 }

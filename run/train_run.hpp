@@ -20,7 +20,7 @@
 #include "optim/optimizers.hpp"
 #include "run/run.hpp"
 #include "run/run_lock.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 #include "train/trainer.hpp"
 
 namespace qkv::run {
@@ -48,7 +48,7 @@ struct TrainingRun {
   // options.precision: cfg.precision resolved (auto: what it picked), the one copy
   train::TrainerOptions options;
   train::TrainState state;  // the resumed checkpoint's, or a new run's
-  const Task& task() const { return task_of(cfg.data.task); }  // the family of data.task
+  const Family& family() const { return family_for(cfg.data.task); }  // the family of data.task
 };
 
 // Reads the config (or the run folder's), checks memory and positions, loads the data and

@@ -299,7 +299,7 @@ json run_facts(const std::string& run_dir) {
          {"seed", c.seed}};
   // An attention-only model has no MLP: its config's d_ff is unused, so not shown as a size.
   f["d_ff"] = c.model.attn_only ? json("attention-only") : json(c.model.d_ff);
-  run::task_of(c.data.task).describe(c, f);
+  run::family_for(c.data.task).describe(c, f);
   if (c.train.max_steps > 0)
     f["max_steps"] = c.train.max_steps;
   else

@@ -9,7 +9,7 @@
 #include "data/config.hpp"
 #include "inspect/head_table.hpp"
 #include "run/inference.hpp"
-#include "run/task.hpp"
+#include "run/family.hpp"
 #include "support/nn.hpp"
 
 using namespace qkv;
@@ -35,7 +35,7 @@ struct LearnedPositions {
     c.model.max_len = 20;
     c.train.max_decode_extra = 5;
     Generator g(3);
-    model = run::task_of(c.data.task).make_model(c.model, g);
+    model = run::family_for(c.data.task).make_model(c.model, g);
   }
   inspect::PatternProbe probe(int64_t length) const {
     return inspect::pattern_probe(c, d, *model, {.probes = 2, .probe_length = length, .seed = 1},

@@ -12,7 +12,7 @@
 #include "nn/decoder_lm.hpp"
 #include "run/average.hpp"
 #include "run/lm.hpp"
-#include "run/task_families.hpp"
+#include "run/families.hpp"
 
 #include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
@@ -20,12 +20,12 @@
 
 namespace qkv::run {
 
-std::unique_ptr<nn::Model> LanguageModelTask::make_model(const nn::ModelConfig& c,
+std::unique_ptr<nn::Model> LanguageModelFamily::make_model(const nn::ModelConfig& c,
                                                          Generator& gen) const {
   return std::make_unique<nn::DecoderLM>(c, gen);
 }
 
-std::unique_ptr<data::BatchSource> LanguageModelTask::make_loader(const config::RunConfig& cfg,
+std::unique_ptr<data::BatchSource> LanguageModelFamily::make_loader(const config::RunConfig& cfg,
                                                                   const data::DataSplits& d,
                                                                   int rank, int ranks) const {
   return std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(d.lm_train),
@@ -33,24 +33,24 @@ std::unique_ptr<data::BatchSource> LanguageModelTask::make_loader(const config::
                                           ranks);
 }
 
-int64_t LanguageModelTask::steps_per_epoch(const config::RunConfig& cfg,
+int64_t LanguageModelFamily::steps_per_epoch(const config::RunConfig& cfg,
                                            const data::DataSplits& d) const {
   return std::max<int64_t>(
       1, static_cast<int64_t>(d.lm_train.size()) / (cfg.data.batch_size * cfg.data.block_size));
 }
 
-int64_t LanguageModelTask::total_steps(const config::RunConfig& cfg, int64_t per_epoch) const {
+int64_t LanguageModelFamily::total_steps(const config::RunConfig& cfg, int64_t per_epoch) const {
   if (cfg.train.max_steps > 0) return cfg.train.max_steps;
-  return Task::total_steps(cfg, per_epoch);
+  return Family::total_steps(cfg, per_epoch);
 }
 
-std::string LanguageModelTask::split_sizes(const data::DataSplits& d) const {
+std::string LanguageModelFamily::split_sizes(const data::DataSplits& d) const {
   return fmt::format("{} train / {} valid tokens", d.lm_train.size(), d.lm_valid.size());
 }
 
 // nanoGPT's estimate_loss: eval_iters random batches of each split, drawn from a generator
 // of (seed, step), so a resumed run estimates exactly as an uninterrupted one.
-bool LanguageModelTask::validate(RunContext& c, train::TrainState& st) const {
+bool LanguageModelFamily::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.cfg;
   Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
   const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
@@ -76,7 +76,7 @@ bool LanguageModelTask::validate(RunContext& c, train::TrainState& st) const {
 
 // No test split: the best validation estimate is the result; with checkpoint.average_last,
 // the average's estimate too (the batches of the last validation's generator).
-std::string LanguageModelTask::final_result(TrainingRun& r, const train::TrainState& st,
+std::string LanguageModelFamily::final_result(TrainingRun& r, const train::TrainState& st,
                                             MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
   std::string line =
@@ -97,11 +97,11 @@ std::string LanguageModelTask::final_result(TrainingRun& r, const train::TrainSt
   return line + fmt::format("; {}: val loss {:.4f}", averaged, loss);
 }
 
-std::unique_ptr<Inference> LanguageModelTask::inference(LoadedRun r, Precision p) const {
+std::unique_ptr<Inference> LanguageModelFamily::inference(LoadedRun r, Precision p) const {
   return std::make_unique<LanguageModelInference>(std::move(r), p);
 }
 
-void LanguageModelTask::describe(const config::RunConfig& c, nlohmann::json& facts) const {
+void LanguageModelFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {
   facts["model"] = c.model.attn_only ? "attention-only decoder-only language model"
                                      : "decoder-only language model";
   facts["language_model"] = true;

@@ -1,11 +1,11 @@
-// The two task families of run/task.hpp, each implemented in its own file.
+// The two task families of run/family.hpp, each implemented in its own file.
 #pragma once
-#include "run/task.hpp"
+#include "run/family.hpp"
 
 namespace qkv::run {
 
-// Pairs (source, target): run/task_seq2seq.cpp.
-class Seq2SeqTask : public Task {
+// Pairs (source, target): run/family_seq2seq.cpp.
+class Seq2SeqFamily : public Family {
  public:
   int64_t ignore_label() const override { return 0; }
   std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
@@ -26,8 +26,8 @@ class Seq2SeqTask : public Task {
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 
-// One token stream (data.task = "lm"): run/task_lm.cpp.
-class LanguageModelTask : public Task {
+// One token stream (data.task = "lm"): run/family_lm.cpp.
+class LanguageModelFamily : public Family {
  public:
   int64_t ignore_label() const override { return -1; }
   std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;

@@ -1,14 +1,15 @@
-// A task family: its model, what a run of it trains on, how it draws batches, validates and
-// reports. `qkv train`, the run hooks and the subcommands ask the run's Task instead of
+// A model family: its model, what a run of it trains on, how it draws batches, validates and
+// reports. `qkv train`, the run hooks and the subcommands ask the run's Family instead of
 // branching on data.task.
 //
-//   Seq2SeqTask  (run/task_seq2seq.cpp)  pairs: copy, reverse, sort, annotated_copy, dates, tsv,
+//   Seq2SeqFamily  (run/family_seq2seq.cpp)  pairs: copy, reverse, sort, annotated_copy, dates,
+//   tsv,
 //                                        parallel; an nn::Seq2Seq, teacher-forced loss, greedy
 //                                        decodes, a test
-//   LanguageModelTask (run/task_lm.cpp)  one token stream (lm): an nn::DecoderLM, windows at
+//   LanguageModelFamily (run/family_lm.cpp)  one token stream (lm): an nn::DecoderLM, windows at
 //                                        random offsets, nanoGPT's loss estimates, no test split
 //
-// task_of (run/task.cpp) is the registry: the one switch from data::TaskKind to its family.
+// family_for (run/family.cpp) is the registry: the one switch from data::TaskKind to its family.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,9 +34,9 @@ class Inference;     // run/inference.hpp
 class MetricsLog;    // run/train_hooks.hpp
 struct TrainingRun;  // run/train_run.hpp
 
-class Task {
+class Family {
  public:
-  virtual ~Task() = default;
+  virtual ~Family() = default;
 
   // The label the loss ignores: <pad> (0) for pairs; -1 (none) for running text.
   virtual int64_t ignore_label() const = 0;
@@ -88,6 +89,6 @@ class Task {
 };
 
 // The family of a data.task.
-const Task& task_of(data::TaskKind kind);
+const Family& family_for(data::TaskKind kind);
 
 }  // namespace qkv::run

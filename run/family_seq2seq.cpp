@@ -10,7 +10,7 @@
 #include "run/average.hpp"
 #include "run/decode.hpp"
 #include "run/run.hpp"
-#include "run/task_families.hpp"
+#include "run/families.hpp"
 
 #include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
@@ -22,7 +22,7 @@ using nlohmann::json;
 
 // Learned positions end at model.max_len: refuse data that needs more before the run folder
 // exists, rather than failing at the first long batch (or at validation) mid-run.
-void Seq2SeqTask::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
+void Seq2SeqFamily::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
   if (cfg.model.position != nn::PositionKind::learned) return;
   int64_t need = 0;
   std::string where;
@@ -60,7 +60,7 @@ data::EpochData epoch_data(const config::RunConfig& cfg, const data::DataSplits&
 
 }  // namespace
 
-std::unique_ptr<data::BatchSource> Seq2SeqTask::make_loader(const config::RunConfig& cfg,
+std::unique_ptr<data::BatchSource> Seq2SeqFamily::make_loader(const config::RunConfig& cfg,
                                                             const data::DataSplits& d, int rank,
                                                             int ranks) const {
   data::LoaderOptions lopt = data::loader_options(cfg.data);
@@ -72,7 +72,7 @@ std::unique_ptr<data::BatchSource> Seq2SeqTask::make_loader(const config::RunCon
 }
 
 // From the first epoch's plan (a copy of the loader's generator, over the loader's first epoch).
-int64_t Seq2SeqTask::steps_per_epoch(const config::RunConfig& cfg,
+int64_t Seq2SeqFamily::steps_per_epoch(const config::RunConfig& cfg,
                                      const data::DataSplits& d) const {
   Generator plan_gen(cfg.seed);
   const data::LoaderOptions lopt = data::loader_options(cfg.data);
@@ -82,15 +82,15 @@ int64_t Seq2SeqTask::steps_per_epoch(const config::RunConfig& cfg,
   return static_cast<int64_t>(data::plan_batches(first, d.framing, lopt.batch, plan_gen).size());
 }
 
-std::string Seq2SeqTask::split_sizes(const data::DataSplits& d) const {
+std::string Seq2SeqFamily::split_sizes(const data::DataSplits& d) const {
   return fmt::format("{} train / {} valid examples", d.train.size(), d.valid.size());
 }
 
-std::unique_ptr<nn::Model> Seq2SeqTask::make_model(const nn::ModelConfig& c, Generator& gen) const {
+std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c, Generator& gen) const {
   return std::make_unique<nn::Seq2Seq>(c, gen);
 }
 
-bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
+bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.cfg;
   const Metrics m = evaluate(nn::model_as<nn::Seq2Seq>(c.model, "validate"), c.data.valid,
                              c.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra,
@@ -134,7 +134,7 @@ bool Seq2SeqTask::validate(RunContext& c, train::TrainState& st) const {
 }
 
 // The held-out test split with the best checkpoint.
-std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& st,
+std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState& st,
                                       MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
   std::string which = load_final_average(r);  // checkpoint.average_last, else the best
@@ -163,11 +163,11 @@ std::string Seq2SeqTask::final_result(TrainingRun& r, const train::TrainState& s
                      : "");
 }
 
-std::unique_ptr<Inference> Seq2SeqTask::inference(LoadedRun r, Precision p) const {
+std::unique_ptr<Inference> Seq2SeqFamily::inference(LoadedRun r, Precision p) const {
   return std::make_unique<Seq2SeqInference>(std::move(r), p);
 }
 
-void Seq2SeqTask::describe(const config::RunConfig& c, nlohmann::json& facts) const {
+void Seq2SeqFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {
   facts["model"] = c.model.attn_only ? "attention-only encoder-decoder" : "encoder-decoder";
   facts["language_model"] = false;
   facts["encoder_layers"] = c.model.encoder_layers;
