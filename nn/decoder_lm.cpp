@@ -82,6 +82,24 @@ std::vector<std::string> DecoderLM::hook_points() const {
   return out;
 }
 
+std::vector<AttentionSite> DecoderLM::attention_sites() const {
+  return {{"self", "causal self-attention", "blocks.", "attn", Side::output, Side::output, true,
+           static_cast<int64_t>(blocks->layers.size()), blocks->layers[0]->self_attn->heads,
+           "query (token)", "key (the text so far)"}};
+}
+
+const MultiHeadAttention& DecoderLM::attention_of(const AttentionSite& site, int64_t layer) const {
+  QKV_CHECK(site.name == "self" && layer >= 0 &&
+                layer < static_cast<int64_t>(blocks->layers.size()),
+            "DecoderLM", "no attention '", site.name, "' at layer ", layer, " (self, layers 0..",
+            blocks->layers.size() - 1, ")");
+  return *blocks->layers[static_cast<size_t>(layer)]->self_attn;
+}
+
+Model::Stream DecoderLM::output_stream() const {
+  return {"blocks.", static_cast<int64_t>(blocks->layers.size()), blocks->norm.get()};
+}
+
 Model::OutputLayer DecoderLM::output_layer() const {
   if (output) return {output->weight, output->bias, logit_softcap};
   return {embed->weight, Var(), logit_softcap};  // tied: h E^T

@@ -48,6 +48,10 @@ class DecoderLM : public Model {
               const Tensor& tgt_valid) const override;
   // embed, the blocks' (and final_norm), logits.
   std::vector<std::string> hook_points() const override;
+  // Its one site, "self": causal self-attention over the text (nn/attention_site.hpp).
+  std::vector<AttentionSite> attention_sites() const override;
+  OutputLayer output_layer() const override;  // output, or the embedding when tied
+  Stream output_stream() const override;      // its blocks and final norm
 
   // The keys and values of every layer for the tokens fed so far.
   struct Cache {
@@ -73,7 +77,8 @@ class DecoderLM : public Model {
  protected:
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                const Tensor& tgt_valid) const override;
-  OutputLayer output_layer() const override;
+  const MultiHeadAttention& attention_of(const AttentionSite& site,
+                                         int64_t layer) const override;
 
  private:
   Var head(const Var& h) const;  // (..., d) -> logits (..., V)

@@ -118,6 +118,25 @@ Model::OutputLayer EncoderClassifier::output_layer() const {
   return {classifier->weight, classifier->bias, logit_softcap};
 }
 
+std::vector<AttentionSite> EncoderClassifier::attention_sites() const {
+  return {{"self", "self-attention", "blocks.", "attn", Side::input, Side::input, false,
+           static_cast<int64_t>(blocks->layers.size()), blocks->layers[0]->self_attn->heads,
+           "query (token)", "key (token)"}};
+}
+
+const MultiHeadAttention& EncoderClassifier::attention_of(const AttentionSite& site,
+                                                          int64_t layer) const {
+  QKV_CHECK(site.name == "self" && layer >= 0 &&
+                layer < static_cast<int64_t>(blocks->layers.size()),
+            "EncoderClassifier", "no attention '", site.name, "' at layer ", layer,
+            " (self, layers 0..", blocks->layers.size() - 1, ")");
+  return *blocks->layers[static_cast<size_t>(layer)]->self_attn;
+}
+
+Model::Stream EncoderClassifier::output_stream() const {
+  return {"blocks.", static_cast<int64_t>(blocks->layers.size()), blocks->norm.get()};
+}
+
 std::vector<std::string> EncoderClassifier::hook_points() const {
   std::vector<std::string> out{"embed"};
   blocks->list_hooks(out);

@@ -70,11 +70,17 @@ class EncoderClassifier : public Model {
   // Up to the pooling: (B, S, d) hidden states.
   Var encode(const Tensor& src, const Tensor& src_valid) const;
   // h (B, S, d), valid (B, S) bool or undefined -> (B, 1, d): h[:, 0:1] (cls), or
-  // sum_s valid[b, s] h[b, s] / sum_s valid[b, s] (mean).
-  Var pool(const Var& h, const Tensor& valid) const;
+  // sum_s valid[b, s] h[b, s] / sum_s valid[b, s] (mean). Model::read_out's pooling.
+  Var pool(const Var& h, const Tensor& valid) const override;
 
   // Every hook point a forward pass reaches, in that order, from the structure alone.
   std::vector<std::string> hook_points() const override;
+  // Its one site, "self": self-attention over every real position (nn/attention_site.hpp).
+  std::vector<AttentionSite> attention_sites() const override;
+  OutputLayer output_layer() const override;  // the classifier
+  // Its blocks and final norm: the lens reads the class logits from each layer at the pooled
+  // position.
+  Stream output_stream() const override;
 
   // Longest sequence the positions allow: max_len for learned positions, else unbounded.
   int64_t max_positions() const {
@@ -94,7 +100,8 @@ class EncoderClassifier : public Model {
   // The pooled vector (B, 1, d), after its hook point.
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                const Tensor& tgt_valid) const override;
-  OutputLayer output_layer() const override;
+  const MultiHeadAttention& attention_of(const AttentionSite& site,
+                                         int64_t layer) const override;
 
  private:
   Var head(const Var& pooled) const;  // (B, 1, d) -> logits (B, 1, C), after its hook point

@@ -1,6 +1,8 @@
 #include "nn/model.hpp"
 
 #include "nn/hooks.hpp"
+#include "nn/layers.hpp"
+#include "nn/transformer.hpp"
 
 namespace qkv::nn {
 
@@ -43,6 +45,21 @@ Var Model::forward_loss(const Tensor& src, const Tensor& tgt_in, const Tensor& s
   const Var h = features(src, tgt_in, src_valid, tgt_valid);
   return ag::linear_cross_entropy(h, out.weight, out.bias, tgt_out.flatten(), ignore_index,
                                   label_smoothing);
+}
+
+const Linear& Model::W_O(const AttentionSite& site, int64_t layer) const {
+  QKV_CHECK(layer >= 0 && layer < site.layers, "W_O", "layer ", layer, " of the ", site.name,
+            " attention, which has layers 0..", site.layers - 1);
+  return *attention_of(site, layer).w_o;
+}
+
+Var Model::pool(const Var& h, const Tensor&) const { return h; }
+
+Var Model::read_out(const Var& resid, const Tensor& valid) const {
+  const Stream s = output_stream();
+  const OutputLayer out = output_layer();
+  const Var h = pool(s.final_norm ? s.final_norm->forward(resid) : resid, valid);
+  return soft_cap(ag::linear(h, out.weight, out.bias), out.softcap);
 }
 
 }  // namespace qkv::nn

@@ -1,7 +1,10 @@
 // nn::Model: the common base of the models a run trains, saves and inspects -- the
-// encoder-decoder nn::Seq2Seq (nn/seq2seq.hpp) and the decoder-only nn::DecoderLM
-// (nn/decoder_lm.hpp). What a training step, a checkpoint and an attention map need of a model
-// is here; what only one family does (greedy and beam decoding, sampling) is on its own type.
+// encoder-decoder nn::Seq2Seq (nn/seq2seq.hpp), the decoder-only nn::DecoderLM
+// (nn/decoder_lm.hpp) and the encoder-only nn::EncoderClassifier (nn/encoder_classifier.hpp).
+// What a training step, a checkpoint and a look inside need of a model is here -- its
+// attention sites and typed read-outs (W_O, the final norm, the pooling, the output layer), so
+// no consumer finds a weight by its name; what only one family does (greedy and beam decoding,
+// sampling) is on its own type.
 //
 //   logits (B, T, V) = forward(src (B, S), tgt_in (B, T), src_valid (B, S), tgt_valid (B, T))
 // A language model has no source: it ignores src and src_valid (which may be undefined).
@@ -13,9 +16,14 @@
 
 #include "core/error.hpp"
 #include "core/random.hpp"
+#include "nn/attention_site.hpp"
 #include "nn/module.hpp"
 
 namespace qkv::nn {
+
+class Linear;
+class MultiHeadAttention;
+class Norm;
 
 class Model : public Module {
  public:
@@ -36,6 +44,36 @@ class Model : public Module {
   // is built, listed without a pass.
   virtual std::vector<std::string> hook_points() const = 0;
 
+  // Its attentions, in forward order, from its structure alone (nn/attention_site.hpp).
+  virtual std::vector<AttentionSite> attention_sites() const = 0;
+  // The output projection W_O of one layer of a site: weight (d, d) out x in, whose columns
+  // head * d_head .. (head + 1) * d_head read that head's z; bias (d) or undefined. qkv::Error
+  // for a site that is not the model's or a layer out of range.
+  const Linear& W_O(const AttentionSite& site, int64_t layer) const;
+
+  // The output layer forward applies: logits = soft cap of (h weight^T + bias).
+  struct OutputLayer {
+    Var weight;  // (V, d): V tokens, or classes
+    Var bias;    // (V) or undefined
+    double softcap = 0;
+  };
+  virtual OutputLayer output_layer() const = 0;
+  // What the output layer reads: the residual stream of the blocks whose hook prefix is
+  // `blocks` ("blocks.", "decoder.blocks."), after their last layer (blocks.<layers-1>.resid_post),
+  // through the final norm (null: none), then pool, then the output layer.
+  struct Stream {
+    std::string blocks;
+    int64_t layers = 0;
+    const Norm* final_norm = nullptr;
+  };
+  virtual Stream output_stream() const = 0;
+  // The positions the output layer reads: h (B, n, d), valid (B, n) bool or undefined ->
+  // (B, n', d). Every position (n' = n) by default; a classifier pools them to one.
+  virtual Var pool(const Var& h, const Tensor& valid) const;
+  // resid (B, n, d) of the output stream -> logits (B, n', V): the final norm, pool and the
+  // output layer, forward's own ops (the same bits as forward from the stream it passed).
+  Var read_out(const Var& resid, const Tensor& valid = Tensor()) const;
+
   // The generator used by every dropout in the model (saved in checkpoints).
   Generator& dropout_generator() const { return *dropout_gen_; }
 
@@ -52,13 +90,9 @@ class Model : public Module {
   // What forward computes before its output layer: (B, T, d), the same arguments.
   virtual Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                        const Tensor& tgt_valid) const = 0;
-  // The output layer forward applies to features: logits = soft cap of (h weight^T + bias).
-  struct OutputLayer {
-    Var weight;  // (V, d)
-    Var bias;    // (V) or undefined
-    double softcap = 0;
-  };
-  virtual OutputLayer output_layer() const = 0;
+  // The attention a site's layer names (W_O's lookup); qkv::Error when there is none.
+  virtual const MultiHeadAttention& attention_of(const AttentionSite& site,
+                                                 int64_t layer) const = 0;
 
   std::shared_ptr<Generator> dropout_gen_;  // the layers' dropouts hold it too
 
@@ -67,7 +101,7 @@ class Model : public Module {
   std::string scope_;
 };
 
-// m as the family F it was built as (Seq2Seq or DecoderLM); qkv::Error naming `what` when it is
+// m as the family F it was built as (Seq2Seq, DecoderLM or EncoderClassifier); qkv::Error naming `what` when it is
 // the other one. Code that needs one family's operations asks the run's task first.
 template <class F>
 const F& model_as(const Model& m, const char* what) {

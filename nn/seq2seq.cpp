@@ -153,6 +153,33 @@ std::vector<std::string> Seq2Seq::hook_points() const {
   return out;
 }
 
+std::vector<AttentionSite> Seq2Seq::attention_sites() const {
+  const int64_t enc = static_cast<int64_t>(encoder->layers.size()),
+                dec = static_cast<int64_t>(decoder->layers.size()), h = config.heads;
+  std::vector<AttentionSite> out;
+  if (enc > 0)
+    out.push_back({"encoder", "encoder self-attention", "encoder.blocks.", "attn", Side::input,
+                   Side::input, false, enc, h, "query (source)", "key (source)"});
+  out.push_back({"decoder", "decoder self-attention", "decoder.blocks.", "attn", Side::output,
+                 Side::output, true, dec, h, "output token", "key (decoder input)"});
+  out.push_back({"cross", "cross-attention", "decoder.blocks.", "cross", Side::output, Side::input,
+                 false, dec, h, "output token", "key (source)"});
+  return out;
+}
+
+const MultiHeadAttention& Seq2Seq::attention_of(const AttentionSite& site, int64_t layer) const {
+  const auto l = static_cast<size_t>(layer);
+  if (site.name == "encoder" && l < encoder->layers.size()) return *encoder->layers[l]->self_attn;
+  if (site.name == "decoder" && l < decoder->layers.size()) return *decoder->layers[l]->self_attn;
+  if (site.name == "cross" && l < decoder->layers.size()) return *decoder->layers[l]->cross_attn;
+  throw Error(cat("Seq2Seq: no attention '", site.name, "' at layer ", layer,
+                  " (encoder, decoder or cross)"));
+}
+
+Model::Stream Seq2Seq::output_stream() const {
+  return {"decoder.blocks.", static_cast<int64_t>(decoder->layers.size()), decoder->norm.get()};
+}
+
 Model::OutputLayer Seq2Seq::output_layer() const {
   if (output) return {output->weight, output->bias, config.logit_softcap};
   return {tgt_embed->weight, Var(), config.logit_softcap};  // tied: logits = h E^T

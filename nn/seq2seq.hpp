@@ -75,6 +75,10 @@ class Seq2Seq : public Model {
              const Tensor& tgt_valid) const;
   // encoder.embed, the encoder's, decoder.embed, the decoder's, logits.
   std::vector<std::string> hook_points() const override;
+  // encoder (when encoder_layers > 0), decoder and cross (nn/attention_site.hpp).
+  std::vector<AttentionSite> attention_sites() const override;
+  OutputLayer output_layer() const override;
+  Stream output_stream() const override;  // the decoder's blocks and final norm
 
   // Incremental decoding: feed one token per sequence at a time; the state caches every
   // layer's keys and values, so step t costs O(t) instead of re-running the prefix.
@@ -98,7 +102,8 @@ class Seq2Seq : public Model {
  protected:
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                const Tensor& tgt_valid) const override;
-  OutputLayer output_layer() const override;
+  const MultiHeadAttention& attention_of(const AttentionSite& site,
+                                         int64_t layer) const override;
 
  private:
   Var project(const Var& h) const;  // (..., d) -> (..., V)
