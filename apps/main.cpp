@@ -248,8 +248,8 @@ void add_attention(CLI::App* cmd, AttentionArgs& a) {
   cmd->add_option("text", a.text, "the input")->required();
   cmd->add_option("--out", a.out, "map.png or map.svg")->required();
   cmd->add_option("--kind", a.kind,
-                  "self (encoder), decoder-self or cross (default: cross; self for a language "
-                  "model)");
+                  "the attention site: encoder, decoder or cross (also spelt self and "
+                  "decoder-self); self for a model of one site (default: the last: cross)");
   cmd->add_option("--layer", a.layer, "layer, from 1, or all (a grid; default: the last)")
       ->check(CLI::IsMember({"all"}) | CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--head", a.head, "head, from 1, mean, or all (a grid)")->capture_default_str();

@@ -195,13 +195,11 @@ std::string attention_html(const RunData& run, const ReportArgs& a) {
       const int64_t longest = static_cast<int64_t>(std::max(ex.src.size(), att.tgt_out.size()));
       const int cell =
           static_cast<int>(std::clamp<int64_t>(300 / std::max<int64_t>(1, longest), 12, 28));
-      for (const auto& [name, kind] : figures::kMapKindNames) {
-        if (layers_of(att, kind).empty()) continue;
-        maps += heatmap_figure(attention_heatmap(*inf, att, kind, 0, "mean", cell, "report"));
-        if (a.heads && attention_heads(att) > 1)
-          for (int64_t h = 1; h <= attention_heads(att); ++h)
-            maps += heatmap_figure(
-                attention_heatmap(*inf, att, kind, 0, std::to_string(h), cell, "report"));
+      for (const run::AttentionView& v : att.views) {
+        maps += heatmap_figure(attention_heatmap(v, 0, "mean", cell, "report"));
+        if (a.heads && v.site.heads > 1)
+          for (int64_t h = 1; h <= v.site.heads; ++h)
+            maps += heatmap_figure(attention_heatmap(v, 0, std::to_string(h), cell, "report"));
       }
       maps += "</div>\n";
     }

@@ -191,11 +191,12 @@ class CurveHook : public train::Hook {
  public:
   CurveHook(const train::Seq2SeqStep& fwd, Curve& c) : fwd_(fwd), c_(c) {}
   void on_step_end(train::Trainer&, const train::StepStats& s) override {
-    const train::AttentionPatterns& maps = fwd_.attention_patterns();
-    std::vector<double> all = attention_entropy(maps.encoder_self);
-    for (double h : attention_entropy(maps.decoder_self)) all.push_back(h);
-    const std::vector<double> cross = attention_entropy(maps.decoder_cross);
-    all.insert(all.end(), cross.begin(), cross.end());
+    std::vector<double> all, cross;
+    for (const train::SitePatterns& s : fwd_.attention_patterns()) {
+      const std::vector<double> e = attention_entropy(s.layers);
+      all.insert(all.end(), e.begin(), e.end());
+      if (s.site.cross()) cross.insert(cross.end(), e.begin(), e.end());
+    }
     c_.step.push_back(s.step);
     c_.loss.push_back(s.loss);
     c_.entropy.push_back(mean_of(all));

@@ -67,24 +67,22 @@ std::vector<double> global_entropy(const std::vector<ag::Var>& maps, size_t laye
   return e;
 }
 
-// train.log_attention_entropy: the mean attention entropy of each layer in a metrics record.
-void add_entropy(json& j, const train::Seq2SeqStep& fwd, const config::RunConfig& cfg,
-                 train::Distributed& dist) {
-  const train::AttentionPatterns& maps = fwd.attention_patterns();
-  if (dist.size() == 1) {
-    j["attention_entropy"] = {{"encoder_self", attention_entropy(maps.encoder_self)},
-                              {"decoder_self", attention_entropy(maps.decoder_self)},
-                              {"decoder_cross", attention_entropy(maps.decoder_cross)}};
-    return;
+// train.log_attention_entropy: the mean attention entropy of each layer in a metrics record,
+// one key per attention site (nn::AttentionSite::metric_key: encoder_self, decoder_self,
+// decoder_cross).
+void add_entropy(json& j, const train::Seq2SeqStep& fwd, train::Distributed& dist) {
+  json e = json::object();
+  for (const train::SitePatterns& s : fwd.attention_patterns()) {
+    if (dist.size() == 1) {
+      e[s.site.metric_key()] = attention_entropy(s.layers);
+      continue;
+    }
+    // data-parallel: combined over the ranks
+    const data::Batch& b = fwd.batch();
+    e[s.site.metric_key()] = global_entropy(s.layers, static_cast<size_t>(s.site.layers),
+                                            b.size(), b.global_size, dist);
   }
-  // data-parallel: combined over the ranks
-  const auto enc = static_cast<size_t>(cfg.model.encoder_layers);
-  const auto dec = static_cast<size_t>(cfg.model.decoder_layers);
-  const data::Batch& b = fwd.batch();
-  j["attention_entropy"] = {
-      {"encoder_self", global_entropy(maps.encoder_self, enc, b.size(), b.global_size, dist)},
-      {"decoder_self", global_entropy(maps.decoder_self, dec, b.size(), b.global_size, dist)},
-      {"decoder_cross", global_entropy(maps.decoder_cross, dec, b.size(), b.global_size, dist)}};
+  j["attention_entropy"] = std::move(e);
 }
 
 // The progress bar: cleared at the end and before an error.
@@ -134,7 +132,7 @@ int train_in_folder(run::TrainingRun& r, std::optional<inspect::ProbeInputs> pro
   run::TrainLog log(
       c, [&](int64_t s, double loss, double lr, double tps) { progress.update(s, loss, lr, tps); },
       [&](json& j) {
-        if (r.cfg.train.log_attention_entropy) add_entropy(j, fwd, r.cfg, ctx);
+        if (r.cfg.train.log_attention_entropy) add_entropy(j, fwd, ctx);
       });
   // A resumed run's checkpoint is of its current step.
   run::Checkpointer ckpt(c, r.resume_from.empty() ? -1 : r.state.step);

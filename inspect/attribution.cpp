@@ -1,12 +1,12 @@
-// Direct logit attribution (inspect/attribution.hpp) from captured activations and the
-// model's own parameters, found by their registered names.
+// Direct logit attribution (inspect/attribution.hpp) from captured activations and the model's
+// typed read-outs (nn::Model: its attention sites, W_O, output stream, final norm, pooling and
+// output layer): no parameter is found by its name and no family is asked for.
 #include "inspect/attribution.hpp"
 
 #include <cmath>
-#include <map>
 
 #include "core/error.hpp"
-#include "inspect/heads.hpp"
+#include "nn/layers.hpp"
 #include "nn/model.hpp"
 #include "run/inference.hpp"
 
@@ -14,28 +14,32 @@ namespace qkv::inspect {
 
 namespace {
 
-using Vec = std::vector<double>;
+Tensor f64(const Tensor& t) { return t.to(DType::f64).contiguous(); }
 
-Vec row_of_tensor(const Tensor& t) { return to_vector<double>(t.to(DType::f64).contiguous()); }
-
-double dot(const Vec& a, const Vec& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// The frozen norm: part -> (part - mean) / s * g (LayerNorm) or part / s * g (RMSNorm).
+// The final norm with its scale frozen at the value the whole stream x (n, d) gave it, at every
+// position: part (n, d) -> (part - mean) / s * g (LayerNorm) or part / s * g (RMSNorm).
 struct FrozenNorm {
-  Vec gain_times_u;  // g * u, elementwise
-  double s = 1;
+  Tensor gain;   // (d) float64
+  Tensor scale;  // (n, 1): s of each position
   bool centre = true;
-  double operator()(const Vec& part) const {
-    double mean = 0;
-    if (centre)
-      for (double v : part) mean += v / static_cast<double>(part.size());
-    double out = 0;
-    for (size_t i = 0; i < part.size(); ++i) out += (part[i] - mean) / s * gain_times_u[i];
-    return out;
+  Tensor bias;  // (d) float64, or undefined (RMSNorm)
+
+  FrozenNorm(const nn::Norm& norm, const Tensor& x) {
+    double eps = 0;
+    if (const auto* ln = dynamic_cast<const nn::LayerNorm*>(&norm)) {
+      gain = f64(ln->weight.data()), eps = ln->eps;
+      if (ln->bias.defined()) bias = f64(ln->bias.data());
+    } else if (const auto* rms = dynamic_cast<const nn::RMSNorm*>(&norm)) {
+      gain = f64(rms->weight.data()), eps = rms->eps, centre = false;
+    } else {
+      throw Error("lens --target: direct logit attribution knows LayerNorm and RMSNorm only");
+    }
+    const Tensor c = centre ? sub(x, mean(x, {1}, true)) : x;
+    scale = sqrt(add(mean(mul(c, c), {1}, true), eps));  // (n, 1)
+  }
+  Tensor operator()(const Tensor& part) const {  // (n, d) -> (n, d)
+    const Tensor c = centre ? sub(part, mean(part, {1}, true)) : part;
+    return mul(div(c, scale), gain);
   }
 };
 
@@ -43,79 +47,66 @@ struct FrozenNorm {
 
 Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids& input,
                                      int64_t target) {
-  const nn::ModelConfig& mc = inf.run().config.model;
-  QKV_CHECK(mc.norm_first, "lens --target",
+  const nn::Model& model = inf.model();
+  QKV_CHECK(inf.run().config.model.norm_first, "lens --target",
             "direct logit attribution needs a pre-LN model (model.norm_first = true): in this "
             "post-LN model a norm follows every residual add, so the last block's output is no "
             "sum of the heads' and MLPs' outputs; the logit lens (without --target) still applies");
-  QKV_CHECK(mc.logit_softcap == 0, "lens --target",
+  const nn::Model::OutputLayer out = model.output_layer();
+  QKV_CHECK(out.softcap == 0, "lens --target",
             "direct logit attribution needs linear logits; model.logit_softcap is set");
-  std::map<std::string, ag::Var> params;
-  for (auto& [name, v] : inf.model().named_parameters()) params[name] = v;
-  const std::vector<Attention> atts = attentions_of(inf);
-  const bool pairs = atts.size() > 1;
-  const std::string stack = pairs ? "decoder." : "blocks.";  // module names of the output side
-  const std::string hooks_prefix = pairs ? "decoder.blocks." : "blocks.";
-  const int64_t layers = mc.decoder_layers;
-  const std::string out_w = params.count("output.weight") ? "output.weight"
-                            : pairs                       ? "tgt_embed.weight"
-                                                          : "embed.weight";
-  QKV_CHECK(params.count(out_w) && params.count(stack + "norm.weight"), "lens --target",
-            "the model's output layer or final norm was not found by name");
+  const nn::Model::Stream stream = model.output_stream();
+  QKV_CHECK(stream.final_norm != nullptr, "lens --target",
+            "direct logit attribution needs the final norm of a pre-LN model");
   const run::Inspection in = inf.inspect(input);
   nn::Hooks h;  // a layer inside the caller's (an ablation stays in place)
-  h.capture = nn::names_matching({hooks_prefix + "*"});
+  h.capture = nn::names_matching({stream.blocks + "*"});
   const Tensor logits = inf.logits(input, in.tgt_in, &h);
-  const int64_t t = logits.size(0) - 1;
+  const int64_t t = logits.size(0) - 1;  // the last row the output layer reads
   Attribution a;
   a.target = inf.output_labels({target})[0];
-  a.logit = row_of_tensor(logits.select(0, t))[static_cast<size_t>(target)];
-  const auto at_last = [&](const std::string& point) {  // (1, n, d) -> (d) at t
-    return row_of_tensor(h.cache.at(point).data().select(0, 0).select(0, t));
+  a.logit = f64(logits.select(0, t)).data<double>()[target];
+  const auto captured = [&](const std::string& point) {  // (1, n, d) -> (n, d) float64
+    return f64(h.cache.at(point).data().select(0, 0));
   };
-  // The norm, frozen at the stream's scale.
-  const Vec x = at_last(hooks_prefix + std::to_string(layers - 1) + ".resid_post");
-  const Vec u = row_of_tensor(params.at(out_w).data().select(0, target));
-  const Vec g = row_of_tensor(params.at(stack + "norm.weight").data());
-  const bool layernorm = params.count(stack + "norm.bias") > 0;
-  FrozenNorm f{Vec(u.size()), 0, layernorm};
-  double mean = 0, sq = 0;
-  for (double v : x) mean += v / static_cast<double>(x.size());
-  for (double v : x)
-    sq += (layernorm ? (v - mean) * (v - mean) : v * v) / static_cast<double>(x.size());
-  f.s = std::sqrt(sq + mc.layer_norm_eps);
-  for (size_t i = 0; i < u.size(); ++i) f.gain_times_u[i] = g[i] * u[i];
-  a.parts.push_back({"embed", f(at_last(hooks_prefix + "0.resid_pre"))});
+  const Tensor u = f64(out.weight.data().select(0, target));  // (d): the target's row
+  const FrozenNorm norm(*stream.final_norm,
+                        captured(stream.blocks + std::to_string(stream.layers - 1) + ".resid_post"));
+  // A part (n, d) of the stream -> its share of the target's logit: normed with the frozen
+  // scale, pooled as the model pools (every position, or a classifier's one), at row t.
+  const auto share = [&](const Tensor& part) {
+    const ag::NoGrad no_grad;
+    const Tensor pooled = model.pool(ag::Var(norm(part).unsqueeze(0)), Tensor()).data();
+    return sum(mul(pooled.select(0, 0).select(0, t), u)).item();
+  };
+  const int64_t n = h.cache.at(stream.blocks + "0.resid_pre").size(1);
+  const auto everywhere = [&](const Tensor& bias) {  // (d) -> (n, d): added at every position
+    return add(zeros({n, bias.size(0)}, DType::f64), f64(bias));
+  };
+  a.parts.push_back({"embed", share(captured(stream.blocks + "0.resid_pre"))});
   std::vector<LogitPart> biases;
-  for (int64_t l = 0; l < layers; ++l) {
-    for (const Attention& att : atts) {
-      if (att.on_source) continue;
-      const std::string module = stack + "layers." + std::to_string(l) +
-                                 (att.cross ? ".cross_attn.w_o." : ".self_attn.w_o.");
-      const Tensor wo = params.at(module + "weight").data().to(DType::f64);      // (d, d): out x in
-      const Tensor z = h.cache.at(att.z(l)).data().select(0, 0).to(DType::f64);  // (h, n, dh)
+  for (int64_t l = 0; l < stream.layers; ++l) {
+    for (const nn::AttentionSite& site : model.attention_sites()) {
+      if (site.prefix != stream.blocks) continue;  // not in the stream read (an encoder's)
+      const nn::Linear& w_o = model.W_O(site, l);
+      const Tensor wo = f64(w_o.weight.data());                              // (d, d): out x in
+      const Tensor z = f64(h.cache.at(site.z(l)).data().select(0, 0));      // (h, n, d_head)
       const int64_t dh = z.size(2);
-      for (int64_t head = 0; head < att.heads; ++head) {
-        const Vec zh = row_of_tensor(z.select(0, head).select(0, t));
-        Vec out(static_cast<size_t>(wo.size(0)), 0.0);
-        const Vec w = row_of_tensor(wo);
-        for (int64_t i = 0; i < wo.size(0); ++i)
-          for (int64_t j = 0; j < dh; ++j) out[i] += w[i * wo.size(1) + head * dh + j] * zh[j];
-        a.parts.push_back({att.head_name(l, head), f(out)});
+      for (int64_t head = 0; head < site.heads; ++head) {
+        // head's z (n, d_head) through its columns of W_O -> (n, d)
+        const Tensor part = matmul(z.select(0, head), wo.narrow(1, head * dh, dh).t());
+        a.parts.push_back({site.head_name(l, head), share(part)});
       }
-      if (params.count(module + "bias"))
-        biases.push_back({(att.cross ? "cross_bias." : "attn_bias.") + std::to_string(l),
-                          f(row_of_tensor(params.at(module + "bias").data()))});
+      if (w_o.bias.defined())
+        biases.push_back({site.point + "_bias." + std::to_string(l),
+                          share(everywhere(w_o.bias.data()))});
     }
-    if (!mc.attn_only)
-      a.parts.push_back(
-          {"mlp." + std::to_string(l), f(at_last(hooks_prefix + std::to_string(l) + ".mlp_out"))});
+    const std::string mlp = stream.blocks + std::to_string(l) + ".mlp_out";
+    if (h.cache.count(mlp)) a.parts.push_back({"mlp." + std::to_string(l), share(captured(mlp))});
   }
-  if (layernorm)
-    biases.push_back({"norm_bias", dot(row_of_tensor(params.at(stack + "norm.bias").data()), u)});
-  if (params.count("output.bias"))
-    biases.push_back({"output_bias",
-                      row_of_tensor(params.at("output.bias").data())[static_cast<size_t>(target)]});
+  if (norm.bias.defined()) biases.push_back({"norm_bias", sum(mul(norm.bias, u)).item()});
+  if (out.bias.defined())
+    biases.push_back({"output_bias", f64(out.bias.data()).data<double>()[target]});
   a.parts.insert(a.parts.end(), biases.begin(), biases.end());
   return a;
 }

@@ -11,6 +11,10 @@
 //   RMSNorm:   part -> part / s * g . u,                  s = sqrt(mean(x^2) + eps)
 //
 // and the norm's bias b . u is its own term, so the parts plus the bias terms sum to the logit.
+// The scale is frozen per position and the normed parts pooled as the model pools them
+// (nn::Model::pool: an encoder classifier's class logit is read at its pooled position; a
+// language model's and a decoder's at the last position). Heads, W_O and the norm are the
+// model's typed read-outs (nn::Model::attention_sites, W_O, output_stream, output_layer).
 // The parts are computed in float64 from the float32 weights and the captured activations: in
 // fp32 they sum to the logit to float32 rounding; in bf16, where the model's products round
 // their inputs to 8 bits of mantissa, to about 2^-8 of the parts' size.

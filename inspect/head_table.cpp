@@ -60,13 +60,13 @@ std::vector<data::Ids> split_sources(const data::DataSplits& d, const HeadTableO
 // The pattern of one attention's layer in an inspection, with its query (and key) tokens.
 interp::AttentionProbe probe_of(const run::Inspection& in, const Attention& a, int64_t layer) {
   interp::AttentionProbe p;
-  const run::AttentionView* v = in.view(a.prefix + "{l}" + a.point + ".pattern");
+  const run::AttentionView* v = in.view(a.hook() + ".pattern");
   QKV_CHECK(v != nullptr, "heads", "the inspection has no view of the ", a.name, " attention");
   // (1, h, n, m)
   p.pattern = v->layers.at(static_cast<size_t>(layer)).unsqueeze(0).to(DType::f32);
-  const data::Ids& q = a.on_source ? in.input : in.tgt_in;
+  const data::Ids& q = a.queries == nn::Side::input ? in.input : in.tgt_in;
   p.ids = run::row_of(q);
-  if (a.cross) p.key_ids = run::row_of(in.input);
+  if (a.cross()) p.key_ids = run::row_of(in.input);
   return p;
 }
 
@@ -75,7 +75,7 @@ AttentionScores scores_of(const std::vector<run::Inspection>& ins, const Attenti
   AttentionScores out{a, {}};
   for (const auto& [name, score] : interp::kHeadScoreNames) {
     const interp::ScoredAttention kind = interp::attention_of(score);
-    if (kind != interp::ScoredAttention::any && (kind == interp::ScoredAttention::cross) != a.cross)
+    if (kind != interp::ScoredAttention::any && (kind == interp::ScoredAttention::cross) != a.cross())
       continue;
     std::vector<std::vector<double>>& layers = out.scores[std::string(name)];
     for (int64_t l = 0; l < a.layers; ++l) {
@@ -157,11 +157,11 @@ std::vector<AttentionScores> scores_on(
   };
   const std::vector<run::Inspection> repeated = inspect_all(probe.repeated);
   const bool has_cross =
-      std::any_of(atts.begin(), atts.end(), [](const Attention& a) { return a.cross; });
+      std::any_of(atts.begin(), atts.end(), [](const Attention& a) { return a.cross(); });
   const std::vector<run::Inspection> examples =
       has_cross ? inspect_all(probe.sources) : std::vector<run::Inspection>{};
   std::vector<AttentionScores> out;
-  for (const Attention& a : atts) out.push_back(scores_of(a.cross ? examples : repeated, a));
+  for (const Attention& a : atts) out.push_back(scores_of(a.cross() ? examples : repeated, a));
   return out;
 }
 

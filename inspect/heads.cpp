@@ -12,56 +12,16 @@
 
 namespace qkv::inspect {
 
-std::string Attention::z(int64_t layer) const {
-  return prefix + std::to_string(layer) + point + ".z";
-}
-std::string Attention::pattern(int64_t layer) const {
-  return prefix + std::to_string(layer) + point + ".pattern";
-}
-std::string Attention::head_name(int64_t layer, int64_t head) const {
-  const std::string lh = std::to_string(layer) + "." + std::to_string(head);
-  return name == "self" ? lh : name + "." + lh;
-}
-
-namespace {
-
-// "<prefix>blocks.<L><point>.z": the layer, or -1 when name is not of that form.
-int64_t layer_of(const std::string& name, const std::string& prefix, const std::string& point) {
-  const std::string tail = point + ".z";
-  if (name.rfind(prefix, 0) != 0 || name.size() <= prefix.size() + tail.size() ||
-      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
-    return -1;
-  const std::string mid = name.substr(prefix.size(), name.size() - prefix.size() - tail.size());
-  if (mid.empty() || !std::all_of(mid.begin(), mid.end(), ::isdigit)) return -1;
-  return std::stoll(mid);
-}
-
-}  // namespace
-
-// GCC 12 warns -Wmaybe-uninitialized inside std::string's destructor for the initializer lists
-// below (a false positive of its inliner); nothing here is read uninitialized.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 std::vector<Attention> attentions_of(const nn::Model& model, int64_t heads) {
-  const std::vector<std::string> points = nn::hook_points(model);
-  const bool pairs = std::any_of(points.begin(), points.end(),
-                                 [](const std::string& n) { return n.rfind("encoder.", 0) == 0; });
-  std::vector<Attention> kinds =
-      pairs
-          ? std::vector<Attention>{{"encoder", "encoder.blocks.", ".attn", 0, heads, false, true},
-                                   {"decoder", "decoder.blocks.", ".attn", 0, heads, false, false},
-                                   {"cross", "decoder.blocks.", ".cross", 0, heads, true, false}}
-          : std::vector<Attention>{{"self", "blocks.", ".attn", 0, heads, false, false}};
-  for (Attention& a : kinds)
-    for (const std::string& n : points)
-      a.layers = std::max(a.layers, layer_of(n, a.prefix, a.point) + 1);
-  std::erase_if(kinds, [](const Attention& a) { return a.layers == 0; });
-  return kinds;
+  std::vector<Attention> sites = model.attention_sites();
+  for (const Attention& a : sites)
+    QKV_CHECK(a.heads == heads, "heads", "the model's ", a.name, " attention has ", a.heads,
+              " heads per layer, not ", heads);
+  return sites;
 }
-#pragma GCC diagnostic pop
 
 std::vector<Attention> attentions_of(const run::Inference& inf) {
-  return attentions_of(inf.model(), inf.run().config.model.heads);
+  return inf.model().attention_sites();
 }
 
 namespace {
@@ -72,6 +32,14 @@ std::string valid_heads(const std::vector<Attention>& attentions) {
   for (const Attention& a : attentions)
     s += (s.empty() ? "" : ", ") + a.head_name(0, 0) + " .. " +
          a.head_name(a.layers - 1, a.heads - 1);
+  return s;
+}
+
+// "encoder, decoder or cross": the sites' names, for messages.
+std::string site_names(const std::vector<Attention>& attentions) {
+  std::string s;
+  for (size_t i = 0; i < attentions.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == attentions.size() ? " or " : ", ") + attentions[i].name;
   return s;
 }
 
@@ -86,17 +54,19 @@ HeadRef parse_head(const std::string& item, const std::vector<Attention>& attent
   std::vector<std::string> parts;
   std::stringstream in(item);
   for (std::string p; std::getline(in, p, '.');) parts.push_back(p);
-  const bool lm = attentions.size() == 1 && attentions[0].name == "self";
-  const size_t want = lm ? 2 : 3;
+  // A model of one site names its heads without a prefix.
+  const bool plain = attentions.size() == 1 && attentions[0].head_prefix().empty();
+  const size_t want = plain ? 2 : 3;
   QKV_CHECK(parts.size() == want, op, "head '", item, "': expected ",
-            lm ? "LAYER.HEAD (e.g. 0.1)" : "ATTENTION.LAYER.HEAD (e.g. cross.1.0)",
+            plain ? "LAYER.HEAD (e.g. 0.1)"
+                  : "ATTENTION.LAYER.HEAD (e.g. " + attentions.back().head_name(1, 0) + ")",
             "; this model's heads are ", valid_heads(attentions));
   const Attention* att = &attentions[0];  // copied into the HeadRef
-  if (!lm) {
+  if (!plain) {
     auto it = std::find_if(attentions.begin(), attentions.end(),
                            [&](const Attention& a) { return a.name == parts[0]; });
-    QKV_CHECK(it != attentions.end(), op, "head '", item, "': no attention '", parts[0],
-              "' (encoder, decoder or cross); this model's heads are ", valid_heads(attentions));
+    QKV_CHECK(it != attentions.end(), op, "head '", item, "': no attention '", parts[0], "' (",
+              site_names(attentions), "); this model's heads are ", valid_heads(attentions));
     att = &*it;
   }
   const int64_t layer = parse_index(parts[want - 2], item, op),
@@ -170,7 +140,7 @@ MeanZ mean_z(const run::Inference& inf, const std::vector<Attention>& attentions
           for (int64_t l = 0; l < a.layers; ++l) {
             const std::string point = a.z(l);
             const Tensor z = hooks.cache.at(point).data().to(DType::f32);
-            const Tensor& valid = a.on_source ? p.input_valid : p.output_valid;
+            const Tensor& valid = a.queries == nn::Side::input ? p.input_valid : p.output_valid;
             // valid (B, n) -> (B, 1, n, 1); z (B, h, n, d_head)
             const Tensor w = valid.to(DType::f32).reshape({valid.size(0), 1, valid.size(1), 1});
             const Tensor s = sum(mul(z, w), {0, 2}, true);  // (1, h, 1, d_head)

@@ -1,10 +1,9 @@
 // Heads by name, and hooks that remove them: what `--ablate`, `qkv heads` and `qkv patch` act
-// on. A head is one attention's layer and head, named as TransformerLens counts them (from 0):
+// on. A head is one layer and head of an attention site (nn/attention_site.hpp), named as
+// TransformerLens counts them (from 0): the site's head prefix, then L.H --
 //
-//   a decoder-only language model     L.H          e.g. 1.3: layer 1, head 3 (blocks.1.attn.z)
-//   an encoder-decoder                encoder.L.H  the encoder's self-attention
-//                                     decoder.L.H  the decoder's self-attention
-//                                     cross.L.H    the decoder's cross-attention
+//   a model of one site (a language model, an encoder classifier)   L.H   e.g. 1.3 (blocks.1.attn.z)
+//   an encoder-decoder        encoder.L.H  decoder.L.H  cross.L.H   its three sites
 //
 // (`qkv attention --layer/--head` count from 1, as its figure titles do.) A head's output is its
 // slice of the hook point z (B, h, n, d_head) before the output projection W_O; removing it
@@ -17,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/attention_site.hpp"
 #include "nn/hooks.hpp"
 
 namespace qkv::nn {
@@ -28,20 +28,11 @@ class Inference;
 
 namespace qkv::inspect {
 
-// One attention of a model (every layer of one kind).
-struct Attention {
-  std::string name;    // "self" (a language model), "encoder", "decoder" or "cross"
-  std::string prefix;  // the hook points' prefix: "blocks.", "encoder.blocks.", "decoder.blocks."
-  std::string point;   // ".attn" or ".cross"
-  int64_t layers = 0, heads = 0;
-  bool cross = false;                        // keys are the source
-  bool on_source = false;                    // queries are source positions (the encoder)
-  std::string z(int64_t layer) const;        // e.g. "decoder.blocks.1.cross.z"
-  std::string pattern(int64_t layer) const;  // e.g. "decoder.blocks.1.cross.pattern"
-  std::string head_name(int64_t layer, int64_t head) const;  // "1.3", "cross.1.3"
-};
+// One attention of a model, every layer of it: the model's own site (nn/attention_site.hpp).
+using Attention = nn::AttentionSite;
 
-// The model's attentions, in forward order (from its hook points), each of `heads` heads.
+// The model's attention sites, in forward order (nn::Model::attention_sites: from its structure,
+// no pass). heads: what the caller expects per layer, checked (qkv::Error when they differ).
 std::vector<Attention> attentions_of(const nn::Model& model, int64_t heads);
 // Of a trained run.
 std::vector<Attention> attentions_of(const run::Inference& inf);

@@ -8,19 +8,12 @@
 
 #include "core/error.hpp"
 #include "inspect/attribution.hpp"
-#include "inspect/heads.hpp"
+#include "nn/model.hpp"
 #include "run/inference.hpp"
 
 namespace qkv::inspect {
 
 namespace {
-
-// The output side's blocks: a language model's, or an encoder-decoder's decoder.
-const Attention& output_side(const std::vector<Attention>& atts) {
-  for (const Attention& a : atts)
-    if (!a.on_source && !a.cross) return a;
-  throw Error("lens: the model has no output-side self-attention");
-}
 
 // softmax of one row (V) in float64.
 std::vector<double> probabilities(const Tensor& row) {
@@ -35,12 +28,12 @@ std::vector<double> probabilities(const Tensor& row) {
 }  // namespace
 
 Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
-  const std::vector<Attention> atts = attentions_of(inf);
-  const Attention& out = output_side(atts);
+  // The stream the output layer reads (a language model's blocks, a decoder's, a classifier's).
+  const nn::Model::Stream out = inf.model().output_stream();
   const run::Inspection in = inf.inspect(input);
-  std::vector<std::pair<std::string, std::string>> points{{"embed", out.prefix + "0.resid_pre"}};
+  std::vector<std::pair<std::string, std::string>> points{{"embed", out.blocks + "0.resid_pre"}};
   for (int64_t l = 0; l < out.layers; ++l)
-    points.emplace_back(std::to_string(l), out.prefix + std::to_string(l) + ".resid_post");
+    points.emplace_back(std::to_string(l), out.blocks + std::to_string(l) + ".resid_post");
   nn::Hooks capture;  // a layer inside the caller's, as `read` below (an ablation stays)
   std::vector<std::string> names;
   for (const auto& p : points) names.push_back(p.second);

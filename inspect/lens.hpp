@@ -3,9 +3,11 @@
 // embedding, the first block's input -- read through the model's final norm and output layer,
 // as if the blocks after it were not there. At the last block it is the model's own logits.
 //
-// The stream read is the output side's (a language model's blocks, an encoder-decoder's
-// decoder), at the last position of the pass inspect() makes of the input (a language model:
-// the input; an encoder-decoder: the decoder reading <bos> and its greedy output).
+// The stream read is the one the model's output layer reads (nn::Model::output_stream: a
+// language model's blocks, an encoder-decoder's decoder, an encoder classifier's blocks), at the
+// last position the output layer reads in the pass inspect() makes of the input (a language
+// model: the input; an encoder-decoder: the decoder reading <bos> and its greedy output; an
+// encoder classifier: its pooled position, so each layer gives class logits).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 // read. A model lists its sites from its structure (nn::Model::attention_sites, no forward
 // pass); a consumer prints whatever sites it is given and never asks which family it holds.
 //
-//   model                   name      title                     queries  keys    causal  hook
+//   model                   name      title                     queries  keys    causal  hook (.z, .pattern)
 //   encoder-decoder         encoder   encoder self-attention    input    input   no      encoder.blocks.{l}.attn
 //                           decoder   decoder self-attention    output   output  yes     decoder.blocks.{l}.attn
 //                           cross     cross-attention           output   input   no      decoder.blocks.{l}.cross
@@ -33,6 +33,9 @@ struct AttentionSite {
   int64_t layers = 0, heads = 0;
   // What a map's axes show: "query (source)", "output token"; "key (the text so far)".
   std::string query_axis, key_axis;
+  // Its key where pages and scripts have long named it (serve's attention JSON "kind", the
+  // page's data-kind): encoder_self, decoder_self, cross; causal (a language model's).
+  std::string key;
 
   // The hook prefix of layer l's attention, with {l} for the layer: "decoder.blocks.{l}.cross".
   std::string hook() const { return prefix + "{l}." + point; }
@@ -42,6 +45,13 @@ struct AttentionSite {
   }
   std::string z(int64_t layer) const { return point_of(layer, "z"); }
   std::string pattern(int64_t layer) const { return point_of(layer, "pattern"); }
+  // Its key in training metrics (attention_entropy.<key>): the stack its queries are read by
+  // ("encoder": the input side, "decoder": the output side), then "self" or "cross" --
+  // encoder_self, decoder_self, decoder_cross.
+  std::string metric_key() const {
+    return std::string(queries == Side::input ? "encoder" : "decoder") +
+           (cross() ? "_cross" : "_self");
+  }
   // Keys on the other side than the queries: a decoder reading the source.
   bool cross() const { return queries != keys; }
   // "" for a model's only site ("self"), else name + ".": what a head name starts with.

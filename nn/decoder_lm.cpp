@@ -85,7 +85,7 @@ std::vector<std::string> DecoderLM::hook_points() const {
 std::vector<AttentionSite> DecoderLM::attention_sites() const {
   return {{"self", "causal self-attention", "blocks.", "attn", Side::output, Side::output, true,
            static_cast<int64_t>(blocks->layers.size()), blocks->layers[0]->self_attn->heads,
-           "query (token)", "key (the text so far)"}};
+           "query (token)", "key (the text so far)", "causal"}};
 }
 
 const MultiHeadAttention& DecoderLM::attention_of(const AttentionSite& site, int64_t layer) const {

@@ -121,7 +121,7 @@ Model::OutputLayer EncoderClassifier::output_layer() const {
 std::vector<AttentionSite> EncoderClassifier::attention_sites() const {
   return {{"self", "self-attention", "blocks.", "attn", Side::input, Side::input, false,
            static_cast<int64_t>(blocks->layers.size()), blocks->layers[0]->self_attn->heads,
-           "query (token)", "key (token)"}};
+           "query (token)", "key (token)", "encoder_self"}};
 }
 
 const MultiHeadAttention& EncoderClassifier::attention_of(const AttentionSite& site,

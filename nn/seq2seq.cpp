@@ -159,11 +159,11 @@ std::vector<AttentionSite> Seq2Seq::attention_sites() const {
   std::vector<AttentionSite> out;
   if (enc > 0)
     out.push_back({"encoder", "encoder self-attention", "encoder.blocks.", "attn", Side::input,
-                   Side::input, false, enc, h, "query (source)", "key (source)"});
+                   Side::input, false, enc, h, "query (source)", "key (source)", "encoder_self"});
   out.push_back({"decoder", "decoder self-attention", "decoder.blocks.", "attn", Side::output,
-                 Side::output, true, dec, h, "output token", "key (decoder input)"});
+                 Side::output, true, dec, h, "output token", "key (decoder input)", "decoder_self"});
   out.push_back({"cross", "cross-attention", "decoder.blocks.", "cross", Side::output, Side::input,
-                 false, dec, h, "output token", "key (source)"});
+                 false, dec, h, "output token", "key (source)", "cross"});
   return out;
 }
 

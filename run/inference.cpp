@@ -122,21 +122,25 @@ std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v
   return t;
 }
 
-AttentionView view(std::string kind, std::string title, std::string hook,
-                   std::vector<std::string> rows, std::vector<std::string> cols,
-                   const nn::Hooks& captured, int64_t layers) {
-  AttentionView v{std::move(kind), std::move(title), std::move(hook),
-                  std::move(rows), std::move(cols),  {}};
-  const size_t at = v.hook.find("{l}");
-  QKV_CHECK(at != std::string::npos, "attention", "the view's hook '", v.hook, "' has no {l}");
-  for (int64_t l = 0; l < layers; ++l) {
-    const std::string name = std::string(v.hook).replace(at, 3, std::to_string(l));
-    const auto it = captured.cache.find(name);
-    QKV_CHECK(it != captured.cache.end(), "attention", "no pattern at ", name);
-    v.layers.push_back(it->second.data().select(0, 0));  // (h, n, m)
+std::vector<AttentionView> views_of(const nn::Model& model, const nn::Hooks& captured,
+                                    const PassLabels& labels) {
+  std::vector<AttentionView> out;
+  for (const nn::AttentionSite& site : model.attention_sites()) {
+    const bool input_queries = site.queries == nn::Side::input;
+    AttentionView v{site, site.hook() + ".pattern",
+                    input_queries ? labels.input : labels.output_queries,
+                    site.keys == nn::Side::input ? labels.input : labels.output_keys, {}};
+    for (int64_t l = 0; l < site.layers; ++l) {
+      const auto it = captured.cache.find(site.pattern(l));
+      QKV_CHECK(it != captured.cache.end(), "attention", "no pattern at ", site.pattern(l));
+      v.layers.push_back(it->second.data().select(0, 0));  // (h, n, m)
+    }
+    out.push_back(std::move(v));
   }
-  return v;
+  return out;
 }
+
+std::string Inference::default_map_kind() const { return model().attention_sites().back().name; }
 
 std::vector<NextTokens> Inference::next_tokens(const Inspection& in, int64_t k) const {
   const Tensor logits = in.logits.to(DType::f64).contiguous();  // (T, V)

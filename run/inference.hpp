@@ -27,10 +27,11 @@
 // decoded token and sampled token inside one.
 //
 // Families: Seq2SeqInference (run/inference_seq2seq.cpp) translates, scores pairs (loss,
-// accuracy, exact match, BLEU, chrF) and shows three kinds of attention; LanguageModelInference
-// (run/inference_lm.cpp) samples, scores a token stream (loss, perplexity, bits per character)
-// and shows its causal self-attention. Each lists its capabilities (run/capability.hpp); an
-// operation a run cannot do throws qkv::Error from require, naming what it can do instead.
+// accuracy, exact match, BLEU, chrF); LanguageModelInference (run/inference_lm.cpp) samples,
+// scores a token stream (loss, perplexity, bits per character). Each shows its model's attention
+// sites (nn/attention_site.hpp), one view per site (views_of). Each lists its capabilities
+// (run/capability.hpp); an operation a run cannot do throws qkv::Error from require, naming
+// what it can do instead.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -45,6 +46,7 @@
 #include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "data/metrics.hpp"
+#include "nn/attention_site.hpp"
 #include "nn/hooks.hpp"
 #include "run/capability.hpp"
 #include "run/lm.hpp"
@@ -113,11 +115,10 @@ struct Scores {
   bool per_character = false;           // a character vocabulary: bits per token are per char
 };
 
-// One kind of attention over one input, every layer: what a page or a figure draws.
+// One attention site over one input, every layer: what a page or a figure draws.
 struct AttentionView {
-  std::string kind;   // "encoder_self", "decoder_self", "cross" or "causal"
-  std::string title;  // "cross-attention"
-  // The hook point of layer l with l written {l}, e.g. "decoder.blocks.{l}.cross.pattern"
+  nn::AttentionSite site;  // which attention: its name, title, sides, hook points
+  // Its pattern's hook point with the layer written {l}: "decoder.blocks.{l}.cross.pattern"
   std::string hook;
   std::vector<std::string> rows, cols;  // axis labels: queries, keys
   std::vector<Tensor> layers;           // each (h, n, m) float32
@@ -209,8 +210,9 @@ class Inference {
   // --- scoring and looking inside
   virtual Scores score(const ScoreOptions& o) const = 0;
   virtual Inspection inspect(const data::Ids& input) const = 0;
-  // The `qkv attention --kind` drawn by default: the map that shows the most.
-  virtual std::string default_map_kind() const = 0;
+  // The site `qkv attention` draws by default, the map that shows the most: the model's last
+  // site (an encoder-decoder's cross-attention; a model of one site, that one).
+  virtual std::string default_map_kind() const;
   // What an inspection's output is, for a caption: "output", "next-character guesses".
   virtual std::string output_name() const = 0;
   // Each batch of a split (in order, the run's batch size) through the model, handed to fn
@@ -258,12 +260,17 @@ Tensor row_of(const data::Ids& ids);
 // Ids as labels for an axis: SentencePiece's word-start mark U+2581 as "_", a character
 // model's space as "_" and line break as "\n".
 std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v);
-// The view of `layers` layers whose patterns `captured` holds under hook (with {l} for the
-// layer, e.g. "blocks.{l}.attn.pattern"), each captured (1, h, n, m); qkv::Error when one is
-// missing.
-AttentionView view(std::string kind, std::string title, std::string hook,
-                   std::vector<std::string> rows, std::vector<std::string> cols,
-                   const nn::Hooks& captured, int64_t layers);
+// The labels of one pass's positions, by side (nn::Side): the input's, and the output side's
+// as queries (the labels: output + <eos>) and as keys (the decoder's input: <bos> + output). A
+// language model's three are its text's.
+struct PassLabels {
+  std::vector<std::string> input, output_queries, output_keys;
+};
+// Every attention site of model, in order, as a view of the patterns `captured` holds from one
+// pass (pattern_capture: each layer's (1, h, n, m)), its axes labelled by its queries' and keys'
+// sides; qkv::Error when a pattern is missing. How every family's inspect builds its views.
+std::vector<AttentionView> views_of(const nn::Model& model, const nn::Hooks& captured,
+                                    const PassLabels& labels);
 // A hook layer capturing every attention pattern ("*.pattern").
 nn::Hooks pattern_capture();
 

@@ -26,7 +26,6 @@ class Seq2SeqInference : public Inference {
   int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
-  std::string default_map_kind() const override { return "cross"; }
   std::string output_name() const override { return "output"; }
 };
 
@@ -48,7 +47,6 @@ class LanguageModelInference : public Inference {
   int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
-  std::string default_map_kind() const override { return "self"; }
   std::string output_name() const override;  // next-character (or next-piece) guesses
 
  private:

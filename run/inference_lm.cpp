@@ -154,7 +154,7 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   return run_.family().inspect(*run_.model, run_.config, run_.data, ids);
 }
 
-Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
+Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig&,
                                       const data::DataSplits& d, const data::Ids& ids) const {
   cancellation_point();  // one pass: the probe's pattern scores run one per input
   Inspection a;
@@ -169,8 +169,7 @@ Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::Ru
   }
   a.output = to_vector<int64_t>(argmax(a.logits, -1));
   const auto t = token_labels(ids, d.tgt_vocab);
-  a.views.push_back(view("causal", "causal self-attention", "blocks.{l}.attn.pattern", t, t,
-                         patterns, c.model.decoder_layers));
+  a.views = views_of(model, patterns, {t, t, t});
   return a;
 }
 

@@ -256,15 +256,9 @@ Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfi
     const nn::HookScope scope(patterns);
     a.logits = model.forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
   }
-  const int64_t enc = c.model.encoder_layers, dec = c.model.decoder_layers;
-  const auto src_l = token_labels(src, d.src_vocab), in_l = token_labels(a.tgt_in, d.tgt_vocab),
-             out_l = token_labels(a.tgt_out, d.tgt_vocab);
-  a.views.push_back(view("encoder_self", "encoder self-attention",
-                         "encoder.blocks.{l}.attn.pattern", src_l, src_l, patterns, enc));
-  a.views.push_back(view("decoder_self", "decoder self-attention",
-                         "decoder.blocks.{l}.attn.pattern", out_l, in_l, patterns, dec));
-  a.views.push_back(view("cross", "cross-attention", "decoder.blocks.{l}.cross.pattern", out_l,
-                         src_l, patterns, dec));
+  a.views = views_of(model, patterns,
+                     {token_labels(src, d.src_vocab), token_labels(a.tgt_out, d.tgt_vocab),
+                      token_labels(a.tgt_in, d.tgt_vocab)});
   return a;
 }
 

@@ -197,6 +197,20 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
   });
 }
 
+namespace {
+
+// An attention site as the page reads it: {"name", "title", "head_prefix" (what its heads'
+// names start with: "cross.", or "" for a model's only site), "queries", "keys" ("input" or
+// "output"), "causal", "layers", "heads"}.
+json site_json(const nn::AttentionSite& s) {
+  const auto side = [](nn::Side x) { return x == nn::Side::input ? "input" : "output"; };
+  return {{"name", s.name},           {"title", s.title},   {"head_prefix", s.head_prefix()},
+          {"queries", side(s.queries)}, {"keys", side(s.keys)}, {"causal", s.causal},
+          {"layers", s.layers},       {"heads", s.heads}};
+}
+
+}  // namespace
+
 json Model::attention(const std::string& text, const Limits& lim, const std::string& ablate,
                       int64_t k) {
   check_k(k, lim, true);
@@ -207,7 +221,8 @@ json Model::attention(const std::string& text, const Limits& lim, const std::str
   json out{{"output", one_line(inf.text(a.output))}, {"kinds", json::array()}};
   if (k > 0) out["steps"] = steps_json(inf, a, k);
   for (const run::AttentionView& v : a.views) {
-    json k{{"kind", v.kind}, {"title", v.title}, {"rows", v.rows}, {"cols", v.cols}};
+    json k{{"kind", v.site.key}, {"title", v.site.title}, {"site", site_json(v.site)},
+           {"rows", v.rows}, {"cols", v.cols}};
     k["layers"] = json::array();
     for (const Tensor& w : v.layers) k["layers"].push_back(heads_of(w));
     out["kinds"].push_back(std::move(k));

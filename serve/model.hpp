@@ -99,8 +99,10 @@ class Model {
   // Installs nothing and runs no pass.
   void check_sample(const SampleRequest& r, const Limits& lim) const;
   // Every layer's and head's attention for one input, with the tokens of the axes:
-  // {"output": text, "kinds":[{"kind","title","rows":[labels],"cols":[labels],
-  //   "layers":[[ head (n x m, row-major) ... ] ...]}]}
+  // {"output": text, "kinds":[{"kind","title","site","rows":[labels],"cols":[labels],
+  //   "layers":[[ head (n x m, row-major) ... ] ...]}]}, one per attention site in forward
+  // order: "site" is {"name", "title", "head_prefix", "queries", "keys", "causal", "layers",
+  // "heads"} (nn/attention_site.hpp), "kind" its key on the page (encoder_self, cross, ...).
   // k > 0: also next_tokens's "steps", from the same pass (the page asks for both at once).
   nlohmann::json attention(const std::string& text, const Limits& lim,
                            const std::string& ablate = "", int64_t k = 0);

@@ -5,19 +5,8 @@
 
 namespace qkv::train {
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-}  // namespace
-
 Seq2SeqStep::Seq2SeqStep(const nn::Model& model, data::BatchSource& loader, Seq2SeqLoss options)
-    : model_(model), loader_(loader), options_(options) {
-  for (const std::string& p : nn::hook_points(model))
-    if (ends_with(p, ".pattern")) pattern_points_.push_back(p);
-}
+    : model_(model), loader_(loader), options_(options), sites_(model.attention_sites()) {}
 
 ag::Var Seq2SeqStep::loss_keeping_patterns(const data::Batch& b) {
   nn::Hooks hooks;
@@ -28,22 +17,22 @@ ag::Var Seq2SeqStep::loss_keeping_patterns(const data::Batch& b) {
     loss = model_.forward_loss(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.tgt_out,
                                options_.ignore_index, options_.label_smoothing);
   }
-  // In the hook points' (forward) order, so layer by layer; detached, so the second scorer
-  // pass that formed them is freed now rather than with the next step.
-  for (const std::string& p : pattern_points_) {
-    const auto it = hooks.cache.find(p);
-    if (it == hooks.cache.end()) continue;
-    std::vector<ag::Var>& group = ends_with(p, ".cross.pattern") ? patterns_.decoder_cross
-                                  : p.rfind("encoder.", 0) == 0  ? patterns_.encoder_self
-                                                                 : patterns_.decoder_self;
-    group.push_back(it->second.detach());
-  }
+  // Site by site, layer by layer; detached, so the second scorer pass that formed them is freed
+  // now rather than with the next step.
+  for (SitePatterns& group : patterns_)
+    for (int64_t l = 0; l < group.site.layers; ++l)
+      if (const auto it = hooks.cache.find(group.site.pattern(l)); it != hooks.cache.end())
+        group.layers.push_back(it->second.detach());
   return loss;
 }
 
 Forward Seq2SeqStep::operator()() {
   batch_ = loader_.next();
-  patterns_ = AttentionPatterns();
+  // Every site's group, empty until the pass fills it (a data-parallel rank with an empty
+  // shard keeps them empty, so every rank combines the same sites).
+  patterns_.clear();
+  if (options_.keep_attention)
+    for (const nn::AttentionSite& site : sites_) patterns_.push_back({site, {}});
   const data::Batch& b = batch_;
   Forward f;
   f.tokens = b.global_src_tokens + b.global_tgt_tokens;

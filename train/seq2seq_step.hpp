@@ -28,11 +28,14 @@ struct Seq2SeqLoss {
   bool keep_attention = false;  // keep each step's attention weights (attention_patterns())
 };
 
-// One step's attention weights, every layer's, as the metrics group them: a language model's
-// self-attention is decoder_self. Each (B, h, n, m), off the tape.
-struct AttentionPatterns {
-  std::vector<ag::Var> encoder_self, decoder_self, decoder_cross;
+// One step's attention weights of one attention site (nn/attention_site.hpp): each layer's
+// (B, h, n, m), off the tape.
+struct SitePatterns {
+  nn::AttentionSite site;
+  std::vector<ag::Var> layers;
 };
+// Every site's, in the model's (forward) order.
+using AttentionPatterns = std::vector<SitePatterns>;
 
 class Seq2SeqStep {
  public:
@@ -43,7 +46,8 @@ class Seq2SeqStep {
     return [this] { return (*this)(); };
   }
   const data::Batch& batch() const { return batch_; }  // the last step's batch
-  // The last step's, with keep_attention (empty without, and for an empty shard).
+  // The last step's, with keep_attention: a group per site (each empty for an empty shard);
+  // no groups without keep_attention.
   const AttentionPatterns& attention_patterns() const { return patterns_; }
 
  private:
@@ -54,7 +58,7 @@ class Seq2SeqStep {
   data::BatchSource& loader_;
   Seq2SeqLoss options_;
   data::Batch batch_;
-  std::vector<std::string> pattern_points_;  // the model's "*.pattern" hook points, in order
+  std::vector<nn::AttentionSite> sites_;  // the model's, whose patterns keep_attention keeps
   AttentionPatterns patterns_;
 };
 

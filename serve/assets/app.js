@@ -388,7 +388,7 @@ function renderGrid(att) {
     kind.layers[0].forEach((_, h) => head.append(el('th', {text: 'head ' + (h + 1)})));
     table.append(head);
     kind.layers.forEach((heads, l) => {
-      const names = heads.map((_, h) => headName(kind.kind, l, h));
+      const names = heads.map((_, h) => headName(kind.site.head_prefix, l, h));
       const label = el('th', {class: 'layer-label', text: 'layer ' + (l + 1),
                               title: 'click: remove every head of this layer (again: restore)'});
       label.addEventListener('click', () => toggleHeads(names));

@@ -10,9 +10,6 @@
 // server's score registry); app.js calls addProbe(), renderHeadCurves() and markLinkedMap().
 'use strict';
 
-// A probe record's attention -> the attention grid's kind (and so headName's prefix).
-const PROBE_KIND = {self: 'causal', encoder: 'encoder_self', decoder: 'decoder_self',
-                    cross: 'cross'};
 const PANEL = {w: 120, h: 56, top: 14};  // one head's panel; its line below a 14 px label row
 
 // Keeps a record's probe: state.probes[run] is [{step, attentions}] in the order logged.
@@ -29,9 +26,10 @@ function isGrid(a, layers, heads) {
          a.every(row => Array.isArray(row) && row.length === heads);
 }
 
-// The order of the choices (the server's JSON has its keys sorted): the model's attentions
-// from input to output, then the columns' order of the scores; a score not known last.
-const PROBE_ORDER = Object.keys(PROBE_KIND);
+// The order of the choices (the server's JSON has its keys sorted): an encoder-decoder's
+// attention sites from input to output, then the columns' order of the scores; an attention or
+// a score not known last.
+const PROBE_ORDER = ['self', 'encoder', 'decoder', 'cross'];
 const rank = (list, x) => (list.includes(x) ? list.indexOf(x) : list.length);
 const columnNames = () => state.headColumns.map(c => c.name);
 
@@ -47,10 +45,12 @@ function probeChoices(probes) {
   const out = [];
   const first = probes[0].attentions;
   for (const [attention, a] of Object.entries(first)) {
-    if (!a || !(a.layers > 0) || !(a.heads > 0) || !PROBE_KIND[attention]) continue;
+    if (!a || !(a.layers > 0) || !(a.heads > 0)) continue;
     for (const [score, v] of Object.entries(a))
       if (isGrid(v, a.layers, a.heads))
-        out.push({attention, score, layers: a.layers, heads: a.heads});
+        out.push({attention, score, layers: a.layers, heads: a.heads,
+                  // a model of one attention site names its heads without a prefix
+                  prefix: Object.keys(first).length === 1 ? '' : attention + '.'});
   }
   const names = columnNames();
   const order = c => [rank(PROBE_ORDER, c.attention), rank(names, c.score), c.score];
@@ -128,7 +128,6 @@ function renderHeadCurves() {
 // The grid of empty panels: layers as rows and heads as columns, labelled from 0 as `qkv
 // report` labels them ("L1", "head 0"), each panel named as --ablate names its head ("1.0").
 function buildPanels(box, run, c, key) {
-  const kind = PROBE_KIND[c.attention];
   const table = el('table', {class: 'head-curves', 'data-attention': c.attention,
                              'data-score': c.score});
   const top = el('tr', {}, el('th'));
@@ -137,7 +136,7 @@ function buildPanels(box, run, c, key) {
   for (let l = 0; l < c.layers; l++) {
     const tr = el('tr', {}, el('th', {text: 'L' + l}));
     for (let h = 0; h < c.heads; h++) {
-      const name = headName(kind, l, h);
+      const name = headName(c.prefix, l, h);
       const s = svg('svg', {class: 'head-panel', width: PANEL.w, height: PANEL.h, tabindex: 0,
                             role: 'button', 'data-name': name, 'data-layer': l,
                             'data-head': h, 'aria-label': 'head ' + name + ': show its map'});

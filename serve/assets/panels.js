@@ -6,20 +6,17 @@
 
 // --- heads removed (the "ablate" field of every question) ------------------------------------
 
-// The --ablate name of a map's head: the attention's prefix, layer and head counted from 0.
-const KIND_PREFIX = {causal: '', encoder_self: 'encoder.', decoder_self: 'decoder.',
-                     cross: 'cross.'};
-
-function headName(kind, layer, head) {
-  return KIND_PREFIX[kind] + layer + '.' + head;
+// The --ablate name of a head: its attention site's head prefix (the server's "head_prefix":
+// "cross.", or "" for a model's only site), then layer and head counted from 0.
+function headName(prefix, layer, head) {
+  return prefix + layer + '.' + head;
 }
 
-// An attention as `qkv report` titles it (its head table's and probe records' name).
-const ATTENTION_TITLE = {self: 'self-attention', encoder: 'encoder self-attention',
-                         decoder: 'decoder self-attention', cross: 'cross-attention'};
-
+// An attention site named in a head table or a probe record as `qkv report` titles it
+// (figures/report_data.cpp): "self" -> "self-attention", "encoder" -> "encoder self-attention".
 function attentionTitle(name) {
-  return ATTENTION_TITLE[name] || name + ' attention';
+  if (name === 'encoder' || name === 'decoder') return name + ' self-attention';
+  return name + '-attention';
 }
 
 function removedHeads() {

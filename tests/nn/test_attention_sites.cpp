@@ -87,6 +87,12 @@ TEST_CASE("attention sites: an encoder-decoder has encoder, decoder and cross, i
   CHECK(s[2].z(1) == "decoder.blocks.1.cross.z");
   CHECK(s[2].pattern(0) == "decoder.blocks.0.cross.pattern");
   CHECK(s[2].head_name(1, 0) == "cross.1.0");
+  CHECK(s[0].key == "encoder_self");
+  CHECK(s[1].key == "decoder_self");
+  CHECK(s[2].key == "cross");
+  CHECK(s[0].metric_key() == "encoder_self");
+  CHECK(s[1].metric_key() == "decoder_self");
+  CHECK(s[2].metric_key() == "decoder_cross");
   CHECK(s[0].head_name(0, 1) == "encoder.0.1");
   check_points_exist(m);
 }
@@ -101,6 +107,8 @@ TEST_CASE("attention sites: a decoder-only LM and an encoder classifier have one
   CHECK((a[0].queries == Side::output && a[0].keys == Side::output && a[0].causal));
   CHECK(a[0].z(1) == "blocks.1.attn.z");
   CHECK(a[0].head_name(1, 0) == "1.0");  // a model's only site: no prefix
+  CHECK(a[0].key == "causal");
+  CHECK(a[0].metric_key() == "decoder_self");
   check_points_exist(lm);
 
   const EncoderClassifier c(tiny_classifier(false), g, Pooling::mean);
@@ -112,6 +120,7 @@ TEST_CASE("attention sites: a decoder-only LM and an encoder classifier have one
   CHECK(b[0].layers == 3);
   CHECK(b[0].heads == 2);
   CHECK(b[0].head_name(2, 1) == "2.1");
+  CHECK(b[0].metric_key() == "encoder_self");
   check_points_exist(c);
 }
 
