@@ -67,6 +67,17 @@ def answers(s, qkv, copy, lm):
     code, a, _ = s.post("/api/runs/copy/attention", {"text": "3 1 4"})
     kinds = [k["kind"] for k in a["kinds"]] if code == 200 else []
     check(kinds == ["encoder_self", "decoder_self", "cross"], f"Seq2Seq attention kinds {kinds}")
+    sites = [(k["site"]["name"], k["site"]["title"], k["site"]["head_prefix"], k["site"]["queries"],
+              k["site"]["keys"], k["site"]["causal"]) for k in a["kinds"]] if code == 200 else []
+    check(sites == [("encoder", "encoder self-attention", "encoder.", "input", "input", False),
+                    ("decoder", "decoder self-attention", "decoder.", "output", "output", True),
+                    ("cross", "cross-attention", "cross.", "output", "input", False)],
+          f"each view carries its attention site: name, title, head prefix, sides ({sites})")
+    code, la, _ = s.post("/api/runs/lm/attention", {"text": "ROMEO"})
+    lm_sites = [(k["kind"], k["site"]["name"], k["site"]["head_prefix"], k["site"]["causal"])
+                for k in la["kinds"]] if code == 200 else []
+    check(lm_sites == [("causal", "self", "", True)],
+          f"a language model's one site, its heads named without a prefix ({lm_sites})")
     sums_ok = all(abs(sum(h[i * len(k["cols"]):(i + 1) * len(k["cols"])]) - 1) < 1e-3
                   for k in a["kinds"] for layer in k["layers"] for h in layer
                   for i in range(len(k["rows"])))

@@ -151,3 +151,27 @@ TEST_CASE("attention: --layer all --head all tiles every layer and head into one
               dir.file("x.png") + "'");
   CHECK(r.status == 2);
 }
+
+TEST_CASE("attention: --kind takes the model's site names, and the older spellings draw the same") {
+  const TempDir& dir = trained_run();
+  const auto draw = [&](const std::string& kind, const std::string& file) {
+    const RunResult r = run_qkv("attention '" + dir.file("run") + "' '1 2 3' --kind " + kind +
+                                " --threads 1 --out '" + dir.file(file) + "'");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    return read_file(dir.file(file));
+  };
+  CHECK(draw("encoder", "encoder.png") == draw("self", "self-again.png"));
+  CHECK(draw("decoder", "decoder.svg") == draw("decoder-self", "decoder-self.svg"));
+  // the default is the model's last site, cross-attention
+  const std::string cross = draw("cross", "cross.png");
+  const RunResult r = run_qkv("attention '" + dir.file("run") + "' '1 2 3' --threads 1 --out '" +
+                              dir.file("default.png") + "'");
+  REQUIRE(r.status == 0);
+  CHECK(read_file(dir.file("default.png")) == cross);
+  const RunResult bad = run_qkv("attention '" + dir.file("run") + "' '1 2' --kind causal --out '" +
+                                dir.file("x.png") + "'");
+  CHECK(bad.status == 1);
+  CHECK(bad.output.find("--kind must be encoder, decoder or cross (or self, decoder-self), got "
+                        "'causal'") != std::string::npos);
+}
