@@ -152,6 +152,27 @@ TEST_CASE("read-outs: W_O is the module whose input is the site's z") {
   CHECK_THROWS_WITH(lm.W_O(self, 2), Catch::Contains("layers 0..1"));
   AttentionSite cross = m.attention_sites()[2];
   CHECK_THROWS_WITH(lm.W_O(cross, 0), Catch::Contains("no attention 'cross'"));
+  const EncoderClassifier c(tiny_classifier(true), g);
+  const AttentionSite only = c.attention_sites()[0];
+  for (int64_t l = 0; l < 3; ++l) CHECK(&c.W_O(only, l) == c.blocks->layers[l]->self_attn->w_o.get());
+  CHECK(c.output_layer().weight.data().shape() == Shape{3, 8});  // the classifier: C x d
+  CHECK(c.output_stream().blocks == "blocks.");
+  CHECK(c.output_stream().layers == 3);
+  CHECK(c.output_stream().final_norm == c.blocks->norm.get());
+}
+
+TEST_CASE("read-outs: pool reads one position (cls), the real positions' mean, or every position") {
+  Generator g(8);
+  const Tensor h = from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {1, 4, 3});
+  const Tensor valid = valid_mask({3}, 4);
+  const DecoderLM lm(tiny_lm(), g);
+  CHECK(same_bits(lm.pool(Var(h), valid).data(), h));  // every position its own logits
+  const EncoderClassifier cls(tiny_classifier(false), g, Pooling::cls);
+  CHECK(same_bits(cls.pool(Var(h), valid).data(), from_vector<double>({1, 2, 3}, {1, 1, 3})));
+  const EncoderClassifier mean(tiny_classifier(false), g, Pooling::mean);
+  const Tensor m = mean.pool(Var(h), valid).data();  // (1 + 4 + 7) / 3, ...: padding left out
+  REQUIRE(m.shape() == Shape{1, 1, 3});
+  for (int64_t i = 0; i < 3; ++i) CHECK(m.data<double>()[i] == Approx(4.0 + i).epsilon(1e-14));
 }
 
 TEST_CASE("read-outs: read_out of the last block's output is the model's logits, bit for bit") {
