@@ -238,6 +238,38 @@ void probe_fields(V& v, P& p) {
   v("icl_windows", p.icl_windows);
 }
 
+// The model kind each data family trains: one row per family (data/task_kind.hpp's TaskFamily,
+// nn/kinds.hpp's ModelKind). A new family is one row here.
+struct FamilyModel {
+  data::TaskFamily family;
+  nn::ModelKind kind;
+};
+constexpr FamilyModel kFamilyModels[] = {
+    {data::TaskFamily::pairs, nn::ModelKind::encoder_decoder},
+    {data::TaskFamily::lm, nn::ModelKind::decoder},
+};
+
+// The tasks of a data family, for a message: "lm, repeat".
+std::string tasks_of(data::TaskFamily f) {
+  std::string out;
+  for (const auto& n : data::kTaskNames)
+    if (data::family_of(n.value) == f) out += (out.empty() ? "" : ", ") + std::string(n.name);
+  return out;
+}
+
+// model.kind against data.task's family, by kFamilyModels.
+void check_model_kind(nn::ModelKind kind, data::TaskKind task) {
+  const std::string name(name_of(task));
+  for (const FamilyModel& r : kFamilyModels) {
+    if (r.family == data::family_of(task) && r.kind != kind)
+      throw Error("model.kind: data.task = \"" + name + "\" needs model.kind = \"" +
+                  std::string(name_of(r.kind)) + "\", got \"" + std::string(name_of(kind)) + "\"");
+    if (r.kind == kind && r.family != data::family_of(task))
+      throw Error("model.kind: \"" + std::string(name_of(kind)) + "\" trains data.task " +
+                  tasks_of(r.family) + ", got \"" + name + "\"");
+  }
+}
+
 // [probe] length against the model's positions: a language model's context, an
 // encoder-decoder's learned positions (other positions have no limit).
 void check_probe_positions(const RunConfig& c) {
@@ -329,11 +361,7 @@ void RunConfig::validate() const {
            std::to_string(train.grad_accum));
   const bool lm = data::is_language_model(data.task);
   const std::string task(name_of(data.task));
-  need(lm == (model.kind == nn::ModelKind::decoder),
-       lm ? "model.kind: data.task = \"" + task + "\" needs model.kind = \"decoder\""
-          : "model.kind: a decoder-only model needs a language-model data.task (lm, repeat), "
-            "got \"" +
-                task + "\"");
+  check_model_kind(model.kind, data.task);
   need(!lm || model.position != nn::PositionKind::learned || data.block_size <= model.max_len,
        "model.max_len: learned positions cover " + std::to_string(model.max_len) +
            " tokens, less than data.block_size = " + std::to_string(data.block_size));
