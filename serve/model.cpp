@@ -16,6 +16,7 @@
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
 #include "inspect/work.hpp"
+#include "run/family.hpp"
 #include "run/inference.hpp"
 
 namespace fs = std::filesystem;
@@ -299,7 +300,10 @@ json run_facts(const std::string& run_dir) {
          {"seed", c.seed}};
   // An attention-only model has no MLP: its config's d_ff is unused, so not shown as a size.
   f["d_ff"] = c.model.attn_only ? json("attention-only") : json(c.model.d_ff);
-  run::family_for(c.data.task).describe(c, f);
+  const run::Family& family = run::family_for(c.data.task);
+  family.describe(c, f);
+  f["capabilities"] = json::array();  // what the page offers for its input (run/capability.hpp)
+  for (const run::Capability k : family.capabilities()) f["capabilities"].push_back(name_of(k));
   if (c.train.max_steps > 0)
     f["max_steps"] = c.train.max_steps;
   else
