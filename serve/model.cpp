@@ -175,6 +175,23 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
           {"beam_size", beam}};
 }
 
+json Model::classify(const std::string& text, const Limits& lim, const std::string& ablate) {
+  const run::Inference& inf = *impl_->inf;
+  const Ablation held(impl_->attentions, ablate, "classify");
+  as_bad_input([&] {
+    inf.require(run::Capability::classify, "classify");
+    return 0;
+  });
+  const data::Ids ids = encode(inf, text, lim);
+  const run::Classification c = as_bad_input([&] { return inf.classify({ids})[0]; });
+  json classes = json::array();
+  for (size_t k = 0; k < c.classes.size(); ++k)
+    classes.push_back({{"class", c.classes[k]}, {"p", c.probabilities[k]}});
+  return {{"tokens", inf.input_labels(ids)},
+          {"predicted", c.classes[static_cast<size_t>(c.predicted)]},
+          {"classes", classes}};
+}
+
 void Model::check_sample(const SampleRequest& q, const Limits& lim) const {
   heads_named(impl_->attentions, q.ablate, "generate");  // an unknown head first, as before
   sample_prompt(*impl_->inf, q, lim);
