@@ -9,7 +9,8 @@
 //   LanguageModelFamily (run/family_lm.cpp)  one token stream (lm): an nn::DecoderLM, windows at
 //                                        random offsets, nanoGPT's loss estimates, no test split
 //
-// family_for (run/family.cpp) is the registry: the one switch from data::TaskKind to its family.
+// family_for (run/family.cpp) is the registry: one line per data family (QKV_FAMILIES), naming
+// the function of the family's own file that returns it, e.g. `const Family& seq2seq_family()`.
 #pragma once
 #include <cstdint>
 #include <memory>
