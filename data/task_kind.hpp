@@ -32,7 +32,8 @@
   X(tsv, pairs, text)                     \
   X(parallel, pairs, text)                \
   X(lm, lm, text)                         \
-  X(repeat, lm, symbols)
+  X(repeat, lm, symbols)                  \
+  /* a task's line goes above */
 
 namespace qkv::data {
 
