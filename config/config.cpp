@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -257,17 +258,21 @@ std::string tasks_of(data::TaskFamily f) {
   return out;
 }
 
-// model.kind against data.task's family, by kFamilyModels.
+// model.kind against data.task's family, by kFamilyModels: "data.task = \"copy\" needs
+// model.kind = \"encoder_decoder\", got \"decoder\" (which trains lm, repeat)".
 void check_model_kind(nn::ModelKind kind, data::TaskKind task) {
-  const std::string name(name_of(task));
-  for (const FamilyModel& r : kFamilyModels) {
-    if (r.family == data::family_of(task) && r.kind != kind)
-      throw Error("model.kind: data.task = \"" + name + "\" needs model.kind = \"" +
-                  std::string(name_of(r.kind)) + "\", got \"" + std::string(name_of(kind)) + "\"");
-    if (r.kind == kind && r.family != data::family_of(task))
-      throw Error("model.kind: \"" + std::string(name_of(kind)) + "\" trains data.task " +
-                  tasks_of(r.family) + ", got \"" + name + "\"");
-  }
+  const auto need = [](data::TaskFamily f) {
+    return std::find_if(std::begin(kFamilyModels), std::end(kFamilyModels),
+                        [&](const FamilyModel& r) { return r.family == f; });
+  };
+  const auto row = need(data::family_of(task));
+  if (row == std::end(kFamilyModels) || row->kind == kind) return;
+  std::string trains;
+  for (const FamilyModel& r : kFamilyModels)
+    if (r.kind == kind) trains = " (which trains " + tasks_of(r.family) + ")";
+  throw Error("model.kind: data.task = \"" + std::string(name_of(task)) +
+              "\" needs model.kind = \"" + std::string(name_of(row->kind)) + "\", got \"" +
+              std::string(name_of(kind)) + "\"" + trains);
 }
 
 // [probe] length against the model's positions: a language model's context, an
