@@ -167,6 +167,7 @@ void model_fields(V& v, M& m) {
   v("bias", m.bias);
   v("attention", m.attention);
   v("window", m.window);
+  v("pool", m.pool);
 }
 
 template <class V, class D>
@@ -176,6 +177,7 @@ void data_fields(V& v, D& d) {
   v("vocab_size", d.vocab_size);
   v("min_len", d.min_len);
   v("max_len", d.max_len);
+  v("max_depth", d.max_depth);
   v("train_size", d.train_size);
   v("valid_size", d.valid_size);
   v("test_size", d.test_size);
@@ -248,6 +250,7 @@ struct FamilyModel {
 constexpr FamilyModel kFamilyModels[] = {
     {data::TaskFamily::pairs, nn::ModelKind::encoder_decoder},
     {data::TaskFamily::lm, nn::ModelKind::decoder},
+    {data::TaskFamily::classify, nn::ModelKind::encoder},
 };
 
 // The tasks of a data family, for a message: "lm, repeat".

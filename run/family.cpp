@@ -18,6 +18,7 @@ int64_t Family::total_steps(const config::RunConfig& cfg, int64_t per_epoch) con
 #define QKV_FAMILIES(X)        \
   X(pairs, seq2seq_family)     \
   X(lm, language_model_family) \
+  X(classify, encoder_family)  \
   /* a family's line goes above */
 
 #define QKV_FAMILY_DECLARE(family, get) const Family& get();
