@@ -43,7 +43,7 @@ ojson plan_json(const run::TrainingRun& r) {
   const auto [src, tgt] = tokens_per_step(r);
   const run::MemoryEstimate mem =
       run::estimate_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
-  const run::MemoryInfo avail = run::available_memory();
+  const MemoryInfo avail = available_memory();
   const std::string toml = config::effective_toml(r.cfg);
   ojson j;
   j["config"] = ojson::parse(config::parse_config(toml, "config.toml").root.dump());
@@ -96,9 +96,9 @@ void print_plan(const ojson& j, const run::TrainingRun& r) {
                 j["tokens_per_step"]["source"].get<double>(),
                 j["tokens_per_step"]["target"].get<double>());
   std::printf("# memory           about %s (mostly %s) of %s available (%s)\n",
-              run::human_bytes(j["memory"]["estimate_bytes"].get<double>()).c_str(),
+              human_bytes(j["memory"]["estimate_bytes"].get<double>()).c_str(),
               j["memory"]["largest_term"].get<std::string>().c_str(),
-              run::human_bytes(j["memory"]["available_bytes"].get<double>()).c_str(),
+              human_bytes(j["memory"]["available_bytes"].get<double>()).c_str(),
               j["memory"]["available_from"].get<std::string>().c_str());
   std::printf("# threads          %lld\n", static_cast<long long>(r.cfg.threads));
 }

@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cancel.hpp"
-#include "run/average.hpp"
 #include "run/encoder.hpp"
 #include "run/run.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
+#include "runfolder/average.hpp"
 
 namespace qkv::run {
 
@@ -28,7 +28,7 @@ json ClassMetrics::counts_json() const {
 ClassMetrics evaluate_classes(const nn::EncoderClassifier& model, const data::Dataset& ds,
                               const data::Framing& f, const data::Vocab& names, int64_t batch_size,
                               int64_t limit) {
-  const InferenceScope scope(model, current_precision());  // the weights may have changed
+  const nn::InferenceScope scope(model, current_precision());  // the weights may have changed
   ClassMetrics m;
   for (int64_t k = 0; k < names.size(); ++k) m.classes.push_back({names.token(k)});
   const int64_t n = limit > 0 ? std::min(limit, ds.size()) : ds.size();

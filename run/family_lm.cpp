@@ -10,7 +10,7 @@
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "nn/decoder_lm.hpp"
-#include "run/average.hpp"
+#include "runfolder/average.hpp"
 #include "run/lm.hpp"
 #include "run/families.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "data/subword_sampling.hpp"
 #include "nn/seq2seq.hpp"
-#include "run/average.hpp"
+#include "runfolder/average.hpp"
 #include "run/decode.hpp"
 #include "run/run.hpp"
 #include "run/families.hpp"
