@@ -1,5 +1,7 @@
 // The encoder-only family's inference (run/inference.hpp): classify, score a split (loss,
 // accuracy, per-class counts), show the encoder's self-attention over <cls> + the input.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -51,7 +53,7 @@ data::Ids EncoderInference::encode(const std::string& text, const char* op) cons
     if (std::isspace(ch)) continue;
     const std::string s(1, static_cast<char>(ch));
     QKV_CHECK(v.contains(s) && !v.is_special(v.id(s)) && v.id(s) != data::kClsId, op, "'",
-              std::isprint(ch) ? s : "\\x" + std::to_string(ch), "' is not a symbol of ",
+              std::isprint(ch) ? s : fmt::format("\\x{:02x}", ch), "' is not a symbol of ",
               name_of(run_.config.data.task), " (", run_.dir, "/src_vocab.txt)");
     ids.push_back(v.id(s));
   }

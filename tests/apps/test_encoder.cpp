@@ -58,8 +58,9 @@ json last_record(const std::string& run, const std::string& split) {
 
 }  // namespace
 
-TEST_CASE("encoder: each task trains; validation and test records hold accuracy, loss and counts",
-          "[e2e]") {
+TEST_CASE(
+    "encoder: each task trains, its validation and test records holding accuracy, loss and counts",
+    "[e2e]") {
   for (const char* t : kTasks) {
     INFO(t);
     int valid = 0;
@@ -88,7 +89,7 @@ TEST_CASE("encoder: each task trains; validation and test records hold accuracy,
   CHECK(last_record(run_of("dyck"), "test")["accuracy"].get<double>() >= 0.7);
 }
 
-TEST_CASE("encoder: eval scores a split as training's test record; --max-len regenerates",
+TEST_CASE("encoder: eval scores a split as training's test record, and --max-len regenerates it",
           "[e2e]") {
   for (const char* t : kTasks) {
     INFO(t);
@@ -160,7 +161,7 @@ TEST_CASE("encoder: classify from arguments, stdin and --json agree", "[e2e]") {
   }
 }
 
-TEST_CASE("encoder: a classifier refuses translate and generate; a translator refuses classify",
+TEST_CASE("encoder: a classifier refuses translate and generate, and a translator refuses classify",
           "[e2e]") {
   const std::string run = run_of("dyck");
   const RunResult tr = run_qkv("translate '" + run + "' '( )'");
