@@ -57,6 +57,17 @@ struct TranslateArgs {
 };
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
+struct ClassifyArgs {
+  std::string run_dir, checkpoint = "best";
+  std::vector<std::string> texts;  // empty: read lines from stdin
+  bool json = false;               // one JSON object per input instead of a text line
+  int64_t max_input = 1024;        // the longest input read (run::OpenOptions::max_input)
+  int threads = 0;
+  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
+  std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
+};
+int cmd_classify(const ClassifyArgs& a);  // classify.cpp
+
 struct GenerateArgs {
   std::string run_dir, checkpoint = "best";
   std::string prompt = "\n";  // nanoGPT's default start

@@ -143,6 +143,21 @@ void add_translate(CLI::App* cmd, TranslateArgs& a) {
   add_ablate(cmd, a.ablate);
 }
 
+void add_classify(CLI::App* cmd, ClassifyArgs& a) {
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("texts", a.texts, "inputs (default: stdin, one per line)");
+  cmd->add_flag("--json", a.json, "one JSON object per input (its tokens and every class's p)");
+  cmd->add_option("--max-input", a.max_input, "longest input, in tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
+
 void add_generate(CLI::App* cmd, GenerateArgs& a) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("--prompt", a.prompt, "text to continue (default: a newline)");
@@ -296,6 +311,7 @@ struct CommandArgs {
   ScoreArgs score;
   AverageArgs average;
   TranslateArgs translate;
+  ClassifyArgs classify;
   GenerateArgs generate;
   BenchArgs bench;
   GradcheckArgs gradcheck;
@@ -394,6 +410,9 @@ const Subcommand kSubcommands[] = {
     {"translate", "decode inputs with a trained run (arguments, or lines on stdin)",
      [](CLI::App* cmd, CommandArgs& c) { add_translate(cmd, c.translate); },
      [](const CommandArgs& c) { return cmd_translate(c.translate); }},
+    {"classify", "class probabilities of inputs with a trained run (arguments, or lines on stdin)",
+     [](CLI::App* cmd, CommandArgs& c) { add_classify(cmd, c.classify); },
+     [](const CommandArgs& c) { return cmd_classify(c.classify); }},
     {"generate", "sample text from a trained language model (model.kind = \"decoder\")",
      [](CLI::App* cmd, CommandArgs& c) { add_generate(cmd, c.generate); },
      [](const CommandArgs& c) { return cmd_generate(c.generate); }},

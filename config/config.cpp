@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -166,6 +167,7 @@ void model_fields(V& v, M& m) {
   v("bias", m.bias);
   v("attention", m.attention);
   v("window", m.window);
+  v("pool", m.pool);
 }
 
 template <class V, class D>
@@ -175,6 +177,7 @@ void data_fields(V& v, D& d) {
   v("vocab_size", d.vocab_size);
   v("min_len", d.min_len);
   v("max_len", d.max_len);
+  v("max_depth", d.max_depth);
   v("train_size", d.train_size);
   v("valid_size", d.valid_size);
   v("test_size", d.test_size);
@@ -236,6 +239,43 @@ void probe_fields(V& v, P& p) {
   v("length", p.length);
   v("seed", p.seed);
   v("icl_windows", p.icl_windows);
+}
+
+// The model kind each data family trains: one row per family (data/task_kind.hpp's TaskFamily,
+// nn/kinds.hpp's ModelKind). A new family is one row here.
+struct FamilyModel {
+  data::TaskFamily family;
+  nn::ModelKind kind;
+};
+constexpr FamilyModel kFamilyModels[] = {
+    {data::TaskFamily::pairs, nn::ModelKind::encoder_decoder},
+    {data::TaskFamily::lm, nn::ModelKind::decoder},
+    {data::TaskFamily::classify, nn::ModelKind::encoder},
+};
+
+// The tasks of a data family, for a message: "lm, repeat".
+std::string tasks_of(data::TaskFamily f) {
+  std::string out;
+  for (const auto& n : data::kTaskNames)
+    if (data::family_of(n.value) == f) out += (out.empty() ? "" : ", ") + std::string(n.name);
+  return out;
+}
+
+// model.kind against data.task's family, by kFamilyModels: "data.task = \"copy\" needs
+// model.kind = \"encoder_decoder\", got \"decoder\" (which trains lm, repeat)".
+void check_model_kind(nn::ModelKind kind, data::TaskKind task) {
+  const auto need = [](data::TaskFamily f) {
+    return std::find_if(std::begin(kFamilyModels), std::end(kFamilyModels),
+                        [&](const FamilyModel& r) { return r.family == f; });
+  };
+  const auto row = need(data::family_of(task));
+  if (row == std::end(kFamilyModels) || row->kind == kind) return;
+  std::string trains;
+  for (const FamilyModel& r : kFamilyModels)
+    if (r.kind == kind) trains = " (which trains " + tasks_of(r.family) + ")";
+  throw Error("model.kind: data.task = \"" + std::string(name_of(task)) +
+              "\" needs model.kind = \"" + std::string(name_of(row->kind)) + "\", got \"" +
+              std::string(name_of(kind)) + "\"" + trains);
 }
 
 // [probe] length against the model's positions: a language model's context, an
@@ -329,11 +369,7 @@ void RunConfig::validate() const {
            std::to_string(train.grad_accum));
   const bool lm = data::is_language_model(data.task);
   const std::string task(name_of(data.task));
-  need(lm == (model.kind == nn::ModelKind::decoder),
-       lm ? "model.kind: data.task = \"" + task + "\" needs model.kind = \"decoder\""
-          : "model.kind: a decoder-only model needs a language-model data.task (lm, repeat), "
-            "got \"" +
-                task + "\"");
+  check_model_kind(model.kind, data.task);
   need(!lm || model.position != nn::PositionKind::learned || data.block_size <= model.max_len,
        "model.max_len: learned positions cover " + std::to_string(model.max_len) +
            " tokens, less than data.block_size = " + std::to_string(data.block_size));

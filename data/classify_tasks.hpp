@@ -1,8 +1,8 @@
 // Classification tasks from the attention literature, generated from a seed, for an
 // encoder-only classifier (nn/encoder_classifier.hpp). An example's src is a string of symbols,
 // after a leading <cls> id when ClassifyOptions::cls; its tgt is one class id, {0} or {1}.
-// (The generators only: the [data] task lines that load them come with the encoder family's
-// wiring.)
+// The [data] tasks dyck, parity and majority load them (data/tasks/classify.cpp), for
+// model.kind = "encoder" (docs/encoder.md).
 //
 // Vocabulary (classify_vocab): <pad> 0, <bos> 1, <eos> 2, <unk> 3, <cls> 4, then the symbols:
 //   dyck "(" 5, ")" 6, "[" 7, "]" 8;  parity and majority "0" 5, "1" 6.

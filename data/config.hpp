@@ -27,6 +27,7 @@ struct DataConfig {
   int64_t vocab_size = 10;  // symbols "1".."V"
   int64_t min_len = 1;
   int64_t max_len = 10;
+  int64_t max_depth = 4;  // dyck: the depth bound D of a balanced string (data/classify_tasks.hpp)
 
   // split sizes; for tsv, train_size = 0 takes every line not in valid or test; for parallel,
   // each caps its split at its first N pairs (0 = the whole file)

@@ -6,6 +6,7 @@
 //   X(name, family, source)
 //     family  pairs   (source, target) examples: nn::Seq2Seq, decoded and scored
 //             lm      one running token stream: nn::DecoderLM, scored by its loss
+//             classify  (symbols, class) examples: nn::EncoderClassifier, scored by accuracy
 //     source  symbols        generated from the seed, lengths in [data.min_len, data.max_len]
 //             fixed_symbols  generated from the seed at lengths of its own
 //             text           natural text (a file, or generated like dates), scored by BLEU
@@ -18,6 +19,8 @@
 //   lm                      running text for a language model (data/lm.hpp)
 //   repeat                  a stream of repeated random segments: in-context copying pays
 //                           (induction heads; data/tasks/repeat.cpp)
+//   dyck | parity | majority  a class of a bracket or bit string (data/classify_tasks.hpp;
+//                           data/tasks/classify.cpp)
 #pragma once
 #include <span>
 
@@ -32,14 +35,18 @@
   X(tsv, pairs, text)                     \
   X(parallel, pairs, text)                \
   X(lm, lm, text)                         \
-  X(repeat, lm, symbols)
+  X(repeat, lm, symbols)                  \
+  X(dyck, classify, symbols)              \
+  X(parity, classify, symbols)            \
+  X(majority, classify, symbols)          \
+  /* a task's line goes above */
 
 namespace qkv::data {
 
 struct DataConfig;
 struct DataSplits;
 
-enum class TaskFamily { pairs, lm };
+enum class TaskFamily { pairs, lm, classify };
 enum class TaskSource { symbols, fixed_symbols, text };
 
 #define QKV_TASK_ENUM(name, family, source) name,

@@ -1,5 +1,5 @@
 // EncoderClassifier: an encoder-only Transformer that reads one class out of a sequence, BERT's
-// shape (the encoder-only family; the model.kind that builds it comes with its wiring).
+// shape (the encoder-only family: model.kind = "encoder", run/family_encoder.cpp).
 //
 //   src (B, S) int64 -> embed (* sqrt(d) when scale_embedding) + positions      x: (B, S, d)
 //     -> encoder_layers blocks under src_valid's key padding mask, then the final norm

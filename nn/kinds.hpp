@@ -11,10 +11,13 @@
 
 namespace qkv::nn {
 
-// encoder_decoder: nn::Seq2Seq; decoder: nn::DecoderLM (a language model).
-enum class ModelKind { encoder_decoder, decoder };
+// encoder_decoder: nn::Seq2Seq; decoder: nn::DecoderLM (a language model); encoder:
+// nn::EncoderClassifier (a classifier).
+enum class ModelKind { encoder_decoder, decoder, encoder };
 inline constexpr EnumName<ModelKind> kModelKindNames[] = {
-    {"encoder_decoder", ModelKind::encoder_decoder}, {"decoder", ModelKind::decoder}};
+    {"encoder_decoder", ModelKind::encoder_decoder},
+    {"decoder", ModelKind::decoder},
+    {"encoder", ModelKind::encoder}};
 constexpr std::span<const EnumName<ModelKind>> names_of(ModelKind) { return kModelKindNames; }
 
 // sinusoidal | learned: added to the embeddings (nn/positional.hpp); relative | rope: inside

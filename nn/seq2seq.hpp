@@ -12,6 +12,7 @@
 #include <string>
 
 #include "nn/model.hpp"
+#include "nn/pooling.hpp"
 #include "nn/positional.hpp"
 #include "nn/transformer.hpp"
 
@@ -53,6 +54,8 @@ struct ModelConfig {
   bool bias = true;
   AttentionKind attention = AttentionKind::dot;  // dot | additive | linear: every layer's scorer
   int64_t window = 0;  // > 0: sliding-window self-attention (dot only); 0 = full
+  // encoder: what the classifier reads, <cls>'s hidden state or the mean (nn/pooling.hpp)
+  Pooling pool = Pooling::cls;
   // Throws qkv::Error naming the key when a value is out of range or inconsistent.
   void validate() const;
   // The defaults of kind = "decoder", as GPT: learned positions, pre-LN with a final

@@ -1,6 +1,6 @@
 // What a family's model can be asked, beyond scoring and looking inside: a consumer checks a
 // capability (Inference::can) and offers what the run has, instead of asking which family it
-// holds. Each family lists its own (Inference::capabilities); the one error for an operation a
+// holds. Each family lists its own (Family::capabilities); the one error for an operation a
 // run cannot do is Inference::require's, naming what it can do instead.
 //
 //   decode     an output sequence for an input (greedy or beam): `qkv translate`

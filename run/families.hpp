@@ -8,6 +8,7 @@ namespace qkv::run {
 class Seq2SeqFamily : public Family {
  public:
   int64_t ignore_label() const override { return 0; }
+  std::vector<Capability> capabilities() const override { return {Capability::decode}; }
   std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
   void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const override;
   std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
@@ -30,6 +31,7 @@ class Seq2SeqFamily : public Family {
 class LanguageModelFamily : public Family {
  public:
   int64_t ignore_label() const override { return -1; }
+  std::vector<Capability> capabilities() const override { return {Capability::generate}; }
   std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
   void check_positions(const config::RunConfig&, const data::DataSplits&) const override {}
   std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,

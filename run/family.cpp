@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
 #include "run/families.hpp"
 
 namespace qkv::run {
@@ -12,16 +13,27 @@ int64_t Family::total_steps(const config::RunConfig& cfg, int64_t per_epoch) con
   return t.max_steps > 0 ? std::min(t.max_steps, t.epochs * per_epoch) : t.epochs * per_epoch;
 }
 
+// The registry: each data family (data/task_kind.hpp's TaskFamily) and the function, defined
+// in that family's own file, that returns its Family. A new family is one line.
+#define QKV_FAMILIES(X)        \
+  X(pairs, seq2seq_family)     \
+  X(lm, language_model_family) \
+  X(classify, encoder_family)  \
+  /* a family's line goes above */
+
+#define QKV_FAMILY_DECLARE(family, get) const Family& get();
+QKV_FAMILIES(QKV_FAMILY_DECLARE)
+#undef QKV_FAMILY_DECLARE
+
 const Family& family_for(data::TaskKind kind) {
-  static const Seq2SeqFamily seq2seq;
-  static const LanguageModelFamily lm;
   switch (data::family_of(kind)) {
-    case data::TaskFamily::pairs:
-      return seq2seq;
-    case data::TaskFamily::lm:
-      break;
+#define QKV_FAMILY_CASE(family, get) \
+  case data::TaskFamily::family:     \
+    return get();
+    QKV_FAMILIES(QKV_FAMILY_CASE)
+#undef QKV_FAMILY_CASE
   }
-  return lm;
+  throw Error("family_for: no family for data.task \"" + std::string(name_of(kind)) + "\"");
 }
 
 }  // namespace qkv::run

@@ -9,12 +9,14 @@
 //   LanguageModelFamily (run/family_lm.cpp)  one token stream (lm): an nn::DecoderLM, windows at
 //                                        random offsets, nanoGPT's loss estimates, no test split
 //
-// family_for (run/family.cpp) is the registry: the one switch from data::TaskKind to its family.
+// family_for (run/family.cpp) is the registry: one line per data family (QKV_FAMILIES), naming
+// the function of the family's own file that returns it, e.g. `const Family& seq2seq_family()`.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "core/precision.hpp"
@@ -23,6 +25,7 @@
 #include "data/loader.hpp"
 #include "nn/hooks.hpp"
 #include "nn/model.hpp"
+#include "run/capability.hpp"
 #include "train/state.hpp"
 
 namespace qkv::run {
@@ -66,6 +69,10 @@ class Family {
   // After training (rank 0): the held-out result, its record written; returns the line to say.
   virtual std::string final_result(TrainingRun& r, const train::TrainState& st,
                                    MetricsLog& metrics) const = 0;
+
+  // What its runs can do beyond scoring and looking inside (run/capability.hpp): what its
+  // Inference answers (Inference::capabilities) and the page offers (run facts' "capabilities").
+  virtual std::vector<Capability> capabilities() const = 0;
 
   // The family's inference (run/inference.hpp) over a loaded run, its products in precision p:
   // what eval, translate, generate, attention, report and serve call.

@@ -97,6 +97,11 @@ std::string LanguageModelFamily::final_result(TrainingRun& r, const train::Train
   return line + fmt::format("; {}: val loss {:.4f}", averaged, loss);
 }
 
+const Family& language_model_family() {  // the registry's (run/family.cpp)
+  static const LanguageModelFamily family;
+  return family;
+}
+
 std::unique_ptr<Inference> LanguageModelFamily::inference(LoadedRun r, Precision p) const {
   return std::make_unique<LanguageModelInference>(std::move(r), p);
 }

@@ -163,6 +163,11 @@ std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState&
                      : "");
 }
 
+const Family& seq2seq_family() {  // the registry's (run/family.cpp)
+  static const Seq2SeqFamily family;
+  return family;
+}
+
 std::unique_ptr<Inference> Seq2SeqFamily::inference(LoadedRun r, Precision p) const {
   return std::make_unique<Seq2SeqInference>(std::move(r), p);
 }

@@ -167,7 +167,8 @@ class Inference {
   int64_t max_output_tokens(int64_t n) const;
 
   // --- what the run can do beyond scoring and looking inside (run/capability.hpp)
-  virtual std::vector<Capability> capabilities() const = 0;
+  // The family's (Family::capabilities).
+  std::vector<Capability> capabilities() const;
   bool can(Capability c) const;
   // A no-op when the run can c; otherwise qkv::Error naming op, the run and what it can do
   // instead ("runs/copy cannot generate (a model that can translate): use qkv translate").

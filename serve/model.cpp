@@ -16,6 +16,7 @@
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
 #include "inspect/work.hpp"
+#include "run/family.hpp"
 #include "run/inference.hpp"
 
 namespace fs = std::filesystem;
@@ -174,6 +175,23 @@ json Model::translate(const std::string& text, int64_t beam, const Limits& lim,
           {"beam_size", beam}};
 }
 
+json Model::classify(const std::string& text, const Limits& lim, const std::string& ablate) {
+  const run::Inference& inf = *impl_->inf;
+  const Ablation held(impl_->attentions, ablate, "classify");
+  as_bad_input([&] {
+    inf.require(run::Capability::classify, "classify");
+    return 0;
+  });
+  const data::Ids ids = encode(inf, text, lim);
+  const run::Classification c = as_bad_input([&] { return inf.classify({ids})[0]; });
+  json classes = json::array();
+  for (size_t k = 0; k < c.classes.size(); ++k)
+    classes.push_back({{"class", c.classes[k]}, {"p", c.probabilities[k]}});
+  return {{"tokens", inf.input_labels(ids)},
+          {"predicted", c.classes[static_cast<size_t>(c.predicted)]},
+          {"classes", classes}};
+}
+
 void Model::check_sample(const SampleRequest& q, const Limits& lim) const {
   heads_named(impl_->attentions, q.ablate, "generate");  // an unknown head first, as before
   sample_prompt(*impl_->inf, q, lim);
@@ -314,7 +332,10 @@ json run_facts(const std::string& run_dir) {
          {"seed", c.seed}};
   // An attention-only model has no MLP: its config's d_ff is unused, so not shown as a size.
   f["d_ff"] = c.model.attn_only ? json("attention-only") : json(c.model.d_ff);
-  run::family_for(c.data.task).describe(c, f);
+  const run::Family& family = run::family_for(c.data.task);
+  family.describe(c, f);
+  f["capabilities"] = json::array();  // what the page offers for its input (run/capability.hpp)
+  for (const run::Capability k : family.capabilities()) f["capabilities"].push_back(name_of(k));
   if (c.train.max_steps > 0)
     f["max_steps"] = c.train.max_steps;
   else

@@ -88,6 +88,10 @@ class Model {
   // {"source_tokens":[...], "greedy": text, "beam": text, "beam_size": n}
   nlohmann::json translate(const std::string& text, int64_t beam, const Limits& lim,
                            const std::string& ablate = "");
+  // The input's class probabilities, as `qkv classify --json` prints them:
+  // {"tokens":[...], "predicted": name, "classes":[{"class": name, "p": probability}...]}
+  nlohmann::json classify(const std::string& text, const Limits& lim,
+                          const std::string& ablate = "");
   // A language model's sample of r.tokens tokens after the prompt, each piece of text handed to
   // on_text as it is made (on_text returns false when the client went away: Cancelled is
   // thrown). A bad request throws BadInput before the first piece, but the server asks

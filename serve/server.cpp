@@ -450,6 +450,9 @@ class Server {
       send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
                                  opts_.limits, ablation(b)));
     });
+    post_model("classify", Lane::short_work, [this](Model& m, const json& b, auto& res) {
+      send_json(res, m.classify(field<std::string>(b, "text", ""), opts_.limits, ablation(b)));
+    });
     post_model("attention", Lane::short_work, [this](Model& m, const json& b, auto& res) {
       send_json(res, m.attention(field<std::string>(b, "text", ""), opts_.limits, ablation(b),
                                  field<int64_t>(b, "k", 0)));

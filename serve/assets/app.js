@@ -254,6 +254,18 @@ function fillRunChoice() {
   fillCheckpoints();
 }
 
+// What the page does with the input besides the maps, from what the run can do (the run facts'
+// capabilities, run/capability.hpp): sample after it, decode it, or classify it.
+const USES = {
+  generate: {button: 'Sample', options: 'lm-options', next: 'after'},
+  decode: {button: 'Decode', options: 'seq2seq-options', next: 'step (decoder input)'},
+  classify: {button: 'Classify', options: null, next: 'read at'},
+};
+function inputUse(run) {
+  const can = (run && run.facts && run.facts.capabilities) || [];
+  return Object.keys(USES).find(c => can.includes(c)) || 'decode';
+}
+
 function fillCheckpoints() {
   const run = currentRun();
   const sel = document.getElementById('checkpoint');
@@ -261,10 +273,10 @@ function fillCheckpoints() {
   sel.replaceChildren();
   for (const c of (run && run.checkpoints) || []) sel.append(el('option', {value: c, text: c}));
   if (keep && [...sel.options].some(o => o.value === keep)) sel.value = keep;
-  const lm = run && run.facts && run.facts.language_model;
-  document.getElementById('lm-options').hidden = !lm;
-  document.getElementById('seq2seq-options').hidden = !!lm;
-  document.getElementById('go').textContent = lm ? 'Sample' : 'Decode';
+  const use = USES[inputUse(run)];
+  for (const u of Object.values(USES))
+    if (u.options) document.getElementById(u.options).hidden = u.options !== use.options;
+  document.getElementById('go').textContent = use.button;
 }
 
 // The run list again (checkpoints come and go while a training runs).
@@ -415,10 +427,10 @@ function renderGrid(att) {
   showAblation();
 }
 
-function renderNext(next, lm) {
+function renderNext(next, at) {
   const box = document.getElementById('next');
   const table = el('table', {class: 'next'});
-  table.append(el('tr', {}, el('th', {text: lm ? 'after' : 'step (decoder input)'}),
+  table.append(el('tr', {}, el('th', {text: at}),
                   el('th', {text: 'most likely next tokens'})));
   next.steps.forEach((s, t) => {
     const td = el('td');
@@ -439,6 +451,21 @@ async function decode(run, text, checkpoint, ablate) {
                              el('span', {id: 'greedy', text: j.greedy})),
                       el('div', {}, el('span', {class: 'label', text: 'beam ' + j.beam_size + ': '}),
                              el('span', {id: 'beamed', text: j.beam})));
+}
+
+// The input's class probabilities, most probable first, each with its bar.
+async function classify(run, text, checkpoint, ablate) {
+  const out = document.getElementById('output');
+  const j = await api('/api/runs/' + encodeURIComponent(run.name) + '/classify',
+                      {text, checkpoint, ablate});
+  const table = el('table', {id: 'classes', class: 'next', 'data-predicted': j.predicted});
+  table.append(el('tr', {}, el('th', {text: 'class'}), el('th', {text: 'probability'})));
+  for (const c of [...j.classes].sort((a, b) => b.p - a.p))
+    table.append(el('tr', {'data-class': c.class, 'data-p': c.p},
+                    el('td', {text: c.class + (c.class === j.predicted ? ' (predicted)' : '')}),
+                    el('td', {}, el('span', {class: 'bar', style: 'width:' + Math.round(c.p * 120) + 'px'}),
+                       c.p.toFixed(4))));
+  out.replaceChildren(table);
 }
 
 // Reads the streamed sample (one JSON line per piece) as it arrives.
@@ -488,7 +515,7 @@ async function refresh() {
   }
   const text = document.getElementById('text').value;
   const checkpoint = document.getElementById('checkpoint').value || 'best';
-  const lm = run.facts && run.facts.language_model;
+  const use = inputUse(run);
   const ablate = ablateSpec();
   showError('');
   state.busy = true;
@@ -500,8 +527,9 @@ async function refresh() {
     renderGrid(att);
     document.getElementById('grid').dataset.run = run.name;
     markLinkedMap();
-    renderNext(att, lm);
-    if (lm) await sample(run, text, checkpoint, ablate);
+    renderNext(att, USES[use].next);
+    if (use === 'generate') await sample(run, text, checkpoint, ablate);
+    else if (use === 'classify') await classify(run, text, checkpoint, ablate);
     else await decode(run, text, checkpoint, ablate);
     document.getElementById('output').setAttribute('data-ablate', ablate);
     await askLens();

@@ -208,7 +208,7 @@ def bad_inputs(s, work):
     check_error(s, "POST", gen, {"prompt": "a", "temperature": -1}, says="temperature")
     check_error(s, "POST", "/api/runs/lm/next", {"text": "a", "k": 1000}, says="k must be in")
     check_error(s, "POST", "/api/runs/lm/translate", {"text": "a"}, says="cannot translate")
-    check_error(s, "POST", "/api/runs/copy/generate", {"prompt": "1"}, says="not a language")
+    check_error(s, "POST", "/api/runs/copy/generate", {"prompt": "1"}, says="cannot generate")
     check_error(s, "POST", tr, {"text": "1", "checkpoint": "../../x"}, says="checkpoint must be")
     check_error(s, "POST", tr, {"text": "1", "checkpoint": "step-99999999"}, status=404,
                 says="no checkpoint")

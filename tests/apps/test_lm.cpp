@@ -184,7 +184,7 @@ TEST_CASE("lm: config errors name the key", "[e2e]") {
   cfg += "/configs/shakespeare-char.toml'";
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"--model.kind encoder_decoder", "model.kind: data.task = \"lm\" needs model.kind"},
-      {"--model.kind gpt", "model.kind: must be encoder_decoder or decoder"},
+      {"--model.kind gpt", "model.kind: must be encoder_decoder, decoder or encoder"},
       {"--data.tokenizer word", "data.tokenizer: task lm takes \"char\" or \"sentencepiece\""},
       {"--data.block_size 65", "model.max_len: learned positions cover 64 tokens"},
       {"--train.eval_iters 0", "train.eval_iters: must be >= 1"},

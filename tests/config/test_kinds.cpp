@@ -96,3 +96,51 @@ TEST_CASE("kinds: the config reader parses each name once and prints it back") {
                     "k.toml:1: precision: must be fp32, bf16 or auto, got 'bf61'; did you mean "
                     "'bf16'?");
 }
+
+// model.kind and data.task's family go together by one table: every task with every kind, a
+// config read when they fit, else one error naming both and the kind's own tasks.
+TEST_CASE("kinds: model.kind fits data.task's family, and a misfit names the kind it needs") {
+  const auto kind_for = [](data::TaskKind t) {
+    switch (data::family_of(t)) {
+      case data::TaskFamily::pairs:
+        return nn::ModelKind::encoder_decoder;
+      case data::TaskFamily::lm:
+        return nn::ModelKind::decoder;
+      case data::TaskFamily::classify:
+        return nn::ModelKind::encoder;
+    }
+    return nn::ModelKind::encoder_decoder;
+  };
+  for (const EnumName<data::TaskKind>& t : names_table<data::TaskKind>())
+    for (const EnumName<nn::ModelKind>& k : names_table<nn::ModelKind>()) {
+      const std::string text =
+          "[model]\nkind = \"" + std::string(k.name) + "\"\n[data]\ntask = \"" +
+          std::string(t.name) +
+          "\"\npath = \"p\"\nsrc_lang = \"a\"\ntgt_lang = \"b\"\n";  // some need them
+      INFO(text);
+      if (kind_for(t.value) == k.value) {
+        try {
+          config_from_toml(parse_config(text, "k.toml"));
+        } catch (const Error& e) {  // a task that needs other keys (a path): not about the kind
+          CHECK_THAT(std::string(e.what()), !Catch::Contains("model.kind"));
+        }
+        continue;
+      }
+      CHECK_THROWS_WITH(
+          config_from_toml(parse_config(text, "k.toml")),
+          Catch::Contains("model.kind: data.task = \"" + std::string(t.name) +
+                          "\" needs model.kind = \"" + std::string(name_of(kind_for(t.value))) +
+                          "\", got \"" + std::string(k.name) + "\" (which trains "));
+    }
+  CHECK_THROWS_WITH(
+      config_from_toml(parse_config("[model]\nkind = \"encoder\"\n[data]\ntask = \"copy\"\n", "")),
+      Catch::EndsWith("(which trains dyck, parity, majority)"));
+}
+
+TEST_CASE("kinds: model.pool is read by its names table") {
+  check_reader<nn::Pooling>("model", "pool", "[data]\ntask = \"dyck\"\n");
+  const RunConfig c = config_from_toml(parse_config(
+      "[model]\nkind = \"encoder\"\npool = \"mean\"\n[data]\ntask = \"parity\"\n", ""));
+  CHECK(c.model.pool == nn::Pooling::mean);
+  CHECK(c.model.kind == nn::ModelKind::encoder);
+}

@@ -1,0 +1,78 @@
+// qkv classify DIR [TEXT ...] [--json]: each input's class probabilities (arguments or stdin
+// lines), from the run's inference interface (run/inference.hpp). A run whose family cannot
+// classify is refused with what it can do instead (Inference::require).
+//
+//   text:   the predicted class, then every class and its probability, tab-separated
+//           balanced	unbalanced 0.0123	balanced 0.9877
+//   --json: one object per input, in order:
+//           {"input": "( [ ] )", "tokens": [...], "predicted": "balanced",
+//            "classes": [{"class": "unbalanced", "p": 0.0123}, ...]}
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "apps/commands.hpp"
+#include "inspect/heads.hpp"
+#include "run/inference.hpp"
+
+namespace qkv::app {
+
+namespace {
+
+std::string text_line(const run::Classification& c) {
+  std::string line = c.classes[static_cast<size_t>(c.predicted)];
+  for (size_t k = 0; k < c.classes.size(); ++k)
+    line += fmt::format("\t{} {:.4f}", c.classes[k], c.probabilities[k]);
+  return line;
+}
+
+nlohmann::json json_line(const std::string& input, const std::vector<std::string>& tokens,
+                         const run::Classification& c) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (size_t k = 0; k < c.classes.size(); ++k)
+    classes.push_back({{"class", c.classes[k]}, {"p", c.probabilities[k]}});
+  return {{"input", input},
+          {"tokens", tokens},
+          {"predicted", c.classes[static_cast<size_t>(c.predicted)]},
+          {"classes", classes}};
+}
+
+}  // namespace
+
+int cmd_classify(const ClassifyArgs& a) {
+  const auto inf = run::open_inference(a.run_dir, {.checkpoint = a.checkpoint,
+                                                   .precision = a.precision,
+                                                   .threads = a.threads,
+                                                   .op = "classify",
+                                                   .max_input = a.max_input});
+  // --ablate: the heads removed in every call below (a HookScope on this thread)
+  const inspect::Ablation ablation(*inf, a.ablate, "classify");
+  inf->require(run::Capability::classify, "classify");
+  auto one = [&](const std::string& text) {
+    const data::Ids ids = inf->encode(text, "classify");
+    const run::Classification c = inf->classify({ids})[0];
+    if (a.json)
+      std::cout << json_line(text, inf->input_labels(ids), c).dump() << std::endl;
+    else
+      std::cout << text_line(c) << std::endl;
+  };
+  if (!a.texts.empty()) {
+    for (const std::string& t : a.texts) one(t);
+    return 0;
+  }
+  // One output line per input line, so outputs line up with inputs: a blank (or all-space)
+  // input gives a blank output.
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+      std::cout << std::endl;
+    else
+      one(line);
+  }
+  return 0;
+}
+
+}  // namespace qkv::app
