@@ -82,7 +82,6 @@ class EncoderInference : public Inference {
   // The class logits (1, C) of input; tgt_in is not read (a classifier has no output side).
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
-  std::string default_map_kind() const override { return "self"; }
   std::string output_name() const override { return "class"; }
 
  private:

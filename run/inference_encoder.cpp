@@ -165,8 +165,7 @@ Inspection EncoderFamily::inspect(const nn::Model& model, const config::RunConfi
   }
   a.output = a.tgt_out = to_vector<int64_t>(argmax(a.logits, -1));  // the predicted class
   const auto labels = token_labels(input, d.src_vocab);
-  a.views.push_back(view("encoder_self", "encoder self-attention", "blocks.{l}.attn.pattern",
-                         labels, labels, patterns, c.model.encoder_layers));
+  a.views = views_of(model, patterns, {labels, labels, labels});
   return a;
 }
 
