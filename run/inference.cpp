@@ -1,14 +1,16 @@
 // The inference interface's shared half: the scope, the calls, opening a run, next-token lists.
 #include "run/inference.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "core/cancel.hpp"
-#include "run/limits.hpp"
 #include "run/family.hpp"
+#include "run/limits.hpp"
 
 namespace qkv::run {
 
@@ -43,6 +45,28 @@ std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) 
   }
   return std::unique_ptr<Call>(
       new Call{std::move(tape), InferenceScope(*run_.model, precision_, hooks, record)});
+}
+
+std::vector<Metric> loss_metrics(double loss, const std::string& per) {
+  return {{.key = "loss", .label = "loss", .value = loss},
+          {.key = "perplexity",
+           .label = "perplexity",
+           .value = perplexity(loss),
+           .note = "(per " + per + ")"}};
+}
+
+std::string metric_line(const Metric& m) {
+  // printf's rounding, which the lines have always had
+  char value[64];
+  std::snprintf(value, sizeof value, "%.*f", m.decimals, m.value);
+  return fmt::format("{:<16}{}{}", m.label, value, m.note.empty() ? "" : " " + m.note);
+}
+
+nlohmann::json scores_json(const Scores& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Metric& m : s.metrics) j[m.key] = m.value;
+  for (const auto& [key, value] : s.json.items()) j[key] = value;
+  return j;
 }
 
 int64_t Inference::max_input_tokens() const {

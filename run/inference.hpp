@@ -49,6 +49,7 @@
 #include "run/capability.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
+#include "run/scores.hpp"
 
 namespace qkv::run {
 
@@ -95,22 +96,6 @@ struct ScoreOptions {
   DecodeOptions decode;              // text tasks: how BLEU's hypotheses are decoded
   bool lowercase = false;            // BLEU and chrF case-insensitive
   bool hypotheses = false;           // the decodes are wanted (--hyp-out): text tasks only
-};
-
-// A split's scores; what a family does not compute stays unset.
-struct Scores {
-  std::string split;
-  double loss = 0;     // cross-entropy per target token (nats)
-  int64_t tokens = 0;  // target tokens scored
-  int64_t examples = 0;
-  int64_t min_len = 0, max_len = 0;                   // a regenerated split's lengths
-  std::optional<double> token_accuracy, exact_match;  // pairs
-  std::optional<data::BleuScore> bleu;                // text pairs
-  std::optional<data::ChrfScore> chrf;
-  std::vector<std::string> hypotheses;  // text pairs: the detokenized decodes, in order
-  double decode_seconds = 0;
-  int64_t windows = 0, block_size = 0;  // a token stream: windows of block_size
-  bool per_character = false;           // a character vocabulary: bits per token are per char
 };
 
 // One kind of attention over one input, every layer: what a page or a figure draws.
@@ -207,6 +192,7 @@ class Inference {
   virtual std::vector<Classification> classify(const std::vector<data::Ids>& inputs) const;
 
   // --- scoring and looking inside
+  // A split scored: the family's metrics, named and formatted (run/scores.hpp).
   virtual Scores score(const ScoreOptions& o) const = 0;
   virtual Inspection inspect(const data::Ids& input) const = 0;
   // The `qkv attention --kind` drawn by default: the map that shows the most.

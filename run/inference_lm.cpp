@@ -2,6 +2,7 @@
 // stream, show the causal self-attention over a text.
 #include "run/inference_families.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <limits>
 
@@ -45,7 +46,7 @@ std::string LanguageModelInference::output_name() const {
 }
 
 int64_t LanguageModelFamily::max_input_tokens(const config::RunConfig& c,
-                                            const nn::Model& model) const {
+                                              const nn::Model& model) const {
   return std::min(c.data.block_size, nn::model_as<nn::DecoderLM>(model, "context").max_positions());
 }
 
@@ -75,12 +76,18 @@ Scores LanguageModelInference::score(const ScoreOptions& o) const {
   const auto c = call();
   const LmLoss m = lm_loss_full(run_.lm("eval"), o.split == "valid" ? d.lm_valid : d.lm_train,
                                 run_.config.data.block_size, run_.config.data.batch_size);
-  Scores s;
-  s.split = o.split, s.loss = m.loss, s.tokens = m.tokens, s.windows = m.windows;
-  s.block_size = run_.config.data.block_size;
   // A character token is one Unicode code point of the text (line breaks included): its bits
   // per token are bits per character. A SentencePiece piece has no such reading.
-  s.per_character = !d.tgt_spm;
+  const bool per_character = !d.tgt_spm;
+  const std::string unit = per_character ? "character" : "piece";
+  const int64_t block = run_.config.data.block_size;
+  Scores s;
+  s.summary = fmt::format(": {} {}s in {} windows of {}", m.tokens, unit, m.windows, block);
+  s.metrics = loss_metrics(m.loss, unit);
+  if (per_character)
+    s.metrics.push_back(
+        {.key = "bits_per_char", .label = "bits per char", .value = bits_per_token(m.loss)});
+  s.json = {{"tokens", m.tokens}, {"windows", m.windows}, {"block_size", block}};
   return s;
 }
 
@@ -155,7 +162,7 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
 }
 
 Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
-                                      const data::DataSplits& d, const data::Ids& ids) const {
+                                        const data::DataSplits& d, const data::Ids& ids) const {
   cancellation_point();  // one pass: the probe's pattern scores run one per input
   Inspection a;
   a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text

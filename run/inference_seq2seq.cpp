@@ -2,14 +2,16 @@
 // encoder's, the decoder's and the cross attention.
 #include "run/inference_families.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
 #include "core/cancel.hpp"
+#include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
-#include "run/limits.hpp"
 #include "run/families.hpp"
+#include "run/limits.hpp"
 
 namespace qkv::run {
 
@@ -145,6 +147,55 @@ std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& in
   return outs;
 }
 
+namespace {
+
+// "500 examples" and, for a split regenerated at other lengths, ", lengths 1..14".
+std::string pairs_summary(int64_t examples, int64_t min_len, int64_t max_len) {
+  std::string s = ", " + std::to_string(examples) + " examples";
+  if (max_len > 0) s += ", lengths " + std::to_string(min_len) + ".." + std::to_string(max_len);
+  return s;
+}
+
+// The teacher-forced and exact-match figures of m.
+void add_pair_metrics(Scores& s, const Metrics& m) {
+  s.metrics = loss_metrics(m.loss, "target token");
+  s.metrics.push_back(
+      {.key = "token_accuracy", .label = "token accuracy", .value = m.token_accuracy});
+  s.metrics.push_back({.key = "exact_match", .label = "exact match", .value = m.exact_match});
+  s.json["examples"] = m.examples;
+}
+
+// BLEU and chrF of a text task's decodes (made with o.decode in seconds), with their
+// signatures and how the decodes were made.
+void add_text_metrics(Scores& s, const data::BleuScore& bleu, const data::ChrfScore& chrf,
+                      const ScoreOptions& o, int64_t examples, double seconds) {
+  s.metrics.push_back({.key = "bleu",
+                       .label = "BLEU",
+                       .value = bleu.score,
+                       .text = {bleu.format(), "  " + bleu.signature}});
+  s.metrics.push_back({.key = "chrf",
+                       .label = "chrF",
+                       .value = chrf.score,
+                       .text = {chrf.format(), "  " + chrf.signature}});
+  const double per_second = seconds > 0 ? static_cast<double>(examples) / seconds : 0.0;
+  s.json["split"] = o.split;
+  s.json["bleu_signature"] = bleu.signature;
+  s.json["bleu_detail"] = bleu.format();
+  s.json["chrf_signature"] = chrf.signature;
+  s.json["metrics_implementation"] = data::kMetricsImplementation;
+  s.json["decode"] = {{"beam", o.decode.beam},
+                      {"alpha", o.decode.alpha},
+                      {"seconds", seconds},
+                      {"sentences_per_second", per_second},
+                      {"threads", get_num_threads()}};
+  s.notes.push_back(fmt::format(
+      "({}; {} decoding: {:.1f} s, {:.1f} sentences/s, {} threads)", data::kMetricsImplementation,
+      o.decode.beam > 1 ? "beam " + std::to_string(o.decode.beam) : std::string("greedy"), seconds,
+      per_second, get_num_threads()));
+}
+
+}  // namespace
+
 Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
   const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
@@ -163,21 +214,24 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
     const auto c = call();
     const Metrics m = evaluate(run_.seq2seq("eval"), ds, run_.data.framing,
                                run_.config.data.batch_size, run_.config.train.max_decode_extra);
-    s.split = o.split, s.loss = m.loss, s.tokens = m.tokens, s.examples = m.examples;
-    s.token_accuracy = m.token_accuracy, s.exact_match = m.exact_match;
+    s.summary = pairs_summary(m.examples, lo, o.max_len);
+    add_pair_metrics(s, m);
+    // a regenerated split: its lengths and target tokens (with <eos>)
+    if (o.max_len > 0)
+      s.json["min_len"] = lo, s.json["max_len"] = o.max_len, s.json["tokens"] = m.tokens;
   }
-  if (o.max_len > 0) s.min_len = lo, s.max_len = o.max_len;
   if (!text_task) return s;
   std::vector<data::Ids> srcs;
   for (const auto& e : ds.examples) srcs.push_back(e.src);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<data::Ids> outs = decode(srcs, o.decode);
-  s.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const data::Ids& out : outs) s.hypotheses.push_back(data::decode_target(run_.data, out));
   std::vector<std::string> refs;
   for (const auto& p : ds.text) refs.push_back(p.tgt);
-  s.bleu = data::corpus_bleu(s.hypotheses, refs, o.lowercase);
-  s.chrf = data::corpus_chrf(s.hypotheses, refs, o.lowercase);
+  add_text_metrics(s, data::corpus_bleu(s.hypotheses, refs, o.lowercase),
+                   data::corpus_chrf(s.hypotheses, refs, o.lowercase), o, ds.size(), seconds);
   return s;
 }
 
@@ -234,7 +288,7 @@ Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
 }
 
 Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,
-                                const data::DataSplits& d, const data::Ids& src) const {
+                                  const data::DataSplits& d, const data::Ids& src) const {
   const data::Framing& f = d.framing;
   Inspection a;
   a.input = src;
