@@ -5,14 +5,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/cancel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "nn/decoder_lm.hpp"
 #include "run/average.hpp"
-#include "run/lm.hpp"
 #include "run/families.hpp"
+#include "run/lm.hpp"
 
 #include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
@@ -21,20 +23,20 @@
 namespace qkv::run {
 
 std::unique_ptr<nn::Model> LanguageModelFamily::make_model(const nn::ModelConfig& c,
-                                                         Generator& gen) const {
+                                                           Generator& gen) const {
   return std::make_unique<nn::DecoderLM>(c, gen);
 }
 
 std::unique_ptr<data::BatchSource> LanguageModelFamily::make_loader(const config::RunConfig& cfg,
-                                                                  const data::DataSplits& d,
-                                                                  int rank, int ranks) const {
+                                                                    const data::DataSplits& d,
+                                                                    int rank, int ranks) const {
   return std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(d.lm_train),
                                           cfg.data.block_size, cfg.data.batch_size, cfg.seed, rank,
                                           ranks);
 }
 
 int64_t LanguageModelFamily::steps_per_epoch(const config::RunConfig& cfg,
-                                           const data::DataSplits& d) const {
+                                             const data::DataSplits& d) const {
   return std::max<int64_t>(
       1, static_cast<int64_t>(d.lm_train.size()) / (cfg.data.batch_size * cfg.data.block_size));
 }
@@ -77,7 +79,7 @@ bool LanguageModelFamily::validate(RunContext& c, train::TrainState& st) const {
 // No test split: the best validation estimate is the result; with checkpoint.average_last,
 // the average's estimate too (the batches of the last validation's generator).
 std::string LanguageModelFamily::final_result(TrainingRun& r, const train::TrainState& st,
-                                            MetricsLog& metrics) const {
+                                              MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
   std::string line =
       fmt::format("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
@@ -99,6 +101,35 @@ std::string LanguageModelFamily::final_result(TrainingRun& r, const train::Train
 
 std::unique_ptr<Inference> LanguageModelFamily::inference(LoadedRun r, Precision p) const {
   return std::make_unique<LanguageModelInference>(std::move(r), p);
+}
+
+int64_t LanguageModelFamily::max_input_tokens(const config::RunConfig& c,
+                                              const nn::Model& model) const {
+  return std::min(c.data.block_size, nn::model_as<nn::DecoderLM>(model, "context").max_positions());
+}
+
+int64_t LanguageModelFamily::max_output_tokens(const config::RunConfig&, int64_t) const {
+  return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
+}
+
+Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
+                                        const data::DataSplits& d, const data::Ids& ids) const {
+  cancellation_point();  // one pass: the probe's pattern scores run one per input
+  Inspection a;
+  a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
+  nn::Hooks patterns = pattern_capture();
+  {
+    const nn::HookScope scope(patterns);
+    a.logits = nn::model_as<nn::DecoderLM>(model, "attention")
+                   .forward(row_of(ids))
+                   .data()
+                   .select(0, 0);  // (T, V)
+  }
+  a.output = to_vector<int64_t>(argmax(a.logits, -1));
+  const auto t = token_labels(ids, d.tgt_vocab);
+  a.views.push_back(view("causal", "causal self-attention", "blocks.{l}.attn.pattern", t, t,
+                         patterns, c.model.decoder_layers));
+  return a;
 }
 
 void LanguageModelFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {

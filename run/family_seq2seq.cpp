@@ -3,14 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "data/subword_sampling.hpp"
 #include "nn/seq2seq.hpp"
 #include "run/average.hpp"
 #include "run/decode.hpp"
-#include "run/run.hpp"
 #include "run/families.hpp"
+#include "run/run.hpp"
 
 #include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
@@ -61,8 +62,8 @@ data::EpochData epoch_data(const config::RunConfig& cfg, const data::DataSplits&
 }  // namespace
 
 std::unique_ptr<data::BatchSource> Seq2SeqFamily::make_loader(const config::RunConfig& cfg,
-                                                            const data::DataSplits& d, int rank,
-                                                            int ranks) const {
+                                                              const data::DataSplits& d, int rank,
+                                                              int ranks) const {
   data::LoaderOptions lopt = data::loader_options(cfg.data);
   lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
   lopt.shard_count = ranks;
@@ -73,7 +74,7 @@ std::unique_ptr<data::BatchSource> Seq2SeqFamily::make_loader(const config::RunC
 
 // From the first epoch's plan (a copy of the loader's generator, over the loader's first epoch).
 int64_t Seq2SeqFamily::steps_per_epoch(const config::RunConfig& cfg,
-                                     const data::DataSplits& d) const {
+                                       const data::DataSplits& d) const {
   Generator plan_gen(cfg.seed);
   const data::LoaderOptions lopt = data::loader_options(cfg.data);
   const data::EpochData epochs = epoch_data(cfg, d);
@@ -86,7 +87,8 @@ std::string Seq2SeqFamily::split_sizes(const data::DataSplits& d) const {
   return fmt::format("{} train / {} valid examples", d.train.size(), d.valid.size());
 }
 
-std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c, Generator& gen) const {
+std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c,
+                                                     Generator& gen) const {
   return std::make_unique<nn::Seq2Seq>(c, gen);
 }
 
@@ -135,7 +137,7 @@ bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
 
 // The held-out test split with the best checkpoint.
 std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState& st,
-                                      MetricsLog& metrics) const {
+                                        MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
   std::string which = load_final_average(r);  // checkpoint.average_last, else the best
   if (which.empty()) {
@@ -165,6 +167,50 @@ std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState&
 
 std::unique_ptr<Inference> Seq2SeqFamily::inference(LoadedRun r, Precision p) const {
   return std::make_unique<Seq2SeqInference>(std::move(r), p);
+}
+
+int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
+  return c.model.position == nn::PositionKind::learned ? c.model.max_len
+                                                       : std::numeric_limits<int64_t>::max();
+}
+
+int64_t Seq2SeqFamily::max_output_tokens(const config::RunConfig& c, int64_t n) const {
+  return n + c.train.max_decode_extra;
+}
+
+Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,
+                                  const data::DataSplits& d, const data::Ids& src) const {
+  const data::Framing& f = d.framing;
+  Inspection a;
+  a.input = src;
+  // The model's own output (greedy), then one teacher-forced pass over it that keeps every
+  // pattern.
+  const int64_t n = static_cast<int64_t>(src.size());
+  a.output = greedy_decode(nn::model_as<nn::Seq2Seq>(model, "attention"), {src}, f,
+                           {max_output_tokens(c, n)})[0];
+  data::Ids full{f.bos};
+  full.insert(full.end(), a.output.begin(), a.output.end());
+  if (f.eos >= 0) full.push_back(f.eos);
+  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
+  a.tgt_in.assign(full.begin(), full.end() - 1);
+  a.tgt_out.assign(full.begin() + 1, full.end());
+  const Tensor sv = ones({1, n}, DType::b8);
+  const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
+  nn::Hooks patterns = pattern_capture();
+  {
+    const nn::HookScope scope(patterns);
+    a.logits = model.forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
+  }
+  const int64_t enc = c.model.encoder_layers, dec = c.model.decoder_layers;
+  const auto src_l = token_labels(src, d.src_vocab), in_l = token_labels(a.tgt_in, d.tgt_vocab),
+             out_l = token_labels(a.tgt_out, d.tgt_vocab);
+  a.views.push_back(view("encoder_self", "encoder self-attention",
+                         "encoder.blocks.{l}.attn.pattern", src_l, src_l, patterns, enc));
+  a.views.push_back(view("decoder_self", "decoder self-attention",
+                         "decoder.blocks.{l}.attn.pattern", out_l, in_l, patterns, dec));
+  a.views.push_back(view("cross", "cross-attention", "decoder.blocks.{l}.cross.pattern", out_l,
+                         src_l, patterns, dec));
+  return a;
 }
 
 void Seq2SeqFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {

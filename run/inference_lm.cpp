@@ -45,15 +45,6 @@ std::string LanguageModelInference::output_name() const {
   return run_.data.tgt_spm ? "next-piece guesses" : "next-character guesses";
 }
 
-int64_t LanguageModelFamily::max_input_tokens(const config::RunConfig& c,
-                                              const nn::Model& model) const {
-  return std::min(c.data.block_size, nn::model_as<nn::DecoderLM>(model, "context").max_positions());
-}
-
-int64_t LanguageModelFamily::max_output_tokens(const config::RunConfig&, int64_t) const {
-  return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
-}
-
 void LanguageModelInference::generate(const data::Ids& prompt, int64_t n, const SampleOptions& o,
                                       Generator& gen, bool cached,
                                       const std::function<void(int64_t)>& on_token) const {
@@ -159,26 +150,6 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
   const auto c = call();
   return run_.family().inspect(*run_.model, run_.config, run_.data, ids);
-}
-
-Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
-                                        const data::DataSplits& d, const data::Ids& ids) const {
-  cancellation_point();  // one pass: the probe's pattern scores run one per input
-  Inspection a;
-  a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
-  nn::Hooks patterns = pattern_capture();
-  {
-    const nn::HookScope scope(patterns);
-    a.logits = nn::model_as<nn::DecoderLM>(model, "attention")
-                   .forward(row_of(ids))
-                   .data()
-                   .select(0, 0);  // (T, V)
-  }
-  a.output = to_vector<int64_t>(argmax(a.logits, -1));
-  const auto t = token_labels(ids, d.tgt_vocab);
-  a.views.push_back(view("causal", "causal self-attention", "blocks.{l}.attn.pattern", t, t,
-                         patterns, c.model.decoder_layers));
-  return a;
 }
 
 }  // namespace qkv::run

@@ -116,15 +116,6 @@ std::vector<std::string> Seq2SeqInference::output_labels(const data::Ids& ids) c
   return token_labels(ids, run_.data.tgt_vocab);
 }
 
-int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
-  return c.model.position == nn::PositionKind::learned ? c.model.max_len
-                                                       : std::numeric_limits<int64_t>::max();
-}
-
-int64_t Seq2SeqFamily::max_output_tokens(const config::RunConfig& c, int64_t n) const {
-  return n + c.train.max_decode_extra;
-}
-
 std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& inputs,
                                                 const DecodeOptions& o) const {
   QKV_CHECK(o.beam >= 1, "decode", "beam must be >= 1, got ", o.beam);
@@ -285,41 +276,6 @@ Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
   const Tensor tv = ones({1, static_cast<int64_t>(tgt_in.size())}, DType::b8);
   const auto c = call(false, hooks);
   return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
-}
-
-Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,
-                                  const data::DataSplits& d, const data::Ids& src) const {
-  const data::Framing& f = d.framing;
-  Inspection a;
-  a.input = src;
-  // The model's own output (greedy), then one teacher-forced pass over it that keeps every
-  // pattern.
-  const int64_t n = static_cast<int64_t>(src.size());
-  a.output = greedy_decode(nn::model_as<nn::Seq2Seq>(model, "attention"), {src}, f,
-                           {max_output_tokens(c, n)})[0];
-  data::Ids full{f.bos};
-  full.insert(full.end(), a.output.begin(), a.output.end());
-  if (f.eos >= 0) full.push_back(f.eos);
-  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
-  a.tgt_in.assign(full.begin(), full.end() - 1);
-  a.tgt_out.assign(full.begin() + 1, full.end());
-  const Tensor sv = ones({1, n}, DType::b8);
-  const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
-  nn::Hooks patterns = pattern_capture();
-  {
-    const nn::HookScope scope(patterns);
-    a.logits = model.forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
-  }
-  const int64_t enc = c.model.encoder_layers, dec = c.model.decoder_layers;
-  const auto src_l = token_labels(src, d.src_vocab), in_l = token_labels(a.tgt_in, d.tgt_vocab),
-             out_l = token_labels(a.tgt_out, d.tgt_vocab);
-  a.views.push_back(view("encoder_self", "encoder self-attention",
-                         "encoder.blocks.{l}.attn.pattern", src_l, src_l, patterns, enc));
-  a.views.push_back(view("decoder_self", "decoder self-attention",
-                         "decoder.blocks.{l}.attn.pattern", out_l, in_l, patterns, dec));
-  a.views.push_back(view("cross", "cross-attention", "decoder.blocks.{l}.cross.pattern", out_l,
-                         src_l, patterns, dec));
-  return a;
 }
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
