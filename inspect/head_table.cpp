@@ -10,21 +10,13 @@
 #include "data/task_kind.hpp"
 #include "interp/head_scores.hpp"
 #include "interp/repeated_tokens.hpp"
+#include "run/family.hpp"
 #include "run/inference.hpp"
 #include "run/run.hpp"
-#include "run/family.hpp"
 
 namespace qkv::inspect {
 
 namespace {
-
-// The model's room for the probe (config::ProbeRoom), by its family's length rules.
-config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) {
-  const run::Family& family = run::family_for(c.data.task);
-  const int64_t positions = family.max_input_tokens(c, model);
-  if (data::is_language_model(c.data.task)) return {positions, "data.block_size", std::nullopt};
-  return {positions, "model.max_len", family.max_output_tokens(c, 0)};  // 0 + max_decode_extra
-}
 
 // The inputs the pattern scores are measured on: repeated random token rows of the input
 // vocabulary, each as long as the model's positions allow (with room for the decoded output).
@@ -32,7 +24,7 @@ std::vector<data::Ids> repeated_rows(const config::RunConfig& c, const data::Dat
                                      const nn::Model& model, const HeadTableOptions& o,
                                      const std::string& key, int64_t& length) {
   const data::Vocab& v = d.src_vocab.size() > 4 ? d.src_vocab : d.tgt_vocab;
-  const config::ProbeRoom room = probe_room(c, model);
+  const config::ProbeRoom room = run::family_for(c.data.task).probe_room(c, model);
   // 0: the longest up to 16 that fits with the 2 L input a position short of the model's
   const int64_t fits = std::min(config::longest_probe_length(room), (room.positions - 1) / 2);
   length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>(fits, 1, 16);

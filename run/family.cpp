@@ -12,6 +12,16 @@ int64_t Family::total_steps(const config::RunConfig& cfg, int64_t per_epoch) con
   return t.max_steps > 0 ? std::min(t.max_steps, t.epochs * per_epoch) : t.epochs * per_epoch;
 }
 
+int64_t Family::scored_output_tokens(const config::RunConfig& c, const data::Framing&, int64_t n,
+                                     int64_t) const {
+  return max_output_tokens(c, n);
+}
+
+void Family::check_probe_length(const config::RunConfig& c, const nn::Model& model) const {
+  if (c.probe.length > 0)
+    config::check_probe_length(c.probe.length, probe_room(c, model), "probe.length");
+}
+
 const Family& family_for(data::TaskKind kind) {
   static const Seq2SeqFamily seq2seq;
   static const LanguageModelFamily lm;

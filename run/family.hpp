@@ -70,11 +70,22 @@ class Family {
   // The family's inference (run/inference.hpp) over a loaded run, its products in precision p:
   // what eval, translate, generate, attention, report and serve call.
   virtual std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const = 0;
-  // The longest input model reads (its context, or its source positions), and the
-  // decode-length rule: the most output tokens for an input of n. What the family's Inference
-  // answers, for any model of config c.
+  // The family's length rules, for any model of config c: what decoding, evaluation, the
+  // position checks, the probe and the family's Inference all ask, each written once here.
+  // The longest input model reads (its context, or its source positions).
   virtual int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const = 0;
+  // The decode-length rule: the most output tokens for an input of n.
   virtual int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const = 0;
+  // The same rule when the decode is scored against a known target of `target` tokens (exact
+  // match), framed by f; by default it is max_output_tokens(c, n).
+  virtual int64_t scored_output_tokens(const config::RunConfig& c, const data::Framing& f,
+                                       int64_t n, int64_t target) const;
+  // The probe's room in model (config::ProbeRoom): its input positions, and for a family that
+  // decodes the probe, the decoded tokens that must fit them too.
+  virtual config::ProbeRoom probe_room(const config::RunConfig& c,
+                                       const nn::Model& model) const = 0;
+  // Refuses, naming probe.length, a [probe] length that model's room cannot hold.
+  void check_probe_length(const config::RunConfig& c, const nn::Model& model) const;
   // One input through model as the family's Inference::inspect passes it: a language model
   // reads it; an encoder-decoder decodes it greedily, then reads <bos> + its output
   // teacher-forced. That reading pass captures every attention pattern (an inner hook layer)

@@ -112,6 +112,12 @@ int64_t LanguageModelFamily::max_output_tokens(const config::RunConfig&, int64_t
   return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
 }
 
+// The probe's 2 L tokens are one text the model reads; nothing is decoded.
+config::ProbeRoom LanguageModelFamily::probe_room(const config::RunConfig& c,
+                                                  const nn::Model& model) const {
+  return {max_input_tokens(c, model), "data.block_size", std::nullopt};
+}
+
 Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
                                         const data::DataSplits& d, const data::Ids& ids) const {
   cancellation_point();  // one pass: the probe's pattern scores run one per input

@@ -21,34 +21,50 @@ namespace qkv::run {
 
 using nlohmann::json;
 
-// Learned positions end at model.max_len: refuse data that needs more before the run folder
-// exists, rather than failing at the first long batch (or at validation) mid-run.
-void Seq2SeqFamily::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
-  if (cfg.model.position != nn::PositionKind::learned) return;
+std::pair<int64_t, std::string> Seq2SeqFamily::positions_needed(const config::RunConfig& c,
+                                                                const data::Framing& f,
+                                                                const data::Dataset& ds,
+                                                                bool decoded) const {
   int64_t need = 0;
   std::string where;
-  auto consider = [&](const data::Dataset& ds, bool decoded) {
-    for (size_t i = 0; i < ds.examples.size(); ++i) {
-      const auto& e = ds.examples[i];
-      const int64_t src = static_cast<int64_t>(e.src.size()),
-                    tgt = static_cast<int64_t>(e.tgt.size());
-      int64_t n = std::max(src, d.framing.target_len(tgt));
-      // validation decodes up to the longer side plus train.max_decode_extra tokens
-      if (decoded && d.framing.eos >= 0)
-        n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
-      if (n > need) {
-        need = n;
-        where = fmt::format("{} example {}", ds.name, i + 1);
-      }
+  for (size_t i = 0; i < ds.examples.size(); ++i) {
+    const auto& e = ds.examples[i];
+    const int64_t src = static_cast<int64_t>(e.src.size()),
+                  tgt = static_cast<int64_t>(e.tgt.size());
+    int64_t n = std::max(src, f.target_len(tgt));
+    if (decoded) n = std::max(n, scored_output_tokens(c, f, src, tgt));
+    if (n > need) {
+      need = n;
+      where = fmt::format("{} example {}", ds.name, i + 1);
     }
-  };
-  consider(d.train, false);
-  consider(d.valid, true);
-  consider(d.test, true);
-  QKV_CHECK(need <= cfg.model.max_len, "model.max_len", "learned positions cover ",
-            cfg.model.max_len, " tokens, but ", where, " needs ", need,
+  }
+  return {need, where};
+}
+
+// Learned positions end at model.max_len: refuse data that needs more before the run folder
+// exists, rather than failing at the first long batch (or at validation) mid-run. Validation
+// and the test decode their examples; training only reads them.
+void Seq2SeqFamily::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
+  if (cfg.model.position != nn::PositionKind::learned) return;
+  std::pair<int64_t, std::string> most{0, ""};
+  for (const auto& [ds, decoded] :
+       {std::pair{&d.train, false}, std::pair{&d.valid, true}, std::pair{&d.test, true}})
+    most = std::max(most, positions_needed(cfg, d.framing, *ds, decoded),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  QKV_CHECK(most.first <= cfg.model.max_len, "model.max_len", "learned positions cover ",
+            cfg.model.max_len, " tokens, but ", most.second, " needs ", most.first,
             " (with <bos>/<eos> and train.max_decode_extra); raise model.max_len or drop long pairs"
             " with data.max_seq_len");
+}
+
+void Seq2SeqFamily::check_evaluable(const config::RunConfig& c, const data::Framing& f,
+                                    const data::Dataset& ds) const {
+  if (c.model.position != nn::PositionKind::learned) return;
+  const int64_t need = positions_needed(c, f, ds, true).first;
+  if (need > c.model.max_len)
+    throw Error("model.max_len: learned positions cover " + std::to_string(c.model.max_len) +
+                " tokens, but evaluating " + ds.name + " needs " + std::to_string(need) +
+                " (with <eos> and train.max_decode_extra): learned positions cannot go further");
 }
 
 namespace {
@@ -94,9 +110,10 @@ std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c,
 
 bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.cfg;
-  const Metrics m = evaluate(nn::model_as<nn::Seq2Seq>(c.model, "validate"), c.data.valid,
-                             c.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra,
-                             cfg.train.eval_examples, is_symbol_task(cfg.data) ? nullptr : &c.data);
+  const Metrics m =
+      evaluate(nn::model_as<nn::Seq2Seq>(c.model, "validate"), c.data.valid, c.data.framing,
+               cfg.data.batch_size, scored_length(cfg, c.data.framing), cfg.train.eval_examples,
+               is_symbol_task(cfg.data) ? nullptr : &c.data);
   json j = {{"step", st.step},
             {"epoch", st.epoch},
             {"split", "valid"},
@@ -145,9 +162,9 @@ std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState&
     const std::string best = find_checkpoint(r.dir, "best");
     if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
   }
-  const Metrics test = evaluate(nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test,
-                                r.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra, 0,
-                                is_symbol_task(cfg.data) ? nullptr : &r.data);
+  const Metrics test = evaluate(
+      nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test, r.data.framing, cfg.data.batch_size,
+      scored_length(cfg, r.data.framing), 0, is_symbol_task(cfg.data) ? nullptr : &r.data);
   json tj = {{"step", st.step},
              {"split", "test"},
              {"loss", test.loss},
@@ -166,7 +183,7 @@ std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState&
 }
 
 std::unique_ptr<Inference> Seq2SeqFamily::inference(LoadedRun r, Precision p) const {
-  return std::make_unique<Seq2SeqInference>(std::move(r), p);
+  return std::make_unique<Seq2SeqInference>(std::move(r), p, *this);
 }
 
 int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
@@ -174,8 +191,31 @@ int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Mo
                                                        : std::numeric_limits<int64_t>::max();
 }
 
+ScoredLength Seq2SeqFamily::scored_length(const config::RunConfig& c,
+                                          const data::Framing& f) const {
+  return [this, &c, f](int64_t n, int64_t target) { return scored_output_tokens(c, f, n, target); };
+}
+
+// A decode stops at <eos> or after the input's length and train.max_decode_extra more.
 int64_t Seq2SeqFamily::max_output_tokens(const config::RunConfig& c, int64_t n) const {
   return n + c.train.max_decode_extra;
+}
+
+// Exact match: a text task's decodes are its translations (BLEU's too), never looking at the
+// reference; a synthetic task's run to the longer side, so a decode that overruns its target is
+// seen wrong; without <eos> a decode always runs to its limit, which is then the target's length.
+int64_t Seq2SeqFamily::scored_output_tokens(const config::RunConfig& c, const data::Framing& f,
+                                            int64_t n, int64_t target) const {
+  if (!is_symbol_task(c.data)) return max_output_tokens(c, n);
+  if (f.eos < 0) return target;
+  return max_output_tokens(c, std::max(n, target));
+}
+
+// The probe's 2 L tokens are a source, and their greedy decode (after <bos>) shares the same
+// positions: 0 + max_decode_extra is the decode's room beyond its input.
+config::ProbeRoom Seq2SeqFamily::probe_room(const config::RunConfig& c,
+                                            const nn::Model& model) const {
+  return {max_input_tokens(c, model), "model.max_len", max_output_tokens(c, 0)};
 }
 
 Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,

@@ -12,8 +12,8 @@
 // one asked for), all restored after. Calls run under the calling thread's hooks (nn/hooks.hpp):
 // an ablation is a HookScope around the calls (inspect::Ablation); a call that needs hooks of its
 // own (PassOptions::hooks, logits(..., hooks), inspect's patterns) pushes them as an inner layer,
-// // so the caller's stay in place. The decode-length rule and the reading of input text live here
-// once.
+// so the caller's stay in place. The reading of input text lives here once; the length rules are
+// the family's (Family::max_input_tokens, max_output_tokens, scored_output_tokens).
 //
 // Threads: calls on one Inference run concurrently from any number of threads (qkv serve asks
 // one loaded checkpoint from many requests at once). A pass shares only what it reads: the

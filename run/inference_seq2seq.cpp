@@ -71,23 +71,6 @@ const data::Dataset& select_split(const std::string& split, const LoadedRun& r,
   return *ds;
 }
 
-// Learned positions end at model.max_len: say so, naming the key, instead of failing mid-way.
-void check_learned(const LoadedRun& r, const data::Dataset& ds) {
-  if (r.config.model.position != nn::PositionKind::learned) return;
-  int64_t need = 0;
-  for (const auto& e : ds.examples) {
-    const int64_t src = static_cast<int64_t>(e.src.size()),
-                  tgt = static_cast<int64_t>(e.tgt.size());
-    need = std::max({need, src, r.data.framing.target_len(tgt)});
-    if (r.data.framing.eos >= 0)
-      need = std::max(need, std::max(src, tgt) + r.config.train.max_decode_extra);
-  }
-  if (need > r.config.model.max_len)
-    throw Error("model.max_len: learned positions cover " + std::to_string(r.config.model.max_len) +
-                " tokens, but evaluating " + ds.name + " needs " + std::to_string(need) +
-                " (with <eos> and train.max_decode_extra): learned positions cannot go further");
-}
-
 }  // namespace
 
 data::Ids Seq2SeqInference::encode(const std::string& text, const char* op) const {
@@ -195,30 +178,38 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
       o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
   data::Dataset named;
   const data::Dataset& ds = select_split(o.split, run_, o.max_len > 0 ? regen : run_.data, named);
-  check_learned(run_, ds);
+  family_.check_evaluable(run_.config, run_.data.framing, ds);
   const bool text_task = !is_symbol_task(run_.config.data);
   QKV_CHECK(text_task || (o.decode.beam == 1 && !o.lowercase && !o.hypotheses), "eval",
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
             name_of(run_.config.data.task));
-  Scores s;
+  // Greedy BLEU scores the decodes exact match made (the same rule decodes both): one pass.
+  const bool once = text_task && o.decode.beam == 1;
+  Metrics m;
   {
     const auto c = call();
-    const Metrics m = evaluate(run_.seq2seq("eval"), ds, run_.data.framing,
-                               run_.config.data.batch_size, run_.config.train.max_decode_extra);
-    s.summary = pairs_summary(m.examples, lo, o.max_len);
-    add_pair_metrics(s, m);
-    // a regenerated split: its lengths and target tokens (with <eos>)
-    if (o.max_len > 0)
-      s.json["min_len"] = lo, s.json["max_len"] = o.max_len, s.json["tokens"] = m.tokens;
+    m = evaluate(run_.seq2seq("eval"), ds, run_.data.framing, run_.config.data.batch_size,
+                 family_.scored_length(run_.config, run_.data.framing), 0,
+                 once ? &run_.data : nullptr);
   }
+  Scores s;
+  s.summary = pairs_summary(m.examples, lo, o.max_len);
+  add_pair_metrics(s, m);
+  // a regenerated split: its lengths and target tokens (with <eos>)
+  if (o.max_len > 0)
+    s.json["min_len"] = lo, s.json["max_len"] = o.max_len, s.json["tokens"] = m.tokens;
   if (!text_task) return s;
-  std::vector<data::Ids> srcs;
-  for (const auto& e : ds.examples) srcs.push_back(e.src);
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<data::Ids> outs = decode(srcs, o.decode);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const data::Ids& out : outs) s.hypotheses.push_back(data::decode_target(run_.data, out));
+  double seconds = m.decode_seconds;
+  if (once) {
+    s.hypotheses = std::move(m.hypotheses);
+  } else {
+    std::vector<data::Ids> srcs;
+    for (const auto& e : ds.examples) srcs.push_back(e.src);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<data::Ids> outs = decode(srcs, o.decode);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const data::Ids& out : outs) s.hypotheses.push_back(data::decode_target(run_.data, out));
+  }
   std::vector<std::string> refs;
   for (const auto& p : ds.text) refs.push_back(p.tgt);
   add_text_metrics(s, data::corpus_bleu(s.hypotheses, refs, o.lowercase),
@@ -231,7 +222,7 @@ void Seq2SeqInference::for_each_batch(const PassOptions& o,
   data::Dataset named;
   const data::Dataset& ds = select_split(o.split, run_, run_.data, named);
   QKV_CHECK(ds.size() > 0, "inference", "the ", o.split, " split is empty");
-  check_learned(run_, ds);
+  family_.check_evaluable(run_.config, run_.data.framing, ds);
   const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
   const auto c = call(o.record, o.hooks);
   int64_t done = 0;

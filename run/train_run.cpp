@@ -12,10 +12,10 @@
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "run/average.hpp"
+#include "run/family.hpp"
 #include "run/integrity.hpp"
 #include "run/limits.hpp"
 #include "run/provenance.hpp"
-#include "run/family.hpp"
 
 namespace qkv::run {
 
@@ -130,6 +130,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
         ": the saved vocabularies differ from the data's; the data changed since the run began");
   }
   build(r, rank, ranks);
+  r.family().check_probe_length(r.cfg, *r.model);
   r.options = trainer_options(r.cfg, r.family(), r.per_epoch);
   r.options.precision = precision;
   if (!r.resume_from.empty()) {
