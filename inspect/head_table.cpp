@@ -7,7 +7,6 @@
 #include <optional>
 
 #include "core/error.hpp"
-#include "data/task_kind.hpp"
 #include "interp/head_scores.hpp"
 #include "interp/repeated_tokens.hpp"
 #include "run/family.hpp"
@@ -38,15 +37,6 @@ std::vector<data::Ids> repeated_rows(const config::RunConfig& c, const data::Dat
   for (int64_t b = 0; b < rows.size(0); ++b)
     out_rows.push_back(to_vector<int64_t>(rows.select(0, b)));
   return out_rows;
-}
-
-// The split's first examples' sources (alignment is measured on real pairs).
-std::vector<data::Ids> split_sources(const data::DataSplits& d, const HeadTableOptions& o) {
-  const data::Dataset* ds = o.split == "train" ? &d.train : o.split == "test" ? &d.test : &d.valid;
-  std::vector<data::Ids> out;
-  for (int64_t i = 0; i < std::min<int64_t>(o.probes, ds->size()); ++i)
-    out.push_back(ds->examples[static_cast<size_t>(i)].src);
-  return out;
 }
 
 // The pattern of one attention's layer in an inspection, with its query (and key) tokens.
@@ -131,7 +121,7 @@ PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d
                            const std::string& key) {
   PatternProbe p;
   p.repeated = repeated_rows(c, d, model, o, key, p.length);
-  if (!data::is_language_model(c.data.task)) p.sources = split_sources(d, o);
+  p.sources = run::family_for(c.data.task).probe_sources(d, o.split, o.probes);
   return p;
 }
 

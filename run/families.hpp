@@ -28,6 +28,14 @@ class Seq2SeqFamily : public Family {
   int64_t scored_output_tokens(const config::RunConfig& c, const data::Framing& f, int64_t n,
                                int64_t target) const override;
   config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) const override;
+  int64_t inspection_tokens(const config::RunConfig& c, int64_t n) const override;
+  std::vector<data::Ids> probe_sources(const data::DataSplits& d, const std::string& split,
+                                       int64_t n) const override;
+  const data::Ids* icl_text(const data::DataSplits&) const override { return nullptr; }
+  MemoryEstimate probe_memory(const config::RunConfig& c, double tv) const override;
+  bool needs_data(const config::RunConfig&) const override { return true; }
+  bool reads_source() const override { return true; }
+  DataPlan data_plan(const TrainingRun& r) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
@@ -67,6 +75,14 @@ class LanguageModelFamily : public Family {
   int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
   int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const override;
   config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) const override;
+  int64_t inspection_tokens(const config::RunConfig& c, int64_t n) const override;
+  std::vector<data::Ids> probe_sources(const data::DataSplits& d, const std::string& split,
+                                       int64_t n) const override;
+  const data::Ids* icl_text(const data::DataSplits& d) const override { return &d.lm_valid; }
+  MemoryEstimate probe_memory(const config::RunConfig& c, double tv) const override;
+  bool needs_data(const config::RunConfig& c) const override;
+  bool reads_source() const override { return false; }
+  DataPlan data_plan(const TrainingRun& r) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;

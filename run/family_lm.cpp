@@ -118,6 +118,57 @@ config::ProbeRoom LanguageModelFamily::probe_room(const config::RunConfig& c,
   return {max_input_tokens(c, model), "data.block_size", std::nullopt};
 }
 
+// The text alone: nothing is decoded.
+int64_t LanguageModelFamily::inspection_tokens(const config::RunConfig&, int64_t n) const {
+  return n;
+}
+
+// Every attention reads the text itself.
+std::vector<data::Ids> LanguageModelFamily::probe_sources(const data::DataSplits&,
+                                                          const std::string&, int64_t) const {
+  return {};
+}
+
+// Every repeated sequence's causal maps are kept until all are scored; the icl windows go
+// through the model in one pass: their activations, and the logits with a float64 copy for
+// the position losses.
+MemoryEstimate LanguageModelFamily::probe_memory(const config::RunConfig& c, double tv) const {
+  const config::ProbeOptions& p = c.probe;
+  const nn::ModelConfig& m = c.model;
+  const double n = 2.0 * static_cast<double>(p.length > 0 ? p.length : 16);
+  const double dec = static_cast<double>(m.decoder_layers);
+  const double per_input = 2 * 4 * static_cast<double>(m.heads) * (dec * n * n);
+  const double maps = static_cast<double>(p.sequences) * per_input;
+  const double ff = m.attn_only ? 0.0 : static_cast<double>(m.d_ff);
+  const double icl = 4 * static_cast<double>(p.icl_windows) *
+                     static_cast<double>(c.data.block_size) *
+                     (dec * (16 * static_cast<double>(m.d_model) + 3 * ff) + 5 * tv);
+  return probe_estimate(
+      c, maps,
+      {icl, "probe.icl_windows",
+       fmt::format(", and {} in-context-learning windows of {} tokens in one pass", p.icl_windows,
+                   c.data.block_size)});
+}
+
+// A SentencePiece model loads its tokenizer through the data; a character one samples with its
+// saved vocabulary alone.
+bool LanguageModelFamily::needs_data(const config::RunConfig& c) const {
+  return c.data.tokenizer != data::TokenizerKind::chars;
+}
+
+// A step reads batch_size windows of block_size tokens, grad_accum times.
+DataPlan LanguageModelFamily::data_plan(const TrainingRun& r) const {
+  const config::RunConfig& c = r.cfg;
+  DataPlan p;
+  p.size_key = "train_tokens";
+  p.size = static_cast<int64_t>(r.data.lm_train.size());
+  p.size_line = fmt::format("training text    {} tokens", p.size);
+  p.target_tokens = static_cast<double>(c.data.batch_size * c.data.block_size * c.train.grad_accum);
+  p.tokens_line =
+      fmt::format("tokens per step  {} (batch_size x block_size)", fixed(p.target_tokens, 0));
+  return p;
+}
+
 Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
                                         const data::DataSplits& d, const data::Ids& ids) const {
   cancellation_point();  // one pass: the probe's pattern scores run one per input

@@ -218,6 +218,55 @@ config::ProbeRoom Seq2SeqFamily::probe_room(const config::RunConfig& c,
   return {max_input_tokens(c, model), "model.max_len", max_output_tokens(c, 0)};
 }
 
+// The source, and its greedy decode after <bos>.
+int64_t Seq2SeqFamily::inspection_tokens(const config::RunConfig& c, int64_t n) const {
+  return n + max_output_tokens(c, n) + 1;
+}
+
+// Cross-attention's alignment is measured on real pairs: the split's first sources.
+std::vector<data::Ids> Seq2SeqFamily::probe_sources(const data::DataSplits& d,
+                                                    const std::string& split, int64_t n) const {
+  const data::Dataset* ds = split == "train" ? &d.train : split == "test" ? &d.test : &d.valid;
+  std::vector<data::Ids> out;
+  for (int64_t i = 0; i < std::min<int64_t>(n, ds->size()); ++i)
+    out.push_back(ds->examples[static_cast<size_t>(i)].src);
+  return out;
+}
+
+// Every repeated sequence's inspection keeps its attention maps, every layer's and head's, until
+// all are scored: the decoder reads its greedy output of up to 2 L + extra + 1 tokens, and
+// alignment reads a second set of inputs; a copy of one map is made while it is scored.
+MemoryEstimate Seq2SeqFamily::probe_memory(const config::RunConfig& c, double) const {
+  const nn::ModelConfig& m = c.model;
+  const double n = 2.0 * static_cast<double>(c.probe.length > 0 ? c.probe.length : 16);
+  const double nd = n + static_cast<double>(c.train.max_decode_extra) + 1;
+  const double enc = static_cast<double>(m.encoder_layers),
+               dec = static_cast<double>(m.decoder_layers);
+  const double per_input =
+      2 * 4 * static_cast<double>(m.heads) * (enc * n * n + dec * nd * nd + dec * nd * n);
+  const double maps = 2 * static_cast<double>(c.probe.sequences) * per_input;
+  return probe_estimate(c, maps, {});
+}
+
+// A step's mean tokens over an epoch: sources, and targets with <bos>/<eos>.
+DataPlan Seq2SeqFamily::data_plan(const TrainingRun& r) const {
+  double src = 0, tgt = 0;
+  for (const data::Example& e : r.data.train.examples) {
+    src += static_cast<double>(e.src.size());
+    tgt += static_cast<double>(r.data.framing.target_len(static_cast<int64_t>(e.tgt.size())));
+  }
+  const double steps = static_cast<double>(std::max<int64_t>(1, r.per_epoch));
+  DataPlan p;
+  p.size_key = "train_examples";
+  p.size = r.data.train.size();
+  p.size_line = fmt::format("training split   {} examples", p.size);
+  p.source_tokens = src / steps;
+  p.target_tokens = tgt / steps;
+  p.tokens_line = fmt::format("tokens per step  {} source + {} target (mean over an epoch)",
+                              fixed(p.source_tokens, 0), fixed(p.target_tokens, 0));
+  return p;
+}
+
 Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,
                                   const data::DataSplits& d, const data::Ids& src) const {
   const data::Framing& f = d.framing;

@@ -55,11 +55,15 @@ std::vector<Metric> loss_metrics(double loss, const std::string& per) {
            .note = "(per " + per + ")"}};
 }
 
+std::string fixed(double value, int decimals) {
+  char out[64];
+  std::snprintf(out, sizeof out, "%.*f", decimals, value);
+  return out;
+}
+
 std::string metric_line(const Metric& m) {
-  // printf's rounding, which the lines have always had
-  char value[64];
-  std::snprintf(value, sizeof value, "%.*f", m.decimals, m.value);
-  return fmt::format("{:<16}{}{}", m.label, value, m.note.empty() ? "" : " " + m.note);
+  return fmt::format("{:<16}{}{}", m.label, fixed(m.value, m.decimals),
+                     m.note.empty() ? "" : " " + m.note);
 }
 
 nlohmann::json scores_json(const Scores& s) {
@@ -75,6 +79,10 @@ int64_t Inference::max_input_tokens() const {
 
 int64_t Inference::max_output_tokens(int64_t n) const {
   return run_.family().max_output_tokens(run_.config, n);
+}
+
+int64_t Inference::inspection_tokens(int64_t n) const {
+  return run_.family().inspection_tokens(run_.config, n);
 }
 
 bool Inference::can(Capability c) const {

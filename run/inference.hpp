@@ -172,6 +172,9 @@ class Inference {
   // The decode-length rule: the most tokens an output of an input of n tokens may have
   // (Family::max_output_tokens: n + train.max_decode_extra; a language model's has no end).
   int64_t max_output_tokens(int64_t n) const;
+  // The tokens one inspect of an input of n tokens puts through the model
+  // (Family::inspection_tokens).
+  int64_t inspection_tokens(int64_t n) const;
 
   // --- what the run can do beyond scoring and looking inside (run/capability.hpp)
   virtual std::vector<Capability> capabilities() const = 0;

@@ -42,6 +42,9 @@ struct Scores {
 // The loss and its perplexity, every family's first two metrics: per is the unit the loss is a
 // mean over, as the perplexity's note says ("target token", "character").
 std::vector<Metric> loss_metrics(double loss, const std::string& per);
+// value with `decimals` digits after the point, rounded as printf's "%.*f" rounds (the text
+// lines have always been printf's).
+std::string fixed(double value, int decimals);
 // One metric as its text line, without the indent: "exact match     0.9120".
 std::string metric_line(const Metric& m);
 // The scores as `qkv eval --json` prints them: each metric's key and value, then s.json's keys.
