@@ -38,6 +38,7 @@ class Seq2SeqFamily : public Family {
   DataPlan data_plan(const TrainingRun& r) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
+  std::vector<Capability> capabilities() const override { return {Capability::decode}; }
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 
   // The positions the examples of ds need with c's learned positions (their sources, their
@@ -85,6 +86,7 @@ class LanguageModelFamily : public Family {
   DataPlan data_plan(const TrainingRun& r) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
+  std::vector<Capability> capabilities() const override { return {Capability::generate}; }
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
 };
 

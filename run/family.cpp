@@ -1,6 +1,7 @@
 #include "run/family.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "run/families.hpp"
 
@@ -20,6 +21,12 @@ int64_t Family::scored_output_tokens(const config::RunConfig& c, const data::Fra
 void Family::check_probe_length(const config::RunConfig& c, const nn::Model& model) const {
   if (c.probe.length > 0)
     config::check_probe_length(c.probe.length, probe_room(c, model), "probe.length");
+}
+
+void Family::write_capabilities(nlohmann::json& facts) const {
+  nlohmann::json names = nlohmann::json::array();
+  for (const Capability c : capabilities()) names.push_back(std::string(name_of(c)));
+  facts["capabilities"] = std::move(names);
 }
 
 const Family& family_for(data::TaskKind kind) {

@@ -24,6 +24,7 @@
 #include "data/loader.hpp"
 #include "nn/hooks.hpp"
 #include "nn/model.hpp"
+#include "run/capability.hpp"
 #include "run/limits.hpp"
 #include "train/state.hpp"
 
@@ -129,9 +130,17 @@ class Family {
   // pass's values too); the model of config c and data d (the framing).
   virtual Inspection inspect(const nn::Model& model, const config::RunConfig& c,
                              const data::DataSplits& d, const data::Ids& input) const = 0;
+  // What every run of the family can do beyond scoring and looking inside (run/capability.hpp):
+  // what its Inference answers, and the page offers.
+  virtual std::vector<Capability> capabilities() const = 0;
   // The family's facts about a run for its page (serve's run_facts): the model described
-  // ("model", "language_model") and the sizes only it has (encoder_layers, block_size).
+  // ("model", "language_model"), "capabilities" by name (write_capabilities) and the sizes
+  // only it has (encoder_layers, block_size).
   virtual void describe(const config::RunConfig& c, nlohmann::json& facts) const = 0;
+
+ protected:
+  // facts["capabilities"] = the names of capabilities() ("decode", "generate").
+  void write_capabilities(nlohmann::json& facts) const;
 };
 
 // The family of a data.task.

@@ -192,7 +192,8 @@ Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::Ru
 void LanguageModelFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {
   facts["model"] = c.model.attn_only ? "attention-only decoder-only language model"
                                      : "decoder-only language model";
-  facts["language_model"] = true;
+  facts["language_model"] = true;  // until the page reads "capabilities"
+  write_capabilities(facts);
   facts["block_size"] = c.data.block_size;
 }
 

@@ -304,7 +304,8 @@ Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfi
 
 void Seq2SeqFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {
   facts["model"] = c.model.attn_only ? "attention-only encoder-decoder" : "encoder-decoder";
-  facts["language_model"] = false;
+  facts["language_model"] = false;  // until the page reads "capabilities"
+  write_capabilities(facts);
   facts["encoder_layers"] = c.model.encoder_layers;
 }
 

@@ -85,6 +85,8 @@ int64_t Inference::inspection_tokens(int64_t n) const {
   return run_.family().inspection_tokens(run_.config, n);
 }
 
+std::vector<Capability> Inference::capabilities() const { return run_.family().capabilities(); }
+
 bool Inference::can(Capability c) const {
   const std::vector<Capability> all = capabilities();
   return std::find(all.begin(), all.end(), c) != all.end();

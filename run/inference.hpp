@@ -177,7 +177,8 @@ class Inference {
   int64_t inspection_tokens(int64_t n) const;
 
   // --- what the run can do beyond scoring and looking inside (run/capability.hpp)
-  virtual std::vector<Capability> capabilities() const = 0;
+  // The run's family's (Family::capabilities): the same for every run of a family.
+  std::vector<Capability> capabilities() const;
   bool can(Capability c) const;
   // A no-op when the run can c; otherwise qkv::Error naming op, the run and what it can do
   // instead ("runs/copy cannot generate (a model that can translate): use qkv translate").

@@ -18,7 +18,6 @@ class Seq2SeqInference : public Inference {
   std::string text(const data::Ids& ids) const override;
   std::vector<std::string> input_labels(const data::Ids& ids) const override;
   std::vector<std::string> output_labels(const data::Ids& ids) const override;
-  std::vector<Capability> capabilities() const override { return {Capability::decode}; }
   std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
                                 const DecodeOptions& o) const override;
   Scores score(const ScoreOptions& o) const override;
@@ -43,7 +42,6 @@ class LanguageModelInference : public Inference {
   std::string text(const data::Ids& ids) const override;
   std::vector<std::string> input_labels(const data::Ids& ids) const override;
   std::vector<std::string> output_labels(const data::Ids& ids) const override;
-  std::vector<Capability> capabilities() const override { return {Capability::generate}; }
   void generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
                 bool cached, const std::function<void(int64_t)>& on_token) const override;
   Scores score(const ScoreOptions& o) const override;

@@ -53,6 +53,9 @@ def answers(s, qkv, copy, lm):
     facts = {r["name"]: r.get("facts", {}) for r in runs}
     check(facts["copy"].get("task") == "copy" and facts["lm"].get("language_model") is True,
           "each run's facts from its config")
+    check(facts["copy"].get("capabilities") == ["decode"]
+          and facts["lm"].get("capabilities") == ["generate"],
+          "each run's capabilities by name, from its family")
     code, t, _ = s.post("/api/runs/copy/translate", {"text": "3 1 4 1 5", "beam": 3})
     cli = fx.run([qkv, "translate", copy, "3 1 4 1 5"]).stdout.strip()
     cli_beam = fx.run([qkv, "translate", copy, "3 1 4 1 5", "--beam", "3"]).stdout.strip()
@@ -197,7 +200,7 @@ def bad_inputs(s, work):
     check_error(s, "POST", gen, {"prompt": "a", "temperature": -1}, says="temperature")
     check_error(s, "POST", "/api/runs/lm/next", {"text": "a", "k": 1000}, says="k must be in")
     check_error(s, "POST", "/api/runs/lm/translate", {"text": "a"}, says="cannot translate")
-    check_error(s, "POST", "/api/runs/copy/generate", {"prompt": "1"}, says="not a language")
+    check_error(s, "POST", "/api/runs/copy/generate", {"prompt": "1"}, says="cannot generate")
     check_error(s, "POST", tr, {"text": "1", "checkpoint": "../../x"}, says="checkpoint must be")
     check_error(s, "POST", tr, {"text": "1", "checkpoint": "step-99999999"}, status=404,
                 says="no checkpoint")
