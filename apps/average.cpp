@@ -1,9 +1,9 @@
-// qkv average RUN --last N [--out DIR]: the run's last N checkpoints averaged (run/average.hpp).
+// qkv average RUN --last N [--out DIR]: the run's last N checkpoints averaged (runfolder/average.hpp).
 #include <cstdio>
 #include <filesystem>
 
 #include "apps/commands.hpp"
-#include "run/average.hpp"
+#include "runfolder/average.hpp"
 
 namespace qkv::app {
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "core/names.hpp"
-#include "run/checkpoint_selector.hpp"
-#include "run/integrity.hpp"
+#include "runfolder/checkpoint_selector.hpp"
+#include "runfolder/integrity.hpp"
 
 namespace qkv::app {
 
@@ -55,7 +55,7 @@ CLI::Validator one_of_names(const std::string& flag) {
 }
 
 // --checkpoint: best, latest, average, a checkpoint's name (step-00000100) or a folder's path
-// (run/checkpoint_selector.hpp's parse, and its error).
+// (runfolder/checkpoint_selector.hpp's parse, and its error).
 inline CLI::Validator checkpoint_name() {
   return CLI::Validator(
       [](std::string& s) -> std::string {

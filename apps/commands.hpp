@@ -74,7 +74,7 @@ struct GenerateArgs {
 int cmd_generate(const GenerateArgs& a);  // generate.cpp
 
 // qkv average RUN --last N [--out DIR]: the mean of the run's last N checkpoints' weights, as a
-// checkpoint folder (default RUN/checkpoints/average; run/average.hpp). (average.cpp)
+// checkpoint folder (default RUN/checkpoints/average; runfolder/average.hpp). (average.cpp)
 struct AverageArgs {
   std::string run_dir, out;
   int64_t last = 0;

@@ -26,7 +26,7 @@ namespace {
 ojson plan_json(const run::TrainingRun& r, const run::DataPlan& data) {
   const run::MemoryEstimate mem =
       run::estimate_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
-  const run::MemoryInfo avail = run::available_memory();
+  const MemoryInfo avail = available_memory();
   const std::string toml = config::effective_toml(r.cfg);
   ojson j;
   j["config"] = ojson::parse(config::parse_config(toml, "config.toml").root.dump());
@@ -65,9 +65,9 @@ void print_plan(const ojson& j, const run::TrainingRun& r, const run::DataPlan& 
               j["epochs"].get<double>(), static_cast<long long>(r.options.eval_every));
   std::printf("# %s\n", data.tokens_line.c_str());
   std::printf("# memory           about %s (mostly %s) of %s available (%s)\n",
-              run::human_bytes(j["memory"]["estimate_bytes"].get<double>()).c_str(),
+              human_bytes(j["memory"]["estimate_bytes"].get<double>()).c_str(),
               j["memory"]["largest_term"].get<std::string>().c_str(),
-              run::human_bytes(j["memory"]["available_bytes"].get<double>()).c_str(),
+              human_bytes(j["memory"]["available_bytes"].get<double>()).c_str(),
               j["memory"]["available_from"].get<std::string>().c_str());
   std::printf("# threads          %lld\n", static_cast<long long>(r.cfg.threads));
 }

@@ -11,7 +11,7 @@
 #include "core/atomic_file.hpp"
 #include "inspect/heads.hpp"
 #include "run/inference.hpp"
-#include "run/provenance.hpp"
+#include "runfolder/provenance.hpp"
 
 namespace qkv::app {
 namespace {

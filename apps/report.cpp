@@ -14,7 +14,7 @@
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
-#include "run/run_file.hpp"
+#include "runfolder/run_file.hpp"
 #include "run/family.hpp"
 
 namespace qkv::app {

@@ -152,7 +152,7 @@ void check_saturation_memory(const SaturationArgs& a, const std::vector<int64_t>
   const double d = static_cast<double>(worst_d);
   const double weights = 8 * 5 * b * m * m, widths = 8 * (12 * b * m * d + 12 * d * d);
   const std::string key = weights >= widths ? "--keys" : "--d-k";
-  run::require_memory("saturation " + key, worst,
+  require_memory("saturation " + key, worst,
                       std::to_string(a.keys) + " keys x batch " + std::to_string(a.batch) +
                           " at d_k " + std::to_string(worst_d) +
                           " (float64 attention weights and gradients)");

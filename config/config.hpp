@@ -58,7 +58,7 @@ struct CheckpointOptions {
   int64_t every = 0;  // steps between checkpoints (0: at each validation)
   int64_t keep = 2;   // most recent checkpoints kept (the best is kept as well)
   // > 0: after training, the last N checkpoints are averaged into checkpoints/average, which
-  // the final test evaluates (run/average.hpp); needs keep >= N. 0: off.
+  // the final test evaluates (runfolder/average.hpp); needs keep >= N. 0: off.
   int64_t average_last = 0;
 };
 

@@ -25,7 +25,7 @@ bool in_parallel_region();
 // shape alone and hands them out to however many threads there are: a product gives the same
 // bits at any thread count, whatever BLAS or oneDNN kernels run (a kernel's result for a row can
 // depend on where its call starts and how many rows it has). Inference opens one
-// (run::InferenceScope), so scoring and decoding give the same output at any --threads.
+// (nn::InferenceScope), so scoring and decoding give the same output at any --threads.
 // Training does not: its products take one band per thread, which packs each operand once per
 // thread, and are deterministic for a given thread count.
 class ThreadInvariantProducts;

@@ -47,7 +47,7 @@ json ProbeHook::probe() {
   const auto t0 = std::chrono::steady_clock::now();
   json out;
   {
-    const run::InferenceScope scope(c_.model, precision_);
+    const nn::InferenceScope scope(c_.model, precision_);
     json atts = json::object();
     for (const AttentionScores& s : pattern_scores(c_.model, c_.cfg, c_.data, inputs_.patterns))
       atts[s.attention.name] = entry_of(s);

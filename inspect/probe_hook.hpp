@@ -17,7 +17,7 @@
 // (inspect/icl.hpp) on icl_windows validation windows. "seconds": the probe's wall time.
 //
 // A probe changes nothing the training computes: eval mode, no tape and the run's precision
-// (run::InferenceScope), its own generator, no dropout drawn; a run with it and one without
+// (nn::InferenceScope), its own generator, no dropout drawn; a run with it and one without
 // log the same losses and write the same weights. At the end the hook says what the probes
 // cost: their count, mean seconds and share of the training's time.
 #pragma once

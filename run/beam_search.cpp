@@ -4,7 +4,7 @@
 
 #include "core/cancel.hpp"
 #include "run/decode.hpp"
-#include "run/inference.hpp"
+#include "nn/inference_scope.hpp"
 #include "run/run.hpp"
 
 namespace qkv::run {
@@ -163,7 +163,7 @@ std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<d
   const int64_t b = static_cast<int64_t>(srcs.size());
   check_beam_args("beam_decode", b, beam, max_lens);  // before any encoding
   if (b == 0) return {};
-  const InferenceScope scope(model);
+  const nn::InferenceScope scope(model);
   const auto [ids, valid] = pad_sources(srcs);
   // Encode each source once; its `beam` rows share the memory.
   std::vector<int64_t> rep(static_cast<size_t>(b * beam));

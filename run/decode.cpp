@@ -6,7 +6,7 @@
 #include "core/cancel.hpp"
 #include "core/precision.hpp"
 #include "data/metrics.hpp"
-#include "run/inference.hpp"
+#include "nn/inference_scope.hpp"
 
 namespace qkv::run {
 
@@ -27,7 +27,7 @@ std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs) {
 
 std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
                                      const data::Framing& f, const std::vector<int64_t>& max_lens) {
-  const InferenceScope scope(model);
+  const nn::InferenceScope scope(model);
   const int64_t b = static_cast<int64_t>(srcs.size());
   std::vector<data::Ids> out(b);
   if (b == 0) return out;
@@ -63,7 +63,7 @@ Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::
                  const data::DataSplits* text) {
   // A scope boundary: the weights may have changed since the last products (a checkpoint was
   // loaded), so their bf16 copies are made afresh; the precision stays the caller's.
-  const InferenceScope scope(model, current_precision());
+  const nn::InferenceScope scope(model, current_precision());
   const bool score_text = text != nullptr && !ds.text.empty();
   Metrics m;
   const int64_t n = limit > 0 ? std::min(limit, ds.size()) : ds.size();

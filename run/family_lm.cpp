@@ -12,7 +12,7 @@
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "nn/decoder_lm.hpp"
-#include "run/average.hpp"
+#include "runfolder/average.hpp"
 #include "run/families.hpp"
 #include "run/lm.hpp"
 
@@ -150,10 +150,10 @@ MemoryEstimate LanguageModelFamily::probe_memory(const config::RunConfig& c, dou
                    c.data.block_size)});
 }
 
-// A SentencePiece model loads its tokenizer through the data; a character one samples with its
-// saved vocabulary alone.
+// A character text (data.task = "lm") samples with its saved vocabulary alone; a SentencePiece
+// one loads its tokenizer through the data, and a generated stream (repeat) its symbols.
 bool LanguageModelFamily::needs_data(const config::RunConfig& c) const {
-  return c.data.tokenizer != data::TokenizerKind::chars;
+  return c.data.task != data::TaskKind::lm || c.data.tokenizer != data::TokenizerKind::chars;
 }
 
 // A step reads batch_size windows of block_size tokens, grad_accum times.

@@ -8,7 +8,7 @@
 
 #include "data/subword_sampling.hpp"
 #include "nn/seq2seq.hpp"
-#include "run/average.hpp"
+#include "runfolder/average.hpp"
 #include "run/decode.hpp"
 #include "run/families.hpp"
 #include "run/run.hpp"

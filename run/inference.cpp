@@ -14,22 +14,6 @@
 
 namespace qkv::run {
 
-InferenceScope::InferenceScope(const nn::Module& model, std::optional<Precision> p,
-                               nn::Hooks* hooks, bool record)
-    : model_(const_cast<nn::Module&>(model)), was_training_(model.is_training()) {
-  if (p) precision_.emplace(*p);
-  // A model already in eval mode (a loaded Inference's, for good) is only read: passes on many
-  // threads share it. Only a model that trains (the probe's, on the training's own thread) is
-  // switched, and switched back.
-  if (was_training_) model_.eval();
-  if (!record) no_grad_.emplace();
-  if (hooks) hooks_.emplace(*hooks);
-}
-
-InferenceScope::~InferenceScope() {
-  if (was_training_) model_.train(true);
-}
-
 Inference::Inference(LoadedRun run, Precision p) : run_(std::move(run)), precision_(p) {
   run_.model->eval();
 }
@@ -44,7 +28,7 @@ std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) 
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return std::unique_ptr<Call>(
-      new Call{std::move(tape), InferenceScope(*run_.model, precision_, hooks, record)});
+      new Call{std::move(tape), nn::InferenceScope(*run_.model, precision_, hooks, record)});
 }
 
 std::vector<Metric> loss_metrics(double loss, const std::string& per) {

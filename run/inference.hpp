@@ -46,6 +46,7 @@
 #include "core/precision.hpp"
 #include "data/metrics.hpp"
 #include "nn/hooks.hpp"
+#include "nn/inference_scope.hpp"
 #include "run/capability.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
@@ -53,30 +54,6 @@
 
 namespace qkv::run {
 
-// Eval mode (dropout off), the precision p for the products (nullopt: the caller's stays), and
-// (record = false) no autograd tape, for a scope; the model's flag, the precision and recording
-// come back after. hooks, when non-null, are pushed as this thread's innermost layer for the
-// scope (nn/hooks.hpp; the caller's layers stay below it). The one way qkv opens
-// a pass that does not train: decoding, sampling, validation and every inference call. Its
-// products are thread-invariant (core/parallel.hpp): the same output at any thread count.
-class InferenceScope {
- public:
-  explicit InferenceScope(const nn::Module& model, std::optional<Precision> p = std::nullopt,
-                          nn::Hooks* hooks = nullptr, bool record = false);
-  ~InferenceScope();
-  InferenceScope(const InferenceScope&) = delete;
-  InferenceScope& operator=(const InferenceScope&) = delete;
-
- private:
-  nn::Module& model_;
-  bool was_training_;
-  std::optional<PrecisionScope> precision_;
-  std::optional<ag::NoGrad> no_grad_;
-  std::optional<nn::HookScope> hooks_;
-  ThreadInvariantProducts invariant_products_;
-};
-
-// One input's classes: names (class ids in order) and their probabilities (summing to 1).
 struct Classification {
   std::vector<std::string> classes;
   std::vector<double> probabilities;
@@ -229,7 +206,7 @@ class Inference {
   // thread's; a cancellation point. A recording call (record) holds the Inference's tape lock.
   struct Call {
     std::unique_lock<std::recursive_mutex> tape;
-    InferenceScope scope;
+    nn::InferenceScope scope;
   };
   std::unique_ptr<Call> call(bool record = false, nn::Hooks* hooks = nullptr) const;
 

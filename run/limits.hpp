@@ -2,10 +2,9 @@
 // kernel's OOM killer or a hang: memory estimates refused against what the machine has, and
 // thread counts capped at a sane multiple of the cores.
 //
-// Available memory: the least of /proc/meminfo's MemAvailable, the cgroup's memory limit minus
-// its usage (v2 memory.max, v1 memory.limit_in_bytes) and the address-space limit (ulimit -v)
-// minus the process's size. Estimates are deliberately rough (within a factor of about 2 of the
-// peak): they exist to refuse the impossible with a clear message, not to pack memory tight.
+// What the machine has: core/machine.hpp. Estimates are deliberately rough (within a factor of
+// about 2 of the peak): they exist to refuse the impossible with a clear message, not to pack
+// memory tight.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -13,19 +12,9 @@
 #include "core/precision.hpp"
 
 #include "config/config.hpp"
+#include "core/machine.hpp"
 
 namespace qkv::run {
-
-struct MemoryInfo {
-  double available = 0;  // bytes
-  std::string source;    // which limit: "MemAvailable", "cgroup memory limit", "ulimit -v"
-};
-MemoryInfo available_memory();
-std::string human_bytes(double bytes);  // "1.5 GB"
-
-// Throws qkv::Error "KEY: WHAT needs about N, more than the M of memory available (SOURCE)"
-// when bytes do not fit.
-void require_memory(const std::string& key, double bytes, const std::string& what);
 
 // A training run of c: its data before loading it (generated examples, symbol vocabulary), and
 // its model, optimizer state and one batch's activations once the vocabularies are known.
@@ -46,8 +35,6 @@ MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_voc
 // sizes it and ", and ..." in words; none: {}), with the key that drives the whole.
 MemoryEstimate probe_estimate(const config::RunConfig& c, double maps, const MemoryEstimate& pass);
 
-// The CPUs this process may run on (sched_getaffinity).
-int usable_cores();
 // Sets the thread count from `requested` (0: all cores); above 4x the cores it is capped there
 // with a warning naming `key` (oversubscribed threads only slow BLAS down and each costs
 // memory). Negative counts are refused. Returns the count in use.

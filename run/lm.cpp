@@ -6,13 +6,13 @@
 
 #include "core/cancel.hpp"
 #include "data/lm.hpp"
-#include "run/inference.hpp"
+#include "nn/inference_scope.hpp"
 
 namespace qkv::run {
 
 double lm_loss_estimate(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block,
                         int64_t batch, int64_t iters, Generator& gen) {
-  const InferenceScope scope(model);
+  const nn::InferenceScope scope(model);
   double sum = 0;
   for (int64_t i = 0; i < iters; ++i) {
     cancellation_point();
@@ -27,7 +27,7 @@ double lm_loss_estimate(const nn::DecoderLM& model, const data::Ids& tokens, int
 
 LmLoss lm_loss_full(const nn::DecoderLM& model, const data::Ids& tokens, int64_t block,
                     int64_t batch) {
-  const InferenceScope scope(model);
+  const nn::InferenceScope scope(model);
   std::vector<int64_t> offsets;
   for (int64_t o = 0; o + block < static_cast<int64_t>(tokens.size()); o += block)
     offsets.push_back(o);
@@ -102,7 +102,7 @@ void generate(const nn::DecoderLM& lm, const data::Ids& prompt, int64_t n, int64
   QKV_CHECK(context >= 2 && static_cast<int64_t>(prompt.size()) <= context, "generate",
             "a prompt of ", prompt.size(), " tokens does not fit the context of ", context);
   validate(o);
-  const InferenceScope scope(lm);
+  const nn::InferenceScope scope(lm);
   data::Ids seq = prompt;
   size_t start = 0;  // the context is seq[start:]
   nn::DecoderLM::Cache cache;

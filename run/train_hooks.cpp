@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/random.hpp"
-#include "run/integrity.hpp"
+#include "runfolder/integrity.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
 #include "run/family.hpp"

@@ -11,11 +11,11 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"
-#include "run/average.hpp"
-#include "run/family.hpp"
-#include "run/integrity.hpp"
+#include "runfolder/average.hpp"
+#include "runfolder/integrity.hpp"
 #include "run/limits.hpp"
-#include "run/provenance.hpp"
+#include "runfolder/provenance.hpp"
+#include "run/family.hpp"
 
 namespace qkv::run {
 
@@ -197,7 +197,7 @@ void create_folder(TrainingRun& r) {
   }
   if (!r.restart) {
     atomic_write_file((run_dir / "config.toml").string(), config::effective_toml(r.cfg));
-    // What produced the run (run/provenance.hpp); not in config.toml, which runs again as is.
+    // What produced the run (runfolder/provenance.hpp); not in config.toml, which runs again as is.
     atomic_write_file(
         (run_dir / "provenance.json").string(),
         provenance(static_cast<int>(r.cfg.threads), r.cfg.precision, r.options.precision).dump(2) +

@@ -19,7 +19,7 @@
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
 #include "run/run.hpp"
-#include "run/run_lock.hpp"
+#include "runfolder/run_lock.hpp"
 #include "run/family.hpp"
 #include "train/trainer.hpp"
 

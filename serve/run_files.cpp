@@ -7,7 +7,7 @@
 
 #include "core/bounded_json.hpp"
 #include "core/error.hpp"
-#include "run/run_file.hpp"
+#include "runfolder/run_file.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -23,7 +23,7 @@
 #include "core/input_file.hpp"
 #include "core/parallel.hpp"
 #include "inspect/head_table.hpp"
-#include "run/run_file.hpp"
+#include "runfolder/run_file.hpp"
 #include "serve/assets.hpp"
 #include "serve/connections.hpp"
 #include "serve/queue.hpp"

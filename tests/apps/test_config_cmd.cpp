@@ -5,7 +5,7 @@
 #include <regex>
 
 #include "config/config.hpp"
-#include "run/run_lock.hpp"
+#include "runfolder/run_lock.hpp"
 #include "support/process.hpp"
 
 using namespace qkv::testing;

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "nn/safetensors.hpp"
-#include "run/integrity.hpp"
+#include "runfolder/integrity.hpp"
 #include "support/process.hpp"
 
 using namespace qkv::testing;

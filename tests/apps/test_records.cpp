@@ -10,8 +10,8 @@
 #include "config/document.hpp"
 #include "figures/report.hpp"
 #include "nn/safetensors.hpp"
-#include "run/integrity.hpp"
-#include "run/provenance.hpp"
+#include "runfolder/integrity.hpp"
+#include "runfolder/provenance.hpp"
 #include "serve/run_files.hpp"
 #include "support/common.hpp"
 

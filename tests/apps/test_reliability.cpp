@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "nn/safetensors.hpp"
-#include "run/integrity.hpp"
+#include "runfolder/integrity.hpp"
 #include "support/process.hpp"
 
 using namespace qkv::testing;

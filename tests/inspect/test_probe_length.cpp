@@ -69,7 +69,7 @@ TEST_CASE("probe length: the longest probe decodes within the positions and one 
   LearnedPositions m;
   inspect::PatternProbe p = m.probe(7);
   {
-    const run::InferenceScope scope(*m.model);
+    const nn::InferenceScope scope(*m.model);
     const std::vector<inspect::AttentionScores> s = inspect::pattern_scores(*m.model, m.c, m.d, p);
     CHECK(s.size() == 3);  // encoder, decoder and cross
   }
@@ -81,7 +81,7 @@ TEST_CASE("probe length: the longest probe decodes within the positions and one 
     row = half;
     row.insert(row.end(), half.begin(), half.end());
   }
-  const run::InferenceScope scope(*m.model);
+  const nn::InferenceScope scope(*m.model);
   CHECK_THROWS_WITH(inspect::pattern_scores(*m.model, m.c, m.d, p),
                     Catch::Contains("longer than the learned table's max_len 20"));
 }

@@ -41,7 +41,7 @@ std::vector<data::Ids> sources() {
 // The encoder's output and the decoder's logits (teacher-forced on the sources) of sources(),
 // in an InferenceScope: the numbers every decode starts from, bit for bit.
 std::vector<Tensor> passes(const nn::Seq2Seq& model, Precision p) {
-  const run::InferenceScope scope(model, p);
+  const nn::InferenceScope scope(model, p);
   const auto [ids, valid] = run::pad_sources(sources());
   const ag::Var memory = model.encode(ids, valid);
   return {memory.data(), model.decode(memory, valid, ids, valid).data()};

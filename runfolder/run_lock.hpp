@@ -3,7 +3,7 @@
 // naming the folder and the process that holds it; the kernel drops the lock when the holder
 // exits, however it exits (even SIGKILL), so a stale lock cannot block a resume.
 // Readers (eval, translate, attention) take no lock: a checkpoint is immutable once named,
-// and they read a consistent one while training goes on (run/integrity.hpp).
+// and they read a consistent one while training goes on (runfolder/integrity.hpp).
 #pragma once
 #include <string>
 

@@ -1,4 +1,4 @@
-// --checkpoint parsed once (run/checkpoint_selector.hpp): every form reads back as written, a
+// --checkpoint parsed once (runfolder/checkpoint_selector.hpp): every form reads back as written, a
 // bad one is one error naming --checkpoint and the nearest name, and resolve_checkpoint takes
 // the parsed selector.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-#include "run/run_lock.hpp"
+#include "runfolder/run_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,5 +1,5 @@
 // The run folder's reader (see run_file.hpp), on core/input_file's non-blocking open.
-#include "run/run_file.hpp"
+#include "runfolder/run_file.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "run/average.hpp"
+#include "runfolder/average.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,8 +7,8 @@
 #include "core/atomic_file.hpp"
 #include "core/bounded_json.hpp"
 #include "core/error.hpp"
-#include "run/integrity.hpp"
-#include "run/run.hpp"
+#include "runfolder/checkpoints.hpp"
+#include "runfolder/integrity.hpp"
 
 namespace qkv::run {
 

@@ -1,4 +1,4 @@
-#include "run/integrity.hpp"
+#include "runfolder/integrity.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,8 +18,8 @@
 #include "core/atomic_file.hpp"
 #include "core/bounded_json.hpp"
 #include "core/error.hpp"
-#include "run/limits.hpp"
-#include "run/run_file.hpp"
+#include "core/machine.hpp"
+#include "runfolder/run_file.hpp"
 
 namespace qkv::run {
 

@@ -1,4 +1,4 @@
-// Checkpoint averaging (run/average.hpp) in process: N identical checkpoints average to
+// Checkpoint averaging (runfolder/average.hpp) in process: N identical checkpoints average to
 // themselves bit for bit, two known ones to their mean, the result loads as a checkpoint, and
 // bad counts, runs and mismatched checkpoints are one clear error.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "run/average.hpp"
+#include "runfolder/average.hpp"
 #include "run/run.hpp"
 #include "support/common.hpp"
 

@@ -1,4 +1,4 @@
-#include "run/checkpoint_selector.hpp"
+#include "runfolder/checkpoint_selector.hpp"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "run/provenance.hpp"
+#include "runfolder/provenance.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -6,11 +6,11 @@
 #include "bench/bench_runtime.hpp"
 #include "core/atomic_file.hpp"
 #include "core/bounded_json.hpp"
+#include "core/machine.hpp"
 #include "core/onednn.hpp"
 #include "core/openmp_wait.hpp"
-#include "run/build_info.hpp"
-#include "run/limits.hpp"
-#include "run/run_file.hpp"
+#include "runfolder/build_info.hpp"
+#include "runfolder/run_file.hpp"
 
 namespace qkv::run {
 
