@@ -278,18 +278,6 @@ void check_model_kind(nn::ModelKind kind, data::TaskKind task) {
               std::string(name_of(kind)) + "\"" + trains);
 }
 
-// [probe] length against the model's positions: a language model's context, an
-// encoder-decoder's learned positions (other positions have no limit).
-void check_probe_positions(const RunConfig& c) {
-  if (c.probe.length == 0) return;
-  if (data::is_language_model(c.data.task))
-    check_probe_length(c.probe.length, {c.data.block_size, "data.block_size", std::nullopt},
-                       "probe.length");
-  else if (c.model.position == nn::PositionKind::learned)
-    check_probe_length(c.probe.length, {c.model.max_len, "model.max_len", c.train.max_decode_extra},
-                       "probe.length");
-}
-
 // Prefixes an error from a section parser with where the key was set. An error about a key of
 // the file that a command-line value made wrong ("heads: d_model 100 is not divisible by heads
 // 3" after --model.d_model 100) is blamed on the flag, with the file's line beside it.
@@ -394,7 +382,6 @@ void RunConfig::validate() const {
   need(probe.icl_windows >= 1 && probe.icl_windows <= kMaxIclWindows,
        "probe.icl_windows: must be in 1.." + std::to_string(kMaxIclWindows) + ", got " +
            std::to_string(probe.icl_windows));
-  check_probe_positions(*this);
   optim.validate();
   // cosine with total_steps = 0 decays over the whole run, known once the data is loaded.
   optim::validate_unfilled(optim::fill_schedule(optim.schedule, model.d_model, 0));

@@ -96,11 +96,12 @@ struct RunConfig {
   void validate() const;  // every section; errors name the key
 };
 
-// The probe's length rule, one implementation for [probe] length (RunConfig::validate) and the
-// repeated rows of `qkv heads` and the training probe (inspect/head_table.cpp): the repeated
-// half L is read as an input of 2 L tokens within the model's input positions; an
-// encoder-decoder (decode_extra set) then decodes up to 2 L + decode_extra tokens after <bos>
-// within the same positions, 2 L + decode_extra + 1 of them.
+// The probe's length rule, one implementation for [probe] length (run::Family::
+// check_probe_length, before a run's folder exists) and the repeated rows of `qkv heads` and the
+// training probe (inspect/head_table.cpp), in the room the run's family gives
+// (run::Family::probe_room): the repeated half L is read as an input of 2 L tokens within the
+// model's input positions; a family that decodes it (decode_extra set) then decodes up to
+// 2 L + decode_extra tokens after <bos> within the same positions, 2 L + decode_extra + 1 of them.
 struct ProbeRoom {
   int64_t positions = 0;                // the most input tokens the model reads
   std::string positions_name;           // what sets them, for messages: "data.block_size"

@@ -7,24 +7,15 @@
 #include <optional>
 
 #include "core/error.hpp"
-#include "data/task_kind.hpp"
 #include "interp/head_scores.hpp"
 #include "interp/repeated_tokens.hpp"
+#include "run/family.hpp"
 #include "run/inference.hpp"
 #include "run/run.hpp"
-#include "run/family.hpp"
 
 namespace qkv::inspect {
 
 namespace {
-
-// The model's room for the probe (config::ProbeRoom), by its family's length rules.
-config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) {
-  const run::Family& family = run::family_for(c.data.task);
-  const int64_t positions = family.max_input_tokens(c, model);
-  if (data::is_language_model(c.data.task)) return {positions, "data.block_size", std::nullopt};
-  return {positions, "model.max_len", family.max_output_tokens(c, 0)};  // 0 + max_decode_extra
-}
 
 // The inputs the pattern scores are measured on: repeated random token rows of the input
 // vocabulary, each as long as the model's positions allow (with room for the decoded output).
@@ -32,7 +23,7 @@ std::vector<data::Ids> repeated_rows(const config::RunConfig& c, const data::Dat
                                      const nn::Model& model, const HeadTableOptions& o,
                                      const std::string& key, int64_t& length) {
   const data::Vocab& v = d.src_vocab.size() > 4 ? d.src_vocab : d.tgt_vocab;
-  const config::ProbeRoom room = probe_room(c, model);
+  const config::ProbeRoom room = run::family_for(c.data.task).probe_room(c, model);
   // 0: the longest up to 16 that fits with the 2 L input a position short of the model's
   const int64_t fits = std::min(config::longest_probe_length(room), (room.positions - 1) / 2);
   length = o.probe_length > 0 ? o.probe_length : std::clamp<int64_t>(fits, 1, 16);
@@ -46,15 +37,6 @@ std::vector<data::Ids> repeated_rows(const config::RunConfig& c, const data::Dat
   for (int64_t b = 0; b < rows.size(0); ++b)
     out_rows.push_back(to_vector<int64_t>(rows.select(0, b)));
   return out_rows;
-}
-
-// The split's first examples' sources (alignment is measured on real pairs).
-std::vector<data::Ids> split_sources(const data::DataSplits& d, const HeadTableOptions& o) {
-  const data::Dataset* ds = o.split == "train" ? &d.train : o.split == "test" ? &d.test : &d.valid;
-  std::vector<data::Ids> out;
-  for (int64_t i = 0; i < std::min<int64_t>(o.probes, ds->size()); ++i)
-    out.push_back(ds->examples[static_cast<size_t>(i)].src);
-  return out;
 }
 
 // The pattern of one attention's layer in an inspection, with its query (and key) tokens.
@@ -139,7 +121,7 @@ PatternProbe pattern_probe(const config::RunConfig& c, const data::DataSplits& d
                            const std::string& key) {
   PatternProbe p;
   p.repeated = repeated_rows(c, d, model, o, key, p.length);
-  if (!data::is_language_model(c.data.task)) p.sources = split_sources(d, o);
+  p.sources = run::family_for(c.data.task).probe_sources(d, o.split, o.probes);
   return p;
 }
 

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "data/lm.hpp"
-#include "nn/decoder_lm.hpp"
+#include "nn/model.hpp"
 
 namespace qkv::inspect {
 
@@ -68,8 +68,10 @@ data::Batch icl_windows(const data::Ids& tokens, int64_t n, int64_t windows, con
   return data::lm_batch(tokens, offsets, n);
 }
 
-double icl_score(const nn::DecoderLM& lm, const data::Batch& windows) {
-  const Tensor logits = lm.forward(windows.tgt_in).data();  // (W, n, V)
+double icl_score(const nn::Model& model, const data::Batch& windows) {
+  // the decoder's input alone, unmasked: no source, every position real
+  const Tensor logits =
+      model.forward(Tensor(), windows.tgt_in, Tensor(), Tensor()).data();  // (W, n, V)
   return icl_score(position_losses(logits, windows.tgt_out));
 }
 

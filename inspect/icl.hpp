@@ -29,7 +29,7 @@
 #include "data/loader.hpp"
 
 namespace qkv::nn {
-class DecoderLM;
+class Model;
 }
 
 namespace qkv::inspect {
@@ -51,8 +51,9 @@ double icl_score(const std::vector<double>& losses);
 // ending at the end (one window: at 0). qkv::Error naming op when tokens holds fewer than n + 1.
 data::Batch icl_windows(const data::Ids& tokens, int64_t n, int64_t windows, const char* op);
 
-// The score of lm on those windows: one forward pass, in the caller's scope (eval mode, no
-// tape, precision).
-double icl_score(const nn::DecoderLM& lm, const data::Batch& windows);
+// The score of a next-token model on those windows (the family that gave the text,
+// run::Family::icl_text, reads them as its decoder's input): one forward pass, in the caller's
+// scope (eval mode, no tape, precision).
+double icl_score(const nn::Model& model, const data::Batch& windows);
 
 }  // namespace qkv::inspect

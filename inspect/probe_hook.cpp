@@ -4,9 +4,8 @@
 #include <fmt/format.h>
 
 #include "inspect/icl.hpp"
-#include "nn/decoder_lm.hpp"
-#include "run/inference.hpp"
 #include "run/family.hpp"
+#include "run/inference.hpp"
 
 namespace qkv::inspect {
 
@@ -34,10 +33,10 @@ json entry_of(const AttentionScores& s) {
 ProbeInputs probe_inputs(const config::RunConfig& c, const data::DataSplits& d,
                          const nn::Model& model) {
   ProbeInputs in{pattern_probe(c, d, model, options_of(c.probe), "probe.length"), std::nullopt};
-  if (data::is_language_model(c.data.task)) {
-    const int64_t n = run::family_for(c.data.task).max_input_tokens(c, model);
-    in.icl = icl_windows(d.lm_valid, n, c.probe.icl_windows, "probe.icl_windows");
-  }
+  const run::Family& family = run::family_for(c.data.task);
+  if (const data::Ids* text = family.icl_text(d))
+    in.icl = icl_windows(*text, family.max_input_tokens(c, model), c.probe.icl_windows,
+                         "probe.icl_windows");
   return in;
 }
 
@@ -53,8 +52,7 @@ json ProbeHook::probe() {
     for (const AttentionScores& s : pattern_scores(c_.model, c_.cfg, c_.data, inputs_.patterns))
       atts[s.attention.name] = entry_of(s);
     out["attentions"] = std::move(atts);
-    if (inputs_.icl)
-      out["icl"] = icl_score(nn::model_as<nn::DecoderLM>(c_.model, "probe"), *inputs_.icl);
+    if (inputs_.icl) out["icl"] = icl_score(c_.model, *inputs_.icl);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out["seconds"] = secs;

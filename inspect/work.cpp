@@ -3,8 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
-#include "data/task_kind.hpp"
 #include "inspect/heads.hpp"
 #include "run/inference.hpp"
 
@@ -25,10 +26,6 @@ std::string work_count(double n) {
                     : fmt::format("{:.0f}", n);
 }
 
-bool work_of_lm(const run::Inference& inf) {
-  return data::is_language_model(inf.run().config.data.task);
-}
-
 }  // namespace
 
 void check_work(const Work& w, int64_t bound, const std::string& op, const std::string& how) {
@@ -39,22 +36,24 @@ void check_work(const Work& w, int64_t bound, const std::string& op, const std::
 
 Work patch_work(const run::Inference& inf, int64_t n) {
   const std::vector<Attention> atts = attentions_of(inf);
-  const int64_t out = work_of_lm(inf) ? 0 : inf.max_output_tokens(n) + 1;
+  const int64_t tokens = inf.inspection_tokens(n);
   const int64_t passes = 4 + heads_in(atts) + atts.front().layers * n;
-  return {static_cast<double>(passes) * static_cast<double>(n + out),
-          fmt::format("{} passes of {} tokens", passes, n + out)};
+  return {static_cast<double>(passes) * static_cast<double>(tokens),
+          fmt::format("{} passes of {} tokens", passes, tokens)};
 }
 
 Work head_table_work(const run::Inference& inf, const HeadTableOptions& o) {
-  const int64_t heads = heads_in(attentions_of(inf));
+  const std::vector<Attention> atts = attentions_of(inf);
+  const int64_t heads = heads_in(atts);
   const double split =
       static_cast<double>(inf.pass_tokens({.split = o.split, .max_batches = o.max_batches}));
   const int64_t L = o.probe_length > 0 ? o.probe_length : 16;
-  const bool lm = work_of_lm(inf);
-  // repeated rows of 2 L (an encoder-decoder decodes them, and reads as many split examples)
-  const double probe =
-      static_cast<double>(o.probes) *
-      static_cast<double>(lm ? 2 * L : 2 * (2 * L + inf.max_output_tokens(2 * L) + 1));
+  // repeated rows of 2 L inspected, and as many split examples when an attention reads another
+  // sequence (cross-attention's alignment)
+  const bool cross =
+      std::any_of(atts.begin(), atts.end(), [](const Attention& a) { return a.cross(); });
+  const double probe = static_cast<double>(o.probes) * (cross ? 2.0 : 1.0) *
+                       static_cast<double>(inf.inspection_tokens(2 * L));
   const double passes = static_cast<double>(5 + 2 * heads);
   return {passes * split + probe,
           fmt::format("{} passes over {} of the {} split ({} tokens) for {} heads, and {} probe "

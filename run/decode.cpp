@@ -1,6 +1,7 @@
 #include "run/decode.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/cancel.hpp"
 #include "core/precision.hpp"
@@ -58,7 +59,7 @@ std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector
 }
 
 Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
-                 int64_t batch_size, int64_t max_decode_extra, int64_t limit,
+                 int64_t batch_size, const ScoredLength& length, int64_t limit,
                  const data::DataSplits* text) {
   // A scope boundary: the weights may have changed since the last products (a checkpoint was
   // loaded), so their bf16 copies are made afresh; the precision stays the caller's.
@@ -86,18 +87,15 @@ Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::
     std::vector<data::Ids> srcs;
     std::vector<int64_t> lens;
     for (int64_t i : idx) {
-      srcs.push_back(ds.examples[i].src);
-      const int64_t tl = static_cast<int64_t>(ds.examples[i].tgt.size());
-      if (score_text) {
-        lens.push_back(static_cast<int64_t>(ds.examples[i].src.size()) + max_decode_extra);
-        continue;
-      }
-      lens.push_back(f.eos >= 0
-                         ? std::max<int64_t>(tl, static_cast<int64_t>(ds.examples[i].src.size())) +
-                               max_decode_extra
-                         : tl);
+      const data::Example& e = ds.examples[static_cast<size_t>(i)];
+      srcs.push_back(e.src);
+      lens.push_back(
+          length(static_cast<int64_t>(e.src.size()), static_cast<int64_t>(e.tgt.size())));
     }
+    const auto t0 = std::chrono::steady_clock::now();
     const std::vector<data::Ids> outs = greedy_decode(model, srcs, f, lens);
+    m.decode_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < idx.size(); ++i) exact += outs[i] == ds.examples[idx[i]].tgt;
     if (score_text)
       for (const data::Ids& o : outs) m.hypotheses.push_back(data::decode_target(*text, o));

@@ -24,15 +24,19 @@ struct Metrics {
   // detokenized, against the split's target text (data/metrics.hpp); -1 when not computed.
   double bleu = -1, chrf = -1;
   std::vector<std::string> hypotheses;  // the detokenized greedy decodes, in split order
+  double decode_seconds = 0;            // the time spent decoding them
 };
 
+// The most tokens the greedy decode of a source of n tokens may have, when its target has
+// `target`: the family's rule (Family::scored_output_tokens).
+using ScoredLength = std::function<int64_t(int64_t n, int64_t target)>;
+
 // Teacher-forced loss and accuracy plus greedy exact match over (at most limit, 0 = all)
-// examples of ds, in order, in eval mode and without recording. With text (a text task's
-// DataSplits, whose vocabularies and tokenizer ds was encoded with) it also scores BLEU and
-// chrF; the greedy decodes then stop at source length + max_decode_extra, never looking at
-// the reference.
+// examples of ds, in order, in eval mode and without recording; each decode is at most
+// length(source, target) tokens. With text (a text task's DataSplits, whose vocabularies and
+// tokenizer ds was encoded with) it also keeps the detokenized decodes and scores BLEU and chrF.
 Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
-                 int64_t batch_size, int64_t max_decode_extra, int64_t limit = 0,
+                 int64_t batch_size, const ScoredLength& length, int64_t limit = 0,
                  const data::DataSplits* text = nullptr);
 
 // Sources padded into (B, S) int64 ids (S the longest, at least 1) and their (B, S) bool

@@ -56,6 +56,18 @@ class EncoderFamily : public Family {
   std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
   int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
   int64_t max_output_tokens(const config::RunConfig&, int64_t) const override { return 1; }
+  config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) const override;
+  int64_t inspection_tokens(const config::RunConfig&, int64_t n) const override { return n; }
+  // Its one attention reads the input itself: no second sequence, no text stream.
+  std::vector<data::Ids> probe_sources(const data::DataSplits&, const std::string&,
+                                       int64_t) const override {
+    return {};
+  }
+  const data::Ids* icl_text(const data::DataSplits&) const override { return nullptr; }
+  MemoryEstimate probe_memory(const config::RunConfig& c, double tv) const override;
+  bool needs_data(const config::RunConfig&) const override { return true; }  // class names
+  bool reads_source() const override { return true; }
+  DataPlan data_plan(const TrainingRun& r) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;

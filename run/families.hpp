@@ -1,5 +1,9 @@
 // The two task families of run/family.hpp, each implemented in its own file.
 #pragma once
+#include <string>
+#include <utility>
+
+#include "run/decode.hpp"
 #include "run/family.hpp"
 
 namespace qkv::run {
@@ -22,9 +26,35 @@ class Seq2SeqFamily : public Family {
   std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
   int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
   int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const override;
+  int64_t scored_output_tokens(const config::RunConfig& c, const data::Framing& f, int64_t n,
+                               int64_t target) const override;
+  config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) const override;
+  int64_t inspection_tokens(const config::RunConfig& c, int64_t n) const override;
+  std::vector<data::Ids> probe_sources(const data::DataSplits& d, const std::string& split,
+                                       int64_t n) const override;
+  const data::Ids* icl_text(const data::DataSplits&) const override { return nullptr; }
+  MemoryEstimate probe_memory(const config::RunConfig& c, double tv) const override;
+  bool needs_data(const config::RunConfig&) const override { return true; }
+  bool reads_source() const override { return true; }
+  DataPlan data_plan(const TrainingRun& r) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
+
+  // The positions the examples of ds need with c's learned positions (their sources, their
+  // teacher-forced targets with <bos>/<eos>, and when `decoded`, scored_output_tokens' decodes),
+  // and the example that needs the most ("valid example 3"): what check_positions and
+  // check_evaluable refuse.
+  std::pair<int64_t, std::string> positions_needed(const config::RunConfig& c,
+                                                   const data::Framing& f, const data::Dataset& ds,
+                                                   bool decoded) const;
+  // Refuses, naming model.max_len, a split that evaluation (`qkv eval`) would run past the
+  // learned positions with.
+  void check_evaluable(const config::RunConfig& c, const data::Framing& f,
+                       const data::Dataset& ds) const;
+  // scored_output_tokens for c's examples framed by f, as evaluate (run/decode.hpp) takes it;
+  // valid while c is.
+  ScoredLength scored_length(const config::RunConfig& c, const data::Framing& f) const;
 };
 
 // One token stream (data.task = "lm"): run/family_lm.cpp.
@@ -46,6 +76,15 @@ class LanguageModelFamily : public Family {
   std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
   int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
   int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const override;
+  config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) const override;
+  int64_t inspection_tokens(const config::RunConfig& c, int64_t n) const override;
+  std::vector<data::Ids> probe_sources(const data::DataSplits& d, const std::string& split,
+                                       int64_t n) const override;
+  const data::Ids* icl_text(const data::DataSplits& d) const override { return &d.lm_valid; }
+  MemoryEstimate probe_memory(const config::RunConfig& c, double tv) const override;
+  bool needs_data(const config::RunConfig& c) const override;
+  bool reads_source() const override { return false; }
+  DataPlan data_plan(const TrainingRun& r) const override;
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;

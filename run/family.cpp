@@ -1,6 +1,7 @@
 #include "run/family.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "run/families.hpp"
@@ -24,6 +25,21 @@ int64_t Family::total_steps(const config::RunConfig& cfg, int64_t per_epoch) con
 #define QKV_FAMILY_DECLARE(family, get) const Family& get();
 QKV_FAMILIES(QKV_FAMILY_DECLARE)
 #undef QKV_FAMILY_DECLARE
+int64_t Family::scored_output_tokens(const config::RunConfig& c, const data::Framing&, int64_t n,
+                                     int64_t) const {
+  return max_output_tokens(c, n);
+}
+
+void Family::check_probe_length(const config::RunConfig& c, const nn::Model& model) const {
+  if (c.probe.length > 0)
+    config::check_probe_length(c.probe.length, probe_room(c, model), "probe.length");
+}
+
+void Family::write_capabilities(nlohmann::json& facts) const {
+  nlohmann::json names = nlohmann::json::array();
+  for (const Capability c : capabilities()) names.push_back(std::string(name_of(c)));
+  facts["capabilities"] = std::move(names);
+}
 
 const Family& family_for(data::TaskKind kind) {
   switch (data::family_of(kind)) {

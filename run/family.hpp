@@ -26,6 +26,7 @@
 #include "nn/hooks.hpp"
 #include "nn/model.hpp"
 #include "run/capability.hpp"
+#include "run/limits.hpp"
 #include "train/state.hpp"
 
 namespace qkv::run {
@@ -36,6 +37,16 @@ struct LoadedRun;    // run/run.hpp
 class Inference;     // run/inference.hpp
 class MetricsLog;    // run/train_hooks.hpp
 struct TrainingRun;  // run/train_run.hpp
+
+// The training data of a run as `qkv train --dry-run` reports it (apps/dry_run.cpp).
+struct DataPlan {
+  std::string size_key;   // its JSON key: "train_examples", "train_tokens"
+  int64_t size = 0;       // examples or tokens
+  std::string size_line;  // the text line: "training split   10000 examples"
+  // A step's mean tokens on each side (a language model's are all "target")
+  double source_tokens = 0, target_tokens = 0;
+  std::string tokens_line;  // "tokens per step  348 source + 411 target (mean over an epoch)"
+};
 
 class Family {
  public:
@@ -77,11 +88,45 @@ class Family {
   // The family's inference (run/inference.hpp) over a loaded run, its products in precision p:
   // what eval, translate, generate, attention, report and serve call.
   virtual std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const = 0;
-  // The longest input model reads (its context, or its source positions), and the
-  // decode-length rule: the most output tokens for an input of n. What the family's Inference
-  // answers, for any model of config c.
+  // The family's length rules, for any model of config c: what decoding, evaluation, the
+  // position checks, the probe and the family's Inference all ask, each written once here.
+  // The longest input model reads (its context, or its source positions).
   virtual int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const = 0;
+  // The decode-length rule: the most output tokens for an input of n.
   virtual int64_t max_output_tokens(const config::RunConfig& c, int64_t n) const = 0;
+  // The same rule when the decode is scored against a known target of `target` tokens (exact
+  // match), framed by f; by default it is max_output_tokens(c, n).
+  virtual int64_t scored_output_tokens(const config::RunConfig& c, const data::Framing& f,
+                                       int64_t n, int64_t target) const;
+  // The probe's room in model (config::ProbeRoom): its input positions, and for a family that
+  // decodes the probe, the decoded tokens that must fit them too.
+  virtual config::ProbeRoom probe_room(const config::RunConfig& c,
+                                       const nn::Model& model) const = 0;
+  // Refuses, naming probe.length, a [probe] length that model's room cannot hold.
+  void check_probe_length(const config::RunConfig& c, const nn::Model& model) const;
+  // The tokens one inspection of an input of n tokens puts through the model (inspect's work
+  // bounds, inspect/work.hpp): the input, and what the family decodes from it.
+  virtual int64_t inspection_tokens(const config::RunConfig& c, int64_t n) const = 0;
+  // The first n inputs of d's split (valid, test or train) whose real pairs the probe reads
+  // (cross-attention's alignment): an encoder-decoder's sources; none when no attention of the
+  // family reads another sequence.
+  virtual std::vector<data::Ids> probe_sources(const data::DataSplits& d, const std::string& split,
+                                               int64_t n) const = 0;
+  // The token stream an in-context-learning score reads windows of (inspect/icl.hpp): a
+  // language model's validation text; null for a family whose model does not read one.
+  virtual const data::Ids* icl_text(const data::DataSplits& d) const = 0;
+  // What the training probe holds at once besides the model ([probe] on; run/limits.cpp
+  // adds it to a run's estimate): its inspections' attention maps, and a pass of the family's
+  // own (a language model's icl windows); tv: the output vocabulary.
+  virtual MemoryEstimate probe_memory(const config::RunConfig& c, double tv) const = 0;
+  // Whether a loaded run of config c must read its data to be used (or its saved vocabularies
+  // suffice: a character language model samples with its vocabulary alone).
+  virtual bool needs_data(const config::RunConfig& c) const = 0;
+  // Whether the model reads the source vocabulary (a language model has no source side).
+  virtual bool reads_source() const = 0;
+  // What `qkv train --dry-run` says of r's training data, in its words.
+  virtual DataPlan data_plan(const TrainingRun& r) const = 0;
+
   // One input through model as the family's Inference::inspect passes it: a language model
   // reads it; an encoder-decoder decodes it greedily, then reads <bos> + its output
   // teacher-forced. That reading pass captures every attention pattern (an inner hook layer)
@@ -91,8 +136,13 @@ class Family {
   virtual Inspection inspect(const nn::Model& model, const config::RunConfig& c,
                              const data::DataSplits& d, const data::Ids& input) const = 0;
   // The family's facts about a run for its page (serve's run_facts): the model described
-  // ("model", "language_model") and the sizes only it has (encoder_layers, block_size).
+  // ("model"), "capabilities" by name (write_capabilities) and the sizes
+  // only it has (encoder_layers, block_size).
   virtual void describe(const config::RunConfig& c, nlohmann::json& facts) const = 0;
+
+ protected:
+  // facts["capabilities"] = the names of capabilities() ("decode", "generate").
+  void write_capabilities(nlohmann::json& facts) const;
 };
 
 // The family of a data.task.

@@ -9,7 +9,9 @@
 
 #include "core/cancel.hpp"
 #include "run/encoder.hpp"
+#include "run/limits.hpp"
 #include "run/run.hpp"
+#include "run/scores.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 #include "runfolder/average.hpp"
@@ -174,11 +176,43 @@ int64_t EncoderFamily::max_input_tokens(const config::RunConfig& c, const nn::Mo
                                                        : std::numeric_limits<int64_t>::max();
 }
 
+// The probe's 2 L tokens are one input the encoder reads; nothing is decoded.
+config::ProbeRoom EncoderFamily::probe_room(const config::RunConfig& c,
+                                            const nn::Model& model) const {
+  return {max_input_tokens(c, model), "model.max_len", std::nullopt};
+}
+
+// Every repeated sequence's self-attention maps are kept until all are scored; a copy of one
+// map is made while it is scored.
+MemoryEstimate EncoderFamily::probe_memory(const config::RunConfig& c, double) const {
+  const nn::ModelConfig& m = c.model;
+  const double n = 2.0 * static_cast<double>(c.probe.length > 0 ? c.probe.length : 16);
+  const double per_input =
+      2 * 4 * static_cast<double>(m.heads) * (static_cast<double>(m.encoder_layers) * n * n);
+  return probe_estimate(c, static_cast<double>(c.probe.sequences) * per_input, {});
+}
+
+// A step's mean source tokens over an epoch (<cls> included); one class id per example.
+DataPlan EncoderFamily::data_plan(const TrainingRun& r) const {
+  double src = 0;
+  for (const data::Example& e : r.data.train.examples) src += static_cast<double>(e.src.size());
+  const double steps = static_cast<double>(std::max<int64_t>(1, r.per_epoch));
+  DataPlan p;
+  p.size_key = "train_examples";
+  p.size = r.data.train.size();
+  p.size_line = fmt::format("training split   {} examples", p.size);
+  p.source_tokens = src / steps;
+  p.target_tokens = static_cast<double>(p.size) / steps;
+  p.tokens_line = fmt::format("tokens per step  {} source, {} labels (mean over an epoch)",
+                              fixed(p.source_tokens, 0), fixed(p.target_tokens, 0));
+  return p;
+}
+
 void EncoderFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {
   facts["model"] = fmt::format("{}encoder-only classifier ({} pooling)",
                                c.model.attn_only ? "attention-only " : "", name_of(c.model.pool));
-  facts["language_model"] = false;
   facts["encoder_layers"] = c.model.encoder_layers;
+  write_capabilities(facts);
 }
 
 }  // namespace qkv::run

@@ -5,14 +5,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/cancel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "nn/decoder_lm.hpp"
-#include "runfolder/average.hpp"
-#include "run/lm.hpp"
 #include "run/families.hpp"
+#include "run/lm.hpp"
+#include "runfolder/average.hpp"
 
 #include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
@@ -21,20 +23,20 @@
 namespace qkv::run {
 
 std::unique_ptr<nn::Model> LanguageModelFamily::make_model(const nn::ModelConfig& c,
-                                                         Generator& gen) const {
+                                                           Generator& gen) const {
   return std::make_unique<nn::DecoderLM>(c, gen);
 }
 
 std::unique_ptr<data::BatchSource> LanguageModelFamily::make_loader(const config::RunConfig& cfg,
-                                                                  const data::DataSplits& d,
-                                                                  int rank, int ranks) const {
+                                                                    const data::DataSplits& d,
+                                                                    int rank, int ranks) const {
   return std::make_unique<data::LmLoader>(std::make_shared<const data::Ids>(d.lm_train),
                                           cfg.data.block_size, cfg.data.batch_size, cfg.seed, rank,
                                           ranks);
 }
 
 int64_t LanguageModelFamily::steps_per_epoch(const config::RunConfig& cfg,
-                                           const data::DataSplits& d) const {
+                                             const data::DataSplits& d) const {
   return std::max<int64_t>(
       1, static_cast<int64_t>(d.lm_train.size()) / (cfg.data.batch_size * cfg.data.block_size));
 }
@@ -77,7 +79,7 @@ bool LanguageModelFamily::validate(RunContext& c, train::TrainState& st) const {
 // No test split: the best validation estimate is the result; with checkpoint.average_last,
 // the average's estimate too (the batches of the last validation's generator).
 std::string LanguageModelFamily::final_result(TrainingRun& r, const train::TrainState& st,
-                                            MetricsLog& metrics) const {
+                                              MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
   std::string line =
       fmt::format("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
@@ -106,10 +108,96 @@ std::unique_ptr<Inference> LanguageModelFamily::inference(LoadedRun r, Precision
   return std::make_unique<LanguageModelInference>(std::move(r), p);
 }
 
+int64_t LanguageModelFamily::max_input_tokens(const config::RunConfig& c,
+                                              const nn::Model& model) const {
+  return std::min(c.data.block_size, nn::model_as<nn::DecoderLM>(model, "context").max_positions());
+}
+
+int64_t LanguageModelFamily::max_output_tokens(const config::RunConfig&, int64_t) const {
+  return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
+}
+
+// The probe's 2 L tokens are one text the model reads; nothing is decoded.
+config::ProbeRoom LanguageModelFamily::probe_room(const config::RunConfig& c,
+                                                  const nn::Model& model) const {
+  return {max_input_tokens(c, model), "data.block_size", std::nullopt};
+}
+
+// The text alone: nothing is decoded.
+int64_t LanguageModelFamily::inspection_tokens(const config::RunConfig&, int64_t n) const {
+  return n;
+}
+
+// Every attention reads the text itself.
+std::vector<data::Ids> LanguageModelFamily::probe_sources(const data::DataSplits&,
+                                                          const std::string&, int64_t) const {
+  return {};
+}
+
+// Every repeated sequence's causal maps are kept until all are scored; the icl windows go
+// through the model in one pass: their activations, and the logits with a float64 copy for
+// the position losses.
+MemoryEstimate LanguageModelFamily::probe_memory(const config::RunConfig& c, double tv) const {
+  const config::ProbeOptions& p = c.probe;
+  const nn::ModelConfig& m = c.model;
+  const double n = 2.0 * static_cast<double>(p.length > 0 ? p.length : 16);
+  const double dec = static_cast<double>(m.decoder_layers);
+  const double per_input = 2 * 4 * static_cast<double>(m.heads) * (dec * n * n);
+  const double maps = static_cast<double>(p.sequences) * per_input;
+  const double ff = m.attn_only ? 0.0 : static_cast<double>(m.d_ff);
+  const double icl = 4 * static_cast<double>(p.icl_windows) *
+                     static_cast<double>(c.data.block_size) *
+                     (dec * (16 * static_cast<double>(m.d_model) + 3 * ff) + 5 * tv);
+  return probe_estimate(
+      c, maps,
+      {icl, "probe.icl_windows",
+       fmt::format(", and {} in-context-learning windows of {} tokens in one pass", p.icl_windows,
+                   c.data.block_size)});
+}
+
+// A character text (data.task = "lm") samples with its saved vocabulary alone; a SentencePiece
+// one loads its tokenizer through the data, and a generated stream (repeat) its symbols.
+bool LanguageModelFamily::needs_data(const config::RunConfig& c) const {
+  return c.data.task != data::TaskKind::lm || c.data.tokenizer != data::TokenizerKind::chars;
+}
+
+// A step reads batch_size windows of block_size tokens, grad_accum times.
+DataPlan LanguageModelFamily::data_plan(const TrainingRun& r) const {
+  const config::RunConfig& c = r.cfg;
+  DataPlan p;
+  p.size_key = "train_tokens";
+  p.size = static_cast<int64_t>(r.data.lm_train.size());
+  p.size_line = fmt::format("training text    {} tokens", p.size);
+  p.target_tokens = static_cast<double>(c.data.batch_size * c.data.block_size * c.train.grad_accum);
+  p.tokens_line =
+      fmt::format("tokens per step  {} (batch_size x block_size)", fixed(p.target_tokens, 0));
+  return p;
+}
+
+Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig&,
+                                        const data::DataSplits& d, const data::Ids& ids) const {
+  cancellation_point();  // one pass: the probe's pattern scores run one per input
+  Inspection a;
+  a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
+  nn::Hooks patterns = pattern_capture();
+  {
+    const nn::HookScope scope(patterns);
+    a.logits = nn::model_as<nn::DecoderLM>(model, "attention")
+                   .forward(row_of(ids))
+                   .data()
+                   .select(0, 0);  // (T, V)
+  }
+  a.output = to_vector<int64_t>(argmax(a.logits, -1));
+  const auto t = token_labels(ids, d.tgt_vocab);
+  a.views = views_of(model, patterns, {t, t, t});
+  return a;
+}
+
 void LanguageModelFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {
   facts["model"] = c.model.attn_only ? "attention-only decoder-only language model"
                                      : "decoder-only language model";
-  facts["language_model"] = true;
+  facts["decoder_layers"] = c.model.decoder_layers;
+  write_capabilities(facts);
   facts["block_size"] = c.data.block_size;
 }
 

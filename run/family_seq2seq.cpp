@@ -3,14 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "data/subword_sampling.hpp"
 #include "nn/seq2seq.hpp"
-#include "runfolder/average.hpp"
 #include "run/decode.hpp"
-#include "run/run.hpp"
 #include "run/families.hpp"
+#include "run/run.hpp"
+#include "runfolder/average.hpp"
 
 #include "run/inference_families.hpp"
 #include "run/train_hooks.hpp"
@@ -20,34 +21,50 @@ namespace qkv::run {
 
 using nlohmann::json;
 
-// Learned positions end at model.max_len: refuse data that needs more before the run folder
-// exists, rather than failing at the first long batch (or at validation) mid-run.
-void Seq2SeqFamily::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
-  if (cfg.model.position != nn::PositionKind::learned) return;
+std::pair<int64_t, std::string> Seq2SeqFamily::positions_needed(const config::RunConfig& c,
+                                                                const data::Framing& f,
+                                                                const data::Dataset& ds,
+                                                                bool decoded) const {
   int64_t need = 0;
   std::string where;
-  auto consider = [&](const data::Dataset& ds, bool decoded) {
-    for (size_t i = 0; i < ds.examples.size(); ++i) {
-      const auto& e = ds.examples[i];
-      const int64_t src = static_cast<int64_t>(e.src.size()),
-                    tgt = static_cast<int64_t>(e.tgt.size());
-      int64_t n = std::max(src, d.framing.target_len(tgt));
-      // validation decodes up to the longer side plus train.max_decode_extra tokens
-      if (decoded && d.framing.eos >= 0)
-        n = std::max(n, std::max(tgt, src) + cfg.train.max_decode_extra);
-      if (n > need) {
-        need = n;
-        where = fmt::format("{} example {}", ds.name, i + 1);
-      }
+  for (size_t i = 0; i < ds.examples.size(); ++i) {
+    const auto& e = ds.examples[i];
+    const int64_t src = static_cast<int64_t>(e.src.size()),
+                  tgt = static_cast<int64_t>(e.tgt.size());
+    int64_t n = std::max(src, f.target_len(tgt));
+    if (decoded) n = std::max(n, scored_output_tokens(c, f, src, tgt));
+    if (n > need) {
+      need = n;
+      where = fmt::format("{} example {}", ds.name, i + 1);
     }
-  };
-  consider(d.train, false);
-  consider(d.valid, true);
-  consider(d.test, true);
-  QKV_CHECK(need <= cfg.model.max_len, "model.max_len", "learned positions cover ",
-            cfg.model.max_len, " tokens, but ", where, " needs ", need,
+  }
+  return {need, where};
+}
+
+// Learned positions end at model.max_len: refuse data that needs more before the run folder
+// exists, rather than failing at the first long batch (or at validation) mid-run. Validation
+// and the test decode their examples; training only reads them.
+void Seq2SeqFamily::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
+  if (cfg.model.position != nn::PositionKind::learned) return;
+  std::pair<int64_t, std::string> most{0, ""};
+  for (const auto& [ds, decoded] :
+       {std::pair{&d.train, false}, std::pair{&d.valid, true}, std::pair{&d.test, true}})
+    most = std::max(most, positions_needed(cfg, d.framing, *ds, decoded),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  QKV_CHECK(most.first <= cfg.model.max_len, "model.max_len", "learned positions cover ",
+            cfg.model.max_len, " tokens, but ", most.second, " needs ", most.first,
             " (with <bos>/<eos> and train.max_decode_extra); raise model.max_len or drop long pairs"
             " with data.max_seq_len");
+}
+
+void Seq2SeqFamily::check_evaluable(const config::RunConfig& c, const data::Framing& f,
+                                    const data::Dataset& ds) const {
+  if (c.model.position != nn::PositionKind::learned) return;
+  const int64_t need = positions_needed(c, f, ds, true).first;
+  if (need > c.model.max_len)
+    throw Error("model.max_len: learned positions cover " + std::to_string(c.model.max_len) +
+                " tokens, but evaluating " + ds.name + " needs " + std::to_string(need) +
+                " (with <eos> and train.max_decode_extra): learned positions cannot go further");
 }
 
 namespace {
@@ -61,8 +78,8 @@ data::EpochData epoch_data(const config::RunConfig& cfg, const data::DataSplits&
 }  // namespace
 
 std::unique_ptr<data::BatchSource> Seq2SeqFamily::make_loader(const config::RunConfig& cfg,
-                                                            const data::DataSplits& d, int rank,
-                                                            int ranks) const {
+                                                              const data::DataSplits& d, int rank,
+                                                              int ranks) const {
   data::LoaderOptions lopt = data::loader_options(cfg.data);
   lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
   lopt.shard_count = ranks;
@@ -73,7 +90,7 @@ std::unique_ptr<data::BatchSource> Seq2SeqFamily::make_loader(const config::RunC
 
 // From the first epoch's plan (a copy of the loader's generator, over the loader's first epoch).
 int64_t Seq2SeqFamily::steps_per_epoch(const config::RunConfig& cfg,
-                                     const data::DataSplits& d) const {
+                                       const data::DataSplits& d) const {
   Generator plan_gen(cfg.seed);
   const data::LoaderOptions lopt = data::loader_options(cfg.data);
   const data::EpochData epochs = epoch_data(cfg, d);
@@ -86,15 +103,17 @@ std::string Seq2SeqFamily::split_sizes(const data::DataSplits& d) const {
   return fmt::format("{} train / {} valid examples", d.train.size(), d.valid.size());
 }
 
-std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c, Generator& gen) const {
+std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c,
+                                                     Generator& gen) const {
   return std::make_unique<nn::Seq2Seq>(c, gen);
 }
 
 bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.cfg;
-  const Metrics m = evaluate(nn::model_as<nn::Seq2Seq>(c.model, "validate"), c.data.valid,
-                             c.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra,
-                             cfg.train.eval_examples, is_symbol_task(cfg.data) ? nullptr : &c.data);
+  const Metrics m =
+      evaluate(nn::model_as<nn::Seq2Seq>(c.model, "validate"), c.data.valid, c.data.framing,
+               cfg.data.batch_size, scored_length(cfg, c.data.framing), cfg.train.eval_examples,
+               is_symbol_task(cfg.data) ? nullptr : &c.data);
   json j = {{"step", st.step},
             {"epoch", st.epoch},
             {"split", "valid"},
@@ -135,7 +154,7 @@ bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
 
 // The held-out test split with the best checkpoint.
 std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState& st,
-                                      MetricsLog& metrics) const {
+                                        MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.cfg;
   std::string which = load_final_average(r);  // checkpoint.average_last, else the best
   if (which.empty()) {
@@ -143,9 +162,9 @@ std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState&
     const std::string best = find_checkpoint(r.dir, "best");
     if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
   }
-  const Metrics test = evaluate(nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test,
-                                r.data.framing, cfg.data.batch_size, cfg.train.max_decode_extra, 0,
-                                is_symbol_task(cfg.data) ? nullptr : &r.data);
+  const Metrics test = evaluate(
+      nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test, r.data.framing, cfg.data.batch_size,
+      scored_length(cfg, r.data.framing), 0, is_symbol_task(cfg.data) ? nullptr : &r.data);
   json tj = {{"step", st.step},
              {"split", "test"},
              {"loss", test.loss},
@@ -169,12 +188,123 @@ const Family& seq2seq_family() {  // the registry's (run/family.cpp)
 }
 
 std::unique_ptr<Inference> Seq2SeqFamily::inference(LoadedRun r, Precision p) const {
-  return std::make_unique<Seq2SeqInference>(std::move(r), p);
+  return std::make_unique<Seq2SeqInference>(std::move(r), p, *this);
+}
+
+int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
+  return c.model.position == nn::PositionKind::learned ? c.model.max_len
+                                                       : std::numeric_limits<int64_t>::max();
+}
+
+ScoredLength Seq2SeqFamily::scored_length(const config::RunConfig& c,
+                                          const data::Framing& f) const {
+  return [this, &c, f](int64_t n, int64_t target) { return scored_output_tokens(c, f, n, target); };
+}
+
+// A decode stops at <eos> or after the input's length and train.max_decode_extra more.
+int64_t Seq2SeqFamily::max_output_tokens(const config::RunConfig& c, int64_t n) const {
+  return n + c.train.max_decode_extra;
+}
+
+// Exact match: a text task's decodes are its translations (BLEU's too), never looking at the
+// reference; a synthetic task's run to the longer side, so a decode that overruns its target is
+// seen wrong; without <eos> a decode always runs to its limit, which is then the target's length.
+int64_t Seq2SeqFamily::scored_output_tokens(const config::RunConfig& c, const data::Framing& f,
+                                            int64_t n, int64_t target) const {
+  if (!is_symbol_task(c.data)) return max_output_tokens(c, n);
+  if (f.eos < 0) return target;
+  return max_output_tokens(c, std::max(n, target));
+}
+
+// The probe's 2 L tokens are a source, and their greedy decode (after <bos>) shares the same
+// positions: 0 + max_decode_extra is the decode's room beyond its input.
+config::ProbeRoom Seq2SeqFamily::probe_room(const config::RunConfig& c,
+                                            const nn::Model& model) const {
+  return {max_input_tokens(c, model), "model.max_len", max_output_tokens(c, 0)};
+}
+
+// The source, and its greedy decode after <bos>.
+int64_t Seq2SeqFamily::inspection_tokens(const config::RunConfig& c, int64_t n) const {
+  return n + max_output_tokens(c, n) + 1;
+}
+
+// Cross-attention's alignment is measured on real pairs: the split's first sources.
+std::vector<data::Ids> Seq2SeqFamily::probe_sources(const data::DataSplits& d,
+                                                    const std::string& split, int64_t n) const {
+  const data::Dataset* ds = split == "train" ? &d.train : split == "test" ? &d.test : &d.valid;
+  std::vector<data::Ids> out;
+  for (int64_t i = 0; i < std::min<int64_t>(n, ds->size()); ++i)
+    out.push_back(ds->examples[static_cast<size_t>(i)].src);
+  return out;
+}
+
+// Every repeated sequence's inspection keeps its attention maps, every layer's and head's, until
+// all are scored: the decoder reads its greedy output of up to 2 L + extra + 1 tokens, and
+// alignment reads a second set of inputs; a copy of one map is made while it is scored.
+MemoryEstimate Seq2SeqFamily::probe_memory(const config::RunConfig& c, double) const {
+  const nn::ModelConfig& m = c.model;
+  const double n = 2.0 * static_cast<double>(c.probe.length > 0 ? c.probe.length : 16);
+  const double nd = n + static_cast<double>(c.train.max_decode_extra) + 1;
+  const double enc = static_cast<double>(m.encoder_layers),
+               dec = static_cast<double>(m.decoder_layers);
+  const double per_input =
+      2 * 4 * static_cast<double>(m.heads) * (enc * n * n + dec * nd * nd + dec * nd * n);
+  const double maps = 2 * static_cast<double>(c.probe.sequences) * per_input;
+  return probe_estimate(c, maps, {});
+}
+
+// A step's mean tokens over an epoch: sources, and targets with <bos>/<eos>.
+DataPlan Seq2SeqFamily::data_plan(const TrainingRun& r) const {
+  double src = 0, tgt = 0;
+  for (const data::Example& e : r.data.train.examples) {
+    src += static_cast<double>(e.src.size());
+    tgt += static_cast<double>(r.data.framing.target_len(static_cast<int64_t>(e.tgt.size())));
+  }
+  const double steps = static_cast<double>(std::max<int64_t>(1, r.per_epoch));
+  DataPlan p;
+  p.size_key = "train_examples";
+  p.size = r.data.train.size();
+  p.size_line = fmt::format("training split   {} examples", p.size);
+  p.source_tokens = src / steps;
+  p.target_tokens = tgt / steps;
+  p.tokens_line = fmt::format("tokens per step  {} source + {} target (mean over an epoch)",
+                              fixed(p.source_tokens, 0), fixed(p.target_tokens, 0));
+  return p;
+}
+
+Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,
+                                  const data::DataSplits& d, const data::Ids& src) const {
+  const data::Framing& f = d.framing;
+  Inspection a;
+  a.input = src;
+  // The model's own output (greedy), then one teacher-forced pass over it that keeps every
+  // pattern.
+  const int64_t n = static_cast<int64_t>(src.size());
+  a.output = greedy_decode(nn::model_as<nn::Seq2Seq>(model, "attention"), {src}, f,
+                           {max_output_tokens(c, n)})[0];
+  data::Ids full{f.bos};
+  full.insert(full.end(), a.output.begin(), a.output.end());
+  if (f.eos >= 0) full.push_back(f.eos);
+  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
+  a.tgt_in.assign(full.begin(), full.end() - 1);
+  a.tgt_out.assign(full.begin() + 1, full.end());
+  const Tensor sv = ones({1, n}, DType::b8);
+  const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
+  nn::Hooks patterns = pattern_capture();
+  {
+    const nn::HookScope scope(patterns);
+    a.logits = model.forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
+  }
+  a.views = views_of(model, patterns,
+                     {token_labels(src, d.src_vocab), token_labels(a.tgt_out, d.tgt_vocab),
+                      token_labels(a.tgt_in, d.tgt_vocab)});
+  return a;
 }
 
 void Seq2SeqFamily::describe(const config::RunConfig& c, nlohmann::json& facts) const {
   facts["model"] = c.model.attn_only ? "attention-only encoder-decoder" : "encoder-decoder";
-  facts["language_model"] = false;
+  facts["decoder_layers"] = c.model.decoder_layers;
+  write_capabilities(facts);
   facts["encoder_layers"] = c.model.encoder_layers;
 }
 

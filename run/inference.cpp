@@ -1,9 +1,11 @@
 // The inference interface's shared half: the scope, the calls, opening a run, next-token lists.
 #include "run/inference.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "core/cancel.hpp"
@@ -29,12 +31,42 @@ std::unique_ptr<Inference::Call> Inference::call(bool record, nn::Hooks* hooks) 
       new Call{std::move(tape), nn::InferenceScope(*run_.model, precision_, hooks, record)});
 }
 
+std::vector<Metric> loss_metrics(double loss, const std::string& per) {
+  return {{.key = "loss", .label = "loss", .value = loss},
+          {.key = "perplexity",
+           .label = "perplexity",
+           .value = perplexity(loss),
+           .note = "(per " + per + ")"}};
+}
+
+std::string fixed(double value, int decimals) {
+  char out[64];
+  std::snprintf(out, sizeof out, "%.*f", decimals, value);
+  return out;
+}
+
+std::string metric_line(const Metric& m) {
+  return fmt::format("{:<16}{}{}", m.label, fixed(m.value, m.decimals),
+                     m.note.empty() ? "" : " " + m.note);
+}
+
+nlohmann::json scores_json(const Scores& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Metric& m : s.metrics) j[m.key] = m.value;
+  for (const auto& [key, value] : s.json.items()) j[key] = value;
+  return j;
+}
+
 int64_t Inference::max_input_tokens() const {
   return run_.family().max_input_tokens(run_.config, *run_.model);
 }
 
 int64_t Inference::max_output_tokens(int64_t n) const {
   return run_.family().max_output_tokens(run_.config, n);
+}
+
+int64_t Inference::inspection_tokens(int64_t n) const {
+  return run_.family().inspection_tokens(run_.config, n);
 }
 
 std::vector<Capability> Inference::capabilities() const { return run_.family().capabilities(); }

@@ -12,8 +12,8 @@
 // one asked for), all restored after. Calls run under the calling thread's hooks (nn/hooks.hpp):
 // an ablation is a HookScope around the calls (inspect::Ablation); a call that needs hooks of its
 // own (PassOptions::hooks, logits(..., hooks), inspect's patterns) pushes them as an inner layer,
-// // so the caller's stay in place. The decode-length rule and the reading of input text live here
-// once.
+// so the caller's stay in place. The reading of input text lives here once; the length rules are
+// the family's (Family::max_input_tokens, max_output_tokens, scored_output_tokens).
 //
 // Threads: calls on one Inference run concurrently from any number of threads (qkv serve asks
 // one loaded checkpoint from many requests at once). A pass shares only what it reads: the
@@ -52,6 +52,7 @@
 #include "run/capability.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
+#include "run/scores.hpp"
 
 namespace qkv::run {
 
@@ -74,22 +75,6 @@ struct ScoreOptions {
   DecodeOptions decode;              // text tasks: how BLEU's hypotheses are decoded
   bool lowercase = false;            // BLEU and chrF case-insensitive
   bool hypotheses = false;           // the decodes are wanted (--hyp-out): text tasks only
-};
-
-// A split's scores; what a family does not compute stays unset.
-struct Scores {
-  std::string split;
-  double loss = 0;     // cross-entropy per target token (nats)
-  int64_t tokens = 0;  // target tokens scored
-  int64_t examples = 0;
-  int64_t min_len = 0, max_len = 0;                   // a regenerated split's lengths
-  std::optional<double> token_accuracy, exact_match;  // pairs
-  std::optional<data::BleuScore> bleu;                // text pairs
-  std::optional<data::ChrfScore> chrf;
-  std::vector<std::string> hypotheses;  // text pairs: the detokenized decodes, in order
-  double decode_seconds = 0;
-  int64_t windows = 0, block_size = 0;  // a token stream: windows of block_size
-  bool per_character = false;           // a character vocabulary: bits per token are per char
 };
 
 // One attention site over one input, every layer: what a page or a figure draws.
@@ -165,9 +150,12 @@ class Inference {
   // The decode-length rule: the most tokens an output of an input of n tokens may have
   // (Family::max_output_tokens: n + train.max_decode_extra; a language model's has no end).
   int64_t max_output_tokens(int64_t n) const;
+  // The tokens one inspect of an input of n tokens puts through the model
+  // (Family::inspection_tokens).
+  int64_t inspection_tokens(int64_t n) const;
 
   // --- what the run can do beyond scoring and looking inside (run/capability.hpp)
-  // The family's (Family::capabilities).
+  // The run's family's (Family::capabilities): the same for every run of a family.
   std::vector<Capability> capabilities() const;
   bool can(Capability c) const;
   // A no-op when the run can c; otherwise qkv::Error naming op, the run and what it can do
@@ -186,6 +174,7 @@ class Inference {
   virtual std::vector<Classification> classify(const std::vector<data::Ids>& inputs) const;
 
   // --- scoring and looking inside
+  // A split scored: the family's metrics, named and formatted (run/scores.hpp).
   virtual Scores score(const ScoreOptions& o) const = 0;
   virtual Inspection inspect(const data::Ids& input) const = 0;
   // The site `qkv attention` draws by default, the map that shows the most: the model's last

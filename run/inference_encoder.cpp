@@ -111,6 +111,7 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
             name_of(run_.config.data.task));
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
   data::DataSplits regen;
+  int64_t regen_min = 0;
   Scores s;
   if (o.max_len > 0) {  // the split regenerated at other lengths, from the run's seeds
     data::DataConfig dc = run_.config.data;
@@ -118,8 +119,8 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
     dc.max_len = o.max_len;
     QKV_CHECK(dc.min_len <= dc.max_len, "eval", "--min-len ", dc.min_len, " is above --max-len ",
               dc.max_len);
+    regen_min = dc.min_len;
     regen = data::load_data(dc);
-    s.min_len = dc.min_len, s.max_len = dc.max_len;
   }
   const data::Dataset& ds = split_named(o.split, o.max_len > 0 ? regen : run_.data, "eval");
   const int64_t longest =
@@ -136,9 +137,16 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
   const auto c = call();
   const ClassMetrics m = evaluate_classes(classifier("eval"), ds, run_.data.framing,
                                           run_.data.tgt_vocab, run_.config.data.batch_size);
-  s.split = o.split, s.loss = m.loss, s.tokens = m.examples, s.examples = m.examples;
-  // one label per example: a token's accuracy and an exact match are both the accuracy
-  s.token_accuracy = s.exact_match = m.accuracy;
+  s.summary = cat(", ", m.examples, " examples");
+  if (o.max_len > 0) s.summary += cat(", lengths ", regen_min, "..", o.max_len);
+  s.metrics = loss_metrics(m.loss, "example");
+  s.metrics.push_back({.key = "accuracy", .label = "accuracy", .value = m.accuracy});
+  for (const ClassCounts& k : m.classes)  // "  balanced  463/463 correct, 470 predicted"
+    s.notes.push_back(cat("  ", k.name, ": ", k.correct, "/", k.examples, " correct, ", k.predicted,
+                          " predicted"));
+  s.json["examples"] = m.examples;
+  s.json["classes"] = m.counts_json();
+  if (o.max_len > 0) s.json["min_len"] = regen_min, s.json["max_len"] = o.max_len;
   return s;
 }
 
@@ -147,7 +155,7 @@ Inspection EncoderInference::inspect(const data::Ids& input) const {
   return run_.family().inspect(*run_.model, run_.config, run_.data, input);
 }
 
-Inspection EncoderFamily::inspect(const nn::Model& model, const config::RunConfig& c,
+Inspection EncoderFamily::inspect(const nn::Model& model, const config::RunConfig&,
                                   const data::DataSplits& d, const data::Ids& input) const {
   cancellation_point();  // one pass
   // Read as given: Inference::encode puts <cls> first; the probe's inputs (random symbols, or

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "run/decode.hpp"
+#include "run/families.hpp"
 #include "run/inference.hpp"
 
 namespace qkv::run {
@@ -11,7 +12,8 @@ namespace qkv::run {
 // Pairs (source, target): run/inference_seq2seq.cpp.
 class Seq2SeqInference : public Inference {
  public:
-  Seq2SeqInference(LoadedRun r, Precision p) : Inference(std::move(r), p) {}
+  Seq2SeqInference(LoadedRun r, Precision p, const Seq2SeqFamily& family)
+      : Inference(std::move(r), p), family_(family) {}
   data::Ids encode(const std::string& text, const char* op) const override;
   std::string text(const data::Ids& ids) const override;
   std::vector<std::string> input_labels(const data::Ids& ids) const override;
@@ -26,6 +28,9 @@ class Seq2SeqInference : public Inference {
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
   std::string output_name() const override { return "output"; }
+
+ private:
+  const Seq2SeqFamily& family_;  // the run's family (a static of family_for)
 };
 
 // One token stream (data.task = "lm"): run/inference_lm.cpp.

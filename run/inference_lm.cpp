@@ -2,6 +2,7 @@
 // stream, show the causal self-attention over a text.
 #include "run/inference_families.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <limits>
 
@@ -44,15 +45,6 @@ std::string LanguageModelInference::output_name() const {
   return run_.data.tgt_spm ? "next-piece guesses" : "next-character guesses";
 }
 
-int64_t LanguageModelFamily::max_input_tokens(const config::RunConfig& c,
-                                            const nn::Model& model) const {
-  return std::min(c.data.block_size, nn::model_as<nn::DecoderLM>(model, "context").max_positions());
-}
-
-int64_t LanguageModelFamily::max_output_tokens(const config::RunConfig&, int64_t) const {
-  return std::numeric_limits<int64_t>::max();  // the context slides: a sample has no end
-}
-
 void LanguageModelInference::generate(const data::Ids& prompt, int64_t n, const SampleOptions& o,
                                       Generator& gen, bool cached,
                                       const std::function<void(int64_t)>& on_token) const {
@@ -75,12 +67,18 @@ Scores LanguageModelInference::score(const ScoreOptions& o) const {
   const auto c = call();
   const LmLoss m = lm_loss_full(run_.lm("eval"), o.split == "valid" ? d.lm_valid : d.lm_train,
                                 run_.config.data.block_size, run_.config.data.batch_size);
-  Scores s;
-  s.split = o.split, s.loss = m.loss, s.tokens = m.tokens, s.windows = m.windows;
-  s.block_size = run_.config.data.block_size;
   // A character token is one Unicode code point of the text (line breaks included): its bits
   // per token are bits per character. A SentencePiece piece has no such reading.
-  s.per_character = !d.tgt_spm;
+  const bool per_character = !d.tgt_spm;
+  const std::string unit = per_character ? "character" : "piece";
+  const int64_t block = run_.config.data.block_size;
+  Scores s;
+  s.summary = fmt::format(": {} {}s in {} windows of {}", m.tokens, unit, m.windows, block);
+  s.metrics = loss_metrics(m.loss, unit);
+  if (per_character)
+    s.metrics.push_back(
+        {.key = "bits_per_char", .label = "bits per char", .value = bits_per_token(m.loss)});
+  s.json = {{"tokens", m.tokens}, {"windows", m.windows}, {"block_size", block}};
   return s;
 }
 
@@ -152,25 +150,6 @@ Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
             ids.size(), " tokens, more than the model's context of ", max_input_tokens());
   const auto c = call();
   return run_.family().inspect(*run_.model, run_.config, run_.data, ids);
-}
-
-Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig&,
-                                      const data::DataSplits& d, const data::Ids& ids) const {
-  cancellation_point();  // one pass: the probe's pattern scores run one per input
-  Inspection a;
-  a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text
-  nn::Hooks patterns = pattern_capture();
-  {
-    const nn::HookScope scope(patterns);
-    a.logits = nn::model_as<nn::DecoderLM>(model, "attention")
-                   .forward(row_of(ids))
-                   .data()
-                   .select(0, 0);  // (T, V)
-  }
-  a.output = to_vector<int64_t>(argmax(a.logits, -1));
-  const auto t = token_labels(ids, d.tgt_vocab);
-  a.views = views_of(model, patterns, {t, t, t});
-  return a;
 }
 
 }  // namespace qkv::run

@@ -2,14 +2,16 @@
 // encoder's, the decoder's and the cross attention.
 #include "run/inference_families.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
 #include "core/cancel.hpp"
+#include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
-#include "run/limits.hpp"
 #include "run/families.hpp"
+#include "run/limits.hpp"
 
 namespace qkv::run {
 
@@ -69,23 +71,6 @@ const data::Dataset& select_split(const std::string& split, const LoadedRun& r,
   return *ds;
 }
 
-// Learned positions end at model.max_len: say so, naming the key, instead of failing mid-way.
-void check_learned(const LoadedRun& r, const data::Dataset& ds) {
-  if (r.config.model.position != nn::PositionKind::learned) return;
-  int64_t need = 0;
-  for (const auto& e : ds.examples) {
-    const int64_t src = static_cast<int64_t>(e.src.size()),
-                  tgt = static_cast<int64_t>(e.tgt.size());
-    need = std::max({need, src, r.data.framing.target_len(tgt)});
-    if (r.data.framing.eos >= 0)
-      need = std::max(need, std::max(src, tgt) + r.config.train.max_decode_extra);
-  }
-  if (need > r.config.model.max_len)
-    throw Error("model.max_len: learned positions cover " + std::to_string(r.config.model.max_len) +
-                " tokens, but evaluating " + ds.name + " needs " + std::to_string(need) +
-                " (with <eos> and train.max_decode_extra): learned positions cannot go further");
-}
-
 }  // namespace
 
 data::Ids Seq2SeqInference::encode(const std::string& text, const char* op) const {
@@ -114,15 +99,6 @@ std::vector<std::string> Seq2SeqInference::output_labels(const data::Ids& ids) c
   return token_labels(ids, run_.data.tgt_vocab);
 }
 
-int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {
-  return c.model.position == nn::PositionKind::learned ? c.model.max_len
-                                                       : std::numeric_limits<int64_t>::max();
-}
-
-int64_t Seq2SeqFamily::max_output_tokens(const config::RunConfig& c, int64_t n) const {
-  return n + c.train.max_decode_extra;
-}
-
 std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& inputs,
                                                 const DecodeOptions& o) const {
   QKV_CHECK(o.beam >= 1, "decode", "beam must be >= 1, got ", o.beam);
@@ -145,6 +121,55 @@ std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& in
   return outs;
 }
 
+namespace {
+
+// "500 examples" and, for a split regenerated at other lengths, ", lengths 1..14".
+std::string pairs_summary(int64_t examples, int64_t min_len, int64_t max_len) {
+  std::string s = ", " + std::to_string(examples) + " examples";
+  if (max_len > 0) s += ", lengths " + std::to_string(min_len) + ".." + std::to_string(max_len);
+  return s;
+}
+
+// The teacher-forced and exact-match figures of m.
+void add_pair_metrics(Scores& s, const Metrics& m) {
+  s.metrics = loss_metrics(m.loss, "target token");
+  s.metrics.push_back(
+      {.key = "token_accuracy", .label = "token accuracy", .value = m.token_accuracy});
+  s.metrics.push_back({.key = "exact_match", .label = "exact match", .value = m.exact_match});
+  s.json["examples"] = m.examples;
+}
+
+// BLEU and chrF of a text task's decodes (made with o.decode in seconds), with their
+// signatures and how the decodes were made.
+void add_text_metrics(Scores& s, const data::BleuScore& bleu, const data::ChrfScore& chrf,
+                      const ScoreOptions& o, int64_t examples, double seconds) {
+  s.metrics.push_back({.key = "bleu",
+                       .label = "BLEU",
+                       .value = bleu.score,
+                       .text = {bleu.format(), "  " + bleu.signature}});
+  s.metrics.push_back({.key = "chrf",
+                       .label = "chrF",
+                       .value = chrf.score,
+                       .text = {chrf.format(), "  " + chrf.signature}});
+  const double per_second = seconds > 0 ? static_cast<double>(examples) / seconds : 0.0;
+  s.json["split"] = o.split;
+  s.json["bleu_signature"] = bleu.signature;
+  s.json["bleu_detail"] = bleu.format();
+  s.json["chrf_signature"] = chrf.signature;
+  s.json["metrics_implementation"] = data::kMetricsImplementation;
+  s.json["decode"] = {{"beam", o.decode.beam},
+                      {"alpha", o.decode.alpha},
+                      {"seconds", seconds},
+                      {"sentences_per_second", per_second},
+                      {"threads", get_num_threads()}};
+  s.notes.push_back(fmt::format(
+      "({}; {} decoding: {:.1f} s, {:.1f} sentences/s, {} threads)", data::kMetricsImplementation,
+      o.decode.beam > 1 ? "beam " + std::to_string(o.decode.beam) : std::string("greedy"), seconds,
+      per_second, get_num_threads()));
+}
+
+}  // namespace
+
 Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
   const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
@@ -153,31 +178,42 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
       o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
   data::Dataset named;
   const data::Dataset& ds = select_split(o.split, run_, o.max_len > 0 ? regen : run_.data, named);
-  check_learned(run_, ds);
+  family_.check_evaluable(run_.config, run_.data.framing, ds);
   const bool text_task = !is_symbol_task(run_.config.data);
   QKV_CHECK(text_task || (o.decode.beam == 1 && !o.lowercase && !o.hypotheses), "eval",
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
             name_of(run_.config.data.task));
-  Scores s;
+  // Greedy BLEU scores the decodes exact match made (the same rule decodes both): one pass.
+  const bool once = text_task && o.decode.beam == 1;
+  Metrics m;
   {
     const auto c = call();
-    const Metrics m = evaluate(run_.seq2seq("eval"), ds, run_.data.framing,
-                               run_.config.data.batch_size, run_.config.train.max_decode_extra);
-    s.split = o.split, s.loss = m.loss, s.tokens = m.tokens, s.examples = m.examples;
-    s.token_accuracy = m.token_accuracy, s.exact_match = m.exact_match;
+    m = evaluate(run_.seq2seq("eval"), ds, run_.data.framing, run_.config.data.batch_size,
+                 family_.scored_length(run_.config, run_.data.framing), 0,
+                 once ? &run_.data : nullptr);
   }
-  if (o.max_len > 0) s.min_len = lo, s.max_len = o.max_len;
+  Scores s;
+  s.summary = pairs_summary(m.examples, lo, o.max_len);
+  add_pair_metrics(s, m);
+  // a regenerated split: its lengths and target tokens (with <eos>)
+  if (o.max_len > 0)
+    s.json["min_len"] = lo, s.json["max_len"] = o.max_len, s.json["tokens"] = m.tokens;
   if (!text_task) return s;
-  std::vector<data::Ids> srcs;
-  for (const auto& e : ds.examples) srcs.push_back(e.src);
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<data::Ids> outs = decode(srcs, o.decode);
-  s.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const data::Ids& out : outs) s.hypotheses.push_back(data::decode_target(run_.data, out));
+  double seconds = m.decode_seconds;
+  if (once) {
+    s.hypotheses = std::move(m.hypotheses);
+  } else {
+    std::vector<data::Ids> srcs;
+    for (const auto& e : ds.examples) srcs.push_back(e.src);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<data::Ids> outs = decode(srcs, o.decode);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const data::Ids& out : outs) s.hypotheses.push_back(data::decode_target(run_.data, out));
+  }
   std::vector<std::string> refs;
   for (const auto& p : ds.text) refs.push_back(p.tgt);
-  s.bleu = data::corpus_bleu(s.hypotheses, refs, o.lowercase);
-  s.chrf = data::corpus_chrf(s.hypotheses, refs, o.lowercase);
+  add_text_metrics(s, data::corpus_bleu(s.hypotheses, refs, o.lowercase),
+                   data::corpus_chrf(s.hypotheses, refs, o.lowercase), o, ds.size(), seconds);
   return s;
 }
 
@@ -186,7 +222,7 @@ void Seq2SeqInference::for_each_batch(const PassOptions& o,
   data::Dataset named;
   const data::Dataset& ds = select_split(o.split, run_, run_.data, named);
   QKV_CHECK(ds.size() > 0, "inference", "the ", o.split, " split is empty");
-  check_learned(run_, ds);
+  family_.check_evaluable(run_.config, run_.data.framing, ds);
   const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
   const auto c = call(o.record, o.hooks);
   int64_t done = 0;
@@ -231,35 +267,6 @@ Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
   const Tensor tv = ones({1, static_cast<int64_t>(tgt_in.size())}, DType::b8);
   const auto c = call(false, hooks);
   return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
-}
-
-Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfig& c,
-                                const data::DataSplits& d, const data::Ids& src) const {
-  const data::Framing& f = d.framing;
-  Inspection a;
-  a.input = src;
-  // The model's own output (greedy), then one teacher-forced pass over it that keeps every
-  // pattern.
-  const int64_t n = static_cast<int64_t>(src.size());
-  a.output = greedy_decode(nn::model_as<nn::Seq2Seq>(model, "attention"), {src}, f,
-                           {max_output_tokens(c, n)})[0];
-  data::Ids full{f.bos};
-  full.insert(full.end(), a.output.begin(), a.output.end());
-  if (f.eos >= 0) full.push_back(f.eos);
-  QKV_CHECK(full.size() >= 2, "attention", "the model produced no output for this input");
-  a.tgt_in.assign(full.begin(), full.end() - 1);
-  a.tgt_out.assign(full.begin() + 1, full.end());
-  const Tensor sv = ones({1, n}, DType::b8);
-  const Tensor tv = ones({1, static_cast<int64_t>(a.tgt_in.size())}, DType::b8);
-  nn::Hooks patterns = pattern_capture();
-  {
-    const nn::HookScope scope(patterns);
-    a.logits = model.forward(row_of(src), row_of(a.tgt_in), sv, tv).data().select(0, 0);
-  }
-  a.views = views_of(model, patterns,
-                     {token_labels(src, d.src_vocab), token_labels(a.tgt_out, d.tgt_vocab),
-                      token_labels(a.tgt_in, d.tgt_vocab)});
-  return a;
 }
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {

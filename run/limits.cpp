@@ -13,49 +13,34 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "data/task_kind.hpp"
+#include "run/family.hpp"
 
 namespace qkv::run {
 
 namespace {
 
-// [probe]: what a probe holds at once (inspect/probe_hook.hpp), besides the model. Every
-// repeated sequence's inspection keeps its attention maps, every layer's and head's, until all
-// are scored (an encoder-decoder's decoder reads its greedy output of up to 2 L + extra + 1
-// tokens, and alignment a second set of inputs); a copy of one map is made while it is scored.
-// A language model's icl windows go through the model in one pass: their activations, and the
-// logits with a float64 copy for the position losses.
+// [probe]: what a probe holds at once (inspect/probe_hook.hpp), besides the model: the run's
+// family says (Family::probe_memory).
 MemoryEstimate probe_memory(const config::RunConfig& c, double tv) {
-  const config::ProbeOptions& p = c.probe;
-  if (p.every == 0) return {};
-  const nn::ModelConfig& m = c.model;
-  const bool lm = data::is_language_model(c.data.task);
-  const double n = 2.0 * static_cast<double>(p.length > 0 ? p.length : 16);
-  const double nd = lm ? n : n + static_cast<double>(c.train.max_decode_extra) + 1;
-  const double enc = lm ? 0 : static_cast<double>(m.encoder_layers),
-               dec = static_cast<double>(m.decoder_layers);
-  const double per_input = 2 * 4 * static_cast<double>(m.heads) *
-                           (enc * n * n + dec * nd * nd + (lm ? 0 : dec * nd * n));
-  const double seqs = static_cast<double>(p.sequences);
-  const double maps = (lm ? 1 : 2) * seqs * per_input;
-  const double ff = m.attn_only ? 0.0 : static_cast<double>(m.d_ff);
-  const double icl = lm ? 4 * static_cast<double>(p.icl_windows) *
-                              static_cast<double>(c.data.block_size) *
-                              (dec * (16 * static_cast<double>(m.d_model) + 3 * ff) + 5 * tv)
-                        : 0.0;
-  const std::string key = icl > maps  ? "probe.icl_windows"
-                          : seqs >= n ? "probe.sequences"
-                                      : "probe.length";
-  const std::string what = fmt::format(
-      "probing this model's heads ({} sequences of 2 x {} tokens, every layer's and head's "
-      "attention maps kept until scored{})",
-      p.sequences, static_cast<int64_t>(n / 2),
-      lm ? fmt::format(", and {} in-context-learning windows of {} tokens in one pass",
-                       p.icl_windows, c.data.block_size)
-         : "");
-  return {maps + icl, key, what};
+  if (c.probe.every == 0) return {};
+  return family_for(c.data.task).probe_memory(c, tv);
 }
 
 }  // namespace
+
+MemoryEstimate probe_estimate(const config::RunConfig& c, double maps, const MemoryEstimate& pass) {
+  const config::ProbeOptions& p = c.probe;
+  const double n = 2.0 * static_cast<double>(p.length > 0 ? p.length : 16);
+  const double seqs = static_cast<double>(p.sequences);
+  const std::string key = pass.bytes > maps ? pass.key
+                          : seqs >= n       ? "probe.sequences"
+                                            : "probe.length";
+  const std::string what = fmt::format(
+      "probing this model's heads ({} sequences of 2 x {} tokens, every layer's and head's "
+      "attention maps kept until scored{})",
+      p.sequences, static_cast<int64_t>(n / 2), pass.what);
+  return {maps + pass.bytes, key, what};
+}
 
 void check_data_memory(const config::RunConfig& c) {
   const data::DataConfig& d = c.data;

@@ -30,6 +30,10 @@ struct MemoryEstimate {
 };
 MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_vocab,
                                      int64_t tgt_vocab);
+// The probe's estimate (Family::probe_memory) from its parts: maps, the bytes of its
+// inspections' attention maps, and pass, a pass of the family's own (its bytes, the key that
+// sizes it and ", and ..." in words; none: {}), with the key that drives the whole.
+MemoryEstimate probe_estimate(const config::RunConfig& c, double maps, const MemoryEstimate& pass);
 
 // Sets the thread count from `requested` (0: all cores); above 4x the cores it is capped there
 // with a warning naming `key` (oversubscribed threads only slow BLAS down and each costs

@@ -2,6 +2,7 @@
 
 #include "core/precision.hpp"
 
+#include "run/family.hpp"
 #include "run/limits.hpp"
 #include "runfolder/integrity.hpp"
 #include "runfolder/run_file.hpp"
@@ -51,8 +52,7 @@ LoadedRun load_run(const std::string& run_dir, const CheckpointSelector& which) 
   // A character language model samples with its saved vocabulary alone: no need to read its
   // text. (A SentencePiece one loads its model from the run folder through load_data.)
   bool data_loaded = false;
-  if (r.config.data.task != data::TaskKind::lm ||
-      r.config.data.tokenizer != data::TokenizerKind::chars || !fs::exists(dir / "tgt_vocab.txt")) {
+  if (r.family().needs_data(r.config) || !fs::exists(dir / "tgt_vocab.txt")) {
     data_loaded = true;
     check_data_memory(r.config);
     r.config.data.spm_dir = run_dir;  // the run's own SentencePiece models
@@ -64,8 +64,8 @@ LoadedRun load_run(const std::string& run_dir, const CheckpointSelector& which) 
                              std::pair{"tgt_vocab.txt", &r.data.tgt_vocab}}) {
     if (!fs::exists(dir / file)) continue;
     const data::Vocab saved = data::Vocab::load((dir / file).string());
-    // a language model has no source side: its src_vocab.txt names nothing the model reads
-    const bool used = !data::is_language_model(r.config.data.task) || vocab == &r.data.tgt_vocab;
+    // a model without a source side: its src_vocab.txt names nothing the model reads
+    const bool used = r.family().reads_source() || vocab == &r.data.tgt_vocab;
     if (data_loaded && used && !(saved == *vocab))
       throw Error(run_dir + "/config.toml: its [data] section makes a vocabulary of " +
                   std::to_string(vocab->size()) + " tokens, not the " +

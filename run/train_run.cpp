@@ -130,6 +130,7 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
         ": the saved vocabularies differ from the data's; the data changed since the run began");
   }
   build(r, rank, ranks);
+  r.family().check_probe_length(r.cfg, *r.model);
   r.options = trainer_options(r.cfg, r.family(), r.per_epoch);
   r.options.precision = precision;
   if (!r.resume_from.empty()) {

@@ -222,9 +222,14 @@ namespace {
 // "output"), "causal", "layers", "heads"}.
 json site_json(const nn::AttentionSite& s) {
   const auto side = [](nn::Side x) { return x == nn::Side::input ? "input" : "output"; };
-  return {{"name", s.name},           {"title", s.title},   {"head_prefix", s.head_prefix()},
-          {"queries", side(s.queries)}, {"keys", side(s.keys)}, {"causal", s.causal},
-          {"layers", s.layers},       {"heads", s.heads}};
+  return {{"name", s.name},
+          {"title", s.title},
+          {"head_prefix", s.head_prefix()},
+          {"queries", side(s.queries)},
+          {"keys", side(s.keys)},
+          {"causal", s.causal},
+          {"layers", s.layers},
+          {"heads", s.heads}};
 }
 
 }  // namespace
@@ -239,8 +244,11 @@ json Model::attention(const std::string& text, const Limits& lim, const std::str
   json out{{"output", one_line(inf.text(a.output))}, {"kinds", json::array()}};
   if (k > 0) out["steps"] = steps_json(inf, a, k);
   for (const run::AttentionView& v : a.views) {
-    json k{{"kind", v.site.key}, {"title", v.site.title}, {"site", site_json(v.site)},
-           {"rows", v.rows}, {"cols", v.cols}};
+    json k{{"kind", v.site.key},
+           {"title", v.site.title},
+           {"site", site_json(v.site)},
+           {"rows", v.rows},
+           {"cols", v.cols}};
     k["layers"] = json::array();
     for (const Tensor& w : v.layers) k["layers"].push_back(heads_of(w));
     out["kinds"].push_back(std::move(k));
@@ -324,7 +332,6 @@ json run_facts(const std::string& run_dir) {
   json f{{"task", std::string(name_of(c.data.task))},
          {"d_model", c.model.d_model},
          {"heads", c.model.heads},
-         {"decoder_layers", c.model.decoder_layers},
          {"position", std::string(name_of(c.model.position))},
          {"optimizer", std::string(name_of(c.optim.optim.name))},
          {"lr", c.optim.optim.lr},
@@ -334,8 +341,6 @@ json run_facts(const std::string& run_dir) {
   f["d_ff"] = c.model.attn_only ? json("attention-only") : json(c.model.d_ff);
   const run::Family& family = run::family_for(c.data.task);
   family.describe(c, f);
-  f["capabilities"] = json::array();  // what the page offers for its input (run/capability.hpp)
-  for (const run::Capability k : family.capabilities()) f["capabilities"].push_back(name_of(k));
   if (c.train.max_steps > 0)
     f["max_steps"] = c.train.max_steps;
   else

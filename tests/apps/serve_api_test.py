@@ -51,8 +51,11 @@ def answers(s, qkv, copy, lm):
     names = [r["name"] for r in runs] if code == 200 else []
     check(names == ["copy", "lm", "live", "partial"], f"/api/runs lists the four runs ({names})")
     facts = {r["name"]: r.get("facts", {}) for r in runs}
-    check(facts["copy"].get("task") == "copy" and facts["lm"].get("language_model") is True,
+    check(facts["copy"].get("task") == "copy" and facts["lm"].get("block_size") is not None,
           "each run's facts from its config")
+    check(facts["copy"].get("capabilities") == ["decode"]
+          and facts["lm"].get("capabilities") == ["generate"],
+          "each run's capabilities by name, from its family")
     code, t, _ = s.post("/api/runs/copy/translate", {"text": "3 1 4 1 5", "beam": 3})
     cli = fx.run([qkv, "translate", copy, "3 1 4 1 5"]).stdout.strip()
     cli_beam = fx.run([qkv, "translate", copy, "3 1 4 1 5", "--beam", "3"]).stdout.strip()

@@ -8,8 +8,8 @@
 #include "core/error.hpp"
 #include "data/config.hpp"
 #include "inspect/head_table.hpp"
-#include "run/inference.hpp"
 #include "run/family.hpp"
+#include "run/inference.hpp"
 #include "support/nn.hpp"
 
 using namespace qkv;
@@ -56,12 +56,13 @@ TEST_CASE("probe length: an encoder-decoder's decode of the probe must fit its p
       "(with <bos> and train.max_decode_extra = 5), more than model.max_len = 20 learned "
       "positions";
   CHECK_THROWS_WITH(m.probe(8), says);
-  // [probe] length in the config says the same.
+  // [probe] length in the config says the same (checked by the family before a run begins).
   config::RunConfig c = m.c;
+  const run::Family& family = run::family_for(c.data.task);
   c.probe.length = 8;
-  CHECK_THROWS_WITH(c.validate(), says);
+  CHECK_THROWS_WITH(family.check_probe_length(c, *m.model), says);
   c.probe.length = 7;
-  CHECK_NOTHROW(c.validate());
+  CHECK_NOTHROW(family.check_probe_length(c, *m.model));
 }
 
 TEST_CASE("probe length: the longest probe decodes within the positions and one longer would not") {
