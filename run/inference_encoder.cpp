@@ -141,9 +141,9 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
   if (o.max_len > 0) s.summary += cat(", lengths ", regen_min, "..", o.max_len);
   s.metrics = loss_metrics(m.loss, "example");
   s.metrics.push_back({.key = "accuracy", .label = "accuracy", .value = m.accuracy});
-  for (const ClassCounts& k : m.classes)  // "  balanced  463/463 correct, 470 predicted"
-    s.notes.push_back(cat("  ", k.name, ": ", k.correct, "/", k.examples, " correct, ", k.predicted,
-                          " predicted"));
+  for (const ClassCounts& k : m.classes)  // "class balanced: 463/463 correct, 479 predicted"
+    s.notes.push_back(cat("class ", k.name, ": ", k.correct, "/", k.examples, " correct, ",
+                          k.predicted, " predicted"));
   s.json["examples"] = m.examples;
   s.json["classes"] = m.counts_json();
   if (o.max_len > 0) s.json["min_len"] = regen_min, s.json["max_len"] = o.max_len;

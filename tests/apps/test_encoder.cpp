@@ -99,7 +99,8 @@ TEST_CASE("encoder: eval scores a split as training's test record, and --max-len
     const json j = json::parse(r.output);
     const json test = last_record(run_of(t), "test");
     CHECK(j["examples"] == 100);
-    CHECK(j["exact_match"].get<double>() == test["accuracy"].get<double>());
+    CHECK(j["accuracy"].get<double>() == test["accuracy"].get<double>());
+    CHECK(j["classes"] == test["classes"]);  // the per-class counts, as training's record
     CHECK(j["loss"].get<double>() == Approx(test["loss"].get<double>()).epsilon(1e-9));
   }
   const RunResult longer = run_qkv("eval '" + run_of("majority") + "' --max-len 20");
@@ -197,7 +198,7 @@ TEST_CASE("encoder: attention, lens and patch read a classifier", "[e2e]") {
   const RunResult one =
       run_qkv("attention '" + run + "' '([])' --out '" + out.file("one.svg") + "'");
   REQUIRE(one.status == 0);
-  CHECK_THAT(one.output, Catch::Contains("encoder self-attention, layer 2/2") &&
+  CHECK_THAT(one.output, Catch::Contains(": self-attention, layer 2/2") &&
                              Catch::Contains("5 x 5"));  // <cls> and four brackets
   const RunResult lens = run_qkv("lens '" + run + "' '([])' --json");
   INFO(lens.output);
