@@ -14,6 +14,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
+#include "apps/input_lines.hpp"
 #include "inspect/heads.hpp"
 #include "run/inference.hpp"
 
@@ -58,20 +59,7 @@ int cmd_classify(const ClassifyArgs& a) {
     else
       std::cout << text_line(c) << std::endl;
   };
-  if (!a.texts.empty()) {
-    for (const std::string& t : a.texts) one(t);
-    return 0;
-  }
-  // One output line per input line, so outputs line up with inputs: a blank (or all-space)
-  // input gives a blank output.
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos)
-      std::cout << std::endl;
-    else
-      one(line);
-  }
+  each_input(a.texts, one);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
+#include "apps/input_lines.hpp"
 #include "inspect/heads.hpp"
 #include "run/inference.hpp"
 
@@ -26,20 +27,7 @@ int cmd_translate(const TranslateArgs& a) {
     const data::Ids src = inf->encode(text, "translate");
     std::cout << inf->text(inf->decode({src}, o)[0]) << std::endl;
   };
-  if (!a.texts.empty()) {
-    for (const std::string& t : a.texts) one(t);
-  } else {
-    std::string line;
-    // One output line per input line, so outputs line up with inputs: a blank (or all-space)
-    // input gives a blank output.
-    while (std::getline(std::cin, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.find_first_not_of(" \t") == std::string::npos)
-        std::cout << std::endl;
-      else
-        one(line);
-    }
-  }
+  each_input(a.texts, one);
   return 0;
 }
 
