@@ -1,7 +1,7 @@
 // The encoder-only family through the real binary: a tiny trained run per task (dyck, parity,
 // majority; under a second each) through train, eval, classify (arguments, stdin, --json),
-// attention, lens and patch; what a classifier cannot do is refused with what it can, and what
-// a translator cannot do (classify) likewise.
+// attention, lens, patch, heads and the training probe; what a classifier cannot do is refused with
+// what it can, and what a translator cannot do (classify) likewise.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -210,4 +210,39 @@ TEST_CASE("encoder: attention, lens and patch read a classifier", "[e2e]") {
   INFO(patch.output);
   REQUIRE(patch.status == 0);
   CHECK(json::parse(patch.output).contains("heads"));
+}
+
+TEST_CASE("encoder: qkv heads scores a classifier's heads, and the probe records during training",
+          "[e2e]") {
+  // heads: every head of its one attention site, named L.H as a one-site model's are, with a
+  // loss change under ablation for each (the read-out is the pooled position's class logits)
+  const RunResult h = run_qkv("heads '" + run_of("dyck") + "' --batches 1 --json --threads 1");
+  INFO(h.output);
+  REQUIRE(h.status == 0);
+  const json j = json::parse(h.output);
+  REQUIRE(j["heads"].size() % 2 == 0);  // two layers of equal heads
+  const int64_t per_layer = static_cast<int64_t>(j["heads"].size()) / 2;
+  for (size_t i = 0; i < j["heads"].size(); ++i) {
+    const json& row = j["heads"][i];
+    CHECK(row["attention"] == "self");
+    CHECK(row["head"] == std::to_string(i / per_layer) + "." + std::to_string(i % per_layer));
+    CHECK(std::isfinite(row["zero_loss_change"].get<double>()));
+  }
+  // [probe] during training: the pattern scores of the site, keyed by its name
+  static TempDir dir("encoder_probe");
+  const RunResult t =
+      run_qkv("train " + shipped_config("dyck.toml") + " --run-dir '" + dir.file("run") +
+              "' --threads 1 --quiet --train.max_steps 40 --train.epochs 0 --train.eval_every 20"
+              " --data.train_size 500 --data.valid_size 50 --data.test_size 50 --data.max_len 12"
+              " --model.d_model 32 --model.d_ff 64 --model.encoder_layers 2 --optim.warmup 5"
+              " --probe.every 20");
+  INFO(t.output);
+  REQUIRE(t.status == 0);
+  int probes = 0;
+  for (const json& r : records(dir.file("run")))
+    if (r.contains("probe")) {
+      ++probes;
+      CHECK(r["probe"]["attentions"].contains("self"));
+    }
+  CHECK(probes == 3);  // steps 0 (before training), 20 and 40
 }
