@@ -25,9 +25,9 @@ namespace {
 
 ojson plan_json(const run::TrainingRun& r, const run::DataPlan& data) {
   const run::MemoryEstimate mem =
-      run::estimate_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
+      run::estimate_model_memory(r.config, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   const MemoryInfo avail = available_memory();
-  const std::string toml = config::effective_toml(r.cfg);
+  const std::string toml = config::effective_toml(r.config);
   ojson j;
   j["config"] = ojson::parse(config::parse_config(toml, "config.toml").root.dump());
   j["config_toml"] = toml;
@@ -45,7 +45,7 @@ ojson plan_json(const run::TrainingRun& r, const run::DataPlan& data) {
                  {"largest_term", mem.key},
                  {"available_bytes", avail.available},
                  {"available_from", avail.source}};
-  j["threads"] = r.cfg.threads;
+  j["threads"] = r.config.threads;
   return j;
 }
 
@@ -69,7 +69,7 @@ void print_plan(const ojson& j, const run::TrainingRun& r, const run::DataPlan& 
               j["memory"]["largest_term"].get<std::string>().c_str(),
               human_bytes(j["memory"]["available_bytes"].get<double>()).c_str(),
               j["memory"]["available_from"].get<std::string>().c_str());
-  std::printf("# threads          %lld\n", static_cast<long long>(r.cfg.threads));
+  std::printf("# threads          %lld\n", static_cast<long long>(r.config.threads));
 }
 
 }  // namespace

@@ -79,8 +79,8 @@ void add_entropy(json& j, const train::Seq2SeqStep& fwd, train::Distributed& dis
     }
     // data-parallel: combined over the ranks
     const data::Batch& b = fwd.batch();
-    e[s.site.metric_key()] = global_entropy(s.layers, static_cast<size_t>(s.site.layers),
-                                            b.size(), b.global_size, dist);
+    e[s.site.metric_key()] =
+        global_entropy(s.layers, static_cast<size_t>(s.site.layers), b.size(), b.global_size, dist);
   }
   j["attention_entropy"] = std::move(e);
 }
@@ -114,30 +114,28 @@ int train_in_folder(run::TrainingRun& r, std::optional<inspect::ProbeInputs> pro
   run::testing::after_folder();
   const bool root = ctx.is_root();
   run::MetricsLog metrics((fs::path(r.dir) / "metrics.jsonl").string(), root);
-  Progress progress(r.options.total_steps, r.state.step, r.cfg.train.log_every, a.quiet || !root,
+  Progress progress(r.options.total_steps, r.state.step, r.config.train.log_every, a.quiet || !root,
                     a.verbose && root);
   progress.message(run::run_summary(r, ctx.size()));
 
   // Label 0 is <pad> (ignored), except in a language model's vocabulary (no specials).
-  train::Seq2SeqStep fwd(
-      *r.model, *r.loader,
-      {r.family().ignore_label(), r.cfg.train.label_smoothing, r.cfg.train.log_attention_entropy});
+  train::Seq2SeqStep fwd(*r.model, *r.loader,
+                         {r.family().ignore_label(), r.config.train.label_smoothing,
+                          r.config.train.log_attention_entropy});
   train::Trainer trainer(r.model->parameters(), *r.opt, fwd.forward_fn(), r.options, &ctx);
   trainer.set_loader(r.loader.get());
   trainer.state() = r.state;
-  run::RunContext c{r.cfg, r.dir, *r.model, *r.opt, r.data, metrics, [&](const std::string& s) {
-                      progress.message(s);
-                    }};
+  run::RunContext c{r, metrics, [&](const std::string& s) { progress.message(s); }};
   ProgressHook bar(progress);
   run::TrainLog log(
       c, [&](int64_t s, double loss, double lr, double tps) { progress.update(s, loss, lr, tps); },
       [&](json& j) {
-        if (r.cfg.train.log_attention_entropy) add_entropy(j, fwd, ctx);
+        if (r.config.train.log_attention_entropy) add_entropy(j, fwd, ctx);
       });
   // A resumed run's checkpoint is of its current step.
   run::Checkpointer ckpt(c, r.resume_from.empty() ? -1 : r.state.step);
   run::Validator validator(c, ckpt, [&] { plot_losses(r.dir); });
-  train::EarlyStopping early(r.cfg.train.early_stopping);
+  train::EarlyStopping early(r.config.train.early_stopping);
   run::StopOnSignal signals(c, ckpt);
   run::DropoutPerRank dropout(c);
   // [probe]: the heads' scores while it trains (rank 0 alone: its record, its model's bits)
@@ -173,8 +171,8 @@ int cmd_train(const TrainArgs& a) {
   run::dist::Context ctx(r.model->parameters());  // one process: rank 0 of 1, no MPI
   // [probe]: its inputs drawn (and refused) before there is a folder to leave behind
   std::optional<inspect::ProbeInputs> probe_in;
-  if (r.cfg.probe.every > 0 && ctx.is_root())
-    probe_in = inspect::probe_inputs(r.cfg, r.data, *r.model);
+  if (r.config.probe.every > 0 && ctx.is_root())
+    probe_in = inspect::probe_inputs(r.config, r.data, *r.model);
   run::prepare_run_folder(r, ctx);
   bool fitting = false;
   try {

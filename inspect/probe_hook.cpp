@@ -47,12 +47,13 @@ json ProbeHook::probe() {
   const auto t0 = std::chrono::steady_clock::now();
   json out;
   {
-    const nn::InferenceScope scope(c_.model, precision_);
+    const nn::InferenceScope scope(*c_.run.model, precision_);
     json atts = json::object();
-    for (const AttentionScores& s : pattern_scores(c_.model, c_.cfg, c_.data, inputs_.patterns))
+    for (const AttentionScores& s :
+         pattern_scores(*c_.run.model, c_.run.config, c_.run.data, inputs_.patterns))
       atts[s.attention.name] = entry_of(s);
     out["attentions"] = std::move(atts);
-    if (inputs_.icl) out["icl"] = icl_score(c_.model, *inputs_.icl);
+    if (inputs_.icl) out["icl"] = icl_score(*c_.run.model, *inputs_.icl);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out["seconds"] = secs;
@@ -74,7 +75,7 @@ void ProbeHook::on_train_begin(train::Trainer& t) {
 void ProbeHook::on_step_end(train::Trainer& t, const train::StepStats&) {
   const int64_t step = t.state().step;
   // every > 0: apps/train.cpp makes no probe hook for 0 (off)
-  if (step % c_.cfg.probe.every == 0 || step == t.options().total_steps) record(step);
+  if (step % c_.run.config.probe.every == 0 || step == t.options().total_steps) record(step);
 }
 
 void ProbeHook::on_train_end(train::Trainer& t, train::StopReason r) {

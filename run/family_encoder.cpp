@@ -120,10 +120,10 @@ std::string EncoderFamily::split_sizes(const data::DataSplits& d) const {
 }
 
 bool EncoderFamily::validate(RunContext& c, train::TrainState& st) const {
-  const config::RunConfig& cfg = c.cfg;
+  const config::RunConfig& cfg = c.run.config;
   const ClassMetrics m =
-      evaluate_classes(classifier(c.model, "validate"), c.data.valid, c.data.framing,
-                       c.data.tgt_vocab, cfg.data.batch_size, cfg.train.eval_examples);
+      evaluate_classes(classifier(*c.run.model, "validate"), c.run.data.valid, c.run.data.framing,
+                       c.run.data.tgt_vocab, cfg.data.batch_size, cfg.train.eval_examples);
   json j = record(m, st.step, "valid");
   j["epoch"] = st.epoch;
   c.metrics.write(j);
@@ -154,9 +154,9 @@ std::string EncoderFamily::final_result(TrainingRun& r, const train::TrainState&
     if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
   }
   const ClassMetrics m = evaluate_classes(classifier(*r.model, "test"), r.data.test, r.data.framing,
-                                          r.data.tgt_vocab, r.cfg.data.batch_size);
+                                          r.data.tgt_vocab, r.config.data.batch_size);
   json j = record(m, st.step, "test");
-  if (r.cfg.checkpoint.average_last > 0) j["checkpoint"] = kAverageCheckpoint;
+  if (r.config.checkpoint.average_last > 0) j["checkpoint"] = kAverageCheckpoint;
   metrics.write(j);
   return fmt::format("done: {} steps; test ({} examples, {}): loss {:.4f}  accuracy {:.4f} ({})",
                      st.step, m.examples, which, m.loss, m.accuracy, counts_text(m));

@@ -53,12 +53,12 @@ std::string LanguageModelFamily::split_sizes(const data::DataSplits& d) const {
 // nanoGPT's estimate_loss: eval_iters random batches of each split, drawn from a generator
 // of (seed, step), so a resumed run estimates exactly as an uninterrupted one.
 bool LanguageModelFamily::validate(RunContext& c, train::TrainState& st) const {
-  const config::RunConfig& cfg = c.cfg;
+  const config::RunConfig& cfg = c.run.config;
   Generator g(random_bits(cfg.seed ^ 0x65737469ULL, static_cast<uint64_t>(st.step)));
   const int64_t bs = cfg.data.block_size, b = cfg.data.batch_size, it = cfg.train.eval_iters;
-  const auto& lm = nn::model_as<nn::DecoderLM>(c.model, "validate");
-  const double train_loss = lm_loss_estimate(lm, c.data.lm_train, bs, b, it, g);
-  const double loss = lm_loss_estimate(lm, c.data.lm_valid, bs, b, it, g);
+  const auto& lm = nn::model_as<nn::DecoderLM>(*c.run.model, "validate");
+  const double train_loss = lm_loss_estimate(lm, c.run.data.lm_train, bs, b, it, g);
+  const double loss = lm_loss_estimate(lm, c.run.data.lm_valid, bs, b, it, g);
   c.metrics.write({{"step", st.step},
                    {"split", "valid"},
                    {"loss", loss},
@@ -80,7 +80,7 @@ bool LanguageModelFamily::validate(RunContext& c, train::TrainState& st) const {
 // the average's estimate too (the batches of the last validation's generator).
 std::string LanguageModelFamily::final_result(TrainingRun& r, const train::TrainState& st,
                                               MetricsLog& metrics) const {
-  const config::RunConfig& cfg = r.cfg;
+  const config::RunConfig& cfg = r.config;
   std::string line =
       fmt::format("done: {} steps; best val loss {:.4f} ({} batches of {} x {} tokens)", st.step,
                   st.best_loss, cfg.train.eval_iters, cfg.data.batch_size, cfg.data.block_size);
@@ -163,7 +163,7 @@ bool LanguageModelFamily::needs_data(const config::RunConfig& c) const {
 
 // A step reads batch_size windows of block_size tokens, grad_accum times.
 DataPlan LanguageModelFamily::data_plan(const TrainingRun& r) const {
-  const config::RunConfig& c = r.cfg;
+  const config::RunConfig& c = r.config;
   DataPlan p;
   p.size_key = "train_tokens";
   p.size = static_cast<int64_t>(r.data.lm_train.size());

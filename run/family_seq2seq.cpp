@@ -109,11 +109,11 @@ std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c,
 }
 
 bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
-  const config::RunConfig& cfg = c.cfg;
+  const config::RunConfig& cfg = c.run.config;
   const Metrics m =
-      evaluate(nn::model_as<nn::Seq2Seq>(c.model, "validate"), c.data.valid, c.data.framing,
-               cfg.data.batch_size, scored_length(cfg, c.data.framing), cfg.train.eval_examples,
-               is_symbol_task(cfg.data) ? nullptr : &c.data);
+      evaluate(nn::model_as<nn::Seq2Seq>(*c.run.model, "validate"), c.run.data.valid,
+               c.run.data.framing, cfg.data.batch_size, scored_length(cfg, c.run.data.framing),
+               cfg.train.eval_examples, is_symbol_task(cfg.data) ? nullptr : &c.run.data);
   json j = {{"step", st.step},
             {"epoch", st.epoch},
             {"split", "valid"},
@@ -155,7 +155,7 @@ bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
 // The held-out test split with the best checkpoint.
 std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState& st,
                                         MetricsLog& metrics) const {
-  const config::RunConfig& cfg = r.cfg;
+  const config::RunConfig& cfg = r.config;
   std::string which = load_final_average(r);  // checkpoint.average_last, else the best
   if (which.empty()) {
     which = "best checkpoint";

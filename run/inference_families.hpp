@@ -3,6 +3,8 @@
 #pragma once
 #include <mutex>
 
+#include "nn/decoder_lm.hpp"
+#include "nn/seq2seq.hpp"
 #include "run/decode.hpp"
 #include "run/families.hpp"
 #include "run/inference.hpp"
@@ -30,6 +32,10 @@ class Seq2SeqInference : public Inference {
   std::string output_name() const override { return "output"; }
 
  private:
+  // The run's model as the family built it; qkv::Error naming op otherwise.
+  const nn::Seq2Seq& seq2seq(const char* op) const {
+    return nn::model_as<nn::Seq2Seq>(model(), op);
+  }
   const Seq2SeqFamily& family_;  // the run's family (a static of family_for)
 };
 
@@ -53,6 +59,8 @@ class LanguageModelInference : public Inference {
   std::string output_name() const override;  // next-character (or next-piece) guesses
 
  private:
+  // The run's model as the family built it; qkv::Error naming op otherwise.
+  const nn::DecoderLM& lm(const char* op) const { return nn::model_as<nn::DecoderLM>(model(), op); }
   // The text's splits, read once (for_each_batch passes over them many times), by the first
   // call that needs them; the others wait for that read.
   const data::DataSplits& stream(const char* op) const;

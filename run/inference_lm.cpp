@@ -20,7 +20,7 @@ data::Ids LanguageModelInference::encode(const std::string& text, const char* op
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= context, op, "the text has ", ids.size(),
             run_.data.tgt_spm ? " pieces" : " characters", ", more than the model's context of ",
             context, " (",
-            run_.lm(op).max_positions() < run_.config.data.block_size
+            lm(op).max_positions() < run_.config.data.block_size
                 ? "learned positions, model.max_len"
                 : "data.block_size",
             ")");
@@ -49,7 +49,7 @@ void LanguageModelInference::generate(const data::Ids& prompt, int64_t n, const 
                                       Generator& gen, bool cached,
                                       const std::function<void(int64_t)>& on_token) const {
   const auto c = call();
-  run::generate(run_.lm("generate"), prompt, n, max_input_tokens(), o, gen, cached, on_token);
+  run::generate(lm("generate"), prompt, n, max_input_tokens(), o, gen, cached, on_token);
 }
 
 Scores LanguageModelInference::score(const ScoreOptions& o) const {
@@ -65,7 +65,7 @@ Scores LanguageModelInference::score(const ScoreOptions& o) const {
   QKV_CHECK(d.tgt_vocab == run_.data.tgt_vocab, "eval", run_.dir,
             ": the text's vocabulary differs from the run's; the data changed since training");
   const auto c = call();
-  const LmLoss m = lm_loss_full(run_.lm("eval"), o.split == "valid" ? d.lm_valid : d.lm_train,
+  const LmLoss m = lm_loss_full(lm("eval"), o.split == "valid" ? d.lm_valid : d.lm_train,
                                 run_.config.data.block_size, run_.config.data.batch_size);
   // A character token is one Unicode code point of the text (line breaks included): its bits
   // per token are bits per character. A SentencePiece piece has no such reading.
@@ -115,7 +115,7 @@ void LanguageModelInference::for_each_batch(const PassOptions& o,
         offsets.begin() + static_cast<std::ptrdiff_t>(at),
         offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), at + batch)));
     const data::Batch b = data::lm_batch(tokens, part, block);
-    const ag::Var logits = run_.lm("inference").forward(b.tgt_in);
+    const ag::Var logits = lm("inference").forward(b.tgt_in);
     BatchPass p;
     p.loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), -1);
     p.tokens = b.tgt_tokens;
@@ -141,7 +141,7 @@ Tensor LanguageModelInference::logits(const data::Ids& input, const data::Ids&,
   QKV_CHECK(!input.empty() && static_cast<int64_t>(input.size()) <= max_input_tokens(), "logits",
             "the text has ", input.size(), " tokens; the model reads 1 to ", max_input_tokens());
   const auto c = call(false, hooks);
-  return run_.lm("logits").forward(row_of(input)).data().select(0, 0).to(DType::f32);  // (T, V)
+  return lm("logits").forward(row_of(input)).data().select(0, 0).to(DType::f32);  // (T, V)
 }
 
 Inspection LanguageModelInference::inspect(const data::Ids& ids) const {

@@ -103,7 +103,7 @@ std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& in
                                                 const DecodeOptions& o) const {
   QKV_CHECK(o.beam >= 1, "decode", "beam must be >= 1, got ", o.beam);
   const auto c = call();
-  const nn::Seq2Seq& model = run_.seq2seq("decode");
+  const nn::Seq2Seq& model = seq2seq("decode");
   const int64_t bs = std::max<int64_t>(1, run_.config.data.batch_size);
   std::vector<data::Ids> outs;
   for (size_t at = 0; at < inputs.size(); at += static_cast<size_t>(bs)) {
@@ -188,7 +188,7 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   Metrics m;
   {
     const auto c = call();
-    m = evaluate(run_.seq2seq("eval"), ds, run_.data.framing, run_.config.data.batch_size,
+    m = evaluate(seq2seq("eval"), ds, run_.data.framing, run_.config.data.batch_size,
                  family_.scored_length(run_.config, run_.data.framing), 0,
                  once ? &run_.data : nullptr);
   }

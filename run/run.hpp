@@ -34,18 +34,21 @@ double bits_per_token(double nats_per_token);
 // Model config with the vocabulary sizes of the data filled in.
 nn::ModelConfig model_config(const config::RunConfig& c, const data::DataSplits& d);
 
-// A trained run, ready to evaluate or translate: its config, data, vocabularies and model
-// loaded from the best checkpoint (else the latest).
-struct LoadedRun {
+// What every command has of a run: its folder, its config, its data and its model. A loaded
+// run (LoadedRun) and a training one (run/train_run.hpp's TrainingRun) are this and what each
+// adds, under the same names from config to kernel.
+struct RunParts {
+  std::string dir;  // the run folder, as given
   config::RunConfig config;
   data::DataSplits data;
-  std::unique_ptr<nn::Model> model;  // the task's: nn::Seq2Seq or nn::DecoderLM
-  std::string checkpoint;
-  std::string dir;                                                       // the run folder, as given
-  const Family& family() const { return family_for(config.data.task); }  // the family of data.task
-  // The model as its family's type; qkv::Error naming op for the other family.
-  const nn::Seq2Seq& seq2seq(const char* op) const { return nn::model_as<nn::Seq2Seq>(*model, op); }
-  const nn::DecoderLM& lm(const char* op) const { return nn::model_as<nn::DecoderLM>(*model, op); }
+  std::unique_ptr<nn::Model> model;  // the family's (Family::make_model)
+  const Family& family() const { return family_for(config.data.task); }  // of data.task
+};
+
+// A trained run, ready to evaluate or translate: its config, data, vocabularies and model
+// loaded from the best checkpoint (else the latest).
+struct LoadedRun : RunParts {
+  std::string checkpoint;  // the folder its weights were read from
 };
 LoadedRun load_run(const std::string& run_dir, const CheckpointSelector& which);
 LoadedRun load_run(const std::string& run_dir, const std::string& which = "best");

@@ -7,10 +7,10 @@
 #include <filesystem>
 
 #include "core/random.hpp"
-#include "runfolder/integrity.hpp"
+#include "run/family.hpp"
 #include "run/lm.hpp"
 #include "run/run.hpp"
-#include "run/family.hpp"
+#include "runfolder/integrity.hpp"
 
 namespace qkv::run {
 
@@ -46,7 +46,7 @@ void TrainLog::on_step_end(train::Trainer& t, const train::StepStats& s) {
   st.log_norm_sum += s.grad_norm;
   ++st.log_count;
   tokens_ += s.tokens;  // the whole global batch's
-  if (st.step % c_.cfg.train.log_every != 0 && st.step != t.options().total_steps) {
+  if (st.step % c_.run.config.train.log_every != 0 && st.step != t.options().total_steps) {
     show_(st.step, s.loss, s.lr, 0);
     return;
   }
@@ -84,22 +84,22 @@ std::string Checkpointer::save(train::Trainer& t, bool is_best) {
   train::TrainState& st = t.state();
   saved_step_ = st.step;
   // st.loader and st.epoch: the Trainer keeps them current after every step (set_loader)
-  st.dropout_seed = c_.model.dropout_generator().seed();
-  st.dropout_position = c_.model.dropout_generator().position();
+  st.dropout_seed = c_.run.model->dropout_generator().seed();
+  st.dropout_position = c_.run.model->dropout_generator().position();
   st.ranks = t.dist().size();
   // data-parallel: a cheap guard that the replicas still agree (a no-op for one process)
   t.dist().check_same(param_checksum(t.params()), "the sum of the parameters");
   if (!t.dist().is_root()) return std::string();
   // A checkpoint is only ever written from finite weights, so "last good" stays true. (The
   // next step's loss is then non-finite too: it stops the run, or is skipped.)
-  if (const std::string bad = first_nonfinite(c_.model.checkpoint_state()); !bad.empty()) {
+  if (const std::string bad = first_nonfinite(c_.run.model->checkpoint_state()); !bad.empty()) {
     spdlog::warn("step {}: the parameters are no longer finite ({}); no checkpoint written",
                  st.step, bad);
     return std::string();
   }
   st.metrics_bytes = c_.metrics.bytes();
-  const std::string name =
-      save_checkpoint(c_.run_dir, c_.model, c_.opt, st, c_.cfg.checkpoint.keep, is_best);
+  const std::string name = save_checkpoint(c_.run.dir, *c_.run.model, *c_.run.opt, st,
+                                           c_.run.config.checkpoint.keep, is_best);
   if (is_best) st.best = name;
   return name;
 }
@@ -115,7 +115,7 @@ std::string Checkpointer::on_nonfinite(train::Trainer& t, const std::string& wha
     c_.metrics.write({{"step", t.state().step}, {"skipped", true}});
     return std::string();
   }
-  const std::string last = last_good_checkpoint(c_.run_dir);
+  const std::string last = last_good_checkpoint(c_.run.dir);
   return fmt::format("last good checkpoint: {}; set train.skip_nonfinite = true to skip such steps",
                      last.empty() ? "none" : last);
 }
@@ -126,7 +126,7 @@ void Checkpointer::on_train_end(train::Trainer& t, train::StopReason r) {
     return;
   }
   final_name_ = saved_step_ == t.state().step
-                    ? fs::path(find_checkpoint(c_.run_dir)).filename().string()
+                    ? fs::path(find_checkpoint(c_.run.dir)).filename().string()
                     : save(t, false);
 }
 
@@ -139,13 +139,13 @@ void Validator::on_validate(train::Trainer& t) {
   train::Distributed& dist = t.dist();
   bool better = false;
   // data-parallel: rank 0 validates alone (the numbers of one process)
-  if (dist.is_root()) better = family_for(c_.cfg.data.task).validate(c_, t.state());
+  if (dist.is_root()) better = family_for(c_.run.config.data.task).validate(c_, t.state());
   // data-parallel: rank 0's decisions are everyone's (the others wait here meanwhile)
   train::TrainState& st = t.state();
   better = dist.from_root(better ? 1 : 0) != 0;
   st.evals_since_best =
       static_cast<int64_t>(dist.from_root(static_cast<double>(st.evals_since_best)));
-  if (c_.cfg.checkpoint.every == 0)
+  if (c_.run.config.checkpoint.every == 0)
     ckpt_.save(t, better);
   else if (better)
     ckpt_.save(t, true);
@@ -155,7 +155,7 @@ void Validator::on_validate(train::Trainer& t) {
 void Validator::on_train_end(train::Trainer&, train::StopReason r) {
   if (r == train::StopReason::early_stopping)
     c_.say(fmt::format("early stopping: no improvement in {} validations",
-                       c_.cfg.train.early_stopping));
+                       c_.run.config.train.early_stopping));
 }
 
 // --- StopOnSignal ---
@@ -200,7 +200,7 @@ void StopOnSignal::on_train_end(train::Trainer& t, train::StopReason r) {
                                  : "SIGINT",
                  t.state().step,
                  name.empty() ? "no checkpoint written (see above)" : "wrote checkpoint " + name,
-                 c_.run_dir);
+                 c_.run.dir);
 }
 
 // --- DropoutPerRank ---
@@ -211,8 +211,8 @@ void StopOnSignal::on_train_end(train::Trainer& t, train::StopReason r) {
 void DropoutPerRank::on_step_begin(train::Trainer& t) {
   if (t.dist().decides_alone()) return;
   const uint64_t stream =
-      random_bits(c_.cfg.seed ^ 0x64726f706f7574ULL, static_cast<uint64_t>(t.dist().rank()));
-  c_.model.dropout_generator().set_state(stream, static_cast<uint64_t>(t.state().step) << 32);
+      random_bits(c_.run.config.seed ^ 0x64726f706f7574ULL, static_cast<uint64_t>(t.dist().rank()));
+  c_.run.model->dropout_generator().set_state(stream, static_cast<uint64_t>(t.state().step) << 32);
 }
 
 }  // namespace qkv::run

@@ -29,6 +29,7 @@
 #include "data/config.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
+#include "run/train_run.hpp"
 #include "train/trainer.hpp"
 
 namespace qkv::run {
@@ -47,12 +48,10 @@ class MetricsLog {
   std::ofstream out_;
 };
 
+// What the hooks share: the run that trains (its folder, config, data, model, optimizer) and
+// where its records and lines go.
 struct RunContext {
-  const config::RunConfig& cfg;
-  std::string run_dir;
-  nn::Model& model;  // the task's (nn::Seq2Seq or nn::DecoderLM)
-  optim::Optimizer& opt;
-  const data::DataSplits& data;
+  TrainingRun& run;
   MetricsLog& metrics;
   std::function<void(const std::string&)> say;  // a line for the user (not overwritten)
 };

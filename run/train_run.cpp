@@ -11,11 +11,11 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "data/lm.hpp"
+#include "run/family.hpp"
+#include "run/limits.hpp"
 #include "runfolder/average.hpp"
 #include "runfolder/integrity.hpp"
-#include "run/limits.hpp"
 #include "runfolder/provenance.hpp"
-#include "run/family.hpp"
 
 namespace qkv::run {
 
@@ -47,16 +47,16 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
         " to resume: run the same qkv train command again)");
     // One writer: taken before reading anything, so the checkpoint found below stays the newest.
     if (rank == 0 && !a.dry_run) r.lock.emplace(run_dir.string());
-    r.cfg = config::load_config((run_dir / "config.toml").string());
+    r.config = config::load_config((run_dir / "config.toml").string());
     r.resume_from = find_checkpoint(run_dir.string());
     // Killed before its first checkpoint: config.toml fixes everything, so the run restarts
     // from step 0 and still ends exactly as an uninterrupted one.
     r.restart = r.resume_from.empty();
   } else {
     QKV_CHECK(!a.config.empty(), "train", "no config file given (try configs/copy.toml)");
-    r.cfg = config::load_config(a.config, a.overrides);
+    r.config = config::load_config(a.config, a.overrides);
     const fs::path run_dir =
-        a.run_dir.empty() ? fs::path("runs") / r.cfg.name : fs::path(a.run_dir);
+        a.run_dir.empty() ? fs::path("runs") / r.config.name : fs::path(a.run_dir);
     r.dir = run_dir.string();
     if (!folder_has_files(run_dir) || a.dry_run) return;
     QKV_CHECK(a.overwrite, "train", "run folder ", run_dir.string(),
@@ -76,7 +76,7 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
 
 // Data, model, optimizer and this rank's loader; the steps of an epoch and of the run.
 void build(TrainingRun& r, int rank, int ranks) {
-  const config::RunConfig& cfg = r.cfg;
+  const config::RunConfig& cfg = r.config;
   Generator init(cfg.seed);
   r.model = r.family().make_model(model_config(cfg, r.data), init);
   r.opt = optim::make_optimizer(cfg.optim.optim, r.model->checkpoint_parameters());
@@ -109,18 +109,18 @@ train::TrainerOptions trainer_options(const config::RunConfig& cfg, const Family
 void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int ranks) {
   read_config(r, a, rank);
   // threads = 0 (all cores) is saved as the count it became: the run's bits depend on it.
-  r.cfg.threads = apply_threads(r.cfg.threads, "threads");
+  r.config.threads = apply_threads(r.config.threads, "threads");
   if (r.resuming && rank == 0)
     if (const std::string note = kernel_change(r.dir, "resume"); !note.empty())
       spdlog::warn("{}", note);
   // bf16 where it cannot run is an error before any data is read or generated.
-  const Precision precision = choose_precision(std::nullopt, r.cfg.precision, "precision");
+  const Precision precision = choose_precision(std::nullopt, r.config.precision, "precision");
   if (rank != 0) spdlog::set_level(spdlog::level::err);  // data-parallel: rank 0 says it once
-  check_data_memory(r.cfg);                              // before generating or reading anything
-  r.cfg.data.spm_dir = r.dir;  // SentencePiece: a resumed run loads its own models
-  r.data = data::load_data(r.cfg.data);
-  r.family().check_positions(r.cfg, r.data);
-  check_model_memory(r.cfg, r.data.src_vocab.size(), r.data.tgt_vocab.size());
+  check_data_memory(r.config);                           // before generating or reading anything
+  r.config.data.spm_dir = r.dir;  // SentencePiece: a resumed run loads its own models
+  r.data = data::load_data(r.config.data);
+  r.family().check_positions(r.config, r.data);
+  check_model_memory(r.config, r.data.src_vocab.size(), r.data.tgt_vocab.size());
   if (!r.resume_from.empty()) {
     // The run's own vocabularies: the model's ids mean these tokens.
     const data::Vocab sv = data::Vocab::load((fs::path(r.dir) / "src_vocab.txt").string());
@@ -130,8 +130,8 @@ void open_training_run(TrainingRun& r, const TrainRunArgs& a, int rank, int rank
         ": the saved vocabularies differ from the data's; the data changed since the run began");
   }
   build(r, rank, ranks);
-  r.family().check_probe_length(r.cfg, *r.model);
-  r.options = trainer_options(r.cfg, r.family(), r.per_epoch);
+  r.family().check_probe_length(r.config, *r.model);
+  r.options = trainer_options(r.config, r.family(), r.per_epoch);
   r.options.precision = precision;
   if (!r.resume_from.empty()) {
     r.state = load_checkpoint(r.resume_from, *r.model, r.opt.get());
@@ -196,11 +196,12 @@ void create_folder(TrainingRun& r) {
                 ", or choose another with --run-dir");
   }
   if (!r.restart) {
-    atomic_write_file((run_dir / "config.toml").string(), config::effective_toml(r.cfg));
+    atomic_write_file((run_dir / "config.toml").string(), config::effective_toml(r.config));
     // What produced the run (runfolder/provenance.hpp); not in config.toml, which runs again as is.
     atomic_write_file(
         (run_dir / "provenance.json").string(),
-        provenance(static_cast<int>(r.cfg.threads), r.cfg.precision, r.options.precision).dump(2) +
+        provenance(static_cast<int>(r.config.threads), r.config.precision, r.options.precision)
+                .dump(2) +
             "\n");
   }
   // Atomic like every run file: a kill mid-write must not leave half a vocabulary.
@@ -273,7 +274,7 @@ void prepare_run_folder(TrainingRun& r, train::Distributed& dist) {
 }
 
 std::string load_final_average(TrainingRun& r) {
-  const int64_t n = r.cfg.checkpoint.average_last;
+  const int64_t n = r.config.checkpoint.average_last;
   if (n == 0) return "";
   const std::vector<std::string> ckpts = last_checkpoints(r.dir, n, false);
   const std::string out = (fs::path(r.dir) / "checkpoints" / kAverageCheckpoint).string();

@@ -18,9 +18,9 @@
 #include "data/loader.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
+#include "run/family.hpp"
 #include "run/run.hpp"
 #include "runfolder/run_lock.hpp"
-#include "run/family.hpp"
 #include "train/trainer.hpp"
 
 namespace qkv::run {
@@ -32,23 +32,19 @@ struct TrainRunArgs {
   bool dry_run = false;    // read and build everything, take no lock, write nothing
 };
 
-struct TrainingRun {
-  config::RunConfig cfg;
-  std::string dir;
+// A run being trained: its parts (folder, config, data, model) and what training adds.
+struct TrainingRun : RunParts {
   std::optional<RunLock> lock;  // held while this process writes the run folder
   bool resuming = false;        // --resume
   std::string resume_from;      // the checkpoint resumed ("" for a new run)
   bool restart = false;         // --resume of a run killed before its first checkpoint
   bool replace = false;         // --overwrite of a folder that holds an old run
-  data::DataSplits data;
-  std::unique_ptr<nn::Model> model;  // the task's: nn::Seq2Seq or nn::DecoderLM
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<data::BatchSource> loader;
   int64_t per_epoch = 0;  // steps per epoch, from the first epoch's plan
   // options.precision: cfg.precision resolved (auto: what it picked), the one copy
   train::TrainerOptions options;
   train::TrainState state;  // the resumed checkpoint's, or a new run's
-  const Family& family() const { return family_for(cfg.data.task); }  // the family of data.task
 };
 
 // Reads the config (or the run folder's), checks memory and positions, loads the data and

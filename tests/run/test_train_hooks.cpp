@@ -70,10 +70,7 @@ struct HookedRun {
     trainer->set_loader(r.loader.get());
   }
   RunContext context() {
-    return RunContext{
-        r.cfg, r.dir, *r.model, *r.opt, r.data, *metrics, [this](const std::string& s) {
-          said.push_back(s);
-        }};
+    return RunContext{r, *metrics, [this](const std::string& s) { said.push_back(s); }};
   }
 };
 
