@@ -63,8 +63,7 @@ std::string site_names(const Inspection& a) {
 
 }  // namespace
 
-const run::AttentionView& view_named(const Inspection& a, const std::string& kind,
-                                     const char* op) {
+const run::AttentionView& view_named(const Inspection& a, const std::string& kind, const char* op) {
   QKV_CHECK(!a.views.empty(), op, "the model has no attention");
   for (const run::AttentionView& v : a.views)
     if (v.site.name == kind) return v;
@@ -76,8 +75,8 @@ const run::AttentionView& view_named(const Inspection& a, const std::string& kin
   if (a.views.size() == 1)
     throw Error(cat(op, ": --kind ", kind, ": this model has only ", a.views[0].site.title,
                     " (--kind ", a.views[0].site.name, ")"));
-  throw Error(cat(op, ": --kind must be ", site_names(a), " (or self, decoder-self), got '", kind,
-                  "'"));
+  throw Error(
+      cat(op, ": --kind must be ", site_names(a), " (or self, decoder-self), got '", kind, "'"));
 }
 
 figures::Heatmap attention_heatmap(const run::AttentionView& v, int64_t layer,

@@ -1,4 +1,5 @@
-// qkv average RUN --last N [--out DIR]: the run's last N checkpoints averaged (runfolder/average.hpp).
+// qkv average RUN --last N [--out DIR]: the run's last N checkpoints averaged
+// (runfolder/average.hpp).
 #include <cstdio>
 #include <filesystem>
 

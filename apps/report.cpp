@@ -14,8 +14,8 @@
 #include "core/atomic_file.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
-#include "runfolder/run_file.hpp"
 #include "run/family.hpp"
+#include "runfolder/run_file.hpp"
 
 namespace qkv::app {
 

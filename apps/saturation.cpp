@@ -153,9 +153,8 @@ void check_saturation_memory(const SaturationArgs& a, const std::vector<int64_t>
   const double weights = 8 * 5 * b * m * m, widths = 8 * (12 * b * m * d + 12 * d * d);
   const std::string key = weights >= widths ? "--keys" : "--d-k";
   require_memory("saturation " + key, worst,
-                      std::to_string(a.keys) + " keys x batch " + std::to_string(a.batch) +
-                          " at d_k " + std::to_string(worst_d) +
-                          " (float64 attention weights and gradients)");
+                 std::to_string(a.keys) + " keys x batch " + std::to_string(a.batch) + " at d_k " +
+                     std::to_string(worst_d) + " (float64 attention weights and gradients)");
   if (a.train_steps > 0) {
     config::RunConfig c = copy_config(a, true);
     run::check_model_memory(c, 14, 14);

@@ -34,8 +34,8 @@ Heatmap attention_heatmap(const std::vector<Tensor>& list, const nn::AttentionSi
   const int64_t layers = static_cast<int64_t>(list.size());
   QKV_CHECK(layers > 0, op, "the model has no ", site.title, " layers");
   const int64_t layer = layer_arg == 0 ? layers : layer_arg;
-  QKV_CHECK(layer >= 1 && layer <= layers, op, "--layer must be in 1..", layers, " (",
-            site.title, " layers of this model), got ", layer_arg);
+  QKV_CHECK(layer >= 1 && layer <= layers, op, "--layer must be in 1..", layers, " (", site.title,
+            " layers of this model), got ", layer_arg);
   const Tensor w = list[layer - 1].to(DType::f64);  // (h, n, m)
   const auto [mat, head_text] = pick_head(w, head, op);
   Heatmap hm;
@@ -43,8 +43,8 @@ Heatmap attention_heatmap(const std::vector<Tensor>& list, const nn::AttentionSi
   hm.cols = mat.size(1);
   hm.values = to_vector<double>(mat.contiguous());
   hm.cell = cell;
-  hm.title = site.title + ", layer " + std::to_string(layer) + "/" + std::to_string(layers) +
-             ", " + head_text;
+  hm.title = site.title + ", layer " + std::to_string(layer) + "/" + std::to_string(layers) + ", " +
+             head_text;
   hm.row_labels = rows;
   hm.col_labels = cols;
   hm.x_label = site.key_axis;

@@ -133,7 +133,7 @@ Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids&
       if (site.prefix != stream.blocks) continue;  // not in the stream read (an encoder's)
       const nn::Linear& w_o = model.W_O(site, l);
       const Tensor& wo = w_o.weight.data();  // (d, d): out x in
-      const Vec w = row_of_tensor(wo);        // once per layer, every head reads it
+      const Vec w = row_of_tensor(wo);       // once per layer, every head reads it
       const Tensor z = h.cache.at(site.z(l)).data().select(0, 0).to(DType::f64);  // (h, n, dh)
       const int64_t dh = z.size(2), d_out = wo.size(0), d_in = wo.size(1);
       for (int64_t head = 0; head < site.heads; ++head) {

@@ -57,7 +57,8 @@ AttentionScores scores_of(const std::vector<run::Inspection>& ins, const Attenti
   AttentionScores out{a, {}};
   for (const auto& [name, score] : interp::kHeadScoreNames) {
     const interp::ScoredAttention kind = interp::attention_of(score);
-    if (kind != interp::ScoredAttention::any && (kind == interp::ScoredAttention::cross) != a.cross())
+    if (kind != interp::ScoredAttention::any &&
+        (kind == interp::ScoredAttention::cross) != a.cross())
       continue;
     std::vector<std::vector<double>>& layers = out.scores[std::string(name)];
     for (int64_t l = 0; l < a.layers; ++l) {

@@ -2,8 +2,9 @@
 // on. A head is one layer and head of an attention site (nn/attention_site.hpp), named as
 // TransformerLens counts them (from 0): the site's head prefix, then L.H --
 //
-//   a model of one site (a language model, an encoder classifier)   L.H   e.g. 1.3 (blocks.1.attn.z)
-//   an encoder-decoder        encoder.L.H  decoder.L.H  cross.L.H   its three sites
+//   a model of one site (a language model, an encoder classifier)   L.H   e.g. 1.3
+//   (blocks.1.attn.z) an encoder-decoder        encoder.L.H  decoder.L.H  cross.L.H   its three
+//   sites
 //
 // (`qkv attention --layer/--head` count from 1, as its figure titles do.) A head's output is its
 // slice of the hook point z (B, h, n, d_head) before the output projection W_O; removing it

@@ -3,12 +3,15 @@
 // read. A model lists its sites from its structure (nn::Model::attention_sites, no forward
 // pass); a consumer prints whatever sites it is given and never asks which family it holds.
 //
-//   model                   name      title                     queries  keys    causal  hook (.z, .pattern)
-//   encoder-decoder         encoder   encoder self-attention    input    input   no      encoder.blocks.{l}.attn
-//                           decoder   decoder self-attention    output   output  yes     decoder.blocks.{l}.attn
-//                           cross     cross-attention           output   input   no      decoder.blocks.{l}.cross
-//   decoder-only LM         self      causal self-attention     output   output  yes     blocks.{l}.attn
-//   encoder classifier      self      self-attention            input    input   no      blocks.{l}.attn
+//   model                   name      title                     queries  keys    causal  hook (.z,
+//   .pattern) encoder-decoder         encoder   encoder self-attention    input    input   no
+//   encoder.blocks.{l}.attn
+//                           decoder   decoder self-attention    output   output  yes
+//                           decoder.blocks.{l}.attn cross     cross-attention           output
+//                           input   no      decoder.blocks.{l}.cross
+//   decoder-only LM         self      causal self-attention     output   output  yes
+//   blocks.{l}.attn encoder classifier      self      self-attention            input    input   no
+//   blocks.{l}.attn
 //
 // Heads are named as TransformerLens counts them (from 0): "cross.1.0" is layer 1, head 0 of the
 // site "cross". A model whose attention is one site names it "self" and its heads "L.H" with no
@@ -24,10 +27,11 @@ namespace qkv::nn {
 enum class Side { input, output };
 
 struct AttentionSite {
-  std::string name;    // "encoder", "decoder", "cross"; "self": a model's only attention
-  std::string title;   // "cross-attention": a figure's or a page's words for it
-  std::string prefix;  // hook prefix of the blocks that hold it, before the layer: "decoder.blocks."
-  std::string point;   // its sublayer in a block: "attn" (self-attention) or "cross"
+  std::string name;   // "encoder", "decoder", "cross"; "self": a model's only attention
+  std::string title;  // "cross-attention": a figure's or a page's words for it
+  std::string
+      prefix;         // hook prefix of the blocks that hold it, before the layer: "decoder.blocks."
+  std::string point;  // its sublayer in a block: "attn" (self-attention) or "cross"
   Side queries = Side::output, keys = Side::output;
   bool causal = false;  // a query sees the keys up to its own position only
   int64_t layers = 0, heads = 0;

@@ -89,10 +89,10 @@ std::vector<AttentionSite> DecoderLM::attention_sites() const {
 }
 
 const MultiHeadAttention& DecoderLM::attention_of(const AttentionSite& site, int64_t layer) const {
-  QKV_CHECK(site.name == "self" && layer >= 0 &&
-                layer < static_cast<int64_t>(blocks->layers.size()),
-            "DecoderLM", "no attention '", site.name, "' at layer ", layer, " (self, layers 0..",
-            blocks->layers.size() - 1, ")");
+  QKV_CHECK(
+      site.name == "self" && layer >= 0 && layer < static_cast<int64_t>(blocks->layers.size()),
+      "DecoderLM", "no attention '", site.name, "' at layer ", layer, " (self, layers 0..",
+      blocks->layers.size() - 1, ")");
   return *blocks->layers[static_cast<size_t>(layer)]->self_attn;
 }
 

@@ -77,8 +77,7 @@ class DecoderLM : public Model {
  protected:
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                const Tensor& tgt_valid) const override;
-  const MultiHeadAttention& attention_of(const AttentionSite& site,
-                                         int64_t layer) const override;
+  const MultiHeadAttention& attention_of(const AttentionSite& site, int64_t layer) const override;
 
  private:
   Var head(const Var& h) const;  // (..., d) -> logits (..., V)

@@ -100,8 +100,7 @@ class EncoderClassifier : public Model {
   // The pooled vector (B, 1, d), after its hook point.
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                const Tensor& tgt_valid) const override;
-  const MultiHeadAttention& attention_of(const AttentionSite& site,
-                                         int64_t layer) const override;
+  const MultiHeadAttention& attention_of(const AttentionSite& site, int64_t layer) const override;
 
  private:
   Var head(const Var& pooled) const;  // (B, 1, d) -> logits (B, 1, C), after its hook point

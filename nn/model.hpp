@@ -101,8 +101,9 @@ class Model : public Module {
   std::string scope_;
 };
 
-// m as the family F it was built as (Seq2Seq, DecoderLM or EncoderClassifier); qkv::Error naming `what` when it is
-// the other one. Code that needs one family's operations asks the run's task first.
+// m as the family F it was built as (Seq2Seq, DecoderLM or EncoderClassifier); qkv::Error naming
+// `what` when it is the other one. Code that needs one family's operations asks the run's task
+// first.
 template <class F>
 const F& model_as(const Model& m, const char* what) {
   const F* f = dynamic_cast<const F*>(&m);

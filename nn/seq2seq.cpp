@@ -161,7 +161,8 @@ std::vector<AttentionSite> Seq2Seq::attention_sites() const {
     out.push_back({"encoder", "encoder self-attention", "encoder.blocks.", "attn", Side::input,
                    Side::input, false, enc, h, "query (source)", "key (source)", "encoder_self"});
   out.push_back({"decoder", "decoder self-attention", "decoder.blocks.", "attn", Side::output,
-                 Side::output, true, dec, h, "output token", "key (decoder input)", "decoder_self"});
+                 Side::output, true, dec, h, "output token", "key (decoder input)",
+                 "decoder_self"});
   out.push_back({"cross", "cross-attention", "decoder.blocks.", "cross", Side::output, Side::input,
                  false, dec, h, "output token", "key (source)", "cross"});
   return out;

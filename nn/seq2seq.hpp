@@ -105,8 +105,7 @@ class Seq2Seq : public Model {
  protected:
   Var features(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
                const Tensor& tgt_valid) const override;
-  const MultiHeadAttention& attention_of(const AttentionSite& site,
-                                         int64_t layer) const override;
+  const MultiHeadAttention& attention_of(const AttentionSite& site, int64_t layer) const override;
 
  private:
   Var project(const Var& h) const;  // (..., d) -> (..., V)

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "core/cancel.hpp"
-#include "run/decode.hpp"
 #include "nn/inference_scope.hpp"
+#include "run/decode.hpp"
 #include "run/run.hpp"
 
 namespace qkv::run {

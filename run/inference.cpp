@@ -145,9 +145,11 @@ std::vector<AttentionView> views_of(const nn::Model& model, const nn::Hooks& cap
   std::vector<AttentionView> out;
   for (const nn::AttentionSite& site : model.attention_sites()) {
     const bool input_queries = site.queries == nn::Side::input;
-    AttentionView v{site, site.hook() + ".pattern",
+    AttentionView v{site,
+                    site.hook() + ".pattern",
                     input_queries ? labels.input : labels.output_queries,
-                    site.keys == nn::Side::input ? labels.input : labels.output_keys, {}};
+                    site.keys == nn::Side::input ? labels.input : labels.output_keys,
+                    {}};
     for (int64_t l = 0; l < site.layers; ++l) {
       const auto it = captured.cache.find(site.pattern(l));
       QKV_CHECK(it != captured.cache.end(), "attention", "no pattern at ", site.pattern(l));

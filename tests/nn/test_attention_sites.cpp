@@ -141,7 +141,7 @@ TEST_CASE("read-outs: W_O is the module whose input is the site's z") {
   for (const AttentionSite& s : m.attention_sites())
     for (int64_t l = 0; l < s.layers; ++l) {
       INFO(s.name << " " << l);
-      const MultiHeadAttention& a = s.name == "encoder" ? *m.encoder->layers[l]->self_attn
+      const MultiHeadAttention& a = s.name == "encoder"   ? *m.encoder->layers[l]->self_attn
                                     : s.name == "decoder" ? *m.decoder->layers[l]->self_attn
                                                           : *m.decoder->layers[l]->cross_attn;
       CHECK(&m.W_O(s, l) == a.w_o.get());
@@ -154,7 +154,8 @@ TEST_CASE("read-outs: W_O is the module whose input is the site's z") {
   CHECK_THROWS_WITH(lm.W_O(cross, 0), Catch::Contains("no attention 'cross'"));
   const EncoderClassifier c(tiny_classifier(true), g);
   const AttentionSite only = c.attention_sites()[0];
-  for (int64_t l = 0; l < 3; ++l) CHECK(&c.W_O(only, l) == c.blocks->layers[l]->self_attn->w_o.get());
+  for (int64_t l = 0; l < 3; ++l)
+    CHECK(&c.W_O(only, l) == c.blocks->layers[l]->self_attn->w_o.get());
   CHECK(c.output_layer().weight.data().shape() == Shape{3, 8});  // the classifier: C x d
   CHECK(c.output_stream().blocks == "blocks.");
   CHECK(c.output_stream().layers == 3);

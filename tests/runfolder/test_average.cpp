@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runfolder/average.hpp"
 #include "run/run.hpp"
+#include "runfolder/average.hpp"
 #include "support/common.hpp"
 
 using namespace qkv;
