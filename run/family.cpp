@@ -41,6 +41,29 @@ void Family::write_capabilities(nlohmann::json& facts) const {
   facts["capabilities"] = std::move(names);
 }
 
+std::unique_ptr<data::BatchSource> Family::examples_loader(const config::RunConfig& cfg,
+                                                           const data::DataSplits& d, int rank,
+                                                           int ranks, data::EpochData epochs) {
+  data::LoaderOptions lopt = data::loader_options(cfg.data);
+  lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
+  lopt.shard_count = ranks;
+  lopt.epoch_data = std::move(epochs);
+  return std::make_unique<data::Loader>(std::make_shared<const data::Dataset>(d.train), d.framing,
+                                        lopt, cfg.seed);
+}
+
+int64_t Family::examples_steps_per_epoch(const config::RunConfig& cfg, const data::DataSplits& d,
+                                         const data::Dataset& first) {
+  Generator plan_gen(cfg.seed);
+  const data::LoaderOptions lopt = data::loader_options(cfg.data);
+  return static_cast<int64_t>(data::plan_batches(first, d.framing, lopt.batch, plan_gen).size());
+}
+
+std::string Family::examples_split_sizes(const data::DataSplits& d) {
+  return std::to_string(d.train.size()) + " train / " + std::to_string(d.valid.size()) +
+         " valid examples";
+}
+
 const Family& family_for(data::TaskKind kind) {
   switch (data::family_of(kind)) {
 #define QKV_FAMILY_CASE(family, get) \

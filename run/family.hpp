@@ -143,6 +143,17 @@ class Family {
  protected:
   // facts["capabilities"] = the names of capabilities() ("decode", "generate").
   void write_capabilities(nlohmann::json& facts) const;
+
+  // What a family that trains on examples (pairs, classes) shares: this rank's loader over
+  // d.train (or over each epoch's draw, `epochs`); the batches of its first epoch, `first`
+  // (d.train, or epoch 0's draw), planned with a copy of the loader's generator; and the
+  // summary line's sizes, "1000 train / 100 valid examples".
+  static std::unique_ptr<data::BatchSource> examples_loader(const config::RunConfig& cfg,
+                                                            const data::DataSplits& d, int rank,
+                                                            int ranks, data::EpochData epochs = {});
+  static int64_t examples_steps_per_epoch(const config::RunConfig& cfg, const data::DataSplits& d,
+                                          const data::Dataset& first);
+  static std::string examples_split_sizes(const data::DataSplits& d);
 };
 
 // The family of a data.task.

@@ -101,22 +101,16 @@ void EncoderFamily::check_positions(const config::RunConfig& cfg, const data::Da
 std::unique_ptr<data::BatchSource> EncoderFamily::make_loader(const config::RunConfig& cfg,
                                                               const data::DataSplits& d, int rank,
                                                               int ranks) const {
-  data::LoaderOptions lopt = data::loader_options(cfg.data);
-  lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
-  lopt.shard_count = ranks;
-  return std::make_unique<data::Loader>(std::make_shared<const data::Dataset>(d.train), d.framing,
-                                        lopt, cfg.seed);
+  return examples_loader(cfg, d, rank, ranks);
 }
 
 int64_t EncoderFamily::steps_per_epoch(const config::RunConfig& cfg,
                                        const data::DataSplits& d) const {
-  Generator plan_gen(cfg.seed);  // the loader's first epoch, planned with a copy of its generator
-  const data::LoaderOptions lopt = data::loader_options(cfg.data);
-  return static_cast<int64_t>(data::plan_batches(d.train, d.framing, lopt.batch, plan_gen).size());
+  return examples_steps_per_epoch(cfg, d, d.train);
 }
 
 std::string EncoderFamily::split_sizes(const data::DataSplits& d) const {
-  return fmt::format("{} train / {} valid examples", d.train.size(), d.valid.size());
+  return examples_split_sizes(d);
 }
 
 bool EncoderFamily::validate(RunContext& c, train::TrainState& st) const {
@@ -147,12 +141,7 @@ bool EncoderFamily::validate(RunContext& c, train::TrainState& st) const {
 // The held-out test split with the best checkpoint (or checkpoint.average_last's average).
 std::string EncoderFamily::final_result(TrainingRun& r, const train::TrainState& st,
                                         MetricsLog& metrics) const {
-  std::string which = load_final_average(r);
-  if (which.empty()) {
-    which = "best checkpoint";
-    const std::string best = find_checkpoint(r.dir, "best");
-    if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
-  }
+  const std::string which = load_final_weights(r);  // the average, else the best
   const ClassMetrics m = evaluate_classes(classifier(*r.model, "test"), r.data.test, r.data.framing,
                                           r.data.tgt_vocab, r.config.data.batch_size);
   json j = record(m, st.step, "test");

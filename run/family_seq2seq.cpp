@@ -80,27 +80,19 @@ data::EpochData epoch_data(const config::RunConfig& cfg, const data::DataSplits&
 std::unique_ptr<data::BatchSource> Seq2SeqFamily::make_loader(const config::RunConfig& cfg,
                                                               const data::DataSplits& d, int rank,
                                                               int ranks) const {
-  data::LoaderOptions lopt = data::loader_options(cfg.data);
-  lopt.shard_rank = rank;  // data-parallel: this rank's rows of every global batch
-  lopt.shard_count = ranks;
-  lopt.epoch_data = epoch_data(cfg, d);
-  return std::make_unique<data::Loader>(std::make_shared<const data::Dataset>(d.train), d.framing,
-                                        lopt, cfg.seed);
+  return examples_loader(cfg, d, rank, ranks, epoch_data(cfg, d));
 }
 
 // From the first epoch's plan (a copy of the loader's generator, over the loader's first epoch).
 int64_t Seq2SeqFamily::steps_per_epoch(const config::RunConfig& cfg,
                                        const data::DataSplits& d) const {
-  Generator plan_gen(cfg.seed);
-  const data::LoaderOptions lopt = data::loader_options(cfg.data);
   const data::EpochData epochs = epoch_data(cfg, d);
   const std::shared_ptr<const data::Dataset> drawn = epochs ? epochs(0) : nullptr;
-  const data::Dataset& first = drawn ? *drawn : d.train;
-  return static_cast<int64_t>(data::plan_batches(first, d.framing, lopt.batch, plan_gen).size());
+  return examples_steps_per_epoch(cfg, d, drawn ? *drawn : d.train);
 }
 
 std::string Seq2SeqFamily::split_sizes(const data::DataSplits& d) const {
-  return fmt::format("{} train / {} valid examples", d.train.size(), d.valid.size());
+  return examples_split_sizes(d);
 }
 
 std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c,
@@ -156,12 +148,7 @@ bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
 std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState& st,
                                         MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.config;
-  std::string which = load_final_average(r);  // checkpoint.average_last, else the best
-  if (which.empty()) {
-    which = "best checkpoint";
-    const std::string best = find_checkpoint(r.dir, "best");
-    if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
-  }
+  const std::string which = load_final_weights(r);  // the average, else the best
   const Metrics test = evaluate(
       nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test, r.data.framing, cfg.data.batch_size,
       scored_length(cfg, r.data.framing), 0, is_symbol_task(cfg.data) ? nullptr : &r.data);

@@ -273,6 +273,13 @@ void prepare_run_folder(TrainingRun& r, train::Distributed& dist) {
   if (r.resuming && fs::is_directory(fs::path(r.dir) / "checkpoints")) clean_checkpoints(r);
 }
 
+std::string load_final_weights(TrainingRun& r) {
+  if (std::string averaged = load_final_average(r); !averaged.empty()) return averaged;
+  const std::string best = find_checkpoint(r.dir, "best");
+  if (!best.empty()) load_checkpoint(best, *r.model, nullptr);
+  return "best checkpoint";
+}
+
 std::string load_final_average(TrainingRun& r) {
   const int64_t n = r.config.checkpoint.average_last;
   if (n == 0) return "";

@@ -73,6 +73,9 @@ void after_folder();
 // checkpoints (fewer if it wrote fewer) into checkpoints/average and loads it into r.model.
 // Returns what it averaged ("average of the last 5 checkpoints"), "" when off.
 std::string load_final_average(TrainingRun& r);
+// The weights a final test reads: checkpoint.average_last's average when on, else the best
+// checkpoint (when there is one), loaded into r.model. Returns which ("best checkpoint").
+std::string load_final_weights(TrainingRun& r);
 // The first line of the run: what it trains, how long, on how many threads and processes.
 std::string run_summary(const TrainingRun& r, int ranks);
 
