@@ -71,6 +71,26 @@ int64_t Inference::inspection_tokens(int64_t n) const {
 
 std::vector<Capability> Inference::capabilities() const { return run_.family().capabilities(); }
 
+// A split regenerated at other lengths (copy, reverse, sort) with the run's seeds, so only the
+// lengths change.
+data::DataSplits regenerated(const LoadedRun& r, int64_t min_len, int64_t max_len) {
+  data::DataConfig c = r.config.data;
+  if (!data::has_length_range(c.task))  // annotated_copy is synthetic too, of one fixed length
+    throw Error("eval --max-len: data.task = '" + std::string(name_of(c.task)) +
+                "' cannot be regenerated at other lengths (only copy, reverse and sort)");
+  QKV_CHECK(min_len <= max_len, "eval", "--min-len ", min_len, " is above --max-len ", max_len);
+  c.min_len = min_len;
+  c.max_len = max_len;
+  return data::load_data(c);
+}
+
+// "500 examples" and, for a split regenerated at other lengths, ", lengths 1..14".
+std::string examples_summary(int64_t examples, int64_t min_len, int64_t max_len) {
+  std::string s = ", " + std::to_string(examples) + " examples";
+  if (max_len > 0) s += ", lengths " + std::to_string(min_len) + ".." + std::to_string(max_len);
+  return s;
+}
+
 bool Inference::can(Capability c) const {
   const std::vector<Capability> all = capabilities();
   return std::find(all.begin(), all.end(), c) != all.end();

@@ -241,6 +241,14 @@ std::vector<AttentionView> views_of(const nn::Model& model, const nn::Hooks& cap
 // A hook layer capturing every attention pattern ("*.pattern").
 nn::Hooks pattern_capture();
 
+// A split of r's synthetic task (copy, reverse, sort, dyck, ...) regenerated at lengths
+// min_len..max_len with the run's seeds, so only the lengths change (eval --max-len); qkv::Error
+// for a task of fixed lengths or text, or min_len above max_len.
+data::DataSplits regenerated(const LoadedRun& r, int64_t min_len, int64_t max_len);
+// A scored split's summary, after "(checkpoint, valid split": ", 500 examples" and, for a split
+// regenerated at other lengths (max_len > 0), ", lengths 1..14".
+std::string examples_summary(int64_t examples, int64_t min_len, int64_t max_len);
+
 struct OpenOptions {
   std::string checkpoint = "best";     // best | latest | average | step-N | a checkpoint's path
   std::optional<Precision> precision;  // fp32 | bf16 | auto; unset: the run's config

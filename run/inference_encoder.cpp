@@ -110,18 +110,10 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
             name_of(run_.config.data.task));
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
-  data::DataSplits regen;
-  int64_t regen_min = 0;
+  const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
+  const data::DataSplits regen =
+      o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
   Scores s;
-  if (o.max_len > 0) {  // the split regenerated at other lengths, from the run's seeds
-    data::DataConfig dc = run_.config.data;
-    dc.min_len = o.min_len > 0 ? o.min_len : std::min(dc.min_len, o.max_len);
-    dc.max_len = o.max_len;
-    QKV_CHECK(dc.min_len <= dc.max_len, "eval", "--min-len ", dc.min_len, " is above --max-len ",
-              dc.max_len);
-    regen_min = dc.min_len;
-    regen = data::load_data(dc);
-  }
   const data::Dataset& ds = split_named(o.split, o.max_len > 0 ? regen : run_.data, "eval");
   const int64_t longest =
       ds.examples.empty()
@@ -137,8 +129,7 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
   const auto c = call();
   const ClassMetrics m = evaluate_classes(classifier("eval"), ds, run_.data.framing,
                                           run_.data.tgt_vocab, run_.config.data.batch_size);
-  s.summary = cat(", ", m.examples, " examples");
-  if (o.max_len > 0) s.summary += cat(", lengths ", regen_min, "..", o.max_len);
+  s.summary = examples_summary(m.examples, lo, o.max_len);
   s.metrics = loss_metrics(m.loss, "example");
   s.metrics.push_back({.key = "accuracy", .label = "accuracy", .value = m.accuracy});
   for (const ClassCounts& k : m.classes)  // "class balanced: 463/463 correct, 479 predicted"
@@ -146,7 +137,7 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
                           k.predicted, " predicted"));
   s.json["examples"] = m.examples;
   s.json["classes"] = m.counts_json();
-  if (o.max_len > 0) s.json["min_len"] = regen_min, s.json["max_len"] = o.max_len;
+  if (o.max_len > 0) s.json["min_len"] = lo, s.json["max_len"] = o.max_len;
   return s;
 }
 

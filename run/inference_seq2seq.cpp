@@ -17,19 +17,6 @@ namespace qkv::run {
 
 namespace {
 
-// A split regenerated at other lengths (copy, reverse, sort) with the run's seeds, so only the
-// lengths change.
-data::DataSplits regenerated(const LoadedRun& r, int64_t min_len, int64_t max_len) {
-  data::DataConfig c = r.config.data;
-  if (!data::has_length_range(c.task))  // annotated_copy is synthetic too, of one fixed length
-    throw Error("eval --max-len: data.task = '" + std::string(name_of(c.task)) +
-                "' cannot be regenerated at other lengths (only copy, reverse and sort)");
-  QKV_CHECK(min_len <= max_len, "eval", "--min-len ", min_len, " is above --max-len ", max_len);
-  c.min_len = min_len;
-  c.max_len = max_len;
-  return data::load_data(c);
-}
-
 // Refuses, naming --max-len, a regenerated split this machine cannot hold or evaluate: its
 // examples (every split is regenerated, as training made them) and one batch's activations at
 // that length, estimated as training's (run/limits.hpp), which bounds evaluation's from above.
@@ -123,13 +110,6 @@ std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& in
 
 namespace {
 
-// "500 examples" and, for a split regenerated at other lengths, ", lengths 1..14".
-std::string pairs_summary(int64_t examples, int64_t min_len, int64_t max_len) {
-  std::string s = ", " + std::to_string(examples) + " examples";
-  if (max_len > 0) s += ", lengths " + std::to_string(min_len) + ".." + std::to_string(max_len);
-  return s;
-}
-
 // The teacher-forced and exact-match figures of m.
 void add_pair_metrics(Scores& s, const Metrics& m) {
   s.metrics = loss_metrics(m.loss, "target token");
@@ -193,7 +173,7 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
                  once ? &run_.data : nullptr);
   }
   Scores s;
-  s.summary = pairs_summary(m.examples, lo, o.max_len);
+  s.summary = examples_summary(m.examples, lo, o.max_len);
   add_pair_metrics(s, m);
   // a regenerated split: its lengths and target tokens (with <eos>)
   if (o.max_len > 0)
