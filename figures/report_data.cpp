@@ -109,18 +109,37 @@ std::string shade(const std::string& hex, size_t k, size_t n) {
   return o;
 }
 
-// "self" -> "self-attention", "cross" -> "cross-attention", "encoder" -> "encoder self-attention"
-std::string attention_title(const std::string& name) {
-  if (name == "encoder" || name == "decoder") return name + " self-attention";
-  return name + "-attention";
-}
-
 // A record's probe.attentions object, or null when it has none (not a probe record).
 const json* probe_attentions(const json& rec) {
   const auto probe = rec.find("probe");
   if (probe == rec.end() || !probe->is_object()) return nullptr;
   const auto atts = probe->find("attentions");
   return atts != probe->end() && atts->is_object() ? &*atts : nullptr;
+}
+
+// An attention of a probe record: its name (the key in "attentions") and its title.
+struct ProbeSite {
+  std::string name, title;
+};
+
+// A probe record's attentions in the model's order, titled as the model titles them (the
+// record's "sites", inspect/probe_hook.hpp); a record without them (an older version's) lists
+// its attentions by name, each titled by its name.
+std::vector<ProbeSite> probe_sites(const json& rec) {
+  std::vector<ProbeSite> out;
+  const json* atts = probe_attentions(rec);
+  if (!atts) return out;
+  const json& sites = rec["probe"].contains("sites") ? rec["probe"]["sites"] : json();
+  if (sites.is_array())
+    for (const json& s : sites) {
+      if (!s.is_object() || !s.contains("name") || !s["name"].is_string()) continue;
+      const std::string name = s["name"].get<std::string>();
+      const bool titled = s.contains("title") && s["title"].is_string();
+      if (atts->contains(name)) out.push_back({name, titled ? s["title"].get<std::string>() : name});
+    }
+  if (out.empty())
+    for (auto a = atts->begin(); a != atts->end(); ++a) out.push_back({a.key(), a.key()});
+  return out;
 }
 
 // A score's title in the registry (interp/head_scores.hpp); a name it does not know (a record
@@ -137,11 +156,10 @@ std::string score_title(const std::string& score) {
 // mechanism forming in a run at a glance (the per-head curves show which head it is).
 std::vector<std::pair<std::string, double>> best_heads(const json& rec) {
   std::vector<std::pair<std::string, double>> out;
-  const json* atts = probe_attentions(rec);
-  if (!atts) return out;
-  for (auto a = atts->begin(); a != atts->end(); ++a) {
-    if (!a.value().is_object()) continue;
-    for (auto sc = a.value().begin(); sc != a.value().end(); ++sc) {
+  for (const ProbeSite& site : probe_sites(rec)) {
+    const json& a = rec["probe"]["attentions"][site.name];
+    if (!a.is_object()) continue;
+    for (auto sc = a.begin(); sc != a.end(); ++sc) {
       // a share of attention (the registry's unit; one it does not know is taken as one)
       const interp::HeadScoreInfo* info = interp::find_head_score(sc.key());
       if (!sc.value().is_array() || (info && info->unit != interp::ScoreUnit::share)) continue;
@@ -151,8 +169,7 @@ std::vector<std::pair<std::string, double>> best_heads(const json& rec) {
           for (const json& v : row)
             if (v.is_number()) best = std::max(best, v.get<double>());
       const std::string name = score_title(sc.key());
-      if (std::isfinite(best))
-        out.push_back({name + " (best head, " + attention_title(a.key()) + ")", best});
+      if (std::isfinite(best)) out.push_back({name + " (best head, " + site.title + ")", best});
     }
   }
   return out;
@@ -388,10 +405,11 @@ SaturationData read_saturation(const std::string& dir) {
 namespace {
 
 // One attention's score across the probe records: a curve per head, NaN where a record lacks it.
-HeadCurves score_curves(const std::vector<const json*>& probes, const std::string& attention,
+HeadCurves score_curves(const std::vector<const json*>& probes, const ProbeSite& site,
                         const std::string& score, int64_t layers, int64_t heads) {
+  const std::string& attention = site.name;
   HeadCurves c;
-  c.title = attention_title(attention) + ": " + score_title(score);
+  c.title = site.title + ": " + score_title(score);
   c.layers = layers, c.heads = heads;
   c.values.assign(static_cast<size_t>(layers * heads), {});
   double top = 0;
@@ -433,27 +451,29 @@ bool same_layout(const json& a, int64_t layers, int64_t heads) {
 }  // namespace
 
 std::vector<HeadCurves> probe_head_curves(const RunData& r) {
-  const json* layout = nullptr;  // the first probe record's attentions
-  for (const json& rec : r.records) {
-    layout = probe_attentions(rec);
-    if (layout) break;
-  }
-  if (!layout) return {};
+  const json* first = nullptr;  // the first probe record: its attentions are the layout
+  for (const json& rec : r.records)
+    if (probe_attentions(rec)) {
+      first = &rec;
+      break;
+    }
+  if (!first) return {};
   std::vector<HeadCurves> out;
-  for (auto att = layout->begin(); att != layout->end(); ++att) {
-    const int64_t layers = att.value().value("layers", int64_t{0});
-    const int64_t heads = att.value().value("heads", int64_t{0});
+  for (const ProbeSite& site : probe_sites(*first)) {
+    const json& att = (*first)["probe"]["attentions"][site.name];
+    const int64_t layers = att.value("layers", int64_t{0});
+    const int64_t heads = att.value("heads", int64_t{0});
     if (layers <= 0 || heads <= 0) continue;
     std::vector<const json*> probes;
     for (const json& rec : r.records) {
       const json* atts = probe_attentions(rec);
       if (!atts) continue;
-      const auto a = atts->find(att.key());
+      const auto a = atts->find(site.name);
       if (a != atts->end() && same_layout(*a, layers, heads)) probes.push_back(&rec);
     }
-    for (auto score = att.value().begin(); score != att.value().end(); ++score)
+    for (auto score = att.begin(); score != att.end(); ++score)
       if (score.value().is_array())
-        out.push_back(score_curves(probes, att.key(), score.key(), layers, heads));
+        out.push_back(score_curves(probes, site, score.key(), layers, heads));
   }
   return out;
 }

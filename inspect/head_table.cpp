@@ -1,6 +1,8 @@
 // One row per head: importance, ablation losses and pattern scores (inspect/head_table.hpp).
 #include "inspect/head_table.hpp"
 
+#include "inspect/site_json.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -9,6 +11,7 @@
 #include "core/error.hpp"
 #include "interp/head_scores.hpp"
 #include "interp/repeated_tokens.hpp"
+#include "inspect/site_json.hpp"
 #include "run/family.hpp"
 #include "run/inference.hpp"
 #include "run/run.hpp"
@@ -167,6 +170,7 @@ HeadTable head_table(const run::Inference& inf, const HeadTableOptions& o) {
   const run::LoadedRun& r = inf.run();
   HeadTable t;
   t.split = o.split;
+  t.sites = atts;
   std::tie(t.loss, t.batches) = split_loss(inf, o.split, o.max_batches);
   const auto importance = head_importance(inf, atts, o.split, o.max_batches);
   const MeanZ means = mean_z(inf, atts, o.split, o.max_batches);
@@ -282,6 +286,7 @@ nlohmann::json head_table_json(const HeadTable& t) {
           {"batches", t.batches},
           {"probe_length", t.probe_length},
           {"columns", head_columns_json()},
+          {"sites", sites_json(t.sites)},
           {"heads", rows}};
 }
 

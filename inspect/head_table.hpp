@@ -49,7 +49,8 @@ struct HeadTable {
   std::string split;
   double loss = 0;  // the split's loss (over the batches used), nats per token
   int64_t batches = 0, probe_length = 0;
-  std::vector<HeadRow> rows;  // every attention's heads, layer by layer
+  std::vector<Attention> sites;  // the model's attention sites, in forward order
+  std::vector<HeadRow> rows;     // every attention's heads, layer by layer
 };
 
 // Everything above, under the calling thread's hooks (an ablation in scope stays in place, and

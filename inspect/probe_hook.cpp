@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "inspect/icl.hpp"
+#include "inspect/site_json.hpp"
 #include "run/family.hpp"
 #include "run/inference.hpp"
 
@@ -49,10 +50,14 @@ json ProbeHook::probe() {
   {
     const nn::InferenceScope scope(*c_.run.model, precision_);
     json atts = json::object();
+    std::vector<Attention> sites;
     for (const AttentionScores& s :
-         pattern_scores(*c_.run.model, c_.run.config, c_.run.data, inputs_.patterns))
+         pattern_scores(*c_.run.model, c_.run.config, c_.run.data, inputs_.patterns)) {
       atts[s.attention.name] = entry_of(s);
+      sites.push_back(s.attention);
+    }
     out["attentions"] = std::move(atts);
+    out["sites"] = sites_json(sites);  // their order and titles (the keys above are sorted)
     if (inputs_.icl) out["icl"] = icl_score(*c_.run.model, *inputs_.icl);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

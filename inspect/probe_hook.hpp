@@ -5,8 +5,10 @@
 //   {"step": N, "probe": {"seconds": t,
 //                         "attentions": {"self": {"layers": L, "heads": H,
 //                                                 "entropy": [[H values] x L],
-//                                                 "previous_token": [...], "duplicate_token":
-//                                                 [...], "induction": [...]}},
+//                                                 "previous_token": [...],
+//                                                 "duplicate_token": [...],
+//                                                 "induction": [...]}},
+//                         "sites": [{"name": "self", "title": "causal self-attention", ...}],
 //                         "icl": x}}
 //
 // The scores are `qkv heads`'s (inspect/head_table.hpp: pattern_probe and pattern_scores, the
@@ -14,7 +16,9 @@
 // encoder-decoder's record has "encoder" and "decoder" (self-attention scores, the decoder's on
 // its own greedy output) and "cross" (entropy, alignment on the valid split's first sources)
 // entries and no "icl"; a language model's "icl" is the in-context-learning score
-// (inspect/icl.hpp) on icl_windows validation windows. "seconds": the probe's wall time.
+// (inspect/icl.hpp) on icl_windows validation windows. "sites": the model's attention sites
+// (inspect/site_json.hpp) in forward order, so a reader orders and titles the entries as the
+// model does. "seconds": the probe's wall time.
 //
 // A probe changes nothing the training computes: eval mode, no tape and the run's precision
 // (nn::InferenceScope), its own generator, no dropout drawn; a run with it and one without
@@ -53,7 +57,7 @@ class ProbeHook : public train::Hook {
   void on_step_end(train::Trainer& t, const train::StepStats& s) override;  // every N, the last
   void on_train_end(train::Trainer& t, train::StopReason r) override;  // an early stop; the cost
 
-  // The probe of the model as it is now: {"seconds", "attentions", "icl"}.
+  // The probe of the model as it is now: {"seconds", "attentions", "sites", "icl"}.
   nlohmann::json probe();
   int64_t probes() const { return probes_; }
   double seconds() const { return seconds_; }  // all probes so far

@@ -3,15 +3,14 @@
 // read. A model lists its sites from its structure (nn::Model::attention_sites, no forward
 // pass); a consumer prints whatever sites it is given and never asks which family it holds.
 //
-//   model                   name      title                     queries  keys    causal  hook (.z,
-//   .pattern) encoder-decoder         encoder   encoder self-attention    input    input   no
-//   encoder.blocks.{l}.attn
-//                           decoder   decoder self-attention    output   output  yes
-//                           decoder.blocks.{l}.attn cross     cross-attention           output
-//                           input   no      decoder.blocks.{l}.cross
-//   decoder-only LM         self      causal self-attention     output   output  yes
-//   blocks.{l}.attn encoder classifier      self      self-attention            input    input   no
-//   blocks.{l}.attn
+// clang-format off
+//   model               name     title                    queries  keys    causal  hook (.z, .pattern)
+//   encoder-decoder     encoder  encoder self-attention   input    input   no      encoder.blocks.{l}.attn
+//                       decoder  decoder self-attention   output   output  yes     decoder.blocks.{l}.attn
+//                       cross    cross-attention          output   input   no      decoder.blocks.{l}.cross
+//   decoder-only LM     self     causal self-attention    output   output  yes     blocks.{l}.attn
+//   encoder classifier  self     self-attention           input    input   no      blocks.{l}.attn
+// clang-format on
 //
 // Heads are named as TransformerLens counts them (from 0): "cross.1.0" is layer 1, head 0 of the
 // site "cross". A model whose attention is one site names it "self" and its heads "L.H" with no

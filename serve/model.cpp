@@ -13,6 +13,7 @@
 #include "data/lm.hpp"
 #include "inspect/attribution.hpp"
 #include "inspect/head_table.hpp"
+#include "inspect/site_json.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
 #include "inspect/work.hpp"
@@ -215,25 +216,6 @@ void Model::generate(const SampleRequest& q, const Limits& lim,
   });
 }
 
-namespace {
-
-// An attention site as the page reads it: {"name", "title", "head_prefix" (what its heads'
-// names start with: "cross.", or "" for a model's only site), "queries", "keys" ("input" or
-// "output"), "causal", "layers", "heads"}.
-json site_json(const nn::AttentionSite& s) {
-  const auto side = [](nn::Side x) { return x == nn::Side::input ? "input" : "output"; };
-  return {{"name", s.name},
-          {"title", s.title},
-          {"head_prefix", s.head_prefix()},
-          {"queries", side(s.queries)},
-          {"keys", side(s.keys)},
-          {"causal", s.causal},
-          {"layers", s.layers},
-          {"heads", s.heads}};
-}
-
-}  // namespace
-
 json Model::attention(const std::string& text, const Limits& lim, const std::string& ablate,
                       int64_t k) {
   check_k(k, lim, true);
@@ -246,7 +228,7 @@ json Model::attention(const std::string& text, const Limits& lim, const std::str
   for (const run::AttentionView& v : a.views) {
     json k{{"kind", v.site.key},
            {"title", v.site.title},
-           {"site", site_json(v.site)},
+           {"site", inspect::site_json(v.site)},
            {"rows", v.rows},
            {"cols", v.cols}};
     k["layers"] = json::array();

@@ -1,11 +1,11 @@
 // qkv serve's "Heads while training": the probe records a training with a [probe] section
 // appends to metrics.jsonl ({"step", "probe": {"attentions": {NAME: {"layers", "heads", SCORE:
-// [[per head] per layer]}}, "icl"}}), drawn as small multiples as `qkv report` draws them: for
+// [[per head] per layer]}}, "sites": [{"name", "title", ...}], "icl"}}), drawn as small multiples as `qkv report` draws them: for
 // one run, attention and score, a panel per head (layers as rows, heads as columns) with that
 // head's score against step, every panel on the same y range. The panels are built once per
 // choice and their lines redrawn as records arrive. Clicking a panel marks that head's map in
 // the attention grid. Uses app.js's el(), svg(), fmt(), state, currentRun(), fillCheckpoints()
-// and panels.js's headName(), attentionTitle(), headColumn(), forgetOtherRun() at call time
+// and panels.js's headName(), siteTitle(), headColumn(), forgetOtherRun() at call time
 // (a score's title, unit, range and format are its column's: state.headColumns, from the
 // server's score registry); app.js calls addProbe(), renderHeadCurves() and markLinkedMap().
 'use strict';
@@ -16,8 +16,9 @@ const PANEL = {w: 120, h: 56, top: 14};  // one head's panel; its line below a 1
 function addProbe(run, r) {
   const p = r.probe;
   if (!p || typeof p !== 'object' || !p.attentions || typeof p.attentions !== 'object') return;
+  const sites = Array.isArray(p.sites) ? p.sites : [];
   (state.probes[run.name] || (state.probes[run.name] = [])).push({step: r.step,
-                                                                  attentions: p.attentions});
+                                                                  attentions: p.attentions, sites});
 }
 
 // True when a (layers, heads) array of arrays.
@@ -26,10 +27,9 @@ function isGrid(a, layers, heads) {
          a.every(row => Array.isArray(row) && row.length === heads);
 }
 
-// The order of the choices (the server's JSON has its keys sorted): an encoder-decoder's
-// attention sites from input to output, then the columns' order of the scores; an attention or
-// a score not known last.
-const PROBE_ORDER = ['self', 'encoder', 'decoder', 'cross'];
+// The order of the choices (the record's attentions have their keys sorted): the sites in the
+// model's order (the record's "sites"), then the columns' order of the scores; an attention or a
+// score not listed last.
 const rank = (list, x) => (list.includes(x) ? list.indexOf(x) : list.length);
 const columnNames = () => state.headColumns.map(c => c.name);
 
@@ -50,10 +50,12 @@ function probeChoices(probes) {
       if (isGrid(v, a.layers, a.heads))
         out.push({attention, score, layers: a.layers, heads: a.heads,
                   // a model of one attention site names its heads without a prefix
-                  prefix: Object.keys(first).length === 1 ? '' : attention + '.'});
+                  prefix: Object.keys(first).length === 1 ? '' : attention + '.',
+                  title: siteTitle(probes[0].sites, attention)});
   }
   const names = columnNames();
-  const order = c => [rank(PROBE_ORDER, c.attention), rank(names, c.score), c.score];
+  const siteOrder = probes[0].sites.map(s => s.name);
+  const order = c => [rank(siteOrder, c.attention), rank(names, c.score), c.score];
   return out.sort((x, y) => {
     const a = order(x), b = order(y);
     return a[0] - b[0] || a[1] - b[1] || a[2].localeCompare(b[2]);
@@ -78,9 +80,9 @@ function choiceCurves(probes, c) {
   return {steps, values};
 }
 
-// As `qkv report` titles the same figure: "self-attention: induction".
+// As `qkv report` titles the same figure: "causal self-attention: induction".
 function choiceLabel(c) {
-  return attentionTitle(c.attention) + ': ' + scoreTitle(c.score);
+  return c.title + ': ' + scoreTitle(c.score);
 }
 
 // Sets a select's options only when they changed (an open list stays open); keeps the value

@@ -12,11 +12,12 @@ function headName(prefix, layer, head) {
   return prefix + layer + '.' + head;
 }
 
-// An attention site named in a head table or a probe record as `qkv report` titles it
-// (figures/report_data.cpp): "self" -> "self-attention", "encoder" -> "encoder self-attention".
-function attentionTitle(name) {
-  if (name === 'encoder' || name === 'decoder') return name + ' self-attention';
-  return name + '-attention';
+// An attention site's title as the model gives it, from a head table's or a probe record's
+// "sites" ([{name, title}], inspect/site_json.hpp); a name not listed (a record of an older
+// version) is its own title.
+function siteTitle(sites, name) {
+  const s = (sites || []).find(x => x && x.name === name);
+  return s && typeof s.title === 'string' ? s.title : name;
 }
 
 function removedHeads() {
@@ -130,7 +131,7 @@ function renderHeads(t) {
     for (const column of t.columns)
       if (rows[0][column.name] !== undefined) maps.append(heatmap(column, rows));
     box.append(el('div', {class: 'head-group', 'data-attention': attention},
-                  el('h4', {text: attentionTitle(attention)}),
+                  el('h4', {text: siteTitle(t.sites, attention)}),
                   maps));
   }
 }

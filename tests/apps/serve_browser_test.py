@@ -404,15 +404,19 @@ def lm_probe(step):
     return {"step": step, "probe": {"seconds": 0.01, "icl": round(-0.01 * step, 4),
                                     "attentions": {"self": {"layers": 2, "heads": 2,
                                                             **probe_scores(step, probed("self"),
-                                                                           0)}}}}
+                                                                           0)}},
+                                    "sites": [{"name": "self", "title": "causal self-attention"}]}}
 
 
 def copy_probe(step):
     """... and as a training of the 2 + 2 layer encoder-decoder logs it (no icl)."""
+    # the attentions' keys sorted, as the training writes them; "sites" gives the model's order
     atts = {a: {"layers": 2, "heads": 2, **probe_scores(step, probed(a), salt)}
-            for a, salt in (("encoder", 1), ("decoder", 2))}
-    atts["cross"] = {"layers": 2, "heads": 2, **probe_scores(step, probed("cross"), 3)}
-    return {"step": step, "probe": {"seconds": 0.02, "attentions": atts}}
+            for a, salt in (("cross", 3), ("decoder", 2), ("encoder", 1))}
+    sites = [{"name": "encoder", "title": "encoder self-attention"},
+             {"name": "decoder", "title": "decoder self-attention"},
+             {"name": "cross", "title": "cross-attention"}]
+    return {"step": step, "probe": {"seconds": 0.02, "attentions": atts, "sites": sites}}
 
 
 def append_lines(path, records):
@@ -513,8 +517,8 @@ def check_live_panels(b, live, attention, score, prefix, what):
 
 
 def every_choice():
-    """An encoder-decoder's choices: its attentions from input to output, each with the scores
-    the probe records for it, in the server's order."""
+    """An encoder-decoder's choices: its attentions in the order of the record's sites (from
+    input to output), each with the scores the probe records for it, in the server's order."""
     return [f"{a}/{s}" for a in ("encoder", "decoder", "cross") for s in probed(a)]
 
 
@@ -562,7 +566,7 @@ def heads_while_training(b, copy, lm):
            "the LM's per-head grid")
     options = b.js("[...document.getElementById('hc-score').options].map(o => o.textContent)")
     titles = [column(s)["title"] for s in probed("self")]
-    check(options == ["self-attention: " + t for t in titles] and
+    check(options == ["causal self-attention: " + t for t in titles] and
           titles[:4] == ["entropy", "previous token", "duplicate token", "induction"],
           f"lm: the section shows the run's attention and scores, titled as the server says "
           f"({options})")

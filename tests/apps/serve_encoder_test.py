@@ -10,10 +10,10 @@ lens is `qkv lens --json`'s. Then the page in headless Chromium (skipped, exit 7
 chromium or python3-websocket): the button says Classify, no decode or sample options show;
 typing an input and pressing it draws the grid (every map's rows summing to 1) and the class
 probabilities, most probable first, summing to 1, predicted as `qkv classify` predicts; the lens
-panel has qkv lens's ranks; no console errors.
-
-(The head table, the head panels and clicking a map to ablate a head need the attention sites
-of every model; see docs/encoder.md: not asked here until then.)
+panel has qkv lens's ranks; clicking a head's map removes it (the probabilities become `qkv
+classify --ablate`'s, the head marked and listed) and clear restores them; "Score heads" draws
+the head panels of the classifier's one attention site, titled as the model titles it, with `qkv
+heads --json`'s numbers; no console errors.
 
 Usage: serve_encoder_test.py QKV_BINARY SOURCE_DIR
 """
@@ -107,6 +107,8 @@ def page(qkv, run, server, chromium, work):
         cli = json.loads(fx.run([qkv, "lens", run, TEXT, "--json"]).stdout)
         check(lens == [[l["layer"], l["rank"]] for l in cli["layers"]],
               f"the lens panel has qkv lens's ranks ({lens})")
+        ablate_a_head(b, qkv, run)
+        head_panels(b, qkv, run)
         b.screenshot(os.path.join(work, "dyck.png"))
         ok, size = page_test.png_ok(os.path.join(work, "dyck.png"))
         check(ok, f"a screenshot of the classifier's page, not blank ({size} bytes)")
@@ -115,6 +117,73 @@ def page(qkv, run, server, chromium, work):
     finally:
         b.close()
     return page_test.failures
+
+
+CLASSES = ("[...document.querySelectorAll('#classes tr[data-class]')].map(r =>"
+           " [r.dataset.class, Number(r.dataset.p)])")
+
+
+def classes_of(cli):
+    """`qkv classify --json`'s classes as the page lists them: most probable first."""
+    return sorted(([c["class"], c["p"]] for c in cli["classes"]), key=lambda c: -c[1])
+
+
+def answered(b, spec):
+    """Waits for the page's answer with the heads spec removed; its class probabilities."""
+    b.wait(f"document.body.dataset.busy === 'false' && document.getElementById('output')"
+           f".dataset.ablate === {json.dumps(spec)}", 60, f"the answer without {spec or 'none'}")
+    return b.js(CLASSES)
+
+
+def ablate_a_head(b, qkv, run):
+    """Clicking head 1.0's map (the classifier's heads are named L.H, no site prefix) removes it
+    from the answer: the probabilities become qkv classify --ablate 1.0's; clear restores them."""
+    import serve_browser_test as page_test
+    first = b.js(CLASSES)
+    page_test.click(b, *page_test.center(b, "canvas.map[data-name='1.0']"))
+    got = answered(b, "1.0")
+    cli = json.loads(fx.run([qkv, "classify", run, TEXT, "--json", "--ablate", "1.0"]).stdout)
+    want = classes_of(cli)
+    check([c for c, _ in got] == [c for c, _ in want]
+          and all(abs(p - q) < 1e-12 for (_, p), (_, q) in zip(got, want)) and got != first,
+          f"clicking head 1.0's map: the probabilities become qkv classify --ablate 1.0's "
+          f"({first} -> {got}, cli {want})")
+    marked = b.js("[...document.querySelectorAll('td.ablated canvas')].map(c => c.dataset.name)")
+    line = b.js("document.getElementById('ablated').textContent")
+    check(marked == ["1.0"] and line == "ablated: 1.0",
+          f"the removed head is marked and listed ({marked}, {line!r})")
+    page_test.click(b, *page_test.center(b, "#clear-ablation"))
+    got = answered(b, "")
+    check(got == first and b.js("document.querySelectorAll('td.ablated').length") == 0,
+          f"clear restores the first probabilities ({got})")
+
+
+def head_panels(b, qkv, run):
+    """Score heads: one group, the model's one site titled as the model titles it, a heatmap per
+    column its rows have, each cell qkv heads --json's number."""
+    import serve_browser_test as page_test
+    page_test.click(b, *page_test.center(b, "#score-heads"))
+    b.wait("['done', 'error'].includes(document.getElementById('heads').dataset.state)", 120,
+           "the head table")
+    status = b.js("document.getElementById('heads-status').textContent")
+    groups = b.js("[...document.querySelectorAll('#heads .head-group')].map(g =>"
+                  " [g.dataset.attention, g.querySelector('h4').textContent])")
+    check(groups == [["self", "self-attention"]],
+          f"heads: one group, the classifier's self-attention, titled by the model ({groups}; "
+          f"{status!r})")
+    cells = b.js("[...document.querySelectorAll('table.heatmap')].map(t => [t.dataset.score,"
+                 " [...t.querySelectorAll('td')].map(td => [td.title.split(' ')[0],"
+                 " Number(td.dataset.value)])])")
+    cli = json.loads(fx.run([qkv, "heads", run, "--json", "--threads", "1"]).stdout)
+    want = {}
+    for r in cli["heads"]:  # layer by layer, head by head: the cells' order
+        for k, v in r.items():
+            if k not in ("attention", "head", "layer", "index"):
+                want.setdefault(k, []).append([r["head"], v])
+    mine = {score: c for score, c in cells}
+    check(mine == want and len(cells) == len(want) and cli["sites"][0]["title"] == "self-attention",
+          f"heads: a heatmap per column, 2 x 2 cells named L.H, of qkv heads --json's numbers "
+          f"({sorted(mine)} vs {sorted(want)})")
 
 
 def main():

@@ -180,6 +180,12 @@ TEST_CASE("inspect: every score of the registry is a column of qkv heads, its JS
   const nlohmann::json api = served.heads({}, {});
   CHECK(api["columns"] == j["columns"]);
   CHECK(inspect::head_columns_json() == j["columns"]);
+  // the model's sites, in its order, as the rows name them
+  CHECK(api["sites"] == j["sites"]);
+  std::vector<std::string> sites;
+  for (const auto& s : j["sites"]) sites.push_back(s["name"]);
+  CHECK(sites == std::vector<std::string>{"encoder", "decoder", "cross"});
+  CHECK(j["sites"][2]["title"] == "cross-attention");
   for (const interp::HeadScoreInfo& s : interp::kHeadScores) {
     INFO(s.name);
     const auto column = std::find_if(j["columns"].begin(), j["columns"].end(),

@@ -112,6 +112,17 @@ TEST_CASE("probe: records at step 0, every N steps and the last, in the document
                      {"decoder", {"entropy", "previous_token", "duplicate_token", "induction"}},
                      {"cross", {"entropy", "alignment"}}};
       CHECK(atts.size() == shape.size());
+      // the sites in the model's order (the attentions' keys are sorted), with the model's titles
+      std::vector<std::string> order, titles;
+      for (const json& s : pr["sites"]) {
+        order.push_back(s["name"]);
+        titles.push_back(s["title"]);
+      }
+      CHECK(order == (k.lm ? std::vector<std::string>{"self"}
+                           : std::vector<std::string>{"encoder", "decoder", "cross"}));
+      CHECK(titles == (k.lm ? std::vector<std::string>{"causal self-attention"}
+                            : std::vector<std::string>{"encoder self-attention",
+                                                       "decoder self-attention", "cross-attention"}));
       for (const auto& [att, scores] : shape) {
         INFO(att);
         REQUIRE(atts.contains(att));

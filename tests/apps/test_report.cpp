@@ -211,8 +211,8 @@ TEST_CASE("report: the page of a 20000-step run and of two runs, through the bin
 
 namespace {
 
-// A probe record as the training writes it: two layers x three heads of self-attention, the
-// score of head (l, h) at step s = (s + 10 l + h) / 1000, and an icl score.
+// A probe record as the training writes it: two layers x three heads of a language model's
+// self-attention, the score of head (l, h) at step s = (s + 10 l + h) / 1000, and an icl score.
 std::string probe_record(int step, int layers = 2) {
   auto grid = [&](double offset) {
     nlohmann::json g = nlohmann::json::array();
@@ -224,8 +224,11 @@ std::string probe_record(int step, int layers = 2) {
   };
   const nlohmann::json self = {
       {"layers", layers}, {"heads", 3}, {"entropy", grid(1.0)}, {"induction", grid(0.0)}};
-  const nlohmann::json probe = {
-      {"attentions", {{"self", self}}}, {"icl", -step / 1000.0}, {"seconds", 0.01}};
+  const nlohmann::json sites = {{{"name", "self"}, {"title", "causal self-attention"}}};
+  const nlohmann::json probe = {{"attentions", {{"self", self}}},
+                                {"sites", sites},
+                                {"icl", -step / 1000.0},
+                                {"seconds", 0.01}};
   return nlohmann::json{{"step", step}, {"probe", probe}}.dump() + "\n";
 }
 
@@ -242,19 +245,19 @@ TEST_CASE("report: probe records are per-head curves and the in-context learning
   std::vector<std::string> keys;
   for (const MetricChart& c : metric_charts({run})) keys.push_back(c.key);
   CHECK(keys == std::vector<std::string>{"train/loss", "train/lr", "train/grad_norm", "probe/icl",
-                                         "probe/induction (best head, self-attention)"});
+                                         "probe/induction (best head, causal self-attention)"});
   const std::vector<MetricChart> charts = metric_charts({run});
   CHECK(charts[3].chart.title == "In-context learning score");
   CHECK(charts[3].chart.series[0].y == std::vector<double>{0.0, -0.1, -0.2, -0.3, -0.4});
   // the largest head: (1, 2) of two layers, then (2, 2) of the three-layer record
-  CHECK(charts[4].chart.title == "Induction (best head, self-attention)");
+  CHECK(charts[4].chart.title == "Induction (best head, causal self-attention)");
   CHECK(charts[4].chart.y_label == "share of attention");
   CHECK(charts[4].chart.series[0].y == std::vector<double>{0.012, 0.112, 0.212, 0.312, 0.422});
 
   const std::vector<HeadCurves> curves = probe_head_curves(run);
   REQUIRE(curves.size() == 2);  // the record's arrays in its order: entropy, induction
-  CHECK(curves[0].title == "self-attention: entropy");
-  CHECK(curves[1].title == "self-attention: induction");
+  CHECK(curves[0].title == "causal self-attention: entropy");  // the record's site's title
+  CHECK(curves[1].title == "causal self-attention: induction");
   const HeadCurves& ind = curves[1];
   CHECK(ind.layers == 2);
   CHECK(ind.heads == 3);
@@ -284,7 +287,7 @@ TEST_CASE("report: probe records are per-head curves and the in-context learning
   check_page_basics(html);
   CHECK(html.find("Heads while training") != std::string::npos);
   // --svg: each chart as a file named after its title, the same SVG as on the page
-  const std::string induction = read_file(t.file("svg/self-attention-induction.svg"));
+  const std::string induction = read_file(t.file("svg/causal-self-attention-induction.svg"));
   CHECK(induction.rfind("<svg", 0) == 0);
   CHECK(html.find(induction) != std::string::npos);
   CHECK(std::filesystem::exists(t.file("svg/in-context-learning-score.svg")));
@@ -295,6 +298,31 @@ TEST_CASE("report: probe records are per-head curves and the in-context learning
   CHECK(refused.output.find("--svg " + t.file("r.html") + " is a file") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(t.file("r2.html")));
   CHECK(count(html, "data-kind=\"heads\"") == 2);
+}
+
+TEST_CASE("report: probe curves follow the record's sites, in their order and words") {
+  const TempDir t("report_probe_sites");
+  const nlohmann::json grid = {{0.5}};  // one layer, one head
+  const nlohmann::json one = {{"layers", 1}, {"heads", 1}, {"entropy", grid}};
+  const nlohmann::json atts = {{"cross", one}, {"encoder", one}};  // the keys sorted, as written
+  // the model's order (encoder before cross) and titles
+  const nlohmann::json sites = {{{"name", "encoder"}, {"title", "encoder self-attention"}},
+                                {{"name", "cross"}, {"title", "cross-attention"}}};
+  const auto record = [&](bool with_sites) {
+    nlohmann::json probe = {{"attentions", atts}, {"seconds", 0.01}};
+    if (with_sites) probe["sites"] = sites;
+    return nlohmann::json{{"step", 0}, {"probe", probe}}.dump() + "\n";
+  };
+  std::vector<std::string> titles;
+  for (const HeadCurves& c : probe_head_curves(read_run(fake_run(t, "a", "copy", record(true)))))
+    titles.push_back(c.title);
+  CHECK(titles == std::vector<std::string>{"encoder self-attention: entropy",
+                                           "cross-attention: entropy"});
+  // a record without sites (an older version's): its attentions by name, as its keys are sorted
+  titles.clear();
+  for (const HeadCurves& c : probe_head_curves(read_run(fake_run(t, "b", "copy", record(false)))))
+    titles.push_back(c.title);
+  CHECK(titles == std::vector<std::string>{"cross: entropy", "encoder: entropy"});
 }
 
 TEST_CASE("report: bad input gets one line and no output file") {
