@@ -73,12 +73,37 @@ std::vector<Capability> Inference::capabilities() const { return run_.family().c
 
 // A split regenerated at other lengths (copy, reverse, sort) with the run's seeds, so only the
 // lengths change.
+namespace {
+
+// Refuses, naming --max-len, a regenerated split this machine cannot hold or evaluate: its
+// examples (every split is regenerated, as training made them) and one batch's activations at
+// that length, estimated as training's (run/limits.hpp), which bounds evaluation's from above.
+void check_regenerated_memory(const LoadedRun& r, int64_t max_len) {
+  config::RunConfig c = r.config;
+  c.data.max_len = max_len;
+  const double examples =
+      static_cast<double>(c.data.train_size + c.data.valid_size + c.data.test_size);
+  const double data_bytes = examples * (96 + 2 * 8 * (static_cast<double>(max_len) + 2));
+  const MemoryEstimate m =
+      estimate_model_memory(c, r.data.src_vocab.size(), r.data.tgt_vocab.size());
+  require_memory("eval --max-len", data_bytes + m.bytes,
+                 cat("regenerating ", static_cast<int64_t>(examples), " examples of up to ",
+                     max_len, " symbols and scoring batches of ", c.data.batch_size, " of them"));
+}
+
+}  // namespace
+
 data::DataSplits regenerated(const LoadedRun& r, int64_t min_len, int64_t max_len) {
   data::DataConfig c = r.config.data;
-  if (!data::has_length_range(c.task))  // annotated_copy is synthetic too, of one fixed length
+  if (!data::has_length_range(c.task)) {  // annotated_copy is synthetic too, of one fixed length
+    std::string can;
+    for (const auto& t : data::kTaskNames)
+      if (data::has_length_range(t.value)) can += (can.empty() ? "" : ", ") + std::string(t.name);
     throw Error("eval --max-len: data.task = '" + std::string(name_of(c.task)) +
-                "' cannot be regenerated at other lengths (only copy, reverse and sort)");
+                "' cannot be regenerated at other lengths (only " + can + ")");
+  }
   QKV_CHECK(min_len <= max_len, "eval", "--min-len ", min_len, " is above --max-len ", max_len);
+  check_regenerated_memory(r, max_len);
   c.min_len = min_len;
   c.max_len = max_len;
   return data::load_data(c);

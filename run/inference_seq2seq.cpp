@@ -17,22 +17,6 @@ namespace qkv::run {
 
 namespace {
 
-// Refuses, naming --max-len, a regenerated split this machine cannot hold or evaluate: its
-// examples (every split is regenerated, as training made them) and one batch's activations at
-// that length, estimated as training's (run/limits.hpp), which bounds evaluation's from above.
-void check_regenerated_memory(const LoadedRun& r, int64_t max_len) {
-  config::RunConfig c = r.config;
-  c.data.max_len = max_len;
-  const double examples =
-      static_cast<double>(c.data.train_size + c.data.valid_size + c.data.test_size);
-  const double data_bytes = examples * (96 + 2 * 8 * (static_cast<double>(max_len) + 2));
-  const MemoryEstimate m =
-      estimate_model_memory(c, r.data.src_vocab.size(), r.data.tgt_vocab.size());
-  require_memory("eval --max-len", data_bytes + m.bytes,
-                 cat("regenerating ", static_cast<int64_t>(examples), " examples of up to ",
-                     max_len, " symbols and decoding batches of ", c.data.batch_size, " of them"));
-}
-
 // The split o.split names: valid, test or train of d, or for a parallel corpus any split of its
 // folder by name (its configured split names too), loaded into `named`.
 const data::Dataset& select_split(const std::string& split, const LoadedRun& r,
@@ -153,7 +137,6 @@ void add_text_metrics(Scores& s, const data::BleuScore& bleu, const data::ChrfSc
 Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
   const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
-  if (o.max_len > 0) check_regenerated_memory(run_, o.max_len);
   const data::DataSplits regen =
       o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
   data::Dataset named;

@@ -107,6 +107,12 @@ TEST_CASE("encoder: eval scores a split as training's test record, and --max-len
   INFO(longer.output);
   REQUIRE(longer.status == 0);
   CHECK_THAT(longer.output, Catch::Contains("lengths 1..20"));
+  // past this machine's memory: refused with the estimate, as a translator's is
+  const RunResult huge = run_qkv("eval '" + run_of("majority") + "' --max-len 100000");
+  INFO(huge.output);
+  CHECK(huge.status != 0);
+  CHECK_THAT(huge.output,
+             Catch::Contains("eval --max-len: regenerating") && Catch::Contains("more than the"));
   const RunResult beam = run_qkv("eval '" + run_of("dyck") + "' --beam 4");
   CHECK(beam.status == 1);
   CHECK_THAT(beam.output, Catch::Contains("not data.task = dyck"));
