@@ -44,27 +44,25 @@ struct EvalArgs {
 };
 int cmd_eval(const EvalArgs& a);  // eval.cpp
 
-struct TranslateArgs {
+// What every command that reads inputs through a trained run takes (translate, classify).
+struct InputArgs {
   std::string run_dir, checkpoint = "best";
-  std::vector<std::string> texts;  // empty: read lines from stdin
-  int beam = 1;
-  double alpha = 1.0;
-  int max_len = 0;           // 0: source length + train.max_decode_extra
-  int64_t max_input = 1024;  // the longest input decoded (run::OpenOptions::max_input)
+  std::vector<std::string> texts;      // empty: read lines from stdin
+  int64_t max_input = 1024;            // the longest input read (run::OpenOptions::max_input)
   int threads = 0;
   std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
   std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
 };
+
+struct TranslateArgs : InputArgs {
+  int beam = 1;
+  double alpha = 1.0;
+  int max_len = 0;  // 0: source length + train.max_decode_extra
+};
 int cmd_translate(const TranslateArgs& a);  // translate.cpp
 
-struct ClassifyArgs {
-  std::string run_dir, checkpoint = "best";
-  std::vector<std::string> texts;  // empty: read lines from stdin
-  bool json = false;               // one JSON object per input instead of a text line
-  int64_t max_input = 1024;        // the longest input read (run::OpenOptions::max_input)
-  int threads = 0;
-  std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
-  std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
+struct ClassifyArgs : InputArgs {
+  bool json = false;  // one JSON object per input instead of a text line
 };
 int cmd_classify(const ClassifyArgs& a);  // classify.cpp
 

@@ -119,20 +119,12 @@ void add_score(CLI::App* cmd, ScoreArgs& a) {
   cmd->add_flag("--json", a.json, "print one JSON object");
 }
 
-void add_translate(CLI::App* cmd, TranslateArgs& a) {
+// The options of every command that reads inputs through a trained run; max_input_help: what
+// --max-input guards against for this command.
+void add_input_options(CLI::App* cmd, InputArgs& a, const std::string& max_input_help) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("texts", a.texts, "inputs (default: stdin, one per line)");
-  cmd->add_option("--beam", a.beam, "beam size (1: greedy)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  cmd->add_option("--alpha", a.alpha, "length normalisation exponent for beam search (0 to 10)")
-      ->capture_default_str()
-      ->check(finite_range(0.0, 10.0));
-  cmd->add_option("--max-len", a.max_len,
-                  "longest output (default: input length + train.max_decode_extra)")
-      ->check(CLI::Range(1, 100000));
-  cmd->add_option("--max-input", a.max_input,
-                  "longest input, in tokens (decoding time grows with its square)")
+  cmd->add_option("--max-input", a.max_input, max_input_help)
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
@@ -143,19 +135,22 @@ void add_translate(CLI::App* cmd, TranslateArgs& a) {
   add_ablate(cmd, a.ablate);
 }
 
+void add_translate(CLI::App* cmd, TranslateArgs& a) {
+  add_input_options(cmd, a, "longest input, in tokens (decoding time grows with its square)");
+  cmd->add_option("--beam", a.beam, "beam size (1: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--alpha", a.alpha, "length normalisation exponent for beam search (0 to 10)")
+      ->capture_default_str()
+      ->check(finite_range(0.0, 10.0));
+  cmd->add_option("--max-len", a.max_len,
+                  "longest output (default: input length + train.max_decode_extra)")
+      ->check(CLI::Range(1, 100000));
+}
+
 void add_classify(CLI::App* cmd, ClassifyArgs& a) {
-  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
-  cmd->add_option("texts", a.texts, "inputs (default: stdin, one per line)");
+  add_input_options(cmd, a, "longest input, in tokens");
   cmd->add_flag("--json", a.json, "one JSON object per input (its tokens and every class's p)");
-  cmd->add_option("--max-input", a.max_input, "longest input, in tokens")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
-      ->capture_default_str()
-      ->check(checkpoint_name());
-  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
-  add_precision(cmd, a.precision);
-  add_ablate(cmd, a.ablate);
 }
 
 void add_generate(CLI::App* cmd, GenerateArgs& a) {
