@@ -1,7 +1,7 @@
-// `qkv serve` (see server.hpp): routes, the JSON errors, the model cache, signals.
+// `qkv serve` (see server.hpp): routes and signals (the HTTP checks: http.hpp; the loaded
+// checkpoints: model_cache.hpp).
 #include "serve/server.hpp"
 
-#include <arpa/inet.h>
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
@@ -9,23 +9,21 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
 
-#include "core/bounded_json.hpp"
 #include "core/cancel.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/parallel.hpp"
 #include "inspect/head_table.hpp"
-#include "runfolder/run_file.hpp"
 #include "serve/assets.hpp"
 #include "serve/connections.hpp"
+#include "serve/http.hpp"
+#include "serve/model_cache.hpp"
 #include "serve/queue.hpp"
 #include "serve/run_files.hpp"
 
@@ -35,193 +33,12 @@ namespace qkv::serve {
 
 namespace {
 
-std::function<void(const std::string&)>& before_load() {
-  static std::function<void(const std::string&)> hook;
-  return hook;
-}
-
-constexpr uint64_t kMaxServedFile = 256ull << 20;  // a figure, a CSV, a config, a log
-constexpr size_t kStreamChunk = 64 << 10;          // what one answer holds of its file at once
-
-// A request for something that is not served: an unknown run, a file outside it.
-struct NotFound : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Every answer's JSON: bytes that are not UTF-8 (a request's path, a folder's name, a message
-// quoting either) become U+FFFD instead of an exception.
-std::string dump_json(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-void send_json(httplib::Response& res, const json& j, int status = 200) {
-  res.status = status;
-  res.set_content(dump_json(j), "application/json");
-}
-
-void send_error(httplib::Response& res, int status, const std::string& message) {
-  std::string line = message.substr(0, message.find('\n'));  // one line
-  send_json(res, {{"error", line}}, status);
-}
-
-// The host of a Host header ("127.0.0.1:8080" -> 127.0.0.1, "[::1]:8080" -> ::1), lowercase.
-std::string host_name(const std::string& header) {
-  std::string h = header;
-  if (!h.empty() && h[0] == '[') {
-    const size_t end = h.find(']');
-    h = end == std::string::npos ? h : h.substr(1, end - 1);
-  } else if (const size_t colon = h.rfind(':'); colon != std::string::npos) {
-    h = h.substr(0, colon);
-  }
-  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
-  return h;
-}
-
-bool ip_literal(const std::string& h) {
-  unsigned char buf[sizeof(in6_addr)];
-  return inet_pton(AF_INET, h.c_str(), buf) == 1 || inet_pton(AF_INET6, h.c_str(), buf) == 1;
-}
-
-// DNS rebinding names the server by the attacker's domain: a request must name it by an IP
-// address, localhost (or a name under .localhost), or the --host it was given.
-bool allowed_host(const std::string& header, const std::string& served) {
-  const std::string h = host_name(header);
-  const std::string local = ".localhost";
-  return !h.empty() && (h == "localhost" || ip_literal(h) || h == host_name(served) ||
-                        (h.size() > local.size() && h.ends_with(local)));
-}
-
-// The media type of a Content-Type header, lowercase, without parameters.
-std::string media_type(const std::string& content_type) {
-  std::string t = content_type.substr(0, content_type.find(';'));
-  while (!t.empty() && t.back() == ' ') t.pop_back();
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  return t;
-}
-
-// A query parameter that must be a whole integer ("12abc" is not 12).
-int64_t integer_param(const httplib::Request& req, const char* key, int64_t fallback) {
-  if (!req.has_param(key)) return fallback;
-  const std::string v = req.get_param_value(key);
-  int64_t x = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size())
-    throw BadInput(std::string(key) + " must be an integer");
-  return x;
-}
-
-// The checkpoints loaded so far, by (run, checkpoint folder): at most `capacity`, the least
-// recently used dropped first (a request still using it keeps it alive). A checkpoint is read
-// once: requests for one being loaded wait for that load alone; every other checkpoint answers.
-class ModelCache {
- public:
-  ModelCache(size_t capacity, std::optional<Precision> precision)
-      : capacity_(capacity), precision_(precision) {}
-
-  std::shared_ptr<Model> get(const ServedRun& run, const std::string& which) {
-    if (which != "best" && which != "latest" && which.rfind("step-", 0) != 0)
-      throw BadInput("checkpoint must be best, latest or step-N, got '" + which + "'");
-    std::string name;
-    try {
-      name = resolve_checkpoint_name(run.dir.string(), which);
-    } catch (const Error& e) {
-      throw NotFound(run.name + ": no checkpoint " + which + " (yet)");
-    }
-    const std::string key = run.name + "/" + name;
-    const std::shared_ptr<Slot> slot = slot_for(key);
-    std::lock_guard<std::mutex> loading(slot->mu);  // this checkpoint only
-    if (!slot->model) {
-      try {
-        if (before_load()) before_load()(key);
-        slot->model = std::make_shared<Model>(run.dir.string(), name, precision_);
-      } catch (...) {
-        forget(key, slot);  // the next request tries again
-        throw;
-      }
-    }
-    return slot->model;
-  }
-
- private:
-  struct Slot {
-    std::mutex mu;  // held while the checkpoint loads
-    std::shared_ptr<Model> model;
-  };
-
-  std::shared_ptr<Slot> slot_for(const std::string& key) {
-    std::lock_guard<std::mutex> hold(mu_);  // held for the list only, never for a load
-    for (auto it = lru_.begin(); it != lru_.end(); ++it)
-      if (it->first == key) {
-        lru_.splice(lru_.begin(), lru_, it);
-        return it->second;
-      }
-    lru_.emplace_front(key, std::make_shared<Slot>());
-    if (lru_.size() > capacity_) lru_.pop_back();
-    return lru_.front().second;
-  }
-
-  void forget(const std::string& key, const std::shared_ptr<Slot>& slot) {
-    std::lock_guard<std::mutex> hold(mu_);
-    lru_.remove_if([&](const auto& e) { return e.first == key && e.second == slot; });
-  }
-
-  size_t capacity_;
-  std::optional<Precision> precision_;
-  std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<Slot>>> lru_;
-};
-
-// A served file, opened without blocking (a regular file only, within kMaxServedFile), sent
-// kStreamChunk bytes at a time: an answer holds one chunk, never the file. The size is the
-// file's when opened; a file that gets shorter meanwhile ends the answer early (the
-// connection closes rather than send other bytes than the length promised).
-void stream_file(httplib::Response& res, const std::string& path, const char* type) {
-  auto file = std::make_shared<const run::RunFile>(path, "served file");
-  if (file->size() > kMaxServedFile)
-    throw BadInput(path + ": " + bytes_text(file->size()) + ", more than the " +
-                   bytes_text(kMaxServedFile) + " a served file may hold");
-  res.set_content_provider(static_cast<size_t>(file->size()), type,
-                           [file](size_t offset, size_t length, httplib::DataSink& sink) {
-                             const std::string chunk =
-                                 file->read(offset, std::min(length, kStreamChunk));
-                             return !chunk.empty() && sink.write(chunk.data(), chunk.size());
-                           });
-}
-
 // The connections' bounds, with the body bound that httplib answers 413 past.
 ConnectionLimits connection_limits(const ServeOptions& o) {
   ConnectionLimits l = o.connections;
   l.max_body_bytes = o.max_body_bytes;
   return l;
 }
-
-// A request body: JSON within the body bound (httplib's) and kMaxJsonDepth levels.
-json parse_body(const httplib::Request& req) {
-  std::string why;
-  std::optional<json> j = try_parse_json(req.body, why, {kMaxJsonDepth, req.body.size()});
-  if (!j && too_deep(why)) throw BadInput("the request body is " + why);
-  if (!j) throw BadInput("the request body is not valid JSON");
-  if (!j->is_object()) throw BadInput("the request body must be a JSON object");
-  return std::move(*j);
-}
-
-// A field of the body, of type T, or `fallback` when absent; a wrong type is bad input.
-template <class T>
-T field(const json& body, const char* key, T fallback) {
-  if (!body.contains(key) || body[key].is_null()) return fallback;
-  const json& v = body[key];
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!v.is_string()) throw BadInput(std::string(key) + " must be a string");
-  } else if constexpr (std::is_integral_v<T>) {
-    if (!v.is_number_integer()) throw BadInput(std::string(key) + " must be an integer");
-  } else {
-    if (!v.is_number()) throw BadInput(std::string(key) + " must be a number");
-  }
-  return v.get<T>();
-}
-
-// The heads a request removes: "ablate": "L.H,..." (inspect/heads.hpp); absent: none.
-std::string ablation(const json& body) { return field<std::string>(body, "ablate", ""); }
 
 class Server {
  public:
