@@ -1,13 +1,20 @@
 // A model family: its model, what a run of it trains on, how it draws batches, validates and
-// reports. `qkv train`, the run hooks and the subcommands ask the run's Family instead of
-// branching on data.task.
+// reports, its length rules and its capabilities. `qkv train`, the run hooks and the subcommands
+// ask the run's Family instead of branching on data.task.
 //
-//   Seq2SeqFamily  (run/family_seq2seq.cpp)  pairs: copy, reverse, sort, annotated_copy, dates,
-//   tsv,
-//                                        parallel; an nn::Seq2Seq, teacher-forced loss, greedy
-//                                        decodes, a test
-//   LanguageModelFamily (run/family_lm.cpp)  one token stream (lm): an nn::DecoderLM, windows at
-//                                        random offsets, nanoGPT's loss estimates, no test split
+//   Seq2SeqFamily        (run/family_seq2seq.cpp)  pairs: copy, reverse, sort, annotated_copy,
+//                                                  dates, tsv, parallel; an nn::Seq2Seq
+//   LanguageModelFamily  (run/family_lm.cpp)       one token stream (lm, repeat); an
+//                                                  nn::DecoderLM, nanoGPT's loss estimates
+//   EncoderFamily        (run/family_encoder.cpp)  classes (dyck, parity, majority); an
+//                                                  nn::EncoderClassifier, accuracy
+//
+// A family is two classes, by lifetime: its Family, one static object answering everything
+// that needs no loaded weights (config checks, building the model, loaders, the length rules,
+// validation during training), and the Inference it makes over one loaded run
+// (Family::inference; run/inference_<name>.cpp), which holds the weights and answers many
+// threads at once. Both are the family's own files; a consumer holds a Family or an Inference
+// and never names a family.
 //
 // family_for (run/family.cpp) is the registry: one line per data family (QKV_FAMILIES), naming
 // the function of the family's own file that returns it, e.g. `const Family& seq2seq_family()`.
