@@ -10,9 +10,13 @@ std::function<void(const std::string&)>& before_load() {
   return hook;
 }
 
-std::shared_ptr<Model> ModelCache::get(const ServedRun& run, const std::string& which) {
+void ModelCache::check_name(const std::string& which) {
   if (which != "best" && which != "latest" && which.rfind("step-", 0) != 0)
     throw BadInput("checkpoint must be best, latest or step-N, got '" + which + "'");
+}
+
+std::shared_ptr<Model> ModelCache::get(const ServedRun& run, const std::string& which) {
+  check_name(which);
   std::string name;
   try {
     name = resolve_checkpoint_name(run.dir.string(), which);

@@ -26,6 +26,8 @@ class ModelCache {
   // The model of run's checkpoint `which` (best, latest or step-N), loaded on first use;
   // BadInput for another name, NotFound (serve/http.hpp) when the run has no such checkpoint.
   std::shared_ptr<Model> get(const ServedRun& run, const std::string& which);
+  // BadInput unless which is best, latest or step-N: a name is checked before a request waits.
+  static void check_name(const std::string& which);
 
  private:
   struct Slot {

@@ -132,9 +132,13 @@ class Server {
     return httplib::Server::HandlerResponse::Unhandled;
   }
 
-  std::shared_ptr<Model> model_for(const ServedRun& run, const json& body) {
+  // The checkpoint a request names ("checkpoint": best, latest or step-N), read before the
+  // question takes its place (BadInput for a wrong type or name, or a run with no model).
+  static std::string checkpoint_of(const ServedRun& run, const json& body) {
     if (run.saturation) throw BadInput(run.name + " is a saturation study, not a trained model");
-    return models_.get(run, field<std::string>(body, "checkpoint", "best"));
+    const auto which = field<std::string>(body, "checkpoint", "best");
+    ModelCache::check_name(which);
+    return which;
   }
 
   // A question's token (core/cancel.hpp), asked at each of its pass boundaries on its thread:
@@ -261,55 +265,74 @@ class Server {
         [this](const auto& req, auto& res) { return refuse_foreign(req, res); });
   }
 
-  // The questions to a checkpoint (model.hpp), each with its body's "ablate".
+  // The questions to a checkpoint (model.hpp), each with its body's "ablate". Each route reads
+  // its fields first (a malformed one is a 400 even when the lane is full) and returns what to
+  // ask the model once the question has its place.
   void model_routes() {
-    post_model("translate", Lane::short_work, [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.translate(field<std::string>(b, "text", ""), field<int64_t>(b, "beam", 4),
-                                 opts_.limits, ablation(b)));
+    post_model("translate", Lane::short_work, [this](const json& b) {
+      const auto text = field<std::string>(b, "text", "");
+      const auto beam = field<int64_t>(b, "beam", 4);
+      return [=, this](Model& m, const std::string& cut) {
+        return m.translate(text, beam, opts_.limits, cut);
+      };
     });
-    post_model("classify", Lane::short_work, [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.classify(field<std::string>(b, "text", ""), opts_.limits, ablation(b)));
+    post_model("classify", Lane::short_work, [this](const json& b) {
+      const auto text = field<std::string>(b, "text", "");
+      return [=, this](Model& m, const std::string& cut) {
+        return m.classify(text, opts_.limits, cut);
+      };
     });
-    post_model("attention", Lane::short_work, [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.attention(field<std::string>(b, "text", ""), opts_.limits, ablation(b),
-                                 field<int64_t>(b, "k", 0)));
+    post_model("attention", Lane::short_work, [this](const json& b) {
+      const auto text = field<std::string>(b, "text", "");
+      const auto k = field<int64_t>(b, "k", 0);
+      return [=, this](Model& m, const std::string& cut) {
+        return m.attention(text, opts_.limits, cut, k);
+      };
     });
-    post_model("next", Lane::short_work, [this](Model& m, const json& b, auto& res) {
-      send_json(res, m.next_tokens(field<std::string>(b, "text", ""), field<int64_t>(b, "k", 5),
-                                   opts_.limits, ablation(b)));
+    post_model("next", Lane::short_work, [this](const json& b) {
+      const auto text = field<std::string>(b, "text", "");
+      const auto k = field<int64_t>(b, "k", 5);
+      return [=, this](Model& m, const std::string& cut) {
+        return m.next_tokens(text, k, opts_.limits, cut);
+      };
     });
-    post_model("heads", Lane::long_work, [this](Model& m, const json& b, auto& res) {
+    post_model("heads", Lane::long_work, [this](const json& b) {
       HeadsRequest q;
       q.split = field<std::string>(b, "split", q.split);
       q.batches = field<int64_t>(b, "batches", q.batches);
       q.probes = field<int64_t>(b, "probes", q.probes);
       q.seed = field<uint64_t>(b, "seed", q.seed);
-      send_json(res, m.heads(q, opts_.limits, ablation(b)));
+      return [=, this](Model& m, const std::string& cut) { return m.heads(q, opts_.limits, cut); };
     });
-    post_model("lens", Lane::short_work, [this](Model& m, const json& b, auto& res) {
+    post_model("lens", Lane::short_work, [this](const json& b) {
       LensRequest q;
       q.text = field<std::string>(b, "text", "");
       q.target = field<std::string>(b, "target", "");
       q.top = field<int64_t>(b, "top", q.top);
-      send_json(res, m.lens(q, opts_.limits, ablation(b)));
+      return [=, this](Model& m, const std::string& cut) { return m.lens(q, opts_.limits, cut); };
     });
   }
 
-  template <class F>
-  void post_model(const char* what, Lane lane, F f) {
-    http_.Post(std::string(R"(/api/runs/([^/]+)/)") + what,
-               guarded([this, f, what, lane](const httplib::Request& req, httplib::Response& res) {
-                 const ServedRun& run = run_named(req.matches[1]);
-                 const json body = parse_body(req);
-                 try {
-                   Question q(*this, run, lane);
-                   const CancelScope scope(q.token);
-                   f(*model_for(run, body), body, res);
-                 } catch (const Cancelled& e) {  // the client has gone: the answer goes nowhere
-                   cancelled(run, what, e);
-                   send_error(res, 503, std::string("cancelled: ") + e.what());
-                 }
-               }));
+  // read(body) checks the request's fields and returns the question, a json(Model&, ablate)
+  // asked once the question has its place in the run's lane.
+  template <class Read>
+  void post_model(const char* what, Lane lane, Read read) {
+    http_.Post(
+        std::string(R"(/api/runs/([^/]+)/)") + what,
+        guarded([this, read, what, lane](const httplib::Request& req, httplib::Response& res) {
+          const ServedRun& run = run_named(req.matches[1]);
+          const json body = parse_body(req);
+          const auto ask = read(body);
+          const std::string cut = ablation(body), checkpoint = checkpoint_of(run, body);
+          try {
+            Question q(*this, run, lane);
+            const CancelScope scope(q.token);
+            send_json(res, ask(*models_.get(run, checkpoint), cut));
+          } catch (const Cancelled& e) {  // the client has gone: the answer goes nowhere
+            cancelled(run, what, e);
+            send_error(res, 503, std::string("cancelled: ") + e.what());
+          }
+        }));
   }
 
   // A language model's sample, streamed: one JSON line per piece of text as it is made
@@ -320,14 +343,6 @@ class Server {
     http_.Post(R"(/api/runs/([^/]+)/generate)", guarded([this](const auto& req, auto& res) {
                  const ServedRun& run = run_named(req.matches[1]);
                  const json b = parse_body(req);
-                 std::shared_ptr<Question> question;
-                 try {
-                   question = std::make_shared<Question>(*this, run, Lane::long_work);
-                 } catch (const Cancelled& e) {
-                   cancelled(run, "generate", e);
-                   return send_error(res, 503, std::string("cancelled: ") + e.what());
-                 }
-                 std::shared_ptr<Model> m = model_for(run, b);
                  SampleRequest q;
                  q.prompt = field<std::string>(b, "prompt", "");
                  q.tokens = field<int64_t>(b, "tokens", q.tokens);
@@ -336,6 +351,15 @@ class Server {
                  q.top_p = field<double>(b, "top_p", q.top_p);
                  q.seed = field<uint64_t>(b, "seed", q.seed);
                  q.ablate = ablation(b);
+                 const std::string checkpoint = checkpoint_of(run, b);
+                 std::shared_ptr<Question> question;
+                 try {
+                   question = std::make_shared<Question>(*this, run, Lane::long_work);
+                 } catch (const Cancelled& e) {
+                   cancelled(run, "generate", e);
+                   return send_error(res, 503, std::string("cancelled: ") + e.what());
+                 }
+                 std::shared_ptr<Model> m = models_.get(run, checkpoint);
                  m->check_sample(q, opts_.limits);
                  const ServedRun* on = &run;
                  res.set_chunked_content_provider(

@@ -7,7 +7,8 @@ step: the weights do not matter, the time does) and serves it with the default -
   requests to the same run are answered, their median latency at most twice their median
   latency alone (measured before and after the stream; the numbers are printed);
 - the bound: with the run's long lane full (4 head tables computing, 8 waiting) a 13th long
-  question is a 503 at once with Retry-After and a one-line JSON error, while a short question
+  question is a 503 at once with Retry-After and a one-line JSON error (a malformed one a 400
+  naming its field: fields are read before a question waits), while a short question
   is still answered;
 - cancellation: the 12 clients close their connections; every question leaves the run within
   a pass or so (GET .../queue: none running or waiting, 12 cancelled; one line each on stderr),
@@ -186,6 +187,13 @@ def bound_and_cancel(s, alone):
     one_line = isinstance(j, dict) and "\n" not in j.get("error", "\n")
     check(code == 503 and retry == "1" and one_line and "waiting" in j["error"] and secs < 2,
           f"a 13th head table: 503 at once with Retry-After ({code}, {retry!r}, {ms(secs)}, {j})")
+    for bad, what in (({**HEADS, "batches": "two"}, "batches must be an integer"),
+                      ({**HEADS, "checkpoint": "newest"}, "checkpoint must be best"),
+                      ({**HEADS, "ablate": 3}, "ablate must be a string")):
+        code, j, _ = s.post("/api/runs/big/heads", bad)
+        check(code == 400 and what in j.get("error", ""),
+              f"a malformed head table with the lane full: 400 naming the field, not a 503 "
+              f"({code}, {j})")
     code, t = timed_next(s)
     print(f"  /next with the long lane full: {ms(t)}", flush=True)
     check(code == 200, f"a short question is answered while the long lane is full ({code})")
