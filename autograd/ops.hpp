@@ -115,11 +115,10 @@ struct RecurrentOut {
   Var out;   // (B, n, H): h_t at real positions, 0 at padded ones
   Var h, c;  // (B, H): the final states (after each row's last real step); c: LSTM only
 };
-RecurrentOut gru(const Var& x, const Tensor& valid, const Var& h0, const Var& w_ih,
-                 const Var& w_hh, const Var& b_ih, const Var& b_hh, bool reverse = false);
-RecurrentOut lstm(const Var& x, const Tensor& valid, const Var& h0, const Var& c0,
-                  const Var& w_ih, const Var& w_hh, const Var& b_ih, const Var& b_hh,
-                  bool reverse = false);
+RecurrentOut gru(const Var& x, const Tensor& valid, const Var& h0, const Var& w_ih, const Var& w_hh,
+                 const Var& b_ih, const Var& b_hh, bool reverse = false);
+RecurrentOut lstm(const Var& x, const Tensor& valid, const Var& h0, const Var& c0, const Var& w_ih,
+                  const Var& w_hh, const Var& b_ih, const Var& b_hh, bool reverse = false);
 // torch.nn.Conv1d over positions, batch-first, stride 1, as long as the input ("same"
 // padding, or causal: left padding only). x: (B, n, C_in), w: (C_out, C_in, k), b: (C_out) or
 // undefined, valid: (B, n) bool or undefined (padded positions read as 0, output 0)

@@ -18,16 +18,16 @@ RecurrentOut record_recurrent(RecurrentCell cell, const Var& x, const Tensor& va
   if (h0.defined()) inputs.push_back(h0);
   if (c0.defined()) inputs.push_back(c0);
   const int64_t n = f.steps;
-  const Var packed = record(
-      cell == RecurrentCell::gru ? "gru" : "lstm", f.packed, inputs,
-      [cell, x_ = x.data(), valid, w, reverse, f, has_h0 = h0.defined(),
-       has_c0 = c0.defined()](const Tensor& g) -> std::vector<Tensor> {
-        RecurrentGrads d = recurrent_backward(cell, x_, valid, w, reverse, f, g);
-        std::vector<Tensor> grads = {d.dx, d.dw_ih, d.dw_hh, d.db_ih, d.db_hh};
-        if (has_h0) grads.push_back(d.dh0);
-        if (has_c0) grads.push_back(d.dc0);
-        return grads;
-      });
+  const Var packed =
+      record(cell == RecurrentCell::gru ? "gru" : "lstm", f.packed, inputs,
+             [cell, x_ = x.data(), valid, w, reverse, f, has_h0 = h0.defined(),
+              has_c0 = c0.defined()](const Tensor& g) -> std::vector<Tensor> {
+               RecurrentGrads d = recurrent_backward(cell, x_, valid, w, reverse, f, g);
+               std::vector<Tensor> grads = {d.dx, d.dw_ih, d.dw_hh, d.db_ih, d.db_hh};
+               if (has_h0) grads.push_back(d.dh0);
+               if (has_c0) grads.push_back(d.dc0);
+               return grads;
+             });
   RecurrentOut r{narrow(packed, 1, 0, n), select(packed, 1, n), Var()};
   if (cell == RecurrentCell::lstm) r.c = select(packed, 1, n + 1);
   return r;
@@ -35,15 +35,13 @@ RecurrentOut record_recurrent(RecurrentCell cell, const Var& x, const Tensor& va
 
 }  // namespace
 
-RecurrentOut gru(const Var& x, const Tensor& valid, const Var& h0, const Var& w_ih,
-                 const Var& w_hh, const Var& b_ih, const Var& b_hh, bool reverse) {
-  return record_recurrent(RecurrentCell::gru, x, valid, h0, Var(), w_ih, w_hh, b_ih, b_hh,
-                          reverse);
+RecurrentOut gru(const Var& x, const Tensor& valid, const Var& h0, const Var& w_ih, const Var& w_hh,
+                 const Var& b_ih, const Var& b_hh, bool reverse) {
+  return record_recurrent(RecurrentCell::gru, x, valid, h0, Var(), w_ih, w_hh, b_ih, b_hh, reverse);
 }
 
-RecurrentOut lstm(const Var& x, const Tensor& valid, const Var& h0, const Var& c0,
-                  const Var& w_ih, const Var& w_hh, const Var& b_ih, const Var& b_hh,
-                  bool reverse) {
+RecurrentOut lstm(const Var& x, const Tensor& valid, const Var& h0, const Var& c0, const Var& w_ih,
+                  const Var& w_hh, const Var& b_ih, const Var& b_hh, bool reverse) {
   return record_recurrent(RecurrentCell::lstm, x, valid, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse);
 }
 

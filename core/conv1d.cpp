@@ -42,7 +42,12 @@ Dims check(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& v
                 (valid.dtype() == DType::b8 && valid.shape() == (Shape{x.size(0), x.size(1)})),
             "conv1d", "valid must be bool (B, n) = (", x.size(0), ", ", x.size(1), "), got ",
             valid.shape());
-  return Dims{x.size(0), x.size(1), x.size(2), w.size(0), w.size(2), dilation,
+  return Dims{x.size(0),
+              x.size(1),
+              x.size(2),
+              w.size(0),
+              w.size(2),
+              dilation,
               conv1d_left_pad(w.size(2), dilation, causal)};
 }
 
@@ -98,7 +103,8 @@ template <class T>
 void zero_padded_rows(const Dims& m, T* rows, int64_t width) {
   for (int64_t b = 0; b < m.B; ++b)
     for (int64_t t = 0; t < m.n; ++t)
-      if (!m.real(b, t)) std::fill(rows + (b * m.n + t) * width, rows + (b * m.n + t + 1) * width, T(0));
+      if (!m.real(b, t))
+        std::fill(rows + (b * m.n + t) * width, rows + (b * m.n + t + 1) * width, T(0));
 }
 
 template <class T>
@@ -110,8 +116,8 @@ void gemm_or_zero(bool ta, bool tb, int64_t rows, int64_t cols, int64_t inner, c
       for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = row_init ? row_init[j] : T(0);
     return;
   }
-  kernel::gemm_bands<T>(ta, tb, rows, cols, inner, T(1), a, lda, b, ldb, row_init ? T(1) : T(0),
-                        c, ldc, row_init);
+  kernel::gemm_bands<T>(ta, tb, rows, cols, inner, T(1), a, lda, b, ldb, row_init ? T(1) : T(0), c,
+                        ldc, row_init);
 }
 
 }  // namespace conv_kernel
@@ -120,8 +126,8 @@ int64_t conv1d_left_pad(int64_t k, int64_t dilation, bool causal) {
   return causal ? (k - 1) * dilation : (k - 1) * dilation / 2;
 }
 
-Tensor conv1d_forward(const Tensor& x_in, const Tensor& w, const Tensor& bias,
-                      const Tensor& valid, int64_t dilation, bool causal) {
+Tensor conv1d_forward(const Tensor& x_in, const Tensor& w, const Tensor& bias, const Tensor& valid,
+                      int64_t dilation, bool causal) {
   conv_kernel::Dims m = conv_kernel::check(x_in, w, bias, valid, dilation, causal);
   const Tensor x = x_in.contiguous(), v = valid.defined() ? valid.contiguous() : Tensor();
   m.valid = v.defined() ? v.data<uint8_t>() : nullptr;
@@ -132,17 +138,15 @@ Tensor conv1d_forward(const Tensor& x_in, const Tensor& w, const Tensor& bias,
     using T = typename decltype(tag)::type;
     std::vector<T> cols(rows * width);  // cols: (B n, k C_in)
     conv_kernel::gather_taps<T>(m, x.data<T>(), cols.data());
-    conv_kernel::gemm_or_zero<T>(false, true, rows, m.cout, width, cols.data(), width,
-                                 wp.data<T>(), width, out.data<T>(), m.cout,
-                                 b.defined() ? b.data<T>() : nullptr);
+    conv_kernel::gemm_or_zero<T>(false, true, rows, m.cout, width, cols.data(), width, wp.data<T>(),
+                                 width, out.data<T>(), m.cout, b.defined() ? b.data<T>() : nullptr);
     conv_kernel::zero_padded_rows<T>(m, out.data<T>(), m.cout);
   });
   return out;
 }
 
-Conv1dGrads conv1d_backward(const Tensor& x_in, const Tensor& w, bool has_bias,
-                            const Tensor& valid, int64_t dilation, bool causal,
-                            const Tensor& dout) {
+Conv1dGrads conv1d_backward(const Tensor& x_in, const Tensor& w, bool has_bias, const Tensor& valid,
+                            int64_t dilation, bool causal, const Tensor& dout) {
   conv_kernel::Dims m = conv_kernel::check(x_in, w, Tensor(), valid, dilation, causal);
   QKV_CHECK(dout.shape() == (Shape{m.B, m.n, m.cout}) && dout.dtype() == x_in.dtype(), "conv1d",
             "gradient ", dout.shape(), " for an output (", m.B, ", ", m.n, ", ", m.cout, ")");
@@ -159,8 +163,8 @@ Conv1dGrads conv1d_backward(const Tensor& x_in, const Tensor& w, bool has_bias,
     conv_kernel::zero_padded_rows<T>(m, g.data<T>(), m.cout);
     std::vector<T> cols(rows * width), dcols(rows * width);
     conv_kernel::gather_taps<T>(m, x.data<T>(), cols.data());
-    conv_kernel::gemm_or_zero<T>(true, false, m.cout, width, rows, g.data<T>(), m.cout,
-                                 cols.data(), width, dwp.data<T>(), width, nullptr);
+    conv_kernel::gemm_or_zero<T>(true, false, m.cout, width, rows, g.data<T>(), m.cout, cols.data(),
+                                 width, dwp.data<T>(), width, nullptr);
     conv_kernel::gemm_or_zero<T>(false, false, rows, width, m.cout, g.data<T>(), m.cout,
                                  wp.data<T>(), width, dcols.data(), width, nullptr);
     conv_kernel::scatter_taps<T>(m, dcols.data(), r.dx.data<T>());

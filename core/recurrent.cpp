@@ -144,8 +144,8 @@ void forward(RecurrentCell cell, const Dims& m, const Tensor& x2, const Tensor& 
   const int64_t GH = m.G * m.H, rows = m.B * m.n;
   // xp: (B n, G H) = x W_ih^T + b_ih, every step's input projection in one product
   Tensor xp = empty({rows, GH}, x2.dtype());
-  product<T>(false, true, rows, GH, m.d, x2.data<T>(), m.d, w.w_ih.data<T>(), m.d, xp.data<T>(),
-             GH, false, w.b_ih.data<T>());
+  product<T>(false, true, rows, GH, m.d, x2.data<T>(), m.d, w.w_ih.data<T>(), m.d, xp.data<T>(), GH,
+             false, w.b_ih.data<T>());
   std::vector<T> hp(m.B * GH);  // hp: (B, G H) = h W_hh^T + b_hh of the current step
   const Sweep<T> sw{m,
                     xp.data<T>(),
@@ -224,10 +224,12 @@ void backward(RecurrentCell cell, const Dims& m, const Tensor& x2, const Tensor&
               const RecurrentWeights& w, bool reverse, const RecurrentResult& f,
               const Tensor& dpacked, RecurrentGrads& out) {
   const int64_t H = m.H, GH = m.G * H, rows = m.B * m.n, np = m.n + m.k;
-  Tensor dxp = zeros({rows, GH}, x2.dtype());    // input side, (B n, G H)
+  Tensor dxp = zeros({rows, GH}, x2.dtype());       // input side, (B n, G H)
   Tensor dgh = empty({m.n * m.B, GH}, x2.dtype());  // hidden side, (n B, G H) in step order
-  const Sweep<T> sw{m,       nullptr,
-                    nullptr, f.states.data<T>(),
+  const Sweep<T> sw{m,
+                    nullptr,
+                    nullptr,
+                    f.states.data<T>(),
                     f.cells.defined() ? f.cells.data<T>() : nullptr,
                     f.gates.data<T>(),
                     valid.defined() ? valid.data<uint8_t>() : nullptr,
@@ -261,8 +263,8 @@ void backward(RecurrentCell cell, const Dims& m, const Tensor& x2, const Tensor&
   product<T>(false, false, rows, m.d, GH, dxp.data<T>(), GH, w.w_ih.data<T>(), m.d,
              out.dx.data<T>(), m.d, false);
   out.dw_ih = empty({GH, m.d}, x2.dtype());  // dW_ih = dxp^T x
-  product<T>(true, false, GH, m.d, rows, dxp.data<T>(), GH, x2.data<T>(), m.d,
-             out.dw_ih.data<T>(), m.d, false);
+  product<T>(true, false, GH, m.d, rows, dxp.data<T>(), GH, x2.data<T>(), m.d, out.dw_ih.data<T>(),
+             m.d, false);
   out.dw_hh = empty({GH, H}, x2.dtype());  // dW_hh = sum over steps of dgh_s^T h_s
   product<T>(true, false, GH, H, m.n * m.B, dgh.data<T>(), GH, f.states.data<T>(), H,
              out.dw_hh.data<T>(), H, false);

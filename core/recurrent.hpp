@@ -48,8 +48,8 @@ struct RecurrentResult {
   Tensor cells;   // LSTM: (n + 1, B, H), c likewise; undefined for the GRU
   Tensor gates;   // (n, B, 4H): GRU r, z, n, W_hn h + b_hn; LSTM i, f, g, o (activated)
   int64_t steps = 0;
-  Tensor out() const { return packed.narrow(1, 0, steps); }  // (B, n, H)
-  Tensor h_last() const { return packed.select(1, steps); }  // (B, H)
+  Tensor out() const { return packed.narrow(1, 0, steps); }      // (B, n, H)
+  Tensor h_last() const { return packed.select(1, steps); }      // (B, H)
   Tensor c_last() const { return packed.select(1, steps + 1); }  // (B, H), LSTM only
 };
 
@@ -67,8 +67,8 @@ struct RecurrentGrads {
 // dpacked: (B, n + k, H), the gradient of RecurrentResult::packed; x, valid, w, reverse: the
 // forward's; f: its result.
 RecurrentGrads recurrent_backward(RecurrentCell cell, const Tensor& x, const Tensor& valid,
-                                  const RecurrentWeights& w, bool reverse,
-                                  const RecurrentResult& f, const Tensor& dpacked);
+                                  const RecurrentWeights& w, bool reverse, const RecurrentResult& f,
+                                  const Tensor& dpacked);
 
 // --- 1-D convolution over positions (core/conv1d.cpp) ---
 // torch.nn.Conv1d on a batch-first sequence, stride 1, output as long as the input:

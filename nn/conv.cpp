@@ -23,8 +23,8 @@ Var Conv1d::forward(const Var& x, const Tensor& valid) const {
 }
 
 ConvLayer::ConvLayer(const ConvStackOptions& o, int64_t dilation, Generator& gen) {
-  conv = register_module("conv", std::make_shared<Conv1d>(o.d, o.d, o.kernel, gen, dilation,
-                                                          o.causal));
+  conv = register_module("conv",
+                         std::make_shared<Conv1d>(o.d, o.d, o.kernel, gen, dilation, o.causal));
   norm = register_module("norm", make_norm(o.norm, o.d, 1e-5));
 }
 

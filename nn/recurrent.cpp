@@ -14,9 +14,8 @@ Recurrent::Recurrent(RecurrentCell cell_, int64_t input, int64_t hidden, Generat
       layers(layers_),
       directions(bidirectional ? 2 : 1) {
   const char* op = cell == RecurrentCell::gru ? "GRU" : "LSTM";
-  QKV_CHECK(input > 0 && hidden > 0 && layers_ > 0, op,
-            "sizes must be positive, got input_size ", input, " hidden_size ", hidden, " layers ",
-            layers_);
+  QKV_CHECK(input > 0 && hidden > 0 && layers_ > 0, op, "sizes must be positive, got input_size ",
+            input, " hidden_size ", hidden, " layers ", layers_);
   // torch's reset_parameters: every weight and bias U(-1/sqrt(H), 1/sqrt(H)), in its order
   const double a = 1.0 / std::sqrt(static_cast<double>(hidden));
   const int64_t gh = gate_count(cell) * hidden;

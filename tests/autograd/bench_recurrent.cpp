@@ -37,8 +37,9 @@ double median_ms(const std::function<void()>& f, int reps) {
   for (int r = 0; r < 16; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) f();
-    const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                         .count() / reps;
+    const double t =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        reps;
     if (r > 0) ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());

@@ -40,8 +40,8 @@ std::vector<Var> layer_inputs(bool lstm, int64_t B, int64_t n, int64_t d, int64_
 RecurrentOut run(bool fused, bool lstm, const std::vector<Var>& in, const Tensor& valid,
                  bool reverse) {
   const Var h0 = in.size() > 5 ? in[5] : Var(), c0 = in.size() > 6 ? in[6] : Var();
-  if (!fused) return unrolled_recurrence(lstm, in[0], valid, h0, c0, in[1], in[2], in[3], in[4],
-                                         reverse);
+  if (!fused)
+    return unrolled_recurrence(lstm, in[0], valid, h0, c0, in[1], in[2], in[3], in[4], reverse);
   return lstm ? ag::lstm(in[0], valid, h0, c0, in[1], in[2], in[3], in[4], reverse)
               : ag::gru(in[0], valid, h0, in[1], in[2], in[3], in[4], reverse);
 }
@@ -57,7 +57,8 @@ const char* cell_name(bool lstm) { return lstm ? "lstm" : "gru"; }
 
 }  // namespace
 
-TEST_CASE("gru and lstm equal their unrolled equations in float64 in both directions with padding") {
+TEST_CASE(
+    "gru and lstm equal their unrolled equations in float64 in both directions with padding") {
   const Tensor prefix = mask_of({{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {0, 0, 0, 0, 0}});
   const Tensor holes = mask_of({{1, 0, 1, 1, 0}, {0, 1, 1, 0, 1}, {1, 1, 1, 1, 1}});
   for (bool lstm : {false, true})
@@ -188,8 +189,8 @@ TEST_CASE("recurrent and conv1d ops name the op and the shapes on bad input") {
                        "gru", "valid", "(2, 3)");
   CHECK_ERROR_MENTIONS(gru(in[0], Tensor(), Var(zeros({2, 4})), in[1], in[2], in[3], in[4]), "gru",
                        "h0", "(2, 4)");
-  CHECK_ERROR_MENTIONS(conv1d(in[0], Var(zeros({3, 5, 2})), Var(), Tensor()), "conv1d",
-                       "(3, 5, 2)", "(2, 3, 4)");
+  CHECK_ERROR_MENTIONS(conv1d(in[0], Var(zeros({3, 5, 2})), Var(), Tensor()), "conv1d", "(3, 5, 2)",
+                       "(2, 3, 4)");
   CHECK_ERROR_MENTIONS(conv1d(in[0], Var(zeros({3, 4, 2})), Var(), Tensor(), 0), "conv1d",
                        "dilation");
 }

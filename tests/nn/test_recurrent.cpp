@@ -13,15 +13,22 @@ using namespace qkv::testing;
 TEST_CASE("GRU and LSTM parameters carry torch's names and shapes in torch's order") {
   Generator g(1);
   const LSTM lstm(5, 4, g, 2, true);
-  const std::vector<std::pair<std::string, Shape>> want = {
-      {"weight_ih_l0", {16, 5}},          {"weight_hh_l0", {16, 4}},
-      {"bias_ih_l0", {16}},               {"bias_hh_l0", {16}},
-      {"weight_ih_l0_reverse", {16, 5}},  {"weight_hh_l0_reverse", {16, 4}},
-      {"bias_ih_l0_reverse", {16}},       {"bias_hh_l0_reverse", {16}},
-      {"weight_ih_l1", {16, 8}},          {"weight_hh_l1", {16, 4}},
-      {"bias_ih_l1", {16}},               {"bias_hh_l1", {16}},
-      {"weight_ih_l1_reverse", {16, 8}},  {"weight_hh_l1_reverse", {16, 4}},
-      {"bias_ih_l1_reverse", {16}},       {"bias_hh_l1_reverse", {16}}};
+  const std::vector<std::pair<std::string, Shape>> want = {{"weight_ih_l0", {16, 5}},
+                                                           {"weight_hh_l0", {16, 4}},
+                                                           {"bias_ih_l0", {16}},
+                                                           {"bias_hh_l0", {16}},
+                                                           {"weight_ih_l0_reverse", {16, 5}},
+                                                           {"weight_hh_l0_reverse", {16, 4}},
+                                                           {"bias_ih_l0_reverse", {16}},
+                                                           {"bias_hh_l0_reverse", {16}},
+                                                           {"weight_ih_l1", {16, 8}},
+                                                           {"weight_hh_l1", {16, 4}},
+                                                           {"bias_ih_l1", {16}},
+                                                           {"bias_hh_l1", {16}},
+                                                           {"weight_ih_l1_reverse", {16, 8}},
+                                                           {"weight_hh_l1_reverse", {16, 4}},
+                                                           {"bias_ih_l1_reverse", {16}},
+                                                           {"bias_hh_l1_reverse", {16}}};
   const auto got = lstm.named_parameters();
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -58,8 +65,11 @@ TEST_CASE("gradcheck: a causal dilated conv stack and a same-padded one in float
   for (bool causal : {false, true}) {
     INFO("causal " << causal);
     Generator g(causal ? 4 : 5);
-    ConvStack m(ConvStackOptions{.d = 4, .layers = 2, .kernel = causal ? 3 : 2,
-                                 .dilation_growth = 2, .causal = causal,
+    ConvStack m(ConvStackOptions{.d = 4,
+                                 .layers = 2,
+                                 .kernel = causal ? 3 : 2,
+                                 .dilation_growth = 2,
+                                 .causal = causal,
                                  .activation = Activation::gelu},
                 g);
     m.to(DType::f64);
@@ -109,13 +119,12 @@ TEST_CASE("recurrent and conv modules name the module and the shapes on bad inpu
   CHECK_ERROR_MENTIONS(gru.forward(ag::Var(zeros({2, 5, 3})), Tensor(), ag::Var(zeros({1, 2, 4}))),
                        "GRU", "h0", "(2, 2, 4)");
   CHECK_ERROR_MENTIONS(
-      gru.forward(ag::Var(zeros({2, 5, 3})), Tensor(), ag::Var(), ag::Var(zeros({2, 2, 4}))),
-      "GRU", "c0", "LSTM only");
+      gru.forward(ag::Var(zeros({2, 5, 3})), Tensor(), ag::Var(), ag::Var(zeros({2, 2, 4}))), "GRU",
+      "c0", "LSTM only");
   CHECK_ERROR_MENTIONS(GRU(0, 4, g), "GRU", "input_size 0");
   CHECK_ERROR_MENTIONS(ConvStack(ConvStackOptions{.d = 4, .kernel = 0}, g), "ConvStack", "kernel");
-  CHECK_ERROR_MENTIONS(
-      ConvStack(ConvStackOptions{.d = 4, .activation = Activation::swiglu}, g), "ConvStack",
-      "swiglu");
+  CHECK_ERROR_MENTIONS(ConvStack(ConvStackOptions{.d = 4, .activation = Activation::swiglu}, g),
+                       "ConvStack", "swiglu");
   const ConvStack conv(ConvStackOptions{.d = 4}, g);
   CHECK_ERROR_MENTIONS(conv.forward(ag::Var(zeros({2, 5, 3}))), "ConvStack", "(2, 5, 3)");
 }

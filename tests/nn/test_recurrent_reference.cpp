@@ -84,8 +84,7 @@ Case recurrent_case(const std::string& name, bool lstm, int64_t n, int64_t d, in
 }
 
 Case conv_case(const std::string& name, bool stack, int64_t n, int64_t d, int64_t out, int64_t k,
-               int64_t dilation, bool causal, const std::vector<int64_t>& lengths,
-               uint64_t seed) {
+               int64_t dilation, bool causal, const std::vector<int64_t>& lengths, uint64_t seed) {
   Generator g(seed);
   const int64_t B = static_cast<int64_t>(lengths.size());
   const ag::Var x(randn({B, n, d}, g), true);
@@ -101,8 +100,8 @@ Case conv_case(const std::string& name, bool stack, int64_t n, int64_t d, int64_
   std::shared_ptr<Module> m;
   ag::Var y;
   if (stack) {
-    ConvStackOptions o{.d = d, .layers = 3, .kernel = k, .dilation_growth = dilation,
-                       .causal = causal};
+    ConvStackOptions o{
+        .d = d, .layers = 3, .kernel = k, .dilation_growth = dilation, .causal = causal};
     c.config["layers"] = o.layers;
     c.config["growth"] = dilation;
     auto s = std::make_shared<ConvStack>(o, g);
@@ -123,7 +122,8 @@ Case conv_case(const std::string& name, bool stack, int64_t n, int64_t d, int64_
 
 }  // namespace
 
-TEST_CASE("reference: GRU, LSTM, Conv1d and a conv stack match torch.nn in float32", "[reference]") {
+TEST_CASE("reference: GRU, LSTM, Conv1d and a conv stack match torch.nn in float32",
+          "[reference]") {
   TempDir dir("recurrent_ref");
   const std::vector<Case> cases = {
       recurrent_case("gru_bi_2layers_n37", false, 37, 20, 19, 2, true, {37, 20, 1}, true, 1),
@@ -140,8 +140,7 @@ TEST_CASE("reference: GRU, LSTM, Conv1d and a conv stack match torch.nn in float
       conv_case("convstack_same", true, 37, 19, 19, 5, 1, false, {37, 9}, 12),
   };
   for (const Case& c : cases)
-    save_safetensors(dir.file(c.name + ".in.safetensors"), c.files,
-                     {{"config", c.config.dump()}});
+    save_safetensors(dir.file(c.name + ".in.safetensors"), c.files, {{"config", c.config.dump()}});
   const ReferenceRun ref = run_reference(source_path("tests/nn/reference_recurrent.py"), dir);
   INFO(ref.report());
   REQUIRE(ref.status == 0);
@@ -150,8 +149,8 @@ TEST_CASE("reference: GRU, LSTM, Conv1d and a conv stack match torch.nn in float
     for (const auto& [name, t] : c.ours) {
       const Tensor want = theirs.get(name);
       const double err = rel_err(t, want), size = max(abs(want)).item();
-      std::printf("recurrent reference %-22s %-31s max|torch| %8.3g rel err %.3g\n",
-                  c.name.c_str(), name.c_str(), size, err);
+      std::printf("recurrent reference %-22s %-31s max|torch| %8.3g rel err %.3g\n", c.name.c_str(),
+                  name.c_str(), size, err);
       INFO(c.name << " " << name);
       CHECK(err < 2e-5);
       // every tensor compared carries something (h0 = 0 leaves w_hh's gradient 0 at n = 1)
