@@ -147,6 +147,7 @@ void model_fields(V& v, M& m) {
   v("d_ff", m.d_ff);
   v("attn_only", m.attn_only);
   v("encoder_layers", m.encoder_layers);
+  v("encoder", m.encoder);
   v("decoder_layers", m.decoder_layers);
   v("dropout", m.dropout);
   v("attention_dropout", m.attention_dropout);

@@ -6,6 +6,8 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/attention_variants.hpp"
+#include "nn/conv.hpp"
+#include "nn/recurrent.hpp"
 #include "nn/relative_bias.hpp"
 #include "nn/rotary.hpp"
 
@@ -217,6 +219,51 @@ void add_variant_layers(std::vector<GradcheckLayer>& L) {
          [v](const LayerCheckOptions& o) { return mha_variant(o, v.kind, v.window, v.position); }});
 }
 
+// The recurrent and convolutional layers (nn/recurrent.hpp, nn/conv.hpp) on x (2, 5, 3), the
+// second sequence 3 long under a padding mask (causal masks do not apply: the causal conv stack
+// is causal by construction). The recurrences return outputs and final states side by side.
+void add_sequence_layers(std::vector<GradcheckLayer>& L) {
+  for (bool lstm : {false, true})
+    L.push_back(
+        {lstm ? "lstm" : "gru",
+         std::string(lstm ? "LSTM" : "GRU") +
+             "(3, 4), 2 layers, bidirectional, with initial states, x (2, 5, 3)",
+         false, [lstm](const LayerCheckOptions& o) {
+           Generator g(o.seed);
+           auto m = prepare(std::make_shared<Recurrent>(
+                                lstm ? RecurrentCell::lstm : RecurrentCell::gru, 3, 4, g, 2, true),
+                            g);
+           const Tensor valid = has_padding(o.mask) ? valid_mask({5, 3}, 5) : Tensor();
+           std::vector<Var> in = {leaf({2, 5, 3}, g).set_name("x"),
+                                  leaf({4, 2, 4}, g).set_name("h0")};
+           if (lstm) in.push_back(leaf({4, 2, 4}, g).set_name("c0"));
+           return with_params(
+               [m, valid, lstm](Ins in) {
+                 const Recurrent::Output r = m->forward(in[0], valid, in[1], lstm ? in[2] : Var());
+                 std::vector<Var> parts = {ag::reshape(r.out, {-1}), ag::reshape(r.h, {-1})};
+                 if (lstm) parts.push_back(ag::reshape(r.c, {-1}));
+                 return ag::concat(parts, 0);
+               },
+               in, m, "");
+         }});
+  for (bool causal : {false, true})
+    L.push_back({causal ? "conv_stack_causal" : "conv_stack",
+                 causal ? "2 causal conv layers (kernel 3, dilations 1, 2), residual + LayerNorm"
+                        : "2 conv layers (kernel 2, dilations 1, 2), residual + LayerNorm",
+                 false, [causal](const LayerCheckOptions& o) {
+                   Generator g(o.seed);
+                   const ConvStackOptions c{.d = 3,
+                                            .layers = 2,
+                                            .kernel = causal ? 3 : 2,
+                                            .dilation_growth = 2,
+                                            .causal = causal};
+                   auto m = prepare(std::make_shared<ConvStack>(c, g), g);
+                   const Tensor valid = has_padding(o.mask) ? valid_mask({5, 3}, 5) : Tensor();
+                   return with_params([m, valid](Ins in) { return m->forward(in[0], valid); },
+                                      {leaf({2, 5, 3}, g).set_name("x")}, m, "");
+                 }});
+}
+
 std::vector<GradcheckLayer> make_layers() {
   std::vector<GradcheckLayer> L;
   L.push_back(
@@ -337,6 +384,7 @@ std::vector<GradcheckLayer> make_layers() {
                  false, [nf](const LayerCheckOptions& o) {
                    return model_gradcheck_problem(tiny_model(nf), o);
                  }});
+  add_sequence_layers(L);
   L.push_back({"cross_entropy", "cross-entropy, label smoothing 0.1, one ignored target", false,
                [](const LayerCheckOptions& o) {
                  Generator g(o.seed);

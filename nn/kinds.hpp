@@ -20,6 +20,16 @@ inline constexpr EnumName<ModelKind> kModelKindNames[] = {
     {"encoder", ModelKind::encoder}};
 constexpr std::span<const EnumName<ModelKind>> names_of(ModelKind) { return kModelKindNames; }
 
+// An encoder-decoder's encoder ([model] encoder): attention (the Transformer's blocks), or the
+// lesson's alternatives in its place (nn/sequence_encoder.hpp): gru or lstm (bidirectional, each
+// direction d_model / 2 wide), conv (a stack of convolutions with residuals and a norm).
+enum class EncoderKind { attention, gru, lstm, conv };
+inline constexpr EnumName<EncoderKind> kEncoderNames[] = {{"attention", EncoderKind::attention},
+                                                          {"gru", EncoderKind::gru},
+                                                          {"lstm", EncoderKind::lstm},
+                                                          {"conv", EncoderKind::conv}};
+constexpr std::span<const EnumName<EncoderKind>> names_of(EncoderKind) { return kEncoderNames; }
+
 // sinusoidal | learned: added to the embeddings (nn/positional.hpp); relative | rope: inside
 // self-attention (nn/relative_bias.hpp, nn/rotary.hpp); none: no positions.
 enum class PositionKind { sinusoidal, learned, relative, rope, none };

@@ -19,6 +19,17 @@ void ModelConfig::validate() const {
       "d_model " + std::to_string(d_model) + " is not divisible by heads " + std::to_string(heads));
   need(attn_only || d_ff > 0, "d_ff", "must be positive, got " + std::to_string(d_ff));
   need(encoder_layers >= 0, "encoder_layers", "must be >= 0");
+  if (encoder != EncoderKind::attention) {
+    const std::string kind_name(name_of(encoder));
+    need(kind == ModelKind::encoder_decoder, "encoder",
+         "\"" + kind_name + "\" is an encoder-decoder's encoder; model.kind = \"" +
+             std::string(name_of(kind)) + "\" takes only \"attention\"");
+    need(encoder_layers >= 1, "encoder_layers",
+         "a " + kind_name + " encoder needs at least 1 layer");
+    need(encoder == EncoderKind::conv || d_model % 2 == 0, "d_model",
+         "a bidirectional " + kind_name + " encoder splits d_model between its two directions: " +
+             std::to_string(d_model) + " must be even");
+  }
   need(decoder_layers > 0, "decoder_layers", "must be >= 1");
   need(dropout >= 0 && dropout < 1, "dropout", "must be in [0, 1), got " + std::to_string(dropout));
   need(attention_dropout >= 0 && attention_dropout < 1, "attention_dropout", "must be in [0, 1)");
@@ -88,8 +99,18 @@ Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
   tgt_pos = register_module("tgt_pos", std::make_shared<PositionalEncoding>(
                                            pk, c.d_model, c.max_len, gen, c.dropout, dropout_gen_));
   const bool final_norm = c.final_norm || c.norm_first;
-  encoder = register_module("encoder", std::make_shared<Encoder>(c.encoder_layers, c.block(),
-                                                                 final_norm, gen, dropout_gen_));
+  if (c.encoder == EncoderKind::attention) {
+    encoder = register_module("encoder", std::make_shared<Encoder>(c.encoder_layers, c.block(),
+                                                                   final_norm, gen, dropout_gen_));
+  } else {  // no Transformer blocks: an empty Encoder (no parameters) keeps the sites' code plain
+    encoder = std::make_shared<Encoder>(0, c.block(), false, gen, dropout_gen_);
+    sequence_encoder = register_module(
+        "encoder",
+        std::make_shared<SequenceEncoder>(
+            SequenceEncoderOptions{c.encoder, c.d_model, c.encoder_layers, c.norm, c.activation},
+            gen));
+    sequence_encoder->name_hooks("encoder.");
+  }
   decoder = register_module("decoder", std::make_shared<Decoder>(c.decoder_layers, c.block(),
                                                                  final_norm, gen, dropout_gen_));
   if (!c.tie_output)
@@ -108,6 +129,7 @@ Var Seq2Seq::encode(const Tensor& src, const Tensor& src_valid) const {
             src.shape(), " and src_valid ", src_valid.shape(), " must both be (B, S)");
   ag::ModuleScope scope("encoder");
   const Var x = src_pos->forward(hook_point(src_embed->forward(src), "encoder.embed"));
+  if (sequence_encoder) return sequence_encoder->forward(x, src_valid);
   return encoder->forward(x, key_padding_mask(src_valid));
 }
 
@@ -146,7 +168,10 @@ Var Seq2Seq::features(const Tensor& src, const Tensor& tgt_in, const Tensor& src
 
 std::vector<std::string> Seq2Seq::hook_points() const {
   std::vector<std::string> out{"encoder.embed"};
-  encoder->list_hooks(out);
+  if (sequence_encoder)
+    sequence_encoder->list_hooks(out);
+  else
+    encoder->list_hooks(out);
   out.push_back("decoder.embed");
   decoder->list_hooks(out);
   out.push_back("logits");

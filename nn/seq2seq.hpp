@@ -14,6 +14,7 @@
 #include "nn/model.hpp"
 #include "nn/pooling.hpp"
 #include "nn/positional.hpp"
+#include "nn/sequence_encoder.hpp"
 #include "nn/transformer.hpp"
 
 namespace qkv::nn {
@@ -31,6 +32,10 @@ struct ModelConfig {
   // embeddings plus the attention layers' outputs.
   bool attn_only = false;
   int64_t encoder_layers = 2;
+  // encoder_decoder only: attention (encoder_layers Transformer blocks) | gru | lstm | conv
+  // (encoder_layers layers of that kind instead: nn/sequence_encoder.hpp); the decoder stays
+  // the Transformer's and reads the encoder's outputs through cross-attention.
+  EncoderKind encoder = EncoderKind::attention;
   int64_t decoder_layers = 2;
   double dropout = 0.1;
   double attention_dropout = 0.0;
@@ -76,7 +81,8 @@ class Seq2Seq : public Model {
   // Full decoder pass over tgt_in: (B, T, V) logits.
   Var decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
              const Tensor& tgt_valid) const;
-  // encoder.embed, the encoder's, decoder.embed, the decoder's, logits.
+  // encoder.embed, the encoder's (blocks, or encoder.rnn.* / encoder.conv.*), decoder.embed, the
+  // decoder's, logits.
   std::vector<std::string> hook_points() const override;
   // encoder (when encoder_layers > 0), decoder and cross (nn/attention_site.hpp).
   std::vector<AttentionSite> attention_sites() const override;
@@ -98,7 +104,10 @@ class Seq2Seq : public Model {
   ModelConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;
   std::shared_ptr<PositionalEncoding> src_pos, tgt_pos;
+  // The Transformer encoder: encoder_layers blocks, or none (and unregistered) when
+  // config.encoder is not attention; then sequence_encoder, registered as "encoder", encodes.
   std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<SequenceEncoder> sequence_encoder;
   std::shared_ptr<Decoder> decoder;
   std::shared_ptr<Linear> output;  // null when tied to tgt_embed
 

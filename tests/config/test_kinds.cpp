@@ -56,6 +56,7 @@ TEST_CASE("kinds: every names table reads back what it writes") {
   check_table<nn::AttentionKind>("model.attention");
   check_table<nn::Activation>("model.activation");
   check_table<nn::NormKind>("model.norm");
+  check_table<nn::EncoderKind>("model.encoder");
   check_table<data::TaskKind>("data.task");
   check_table<data::TokenizerKind>("data.tokenizer");
   check_table<optim::OptimizerKind>("optim.name");
@@ -143,4 +144,20 @@ TEST_CASE("kinds: model.pool is read by its names table") {
       "[model]\nkind = \"encoder\"\npool = \"mean\"\n[data]\ntask = \"parity\"\n", ""));
   CHECK(c.model.pool == nn::Pooling::mean);
   CHECK(c.model.kind == nn::ModelKind::encoder);
+}
+
+TEST_CASE("kinds: model.encoder is read by its names table, for an encoder-decoder only") {
+  check_reader<nn::EncoderKind>("model", "encoder", "");
+  CHECK(config_from_toml(parse_config("[model]\nencoder = \"lstm\"\n", "")).model.encoder ==
+        nn::EncoderKind::lstm);
+  CHECK_THROWS_WITH(
+      config_from_toml(parse_config(
+          "[model]\nkind = \"encoder\"\nencoder = \"gru\"\n[data]\ntask = \"dyck\"\n", "")),
+      Catch::Contains("model.encoder: \"gru\" is an encoder-decoder's encoder"));
+  CHECK_THROWS_WITH(
+      config_from_toml(parse_config("[model]\nencoder = \"gru\"\nd_model = 5\nheads = 1\n", "")),
+      Catch::Contains("model.d_model: a bidirectional gru encoder"));
+  CHECK_THROWS_WITH(
+      config_from_toml(parse_config("[model]\nencoder = \"conv\"\nencoder_layers = 0\n", "")),
+      Catch::Contains("model.encoder_layers: a conv encoder needs at least 1 layer"));
 }

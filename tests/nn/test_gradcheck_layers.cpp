@@ -32,11 +32,27 @@ TEST_CASE("registry: every layer passes, with every mask and with scale 1") {
       }
     }
   }
-  for (const char* n :
-       {"linear", "embedding", "layernorm", "ffn_relu", "ffn_gelu", "sdpa", "mha_self", "mha_cross",
-        "pos_sinusoidal", "pos_learned", "encoder_block_post_ln", "encoder_block_pre_ln",
-        "decoder_block_post_ln", "decoder_block_pre_ln", "seq2seq_post_ln", "seq2seq_pre_ln",
-        "cross_entropy"})
+  for (const char* n : {"linear",
+                        "embedding",
+                        "layernorm",
+                        "ffn_relu",
+                        "ffn_gelu",
+                        "sdpa",
+                        "mha_self",
+                        "mha_cross",
+                        "pos_sinusoidal",
+                        "pos_learned",
+                        "encoder_block_post_ln",
+                        "encoder_block_pre_ln",
+                        "decoder_block_post_ln",
+                        "decoder_block_pre_ln",
+                        "seq2seq_post_ln",
+                        "seq2seq_pre_ln",
+                        "cross_entropy",
+                        "gru",
+                        "lstm",
+                        "conv_stack",
+                        "conv_stack_causal"})
     CHECK(names.count(n) == 1);
   // every attention variant and every position kind, as a function and inside attention
   for (const char* n :

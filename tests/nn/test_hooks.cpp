@@ -278,11 +278,12 @@ TEST_CASE("glob patterns match hook names") {
 namespace {
 
 // A hook point's name with its layer as L and without the stack's prefix, as docs/hooks.md
-// lists it: "decoder.blocks.1.cross.z" -> "blocks.L.cross.z".
+// lists it: "decoder.blocks.1.cross.z" -> "blocks.L.cross.z", "encoder.rnn.0.h" -> "rnn.L.h".
 std::string table_name(std::string n) {
   for (const char* p : {"encoder.", "decoder."})
     if (n.rfind(p, 0) == 0) n = n.substr(std::string(p).size());
-  if (n.rfind("blocks.", 0) == 0) n = "blocks.L" + n.substr(n.find('.', 7));
+  for (const std::string stack : {"blocks.", "rnn.", "conv."})
+    if (n.rfind(stack, 0) == 0) n = stack + "L" + n.substr(n.find('.', stack.size()));
   return n;
 }
 
@@ -298,6 +299,13 @@ TEST_CASE("hooks: docs/hooks.md lists exactly the hook points of every kind of m
   S2SCase s2s;
   for (const auto& n : hook_points(lm.lm)) walked.insert(table_name(n));
   for (const auto& n : hook_points(s2s.m)) walked.insert(table_name(n));
+  for (EncoderKind kind : {EncoderKind::gru, EncoderKind::lstm, EncoderKind::conv}) {
+    ModelConfig c = tiny_config(false);
+    c.encoder = kind;
+    Generator g(4);
+    const Seq2Seq m(c, g);
+    for (const auto& n : hook_points(m)) walked.insert(table_name(n));
+  }
   Generator g(3);
   const EncoderClassifier classifier(tiny_config(false, true), g, Pooling::mean);
   for (const auto& n : hook_points(classifier)) walked.insert(table_name(n));
