@@ -207,10 +207,10 @@ void StopOnSignal::on_train_end(train::Trainer& t, train::StopReason r) {
   const bool requested = !signalled() && by_request_;
   if (t.dist().is_root())
     spdlog::warn("interrupted ({}) at step {}: {}; continue with qkv train --resume {}",
-                 requested         ? "stop requested"
-                 : sig == SIGTERM  ? "SIGTERM"
-                 : sig == SIGHUP   ? "SIGHUP"
-                                   : "SIGINT",
+                 requested        ? "stop requested"
+                 : sig == SIGTERM ? "SIGTERM"
+                 : sig == SIGHUP  ? "SIGHUP"
+                                  : "SIGINT",
                  t.state().step,
                  name.empty() ? "no checkpoint written (see above)" : "wrote checkpoint " + name,
                  c_.run.dir);

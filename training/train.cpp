@@ -19,8 +19,8 @@
 namespace qkv::training {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using figures::Progress;
+using nlohmann::json;
 
 namespace {
 
@@ -148,8 +148,11 @@ TrainResult train_in_folder(run::TrainingRun& r, std::optional<inspect::ProbeInp
 
 TrainResult train(const TrainRequest& req, const TrainCallbacks& cb) {
   run::TrainingRun r;
-  run::open_training_run(r, {req.config, req.run_dir, req.resume, req.overrides, req.overwrite, false},
-                         run::dist::rank(), run::dist::size());
+  run::TrainRunArgs args;
+  args.config = req.config, args.config_text = req.config_text;
+  args.run_dir = req.run_dir, args.resume = req.resume;
+  args.overrides = req.overrides, args.overwrite = req.overwrite;
+  run::open_training_run(r, args, run::dist::rank(), run::dist::size());
   // Validation and the final test decode in the run's precision too; each training step opens
   // its own scope inside this one (train/trainer.hpp).
   const PrecisionScope precision(r.options.precision);

@@ -43,7 +43,10 @@
 namespace qkv::training {
 
 struct TrainRequest {
-  std::string config;   // a config file (a new run); "" with resume
+  std::string config;  // a config file (a new run); "" with resume
+  // The config's TOML itself, instead of reading the file `config`, which then only names it
+  // (in messages, and runs/<its stem> by default; "": "config.toml")
+  std::string config_text;
   std::string run_dir;  // a new run's folder ("": runs/<config name>)
   std::string resume;   // a run folder to continue from its last checkpoint ("": a new run)
   // ("section.key", "value") as `--section.key value` gives them: values are TOML, else text
@@ -77,9 +80,9 @@ struct TrainCallbacks {
 
 struct TrainResult {
   train::StopReason reason = train::StopReason::completed;
-  int exit_code = 0;     // qkv train's: 0, or 128 + the signal (130: SIGINT or a stop request)
-  int64_t step = 0;      // the last step taken
-  std::string run_dir;   // the run folder
+  int exit_code = 0;       // qkv train's: 0, or 128 + the signal (130: SIGINT or a stop request)
+  int64_t step = 0;        // the last step taken
+  std::string run_dir;     // the run folder
   std::string checkpoint;  // interrupted: the checkpoint of its last step ("": none written)
   std::string final_line;  // the final test's line ("" when interrupted, or not rank 0)
 };

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -137,6 +138,25 @@ TEST_CASE("training: with a probe, the folder matches qkv train's but for the pr
   CHECK(read_file(t.file("cli/loss.svg")) == read_file(t.file("lib/loss.svg")));
 }
 
+TEST_CASE("training: a config given as text trains as its file does", "[e2e]") {
+  TempDir t("training_text");
+  const ThreadGuard threads;
+  const Overrides o = with(with(kSmall, "train.max_steps", "10"), "optim.warmup", "2");
+  training::train(request(copy_config(), t.file("file"), o));
+  training::TrainRequest req = request("", t.file("text"), o);
+  req.config_text = read_file(copy_config());
+  training::train(req);
+  for (const char* f :
+       {"metrics.jsonl", "config.toml", "checkpoints/step-00000010/model.safetensors"}) {
+    INFO(f);
+    CHECK(read_file(t.file("file/") + f) == read_file(t.file("text/") + f));
+  }
+  // its errors name the file the text stands for
+  training::TrainRequest named = request("copy-from-text.toml", "", o);
+  named.config_text = "this = [is not TOML";
+  CHECK_THROWS_WITH(training::train(named), Catch::Contains("copy-from-text.toml"));
+}
+
 TEST_CASE("training: on_record sees exactly the records of metrics.jsonl, in order", "[e2e]") {
   TempDir t("training_records");
   const ThreadGuard threads;
@@ -190,9 +210,15 @@ TEST_CASE("training: a stop requested from another thread resumes to the uninter
     std::unique_lock<std::mutex> hold(mu);
     reached = true;
     cv.notify_all();
-    cv.wait(hold, [&] { return asked; });
+    cv.wait_for(hold, std::chrono::seconds(120), [&] { return asked; });
   };
   const training::TrainResult r = training::train(request(copy_config(), b, kSmall), cb);
+  {
+    // a run that never logged step 20 releases the timer too (and fails the checks below)
+    const std::lock_guard<std::mutex> hold(mu);
+    reached = true;
+    cv.notify_all();
+  }
   timer.join();
   CHECK(r.reason == train::StopReason::requested);
   CHECK(r.exit_code == 130);  // as SIGINT
@@ -219,19 +245,22 @@ TEST_CASE("training: should_stop stops at that step boundary with a checkpoint, 
           "[e2e]") {
   TempDir t("training_poll");
   const ThreadGuard threads;
-  // checkpoint.every = 0: no checkpoint but the validations' and the stop's
+  // checkpoint.every = 0: no checkpoint but the validations' (step 20) and the stop's
   const Overrides o = with(kSmall, "checkpoint.every", "0");
   int64_t records = 0;
   training::TrainCallbacks cb;
   cb.on_record = [&](const nlohmann::json&) { ++records; };
   int polls = 0;
-  cb.should_stop = [&] { return ++polls > 7; };  // asked at least once a step
+  cb.should_stop = [&] { return ++polls > 14; };  // asked at least once a step
   const training::TrainResult r = training::train(request(copy_config(), t.file("run"), o), cb);
   CHECK(r.reason == train::StopReason::requested);
   CHECK(r.exit_code == 130);
-  CHECK(r.step >= 1);
-  CHECK(r.step <= 7);
-  CHECK(r.checkpoint == "step-0000000" + std::to_string(r.step));
-  CHECK(fs::exists(t.file("run/checkpoints/") + r.checkpoint + "/model.safetensors"));
+  CHECK(r.step >= 7);  // at most twice a step
+  CHECK(r.step <= 14);
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(r.step));
+  CHECK(r.checkpoint == name);
+  CHECK(fs::exists(t.file("run/checkpoints/") + name + "/model.safetensors"));
+  CHECK(records >= 1);  // step 5's
   CHECK(records == static_cast<int64_t>(lines(read_file(t.file("run/metrics.jsonl"))).size()));
 }
