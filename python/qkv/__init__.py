@@ -3,7 +3,7 @@
     import qkv
     run = qkv.open("runs/demo")                  # a run folder `qkv train` wrote
     logits, cache = run.run_with_cache("3 1 4", names=["*.attn.pattern"])
-    run.params["encoder.blocks.layers.0.self_attn.w_q.weight"]  # a zero-copy view
+    run.params["encoder.layers.0.self_attn.w_q.weight"]  # a zero-copy view of a weight
 
 The compiled part is qkv._qkv (python/*.cpp); this package re-exports it. The API, with an
 example for each call: docs/python.md. qkv.train (training in-process) will live beside it.
