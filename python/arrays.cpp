@@ -43,7 +43,9 @@ py::array owned_array(Tensor t) {
 }
 
 py::array float32_copy(const Tensor& t) {
-  const Tensor c = t.to(DType::f32).contiguous();
+  Tensor c = t.to(DType::f32).contiguous();
+  // Converted or packed: c is already a copy nothing else holds, so it is handed over whole.
+  if (c.storage() != t.storage()) return owned_array(std::move(c));
   py::array_t<float> out(shape_of(c));
   if (c.numel() > 0)
     std::memcpy(out.mutable_data(), c.data<float>(),

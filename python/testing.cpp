@@ -4,8 +4,11 @@
 // (what --ablate installs). Not part of the API.
 #include <pybind11/stl.h>
 
+#include <chrono>
+
 #include "inspect/heads.hpp"
 #include "python/arrays.hpp"
+#include "python/inputs.hpp"
 #include "python/run.hpp"
 
 namespace qkv::python {
@@ -42,12 +45,27 @@ void set_param(const Run& r, const std::string& name, int64_t i, double value) {
   throw py::key_error(name);
 }
 
+// Seconds of one batch_logits pass over ids (B, n) capturing the hook points matching names,
+// without handing anything to Python: the C++ side of the run_with_cache benchmark
+// (scripts/bench-python-cache.py).
+double time_pass(const Run& r, const py::handle& ids, const std::vector<std::string>& names) {
+  const auto inf = r.get("_testing.time_pass");
+  const Tensor batch = batch_of(*inf, ids, "_testing.time_pass");
+  nn::Hooks hooks;
+  hooks.capture = nn::names_matching(names);
+  py::gil_scoped_release release;
+  const auto t0 = std::chrono::steady_clock::now();
+  inf->batch_logits(batch, Tensor(), &hooks);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 void bind_testing(py::module_& m) {
   auto t = m.def_submodule("_testing", "The C++ side of the Python tests' parity checks.");
   t.def("capture", &capture, py::arg("run"), py::arg("input"), py::arg("decoder_input"),
         py::arg("names"), py::arg("ablate") = "");
+  t.def("time_pass", &time_pass, py::arg("run"), py::arg("ids"), py::arg("names"));
   t.def("set_param", &set_param, py::arg("run"), py::arg("name"), py::arg("index"),
         py::arg("value"));
 }

@@ -92,3 +92,37 @@ def test_the_gil_is_released_during_generate(lm):
     # Held through the call, the GIL would let the counting thread run only between tokens.
     assert seconds > 0.2, f"generate took only {seconds:.3f} s: too short to tell"
     assert during > 10000 * seconds, (during, seconds)
+
+
+def test_ctrl_c_stops_a_generate(lm):
+    import _thread
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # as SIGINT would
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lm.generate("ROMEO:", tokens=10 ** 7, seed=1)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < 5
+    assert lm.generate("ROMEO:", tokens=5, seed=1)  # the run still answers
+
+
+def test_two_threads_share_one_run(runs):
+    with qkv.open(runs["copy"]) as run:
+        texts = ["3 1 4 1 5", "7 7 2 9 9"]
+        alone = [run.run_with_cache(t, names=["*.pattern", "logits"]) for t in texts]
+        got = {}
+
+        def ask(i):
+            for _ in range(20):
+                got[i] = run.run_with_cache(texts[i], names=["*.pattern", "logits"])
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i in range(2):
+            assert np.array_equal(got[i][0], alone[i][0])
+            assert all(np.array_equal(got[i][1][k], alone[i][1][k]) for k in alone[i][1])
