@@ -7,6 +7,7 @@
 
 namespace qkv::python {
 void bind_testing(py::module_& m);  // testing.cpp
+void bind_train(py::module_& m);    // train.cpp
 }
 
 PYBIND11_MODULE(_qkv, m) {
@@ -17,4 +18,5 @@ PYBIND11_MODULE(_qkv, m) {
   qp::bind_cache(run);
   qp::bind_tools(run);
   qp::bind_testing(m);
+  qp::bind_train(m);
 }

@@ -6,8 +6,8 @@
     run.params["encoder.layers.0.self_attn.w_q.weight"]  # a zero-copy view of a weight
 
 The compiled part is qkv._qkv (python/*.cpp); this package re-exports it. The API, with an
-example for each call: docs/python.md. qkv.train (training in-process) will live beside it.
+example for each call: docs/python.md. qkv.train trains a run in this process, as `qkv train`.
 """
-from ._qkv import Run, open  # noqa: F401  (open: qkv.open, as the issue and TransformerLens name it)
+from ._qkv import Run, open, train  # noqa: F401  (open: qkv.open, as the issue and TransformerLens name it)
 
-__all__ = ["open", "Run"]
+__all__ = ["open", "Run", "train"]
