@@ -91,6 +91,7 @@ py::tuple run_with_cache(const Run& r, const py::handle& input, const py::handle
   add_python_hooks(hooks, inf->model(), fwd_hooks, "run_with_cache");
   const Tensor src = batch_of(*inf, input, "run_with_cache");
   const Tensor tgt = decoder_input_of(*inf, src, decoder_input, "run_with_cache");
+  check_pass_memory(*inf, src, tgt, "run_with_cache");
   Tensor logits;
   {
     py::gil_scoped_release release;

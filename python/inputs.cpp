@@ -2,7 +2,10 @@
 
 #include <pybind11/numpy.h>
 
+#include <algorithm>
 #include <cstring>
+
+#include "core/machine.hpp"
 
 namespace qkv::python {
 
@@ -91,6 +94,28 @@ Tensor decoder_input_of(const run::Inference& inf, const Tensor& input, const py
     throw py::value_error(std::string(op) +
                           ": the inputs' greedy outputs have different lengths; "
                           "pass decoder_input=, or one input at a time");
+  }
+}
+
+void check_pass_memory(const run::Inference& inf, const Tensor& input, const Tensor& tgt,
+                       const char* op) {
+  const nn::ModelConfig& m = inf.run().config.model;
+  const double B = static_cast<double>(input.size(0));
+  const double n = static_cast<double>(std::max(input.size(1), tgt.defined() ? tgt.size(1) : 0));
+  const double layers = static_cast<double>(m.encoder_layers + m.decoder_layers);
+  const double V = static_cast<double>(inf.model().output_layer().weight.size(0));
+  const double d = static_cast<double>(m.d_model), ff = static_cast<double>(m.d_ff);
+  const double h = static_cast<double>(m.heads);
+  // Each block's (n, d) points, its FFN's two (n, d_ff), three (n, n) maps per head (the pattern,
+  // its scores, a cross-attention's), the logits; kept, then copied: twice, 4 bytes each.
+  const double per_row = layers * (16 * n * d + 3 * n * ff + 3 * h * n * n) + 2 * n * V;
+  try {
+    require_memory(op, 2 * 4 * B * per_row,
+                   "a pass over a batch of " + std::to_string(input.size(0)) + " x " +
+                       std::to_string(static_cast<int64_t>(n)) + " with its activations");
+  } catch (const qkv::Error& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+    throw py::error_already_set();
   }
 }
 

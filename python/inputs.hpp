@@ -24,5 +24,11 @@ Tensor batch_of(const run::Inference& inf, const py::handle& input, const char* 
 // classifier: Capability::decode missing); given is then refused.
 Tensor decoder_input_of(const run::Inference& inf, const Tensor& input, const py::handle& given,
                         const char* op);
+// MemoryError naming op, before anything runs, when a pass over input (B, S) and tgt (B, T) or
+// undefined, with every activation kept (a cache of every hook point and its float32 copies), would
+// need more memory than the machine has (a rough estimate, core/machine.hpp): a huge batch is
+// refused rather than ending the process.
+void check_pass_memory(const run::Inference& inf, const Tensor& input, const Tensor& tgt,
+                       const char* op);
 
 }  // namespace qkv::python

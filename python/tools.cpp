@@ -150,6 +150,7 @@ py::object lens(const Run& r, const std::string& text, const std::optional<std::
   Json j;
   {
     py::gil_scoped_release release;
+    QKV_CHECK(top >= 1, "lens", "top must be >= 1, got ", top);
     const inspect::Ablation ablation(*inf, spec, "lens");
     const data::Ids input = inf->encode(text, "lens");
     std::optional<inspect::Attribution> parts;

@@ -44,6 +44,11 @@ def test_bad_inputs_are_value_errors(lm, bad, says):
         lm.run_with_cache(bad)
 
 
+def test_a_batch_past_memory_is_a_memory_error_before_it_runs(lm):
+    with pytest.raises(MemoryError, match="memory"):
+        lm.run_with_cache(np.broadcast_to(np.int64(1), (2 ** 18, 16)), names=[])  # 32 MB of ids
+
+
 def test_bad_arguments_are_value_errors(runs, lm):
     with pytest.raises(ValueError, match="decoder_input"):
         lm.run_with_cache("ROMEO", decoder_input=np.array([1, 2]))
@@ -57,6 +62,12 @@ def test_bad_arguments_are_value_errors(runs, lm):
         lm.score(ablate="7.7")
     with pytest.raises(ValueError, match="out of range"):
         lm.to_string([1, -3])
+    with pytest.raises(ValueError, match="top must be >= 1"):
+        lm.lens("ROMEO", top=0)
+    with pytest.raises(ValueError, match="batch -1"):
+        lm.heads(probes=-1, batches=1)
+    with pytest.raises(ValueError, match="bound of -1"):
+        lm.heads(max_work=-1)
     with pytest.raises(ValueError, match="not a known split|split"):
         lm.score(split="nonsense")
     with pytest.raises(ValueError, match="pairs"):
