@@ -111,9 +111,13 @@ TEST_CASE("training: the library call writes the run folder qkv train writes, by
   for (const auto& [name, bytes] : a) {
     INFO(name);
     REQUIRE(b.count(name) == 1);
-    if (name == "provenance.json")
-      CHECK(without_wait(bytes) == without_wait(b.at(name)));
-    else
+    if (name == "provenance.json") {
+      nlohmann::json pa = without_wait(bytes), pb = without_wait(b.at(name));
+      INFO("qkv's identity: the qkv binary and this test built from other sources? build both");
+      CHECK(pa["qkv"] == pb["qkv"]);
+      pa.erase("qkv"), pb.erase("qkv");
+      CHECK(pa == pb);
+    } else
       CHECK(bytes == b.at(name));
   }
 }
