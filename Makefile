@@ -6,7 +6,7 @@ ifdef CI
   CMAKE_FLAGS += -DQKV_WERROR=ON
 endif
 
-.PHONY: install install-build build binary test test-unit test-asan test-arm64 test-cpus fuzz demo clean
+.PHONY: install install-build install-python build binary python test test-unit test-asan test-arm64 test-cpus fuzz demo clean
 
 install:
 	@bash scripts/install-deps.sh
@@ -14,6 +14,10 @@ install:
 # Only the packages that building and running the binary needs (no PyTorch, Chromium, clang).
 install-build:
 	@bash scripts/install-deps.sh --build
+
+# The binary's packages and the Python module's (pybind11, Python's headers, numpy).
+install-python:
+	@bash scripts/install-deps.sh --python
 
 # A unity build: a fresh clone's first build is the one a newcomer waits for.
 $(BUILD)/CMakeCache.txt:
@@ -26,6 +30,11 @@ build: install $(BUILD)/CMakeCache.txt
 # Only the qkv binary and the libraries it links: what `make demo` runs.
 binary: install-build $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target qkv
+
+# The Python module `qkv` (docs/python.md): build/python/qkv, used with
+# PYTHONPATH=build/python /usr/bin/python3; `cmake --install` puts it in the prefix's site-packages.
+python: install-python $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS) --target qkv_python qkv
 
 # The whole suite: unit, end-to-end and PyTorch reference tests.
 test: build

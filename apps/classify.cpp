@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/commands.hpp"
@@ -29,17 +28,6 @@ std::string text_line(const run::Classification& c) {
   return line;
 }
 
-nlohmann::json json_line(const std::string& input, const std::vector<std::string>& tokens,
-                         const run::Classification& c) {
-  nlohmann::json classes = nlohmann::json::array();
-  for (size_t k = 0; k < c.classes.size(); ++k)
-    classes.push_back({{"class", c.classes[k]}, {"p", c.probabilities[k]}});
-  return {{"input", input},
-          {"tokens", tokens},
-          {"predicted", c.classes[static_cast<size_t>(c.predicted)]},
-          {"classes", classes}};
-}
-
 }  // namespace
 
 int cmd_classify(const ClassifyArgs& a) {
@@ -55,7 +43,7 @@ int cmd_classify(const ClassifyArgs& a) {
     const data::Ids ids = inf->encode(text, "classify");
     const run::Classification c = inf->classify({ids})[0];
     if (a.json)
-      std::cout << json_line(text, inf->input_labels(ids), c).dump() << std::endl;
+      std::cout << run::classification_json(text, inf->input_labels(ids), c).dump() << std::endl;
     else
       std::cout << text_line(c) << std::endl;
   };

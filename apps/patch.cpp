@@ -1,8 +1,6 @@
 // qkv patch RUN --clean "..." --corrupt "...": activation patching over every head's output
 // and every (layer, position) of the residual stream (inspect/patch.hpp), as tables, --json,
 // and with --out DIR two heatmaps.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -32,26 +30,6 @@ void print_table(const inspect::Patching& r) {
     for (const double v : r.residual[l]) std::printf(" %8.4f", v);
     std::printf("\n");
   }
-}
-
-void print_json(const inspect::Patching& r) {
-  nlohmann::json heads = nlohmann::json::array();
-  for (const auto& h : r.heads)
-    heads.push_back({{"attention", h.attention},
-                     {"head", h.name},
-                     {"layer", h.layer},
-                     {"index", h.head},
-                     {"restored", h.restored}});
-  std::printf("%s\n", nlohmann::json{{"clean_answer", r.clean_answer},
-                                     {"corrupt_answer", r.corrupt_answer},
-                                     {"clean_diff", r.clean_diff},
-                                     {"corrupt_diff", r.corrupt_diff},
-                                     {"heads", heads},
-                                     {"stream", r.stream},
-                                     {"positions", r.positions},
-                                     {"residual", r.residual}}
-                          .dump(2)
-                          .c_str());
 }
 
 figures::Heatmap fraction_map(std::string title, std::string x, std::string y) {
@@ -100,7 +78,7 @@ int cmd_patch(const PatchArgs& a) {
                       "patch", "--max-work; use shorter inputs, or raise it");
   const inspect::Patching r = inspect::patch_activations(*inf, clean, corrupt);
   if (a.json)
-    print_json(r);
+    std::printf("%s\n", inspect::patch_json(r).dump(2).c_str());
   else
     print_table(r);
   if (!a.out.empty()) write_heatmaps(r, a.out);

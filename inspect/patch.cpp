@@ -102,4 +102,22 @@ Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
   return r;
 }
 
+nlohmann::json patch_json(const Patching& r) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const auto& h : r.heads)
+    heads.push_back({{"attention", h.attention},
+                     {"head", h.name},
+                     {"layer", h.layer},
+                     {"index", h.head},
+                     {"restored", h.restored}});
+  return {{"clean_answer", r.clean_answer},
+          {"corrupt_answer", r.corrupt_answer},
+          {"clean_diff", r.clean_diff},
+          {"corrupt_diff", r.corrupt_diff},
+          {"heads", heads},
+          {"stream", r.stream},
+          {"positions", r.positions},
+          {"residual", r.residual}};
+}
+
 }  // namespace qkv::inspect

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/tensor.hpp"
 #include "data/dataset.hpp"
 #include "nn/hooks.hpp"
@@ -51,6 +53,11 @@ double logit_difference(const Tensor& logits, int64_t a, int64_t b);
 // runs different answers (else the fraction has no denominator): qkv::Error otherwise.
 Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
                            const data::Ids& corrupt);
+
+// The result as `qkv patch --json` prints it and the Python module's run.patch returns it:
+// {"clean_answer", "corrupt_answer", "clean_diff", "corrupt_diff", "heads": [{"attention",
+// "head", "layer", "index", "restored"}...], "stream", "positions", "residual"}.
+nlohmann::json patch_json(const Patching& r);
 
 // Hooks that put the clean run's residual `point` (1, n, d) into a run at `positions`.
 void add_residual_patch(nn::Hooks& hooks, const std::string& point, const ag::Var& clean,

@@ -79,7 +79,7 @@ void ProbeHook::on_train_begin(train::Trainer& t) {
 
 void ProbeHook::on_step_end(train::Trainer& t, const train::StepStats&) {
   const int64_t step = t.state().step;
-  // every > 0: apps/train.cpp makes no probe hook for 0 (off)
+  // every > 0: training/train.cpp makes no probe hook for 0 (off)
   if (step % c_.run.config.probe.every == 0 || step == t.options().total_steps) record(step);
 }
 

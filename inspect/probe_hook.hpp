@@ -39,8 +39,8 @@ namespace qkv::inspect {
 
 // The probe's inputs, drawn once from the config's [probe] (seed, sequences, length) and the
 // data (a language model's icl windows of its validation text). qkv::Error naming the probe's
-// key when they do not fit the model. Drawn before the run folder is made (apps/train.cpp), so
-// a probe that cannot run refuses the run before it leaves a folder.
+// key when they do not fit the model. Drawn before the run folder is made
+// (training/train.cpp), so a probe that cannot run refuses the run before it leaves a folder.
 struct ProbeInputs {
   PatternProbe patterns;
   std::optional<data::Batch> icl;  // a language model's windows

@@ -94,6 +94,9 @@ class EncoderInference : public Inference {
   // The class logits (1, C) of input; tgt_in is not read (a classifier has no output side).
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
+  // (B, 1, C) over input (B, S); tgt_in is not read.
+  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
+                      nn::Hooks* hooks = nullptr) const override;
   std::string output_name() const override { return "class"; }
 
  private:

@@ -163,6 +163,30 @@ Tensor row_of(const data::Ids& ids) {
   return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())});
 }
 
+nlohmann::json classification_json(const std::string& input, const std::vector<std::string>& tokens,
+                                   const Classification& c) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (size_t k = 0; k < c.classes.size(); ++k)
+    classes.push_back({{"class", c.classes[k]}, {"p", c.probabilities[k]}});
+  return {{"input", input},
+          {"tokens", tokens},
+          {"predicted", c.classes[static_cast<size_t>(c.predicted)]},
+          {"classes", classes}};
+}
+
+void check_batch_ids(const Tensor& ids, int64_t max_len, const char* what) {
+  QKV_CHECK(ids.defined(), "forward", "no ", what);
+  QKV_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64, "forward", what,
+            " must be (batch, positions) int64 ids, got ", dtype_name(ids.dtype()), " ",
+            ids.shape());
+  QKV_CHECK(ids.size(0) >= 1 && ids.size(1) >= 1, "forward", "the ", what, " ", ids.shape(),
+            " is empty");
+  QKV_CHECK(ids.size(1) <= max_len, "forward", "the ", what, " has ", ids.size(1),
+            " positions; the model reads 1 to ", max_len);
+}
+
+Tensor all_real(const Tensor& ids) { return ones({ids.size(0), ids.size(1)}, DType::b8); }
+
 std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v) {
   std::vector<std::string> t;
   for (int64_t id : ids) {

@@ -62,6 +62,12 @@ struct Classification {
   int64_t predicted = 0;  // the most probable class (the lowest id on a tie)
 };
 
+// One input's classification as `qkv classify --json` prints it (one line per input) and the
+// Python module's run.classify returns it: {"input", "tokens": its labels, "predicted",
+// "classes": [{"class", "p"}...]} in class-id order.
+nlohmann::json classification_json(const std::string& input, const std::vector<std::string>& tokens,
+                                   const Classification& c);
+
 struct DecodeOptions {
   int64_t beam = 1;     // 1: greedy
   double alpha = 1.0;   // beam: hypotheses ranked by log P / length^alpha
@@ -198,6 +204,14 @@ class Inference {
   // What patching runs: two inputs through the same output side.
   virtual Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                         nn::Hooks* hooks = nullptr) const = 0;
+  // The logits of one teacher-forced pass over a batch of B inputs of one length, every
+  // position real, with hooks (non-null) as a layer inside the caller's: input (B, S) int64
+  // ids; an encoder-decoder's decoder reads tgt_in (B, T) (required), a language model reads
+  // input alone (tgt_in ignored) -> (B, S, V); a classifier -> (B, 1, C). float32 whatever the
+  // precision. A shape, dtype or id the model cannot read throws qkv::Error naming "forward".
+  // What the Python module's run_with_cache and run_with_hooks run (python/).
+  virtual Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
+                              nn::Hooks* hooks = nullptr) const = 0;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
 
@@ -224,6 +238,11 @@ class Inference {
 
 // ids as one row (1, n) int64.
 Tensor row_of(const data::Ids& ids);
+// qkv::Error naming "forward" unless ids is (B, n) int64 with B >= 1 and 1 <= n <= max_len
+// (what: "input", "decoder input"): batch_logits' check of what a caller hands it.
+void check_batch_ids(const Tensor& ids, int64_t max_len, const char* what);
+// (B, n) bool, all true: every position of a batch real.
+Tensor all_real(const Tensor& ids);
 // Ids as labels for an axis: SentencePiece's word-start mark U+2581 as "_", a character
 // model's space as "_" and line break as "\n".
 std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v);

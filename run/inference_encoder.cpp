@@ -209,4 +209,11 @@ Tensor EncoderInference::logits(const data::Ids& input, const data::Ids&, nn::Ho
   return classifier("logits").classify(row_of(input)).data().to(DType::f32);  // (1, C)
 }
 
+Tensor EncoderInference::batch_logits(const Tensor& input, const Tensor&, nn::Hooks* hooks) const {
+  check_batch_ids(input, std::min(max_input_tokens(), max_input_), "input");
+  const auto c = call(false, hooks);
+  const Tensor s = input.contiguous();
+  return model().forward(s, Tensor(), all_real(s), Tensor()).data().to(DType::f32).contiguous();
+}
+
 }  // namespace qkv::run

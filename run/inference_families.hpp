@@ -29,6 +29,8 @@ class Seq2SeqInference : public Inference {
   int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
+  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
+                      nn::Hooks* hooks = nullptr) const override;
   std::string output_name() const override { return "output"; }
 
  private:
@@ -56,6 +58,8 @@ class LanguageModelInference : public Inference {
   int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
+  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
+                      nn::Hooks* hooks = nullptr) const override;
   std::string output_name() const override;  // next-character (or next-piece) guesses
 
  private:

@@ -144,6 +144,13 @@ Tensor LanguageModelInference::logits(const data::Ids& input, const data::Ids&,
   return lm("logits").forward(row_of(input)).data().select(0, 0).to(DType::f32);  // (T, V)
 }
 
+Tensor LanguageModelInference::batch_logits(const Tensor& input, const Tensor&,
+                                            nn::Hooks* hooks) const {
+  check_batch_ids(input, std::min(max_input_tokens(), max_input_), "input");
+  const auto c = call(false, hooks);
+  return lm("forward").forward(input.contiguous()).data().to(DType::f32).contiguous();
+}
+
 Inspection LanguageModelInference::inspect(const data::Ids& ids) const {
   QKV_CHECK(!ids.empty(), "attention", "the text is empty");
   QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(), "attention", "the text has ",

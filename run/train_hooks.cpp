@@ -17,7 +17,8 @@ namespace qkv::run {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-MetricsLog::MetricsLog(const std::string& path, bool active) : path_(path), active_(active) {
+MetricsLog::MetricsLog(const std::string& path, bool active, OnWrite on_write)
+    : path_(path), active_(active), on_write_(std::move(on_write)) {
   if (!active_) return;
   out_.open(path, std::ios::app);
   QKV_CHECK(out_.good(), "train", "cannot write ", path);
@@ -27,6 +28,7 @@ void MetricsLog::write(const json& j) {
   if (!active_) return;
   out_ << j.dump() << '\n';
   out_.flush();
+  if (on_write_) on_write_(j);
 }
 
 uint64_t MetricsLog::bytes() const {
@@ -180,12 +182,20 @@ int stop_signal() { return g_signal.load() != 0 ? g_signal.load() : SIGINT; }
 }  // namespace
 
 void StopOnSignal::on_train_begin(train::Trainer&) {
+  if (!sources_.signals) return;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
 }
 
-bool StopOnSignal::should_stop(train::Trainer&) { return g_interrupted; }
+bool StopOnSignal::signalled() const { return sources_.signals && g_interrupted; }
 
-int StopOnSignal::exit_code() const { return 128 + stop_signal(); }
+bool StopOnSignal::should_stop(train::Trainer&) {
+  if (signalled()) return true;
+  // (asked every step until it says yes: a request is not taken back)
+  if (!by_request_ && sources_.requested && sources_.requested()) by_request_ = true;
+  return by_request_;
+}
+
+int StopOnSignal::exit_code() const { return 128 + (signalled() ? stop_signal() : SIGINT); }
 
 void StopOnSignal::on_train_end(train::Trainer& t, train::StopReason r) {
   if (r != train::StopReason::requested) return;
@@ -193,11 +203,14 @@ void StopOnSignal::on_train_end(train::Trainer& t, train::StopReason r) {
   t.dist().barrier();
   const int sig = stop_signal();
   const std::string& name = ckpt_.final_name();
+  // data-parallel: another rank's stop may have ended this one (neither signal nor request)
+  const bool requested = !signalled() && by_request_;
   if (t.dist().is_root())
     spdlog::warn("interrupted ({}) at step {}: {}; continue with qkv train --resume {}",
-                 sig == SIGTERM  ? "SIGTERM"
-                 : sig == SIGHUP ? "SIGHUP"
-                                 : "SIGINT",
+                 requested        ? "stop requested"
+                 : sig == SIGTERM ? "SIGTERM"
+                 : sig == SIGHUP  ? "SIGHUP"
+                                  : "SIGINT",
                  t.state().step,
                  name.empty() ? "no checkpoint written (see above)" : "wrote checkpoint " + name,
                  c_.run.dir);

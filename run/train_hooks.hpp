@@ -8,8 +8,9 @@
 //                  checkpoint (every validation when checkpoint.every = 0, else the best only)
 //   Checkpointer   checkpoint.every steps, at the end, on a non-finite step (the skip record,
 //                  or the last good checkpoint named in the error)
-//   StopOnSignal   SIGINT, SIGTERM, SIGHUP: stop at the next step boundary with a checkpoint;
-//                  a second signal ends the process at once. exit_code() = 128 + signal.
+//   StopOnSignal   SIGINT, SIGTERM, SIGHUP, or the caller's stop request: stop at the next step
+//                  boundary with a checkpoint; a second signal ends the process at once.
+//                  exit_code() = 128 + signal (a request: 130, as SIGINT).
 //   DropoutPerRank data-parallel: rank r's dropout masks of step s come from a stream of
 //                  (seed, r, s), so a resumed run draws the same (one process: nothing)
 // Add them in this order (after any progress display): TrainLog, Validator, EarlyStopping,
@@ -24,6 +25,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "config/config.hpp"
 #include "data/config.hpp"
@@ -36,9 +38,11 @@ namespace qkv::run {
 
 // metrics.jsonl, appended one record per line and flushed, so a crash loses at most a line.
 // Inactive (writes nothing, bytes() 0) when constructed with active = false (ranks other than 0).
+// on_write, when given, sees each record once its line is flushed (an active log only).
 class MetricsLog {
  public:
-  MetricsLog(const std::string& path, bool active);
+  using OnWrite = std::function<void(const nlohmann::json&)>;
+  MetricsLog(const std::string& path, bool active, OnWrite on_write = nullptr);
   void write(const nlohmann::json& j);
   uint64_t bytes() const;
 
@@ -46,6 +50,7 @@ class MetricsLog {
   std::string path_;
   bool active_;
   std::ofstream out_;
+  OnWrite on_write_;
 };
 
 // What the hooks share: the run that trains (its folder, config, data, model, optimizer) and
@@ -107,17 +112,27 @@ class Validator : public train::Hook {
   std::function<void()> after_;
 };
 
+// What stops a run besides its end: the process's signals, and the caller's request.
+struct StopSources {
+  bool signals = true;              // install handlers for SIGINT, SIGTERM, SIGHUP (left installed)
+  std::function<bool()> requested;  // polled at each step boundary: true stops as SIGINT does
+};
+
 class StopOnSignal : public train::Hook {
  public:
-  StopOnSignal(RunContext& c, const Checkpointer& ckpt) : c_(c), ckpt_(ckpt) {}
-  void on_train_begin(train::Trainer&) override;  // installs the handlers
+  StopOnSignal(RunContext& c, const Checkpointer& ckpt, StopSources sources = {})
+      : c_(c), ckpt_(ckpt), sources_(std::move(sources)) {}
+  void on_train_begin(train::Trainer&) override;  // installs the handlers (sources.signals)
   bool should_stop(train::Trainer&) override;
   void on_train_end(train::Trainer& t, train::StopReason r) override;  // the "interrupted" line
-  int exit_code() const;                                               // 128 + the signal
+  int exit_code() const;  // 128 + the signal; a request: 130 (as SIGINT)
 
  private:
+  bool signalled() const;  // a handled signal arrived (sources.signals)
   RunContext& c_;
   const Checkpointer& ckpt_;
+  StopSources sources_;
+  bool by_request_ = false;  // the stop came from sources.requested, no signal
 };
 
 class DropoutPerRank : public train::Hook {

@@ -36,7 +36,7 @@ bool folder_has_files(const fs::path& p) {
 // The config and folder: the run folder's own (--resume) or a new one's.
 void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
   if (!a.resume.empty()) {
-    QKV_CHECK(a.config.empty() && a.overrides.empty(), "train",
+    QKV_CHECK(a.config.empty() && a.config_text.empty() && a.overrides.empty(), "train",
               "--resume takes the run folder's own config; give no config file or overrides");
     const fs::path run_dir = a.resume;
     r.dir = run_dir.string();
@@ -53,8 +53,14 @@ void read_config(TrainingRun& r, const TrainRunArgs& a, int rank) {
     // from step 0 and still ends exactly as an uninterrupted one.
     r.restart = r.resume_from.empty();
   } else {
-    QKV_CHECK(!a.config.empty(), "train", "no config file given (try configs/copy.toml)");
-    r.config = config::load_config(a.config, a.overrides);
+    QKV_CHECK(!a.config.empty() || !a.config_text.empty(), "train",
+              "no config file given (try configs/copy.toml)");
+    r.config =
+        a.config_text.empty()
+            ? config::load_config(a.config, a.overrides)
+            : config::config_from_toml(
+                  config::parse_config(a.config_text, a.config.empty() ? "config.toml" : a.config),
+                  a.overrides);
     const fs::path run_dir =
         a.run_dir.empty() ? fs::path("runs") / r.config.name : fs::path(a.run_dir);
     r.dir = run_dir.string();

@@ -30,6 +30,9 @@ struct TrainRunArgs {
   std::vector<std::pair<std::string, std::string>> overrides;  // ("model.d_model", "256")
   bool overwrite = false;  // a new run replaces the run folder's old one (after taking its lock)
   bool dry_run = false;    // read and build everything, take no lock, write nothing
+  // The config's TOML itself, read instead of the file `config`, which then only names it (in
+  // messages, and runs/<its stem> by default; "": "config.toml").
+  std::string config_text = "";
 };
 
 // A run being trained: its parts (folder, config, data, model) and what training adds.

@@ -6,6 +6,7 @@
 #   install-deps.sh --build  only what building and running the qkv binary needs (`make demo`):
 #                            the test-only packages (PyTorch, Chromium, clang, ...) are most of
 #                            the download, and a first run does not need them
+#   install-deps.sh --python the binary's packages and the Python module's (`make python`)
 set -euo pipefail
 
 build_packages=(
@@ -24,6 +25,10 @@ build_packages=(
   libtomlplusplus-dev                # toml++: configs are read as full TOML 1.0
   libcpp-httplib-dev                 # cpp-httplib: the HTTP server behind `qkv serve`
 )
+python_packages=(
+  pybind11-dev python3-dev           # the Python module qkv (python/): pybind11 against Debian's Python
+  python3-numpy                      # its arrays: weights, activations and ids as numpy arrays
+)
 test_packages=(
   libomp-dev                         # OpenMP runtime headers for clang builds (g++ ships libgomp)
   clang libclang-rt-14-dev           # `make fuzz`: clang++ -fsanitize=fuzzer (libFuzzer runtime)
@@ -33,12 +38,14 @@ test_packages=(
   chromium                           # test-only: `qkv report` pages loaded in headless Chromium
   python3-nltk                       # test-only: cross-checks qkv's BLEU against NLTK's corpus_bleu
   python3-websocket                  # test-only: drives headless Chromium over its DevTools protocol
+  python3-pytest                     # test-only: the Python module's tests (tests/python)
 )
 
 case "${1:-}" in
-  "") packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  "") packages=("${build_packages[@]}" "${python_packages[@]}" "${test_packages[@]}") ;;
   --build) packages=("${build_packages[@]}") ;;
-  *) echo "install-deps: unknown option '$1' (use --build, or nothing for everything)" >&2; exit 2 ;;
+  --python) packages=("${build_packages[@]}" "${python_packages[@]}") ;;
+  *) echo "install-deps: unknown option '$1' (use --build, --python, or nothing for everything)" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -33,7 +33,7 @@ start=$(date +%s)
 # No -march: QKV_NATIVE=OFF adds no instruction-set flag on aarch64 (CMakeLists.txt).
 [ -f "$dir/CMakeCache.txt" ] ||
   cmake -S . -B "$dir" --toolchain cmake/toolchain-aarch64.cmake -DCMAKE_BUILD_TYPE=Release \
-    -DQKV_UNITY=ON -DQKV_MPI=OFF -DQKV_NATIVE=OFF ${CMAKE_FLAGS:-}
+    -DQKV_UNITY=ON -DQKV_MPI=OFF -DQKV_NATIVE=OFF -DQKV_PYTHON=OFF ${CMAKE_FLAGS:-}
 # Building a test binary also lists its test cases under qemu (catch_discover_tests).
 cmake --build "$dir" -j"$JOBS" --target qkv "${subset[@]}"
 built=$(date +%s)

@@ -81,7 +81,7 @@ done
 build_portable() {
   local dir=$1 arch=${1#build-}
   [ -f "$dir/CMakeCache.txt" ] ||
-    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DQKV_UNITY=ON -DQKV_NATIVE=OFF \
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DQKV_UNITY=ON -DQKV_NATIVE=OFF -DQKV_PYTHON=OFF \
       -DQKV_PORTABLE_ARCH="$arch" ${CMAKE_FLAGS:-} >/dev/null
   cmake --build "$dir" -j"$JOBS" --target qkv "${subset[@]}"
 }

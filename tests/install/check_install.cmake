@@ -39,3 +39,11 @@ separate_arguments(flags UNIX_COMMAND "${flags}")
 run(${CXX} -O1 ${SOURCE_DIR}/examples/worked_attention.cpp -o ${work}/worked_attention_pc ${flags})
 run(${work}/worked_attention_pc)
 message(STATUS "examples/worked_attention (pkg-config):\n${last_output}")
+
+# The Python module (QKV_PYTHON): imported from the prefix's site-packages alone.
+if(PYTHON_DIR)
+  run(${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_DIR} ${PYTHON} -c
+      "import qkv, sys; assert qkv.__file__.startswith(sys.argv[1]), qkv.__file__; print(qkv.__file__, qkv.Run)"
+      ${prefix}/${PYTHON_DIR})
+  message(STATUS "python: ${last_output}")
+endif()
