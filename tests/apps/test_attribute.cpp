@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "inspect/token_attribution.hpp"
 #include "nn/model.hpp"
+#include "nn/safetensors.hpp"
+#include "support/nn.hpp"
 #include "run/inference.hpp"
 #include "support/process.hpp"
 #include "support/tiny_runs.hpp"
@@ -35,6 +38,14 @@ const TempDir& runs() {
         " --optim.lr 3e-3");
     INFO(r.output);
     REQUIRE(r.status == 0);
+    // a translator of reference_nn.py's nn.Transformer layout: post-LN with a final norm
+    const RunResult t = run_qkv(
+        "train " + shipped_config("copy.toml") + " --run-dir '" + dir.file("translator") +
+        "' --threads 1 --quiet --train.max_steps 60 --train.eval_examples 10"
+        " --data.train_size 500 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
+        " --model.d_model 32 --model.d_ff 64 --model.heads 2 --model.final_norm true");
+    INFO(t.output);
+    REQUIRE(t.status == 0);
     return true;
   }();
   (void)classifier;
@@ -338,5 +349,100 @@ TEST_CASE("attribute: the command prints a table, JSON and a heatmap, and refuse
     CHECK(r.status == 1);
     CHECK(r.output.find(says) != std::string::npos);
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("reference: gradients and integrated gradients at the embeddings match torch autograd",
+          "[reference]") {
+  // the tiny GPT and a translator of nn.Transformer's layout, their weights in torch (float64,
+  // tests/apps/reference_attribute.py building tests/nn/reference_nn.py's modules)
+  TempDir dir("attribute_reference");
+  struct Case {
+    std::string run, text, target;
+    std::unique_ptr<run::Inference> inf;
+    inspect::AttributionQuery q;
+    std::map<std::string, inspect::TokenAttribution> ours;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"lm", "First Citizen", "", open("lm"), {}, {}});
+  cases.push_back({"translator", "3 1 4 1 5", "3 1 4", open("translator"), {}, {}});
+  for (Case& c : cases) {
+    const run::Inference& inf = *c.inf;
+    const bool pair = c.run == "translator";
+    c.q.input = inf.encode(c.text, "test");
+    c.q.outputs = pair ? inspect::output_ids(inf, c.target, "test")
+                       : inspect::default_outputs(inf, c.q.input, 3);
+    c.q.contrast = inspect::output_ids(inf, pair ? "9" : "e", "test")[0];
+    const auto n = static_cast<int64_t>(c.q.input.size());
+    const auto k = static_cast<int64_t>(c.q.outputs.size());
+    const data::Ids head(c.q.outputs.begin(), c.q.outputs.end() - 1);
+    const auto& mc = inf.run().config.model;
+    nlohmann::json cfg{{"d_model", mc.d_model}, {"heads", mc.heads}, {"d_ff", mc.d_ff},
+                       {"bias", mc.bias},       {"steps", 64},       {"contrast", c.q.contrast},
+                       {"targets", c.q.outputs}};
+    nn::NamedTensors t;
+    std::vector<int64_t> rows;
+    if (pair) {
+      data::Ids tgt{inf.run().data.framing.bos};
+      tgt.insert(tgt.end(), head.begin(), head.end());
+      t = {{"input.src", run::row_of(c.q.input)}, {"input.tgt", run::row_of(tgt)}};
+      for (int64_t r = 0; r < k; ++r) rows.push_back(r);
+      cfg.update({{"kind", "transformer"},
+                  {"norm_first", mc.norm_first},
+                  {"activation", "relu"},
+                  {"layer_norm_eps", mc.layer_norm_eps},
+                  {"src_vocab", inf.run().data.src_vocab.size()},
+                  {"tgt_vocab", inf.run().data.tgt_vocab.size()},
+                  {"encoder_layers", mc.encoder_layers},
+                  {"decoder_layers", mc.decoder_layers},
+                  {"share_embeddings", mc.share_embeddings},
+                  {"tie_output", mc.tie_output}});
+    } else {
+      data::Ids ids = c.q.input;
+      ids.insert(ids.end(), head.begin(), head.end());
+      t = {{"input.ids", run::row_of(ids)}};
+      for (int64_t r = 0; r < k; ++r) rows.push_back(n - 1 + r);
+      cfg.update({{"kind", "gpt"},
+                  {"vocab", inf.run().data.tgt_vocab.size()},
+                  {"layers", mc.decoder_layers},
+                  {"max_len", mc.max_len},
+                  {"attn_only", mc.attn_only}});
+    }
+    cfg["rows"] = rows;
+    for (const auto& [name, v] : inf.model().named_parameters()) t.push_back({"param." + name, v.data()});
+    nn::save_safetensors(dir.file(c.run + ".in.safetensors"), t, {{"config", cfg.dump()}});
+    for (const AttributionMethod m :
+         {AttributionMethod::saliency, AttributionMethod::input_x_gradient,
+          AttributionMethod::integrated_gradients}) {
+      c.q.method = m;
+      c.ours[std::string(inspect::name_of(m))] = inspect::attribute_tokens(inf, c.q);
+    }
+  }
+  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
+    QKV_SKIP("/usr/bin/python3 has no torch (Debian's python3-torch)");
+  const ReferenceRun ref = run_reference(source_dir() + "/tests/apps/reference_attribute.py", dir);
+  INFO(ref.report());
+  REQUIRE(ref.status == 0);
+  for (const Case& c : cases) {
+    const nn::SafetensorsFile theirs = nn::load_safetensors(dir.file(c.run + ".out.safetensors"));
+    for (const auto& [method, ours] : c.ours) {
+      std::string key = method;
+      std::replace(key.begin(), key.end(), '-', '_');
+      const std::vector<double> want = as_vec(theirs.get(key));
+      size_t at = 0;
+      double top = 0, worst = 0;
+      for (const double v : want) top = std::max(top, std::abs(v));
+      for (size_t r = 0; r < ours.scores.size(); ++r)
+        for (size_t j = 0; j < ours.scores[r].size(); ++j, ++at) {
+          if (at < want.size()) worst = std::max(worst, std::abs(ours.scores[r][j] - want[at]));
+          INFO(c.run << " " << method << " row " << r << " column " << j << " (max|torch| "
+                     << top << ")");
+          REQUIRE(at < want.size());
+          CHECK(ours.scores[r][j] == Approx(want[at]).margin(2e-5 * std::max(top, 1.0)));
+        }
+      CHECK(at == want.size());
+      std::printf("attribute reference %-10s %-20s max|torch| %.4g, worst error %.3g\n",
+                  c.run.c_str(), method.c_str(), top, worst);
+    }
   }
 }
