@@ -88,6 +88,7 @@ int cmd_attribute(const AttributeArgs& a) {
   q.method = method;
   q.steps = a.steps;
   q.batch = a.batch;
+  q.max_work = a.max_work;
   const inspect::TokenAttribution at = inspect::attribute_tokens(*inf, q);
   if (!a.out.empty()) write_heatmap(at, a.out);
   if (a.json)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/precision.hpp"
+#include "inspect/token_attribution.hpp"
 #include "inspect/work.hpp"
 
 namespace qkv::app {
@@ -210,6 +211,7 @@ struct AttributeArgs {
   std::string method = "saliency";        // inspect::attribution_method's names
   int64_t steps = 64, batch = 16;         // integrated gradients
   int64_t tokens = 1;                     // a language model's greedy next tokens (no --target)
+  int64_t max_work = inspect::kMaxAttributionWork;  // token passes (inspect/work.hpp)
   bool json = false;
   int threads = 0;
 };

@@ -402,6 +402,7 @@ void add_attribute(CLI::App* cmd, AttributeArgs& a) {
   cmd->add_option("--out", a.out, "a heatmap: FILE.svg or FILE.png");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_max_work(cmd, a.max_work);
   add_precision(cmd, a.precision);
   add_ablate(cmd, a.ablate);
 }

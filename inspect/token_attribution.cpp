@@ -3,6 +3,8 @@
 // attention rollout from captured patterns.
 #include "inspect/token_attribution.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -405,6 +407,19 @@ data::Ids output_ids(const run::Inference& inf, const std::string& text, const c
   return ids;
 }
 
+Work attribution_work(const run::Inference& inf, const AttributionQuery& q) {
+  const Frame f = frame_of(inf, q);
+  const auto tokens = static_cast<double>(f.src.size() + f.tgt.size());
+  const auto rows = static_cast<double>(f.rows.size());
+  if (q.method == AttributionMethod::attention_rollout)
+    return {tokens, fmt::format("one pass of {} tokens", tokens)};
+  const bool ig = q.method == AttributionMethod::integrated_gradients;
+  const double copies = ig ? static_cast<double>(q.steps) : 1.0;
+  return {copies * tokens * (1 + 2 * rows) + (ig ? 3 : 1) * tokens,
+          fmt::format("{} {} of {} tokens, a backward for each of {} output tokens", copies,
+                      ig ? "interpolated inputs" : "input", tokens, rows)};
+}
+
 TokenAttribution attribute_tokens(const run::Inference& inf, const AttributionQuery& q) {
   QKV_CHECK(q.steps >= 1 && q.steps <= kMaxAttributionSteps, "attribute",
             "--steps must be 1..", kMaxAttributionSteps, ", got ", q.steps);
@@ -412,6 +427,8 @@ TokenAttribution attribute_tokens(const run::Inference& inf, const AttributionQu
   QKV_CHECK(q.contrast < 0 || q.method != AttributionMethod::attention_rollout, "attribute",
             "attention-rollout does not depend on the output token, so it has no contrast; "
             "--contrast needs a gradient method");
+  check_work(attribution_work(inf, q), q.max_work, "attribute",
+             "--max-work; use a shorter input or target, or fewer --steps");
   const Frame f = frame_of(inf, q);
   TokenAttribution a;
   a.method = name_of(q.method);

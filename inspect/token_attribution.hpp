@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "inspect/work.hpp"
 
 namespace qkv::run {
 class Inference;
@@ -61,6 +62,9 @@ AttributionMethod attribution_method(const std::string& name, const char* op);
 
 inline constexpr int64_t kMaxAttributionSteps = 512;  // IG's --steps bound
 inline constexpr int64_t kMaxAttributionTokens = 64;  // a language model's --tokens bound
+// qkv attribute --max-work, in token passes (inspect/work.hpp): integrated gradients' 64 steps
+// on a Multi30k sentence of 7 + 9 tokens are 20k and take 2 s on 2 loaded cores.
+inline constexpr int64_t kMaxAttributionWork = 1'000'000;
 
 struct AttributionQuery {
   data::Ids input;    // as Inference::encode gives it
@@ -69,6 +73,7 @@ struct AttributionQuery {
   AttributionMethod method = AttributionMethod::saliency;
   int64_t steps = 64;  // integrated gradients: 1..kMaxAttributionSteps
   int64_t batch = 16;  // integrated gradients: interpolated inputs per recorded pass, >= 1
+  int64_t max_work = kMaxAttributionWork;  // refused before any pass past it (check_work)
 };
 
 struct TokenAttribution {
@@ -95,8 +100,14 @@ data::Ids default_outputs(const run::Inference& inf, const data::Ids& input, int
 // output vocabulary lacks.
 data::Ids output_ids(const run::Inference& inf, const std::string& text, const char* op);
 
+// The work of q: each pass's tokens (both sides) times its copies, times 1 + 2 x the output rows
+// (a forward, and a backward per row), plus the plain passes (the embeddings, IG's f(input) and
+// f(baseline); the rollout's one pass).
+Work attribution_work(const run::Inference& inf, const AttributionQuery& q);
+
 // The attribution of q (see above). qkv::Error naming "attribute" for outputs past the model's
-// positions, an empty output, steps or batch out of range, a contrast with attention-rollout.
+// positions, an empty output, steps or batch out of range, a contrast with attention-rollout,
+// work past q.max_work.
 TokenAttribution attribute_tokens(const run::Inference& inf, const AttributionQuery& q);
 
 // {"method", "contrast" (null or a token), "baseline" ("zero", IG) , "steps" (IG),

@@ -343,7 +343,9 @@ TEST_CASE("attribute: the command prints a table, JSON and a heatmap, and refuse
            {copy + " '1 2' --contrast nonesuch", "'nonesuch' is no token"},
            {copy + " '1 2' --method integrated-gradients --steps 0", "--steps must be 1..512"},
            {lm + " 'First Citizen' --target 'abcdefgh'", "more than the model's context of 16"},
-           {copy + " '1 2' --method attention-rollout --contrast 3", "no contrast"}}) {
+           {copy + " '1 2' --method attention-rollout --contrast 3", "no contrast"},
+           {copy + " '1 2' --method integrated-gradients --max-work 1000",
+            "token passes, more than the bound of 1k (--max-work"}}) {
     const RunResult r = run_qkv("attribute " + args);
     INFO(args << ": " << r.output);
     CHECK(r.status == 1);
