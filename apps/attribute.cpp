@@ -43,9 +43,9 @@ void print_table(const inspect::TokenAttribution& a) {
   for (size_t r = 0; r < a.scores.size(); ++r) {
     double sum = 0;
     for (const double v : a.scores[r]) sum += v;
-    std::printf("%-10.10s sum %9.4f  f %9.4f - %9.4f = %9.4f  error %.2f%%\n",
-                a.outputs[r].c_str(), sum, a.value[r], a.baseline_value[r],
-                a.value[r] - a.baseline_value[r], 100 * a.completeness_error(r));
+    std::printf("%-10.10s sum %9.4f  f %9.4f - %9.4f = %9.4f  error %.2f%%\n", a.outputs[r].c_str(),
+                sum, a.value[r], a.baseline_value[r], a.value[r] - a.baseline_value[r],
+                100 * a.completeness_error(r));
   }
 }
 
@@ -75,9 +75,10 @@ void write_heatmap(const inspect::TokenAttribution& a, const std::string& path) 
 
 int cmd_attribute(const AttributeArgs& a) {
   const inspect::AttributionMethod method = inspect::attribution_method(a.method, "attribute");
-  const auto inf = run::open_inference(
-      a.run_dir,
-      {.checkpoint = a.checkpoint, .precision = a.precision, .threads = a.threads, .op = "attribute"});
+  const auto inf = run::open_inference(a.run_dir, {.checkpoint = a.checkpoint,
+                                                   .precision = a.precision,
+                                                   .threads = a.threads,
+                                                   .op = "attribute"});
   const inspect::Ablation ablation(*inf, a.ablate, "attribute");  // --ablate: every pass below
   inspect::AttributionQuery q;
   q.input = inf->encode(a.text, "attribute");

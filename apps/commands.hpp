@@ -207,10 +207,10 @@ int cmd_patch(const PatchArgs& a);
 struct AttributeArgs {
   std::string run_dir, text, checkpoint = "best", ablate, out;
   std::optional<Precision> precision;
-  std::string target, contrast;           // the outputs scored; the token they are set against
-  std::string method = "saliency";        // inspect::attribution_method's names
-  int64_t steps = 64, batch = 16;         // integrated gradients
-  int64_t tokens = 1;                     // a language model's greedy next tokens (no --target)
+  std::string target, contrast;     // the outputs scored; the token they are set against
+  std::string method = "saliency";  // inspect::attribution_method's names
+  int64_t steps = 64, batch = 16;   // integrated gradients
+  int64_t tokens = 1;               // a language model's greedy next tokens (no --target)
   int64_t max_work = inspect::kMaxAttributionWork;  // token passes (inspect/work.hpp)
   bool json = false;
   int threads = 0;

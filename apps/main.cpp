@@ -383,8 +383,9 @@ void add_attribute(CLI::App* cmd, AttributeArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
       ->capture_default_str()
       ->check(checkpoint_name());
-  cmd->add_option("--method", a.method,
-                  "saliency, input-x-gradient, integrated-gradients or attention-rollout")
+  cmd->add_option(
+         "--method", a.method,
+         "saliency, input-x-gradient, integrated-gradients, attention-rollout or value-zeroing")
       ->capture_default_str();
   cmd->add_option("--target", a.target,
                   "the output scored (a translation, a continuation, a class; default: the "

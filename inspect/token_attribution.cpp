@@ -25,11 +25,12 @@ namespace qkv::inspect {
 
 namespace {
 
-constexpr std::array<std::pair<AttributionMethod, std::string_view>, 4> kMethods{{
+constexpr std::array<std::pair<AttributionMethod, std::string_view>, 5> kMethods{{
     {AttributionMethod::saliency, "saliency"},
     {AttributionMethod::input_x_gradient, "input-x-gradient"},
     {AttributionMethod::integrated_gradients, "integrated-gradients"},
     {AttributionMethod::attention_rollout, "attention-rollout"},
+    {AttributionMethod::value_zeroing, "value-zeroing"},
 }};
 
 // The longest output side a query may score: a work bound where positions do not bound it.
@@ -122,6 +123,12 @@ using Vec = std::vector<double>;
 
 Vec as_vec(const Tensor& t) { return to_vector<double>(t.to(DType::f64).contiguous()); }
 
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
 // f_r of each output row from one row of logits (T, V): the logit, or the difference.
 double row_value(const Tensor& logits, const Frame& f, const AttributionQuery& q, size_t r) {
   const Vec row = as_vec(logits.select(0, f.rows[r]));
@@ -176,8 +183,8 @@ void add_gradients(const run::Inference& inf, const Frame& f, const AttributionQ
       g[(k * T + f.rows[r]) * V + q.outputs[r]] += 1;
       if (q.contrast >= 0) g[(k * T + f.rows[r]) * V + q.contrast] -= 1;
     }
-    const std::vector<Tensor> grads = ag::grad({logits}, {seed.to(logits.dtype())}, leaves,
-                                               r + 1 < f.rows.size());
+    const std::vector<Tensor> grads =
+        ag::grad({logits}, {seed.to(logits.dtype())}, leaves, r + 1 < f.rows.size());
     for (size_t s = 0; s < leaves.size(); ++s) {
       const Vec gv = as_vec(grads[s]);  // (K, n, d)
       Vec& acc = sum[r][s];
@@ -239,7 +246,7 @@ void gradient_scores(const run::Inference& inf, const Frame& f, const Attributio
   }
 }
 
-// --- attention rollout: dense row-major matrices in float64
+// --- attention rollout and value zeroing: dense row-major matrices in float64
 struct Mat {
   int64_t n = 0, m = 0;
   Vec v;
@@ -247,6 +254,11 @@ struct Mat {
   double at(int64_t i, int64_t j) const { return v[static_cast<size_t>(i * m + j)]; }
 };
 Mat zero_mat(int64_t n, int64_t m) { return {n, m, Vec(static_cast<size_t>(n * m), 0.0)}; }
+Mat identity(int64_t n, double scale = 1.0) {
+  Mat a = zero_mat(n, n);
+  for (int64_t i = 0; i < n; ++i) a.at(i, i) = scale;
+  return a;
+}
 Mat product(const Mat& a, const Mat& b) {
   Mat c = zero_mat(a.n, b.m);
   for (int64_t i = 0; i < a.n; ++i)
@@ -274,39 +286,34 @@ Vec read_weights(const nn::Model& model, int64_t n, int64_t t) {
   return as_vec(model.pool(ag::Var(eye), Tensor()).data().select(0, 0).select(0, t));
 }
 
-void rollout_scores(const run::Inference& inf, const Frame& f, TokenAttribution& a) {
-  nn::Hooks cap = run::pattern_capture();
-  frame_logits(inf, f, &cap);
-  const auto pattern = [&](const nn::AttentionSite& s, int64_t l) {
-    return cap.cache.at(s.pattern(l)).data();  // (1, h, n, m)
-  };
-  const std::vector<nn::AttentionSite> sites = inf.model().attention_sites();
+// One mixing step of the output side's positions: D <- own D + from_input [R_in | 0], where
+// own (T x T) mixes the output side's positions and from_input (T x S) reads the input side's
+// last positions (R_in: the input side's composed mixing); from_input empty: none.
+struct Step {
+  Mat own, from_input;
+};
+
+// The composed mixing over the columns [input | output side] (a model of one side: its own),
+// from the input side's per-layer matrices (each S x S, applied from the first) and the output
+// side's steps in forward order; then the rows the outputs are read at, through the pooling.
+void compose(const run::Inference& inf, const Frame& f, const std::vector<Mat>& input_layers,
+             const std::vector<Step>& output_steps, TokenAttribution& a) {
   const auto S = static_cast<int64_t>(f.src.size()), T = static_cast<int64_t>(f.tgt.size());
-  Mat enc = zero_mat(S, S);  // the input side's rollout, from I
-  for (int64_t i = 0; i < S; ++i) enc.at(i, i) = 1;
-  for (const nn::AttentionSite& s : sites)
-    if (s.queries == nn::Side::input)
-      for (int64_t l = 0; l < s.layers; ++l) enc = product(mixed(pattern(s, l), 0.5, 0.5), enc);
-  Mat stream = enc;  // the positions the output layer reads, over the columns
+  Mat in = identity(S);
+  for (const Mat& m : input_layers) in = product(m, in);
+  Mat stream = in;  // the positions the output layer reads, over the columns
   if (f.has_output) {
     stream = zero_mat(T, S + T);  // [input | output side], from [0 | I]
     for (int64_t i = 0; i < T; ++i) stream.at(i, S + i) = 1;
-    int64_t layers = 0;
-    for (const nn::AttentionSite& s : sites)
-      if (s.queries == nn::Side::output) layers = std::max(layers, s.layers);
-    for (int64_t l = 0; l < layers; ++l)
-      for (const nn::AttentionSite& s : sites) {  // in forward order: self, then cross
-        if (s.queries != nn::Side::output || l >= s.layers) continue;
-        if (s.keys == nn::Side::output) {
-          const Mat self = mixed(pattern(s, l), 0.5, 0.5);
-          stream = product(self, stream);
-          continue;
-        }
-        const Mat from_source = product(mixed(pattern(s, l), 1.0, 0.0), enc);  // (T, S)
+    for (const Step& s : output_steps) {
+      Mat next = product(s.own, stream);
+      if (s.from_input.n > 0) {
+        const Mat read = product(s.from_input, in);  // (T, S)
         for (int64_t i = 0; i < T; ++i)
-          for (int64_t j = 0; j < S + T; ++j)
-            stream.at(i, j) = 0.5 * stream.at(i, j) + (j < S ? 0.5 * from_source.at(i, j) : 0.0);
+          for (int64_t j = 0; j < S; ++j) next.at(i, j) += read.at(i, j);
       }
+      stream = std::move(next);
+    }
   }
   for (const int64_t t : f.rows) {
     const Vec w = read_weights(inf.model(), stream.n, t);
@@ -315,6 +322,109 @@ void rollout_scores(const run::Inference& inf, const Frame& f, TokenAttribution&
       for (int64_t j = 0; j < stream.m; ++j) row[j] += w[p] * stream.at(p, j);
     a.scores.push_back(std::move(row));
   }
+}
+
+// The most layers of the sites whose queries are on the output side.
+int64_t output_layers(const std::vector<nn::AttentionSite>& sites) {
+  int64_t layers = 0;
+  for (const nn::AttentionSite& s : sites)
+    if (s.queries == nn::Side::output) layers = std::max(layers, s.layers);
+  return layers;
+}
+
+void rollout_scores(const run::Inference& inf, const Frame& f, TokenAttribution& a) {
+  nn::Hooks cap = run::pattern_capture();
+  frame_logits(inf, f, &cap);
+  const auto pattern = [&](const nn::AttentionSite& s, int64_t l) {
+    return cap.cache.at(s.pattern(l)).data();  // (1, h, n, m)
+  };
+  const std::vector<nn::AttentionSite> sites = inf.model().attention_sites();
+  std::vector<Mat> input_layers;
+  for (const nn::AttentionSite& s : sites)
+    if (s.queries == nn::Side::input)
+      for (int64_t l = 0; l < s.layers; ++l) input_layers.push_back(mixed(pattern(s, l), 0.5, 0.5));
+  std::vector<Step> steps;  // per decoder layer: self-attention, then cross-attention
+  const auto T = static_cast<int64_t>(f.tgt.size());
+  for (int64_t l = 0; l < output_layers(sites); ++l)
+    for (const nn::AttentionSite& s : sites) {
+      if (s.queries != nn::Side::output || l >= s.layers) continue;
+      if (s.keys == nn::Side::output)
+        steps.push_back({mixed(pattern(s, l), 0.5, 0.5), {}});
+      else  // half the stream stays, half is read from the input side
+        steps.push_back({identity(T, 0.5), mixed(pattern(s, l), 0.5, 0.0)});
+    }
+  compose(inf, f, input_layers, steps, a);
+}
+
+// Value zeroing at one attention layer: the block's output (resid_post of layer l) of a pass
+// with the value vector of each key position j set to 0 in every head, against the pass's
+// own: the cosine distance (n queries x m keys). One pass of m + 1 copies (copy 0 unchanged).
+Mat zeroing_distances(const run::Inference& inf, const Frame& f, const nn::AttentionSite& s,
+                      int64_t l) {
+  const auto m = static_cast<int64_t>(s.keys == nn::Side::input ? f.src.size() : f.tgt.size());
+  const std::string out = s.prefix + std::to_string(l) + ".resid_post";
+  nn::Hooks h;
+  h.capture = nn::names_matching({out});
+  h.add(s.point_of(l, "v"), [m](const ag::Var& v) {  // (m + 1, h, m, d_head)
+    std::vector<float> keep(static_cast<size_t>((m + 1) * m), 1.0f);
+    for (int64_t j = 0; j < m; ++j) keep[static_cast<size_t>((j + 1) * m + j)] = 0;
+    return ag::mul(v, ag::Var(from_vector<float>(keep, {m + 1, 1, m, 1}).to(v.dtype())));
+  });
+  cancellation_point();
+  {
+    const nn::InferenceScope scope(inf.model(), inf.precision(), &h, false);
+    forward_copies(inf.model(), f, m + 1);
+  }
+  const Tensor x = h.cache.at(out).data();  // (m + 1, n, d)
+  const int64_t n = x.size(1);
+  Mat dist = zero_mat(n, m);
+  for (int64_t i = 0; i < n; ++i) {
+    const Vec a = as_vec(x.select(0, 0).select(0, i));
+    for (int64_t j = 0; j < m; ++j) {
+      const Vec b = as_vec(x.select(0, j + 1).select(0, i));
+      const double na = std::sqrt(dot(a, a)), nb = std::sqrt(dot(b, b));
+      dist.at(i, j) = na > 0 && nb > 0 ? std::max(0.0, 1 - dot(a, b) / (na * nb)) : 0.0;
+    }
+  }
+  return dist;
+}
+
+// Each row of the matrices divided by its sum over all of them (a row of zeros stays).
+void normalize_rows(std::vector<Mat*> parts) {
+  for (int64_t i = 0; i < parts[0]->n; ++i) {
+    double sum = 0;
+    for (const Mat* p : parts)
+      for (int64_t j = 0; j < p->m; ++j) sum += p->at(i, j);
+    if (sum > 0)
+      for (Mat* p : parts)
+        for (int64_t j = 0; j < p->m; ++j) p->at(i, j) /= sum;
+  }
+}
+
+void value_zeroing_scores(const run::Inference& inf, const Frame& f, TokenAttribution& a) {
+  const std::vector<nn::AttentionSite> sites = inf.model().attention_sites();
+  std::vector<Mat> input_layers;
+  for (const nn::AttentionSite& s : sites)
+    if (s.queries == nn::Side::input)
+      for (int64_t l = 0; l < s.layers; ++l) {
+        input_layers.push_back(zeroing_distances(inf, f, s, l));
+        normalize_rows({&input_layers.back()});
+      }
+  std::vector<Step> steps;  // per decoder layer: its self and cross keys, normalized together
+  const auto T = static_cast<int64_t>(f.tgt.size());
+  for (int64_t l = 0; l < output_layers(sites); ++l) {
+    Step step{zero_mat(T, T), {}};
+    for (const nn::AttentionSite& s : sites) {
+      if (s.queries != nn::Side::output || l >= s.layers) continue;
+      (s.keys == nn::Side::output ? step.own : step.from_input) = zeroing_distances(inf, f, s, l);
+    }
+    if (step.from_input.n > 0)
+      normalize_rows({&step.own, &step.from_input});
+    else
+      normalize_rows({&step.own});
+    steps.push_back(std::move(step));
+  }
+  compose(inf, f, input_layers, steps, a);
 }
 
 // The column labels of each side.
@@ -368,8 +478,8 @@ data::Ids default_outputs(const run::Inference& inf, const data::Ids& input, int
   if (in) return inf.inspect(input).output;  // a translator's greedy output; the class
   QKV_CHECK(tokens >= 1 && tokens <= kMaxAttributionTokens, "attribute", "--tokens must be 1..",
             kMaxAttributionTokens, ", got ", tokens);
-  QKV_CHECK(static_cast<int64_t>(input.size()) + tokens - 1 <= inf.max_input_tokens(),
-            "attribute", "the prompt's ", input.size(), " tokens and ", tokens,
+  QKV_CHECK(static_cast<int64_t>(input.size()) + tokens - 1 <= inf.max_input_tokens(), "attribute",
+            "the prompt's ", input.size(), " tokens and ", tokens,
             " next tokens need more than the model's context of ", inf.max_input_tokens());
   data::Ids text = input, next;
   for (int64_t i = 0; i < tokens; ++i) {  // greedy: the most likely token after the text so far
@@ -413,6 +523,13 @@ Work attribution_work(const run::Inference& inf, const AttributionQuery& q) {
   const auto rows = static_cast<double>(f.rows.size());
   if (q.method == AttributionMethod::attention_rollout)
     return {tokens, fmt::format("one pass of {} tokens", tokens)};
+  if (q.method == AttributionMethod::value_zeroing) {  // per layer: key positions + 1 copies
+    double copies = 0;
+    for (const nn::AttentionSite& s : inf.model().attention_sites())
+      copies += static_cast<double>(s.layers) *
+                static_cast<double>((s.keys == nn::Side::input ? f.src : f.tgt).size() + 1);
+    return {copies * tokens, fmt::format("{} copies of {} tokens", copies, tokens)};
+  }
   const bool ig = q.method == AttributionMethod::integrated_gradients;
   const double copies = ig ? static_cast<double>(q.steps) : 1.0;
   return {copies * tokens * (1 + 2 * rows) + (ig ? 3 : 1) * tokens,
@@ -421,12 +538,14 @@ Work attribution_work(const run::Inference& inf, const AttributionQuery& q) {
 }
 
 TokenAttribution attribute_tokens(const run::Inference& inf, const AttributionQuery& q) {
-  QKV_CHECK(q.steps >= 1 && q.steps <= kMaxAttributionSteps, "attribute",
-            "--steps must be 1..", kMaxAttributionSteps, ", got ", q.steps);
+  QKV_CHECK(q.steps >= 1 && q.steps <= kMaxAttributionSteps, "attribute", "--steps must be 1..",
+            kMaxAttributionSteps, ", got ", q.steps);
   QKV_CHECK(q.batch >= 1, "attribute", "batch must be >= 1, got ", q.batch);
-  QKV_CHECK(q.contrast < 0 || q.method != AttributionMethod::attention_rollout, "attribute",
-            "attention-rollout does not depend on the output token, so it has no contrast; "
-            "--contrast needs a gradient method");
+  QKV_CHECK(q.contrast < 0 || (q.method != AttributionMethod::attention_rollout &&
+                               q.method != AttributionMethod::value_zeroing),
+            "attribute", name_of(q.method),
+            " does not depend on the output token, so it has no contrast; --contrast needs a "
+            "gradient method");
   check_work(attribution_work(inf, q), q.max_work, "attribute",
              "--max-work; use a shorter input or target, or fewer --steps");
   const Frame f = frame_of(inf, q);
@@ -436,6 +555,8 @@ TokenAttribution attribute_tokens(const run::Inference& inf, const AttributionQu
   a.visible = f.visible;
   if (q.method == AttributionMethod::attention_rollout)
     rollout_scores(inf, f, a);
+  else if (q.method == AttributionMethod::value_zeroing)
+    value_zeroing_scores(inf, f, a);
   else
     gradient_scores(inf, f, q, a);
   for (size_t r = 0; r < a.scores.size(); ++r)  // the causal zeros exact, whatever the method
@@ -448,11 +569,10 @@ nlohmann::json token_attribution_json(const TokenAttribution& a) {
   const size_t in = a.inputs.size();
   for (size_t r = 0; r < a.scores.size(); ++r) {
     const Vec& s = a.scores[r];
-    nlohmann::json row{
-        {"token", a.outputs[r]},
-        {"inputs", Vec(s.begin(), s.begin() + static_cast<ptrdiff_t>(in))},
-        {"context", Vec(s.begin() + static_cast<ptrdiff_t>(in),
-                        s.begin() + static_cast<ptrdiff_t>(in) + a.visible[r])}};
+    nlohmann::json row{{"token", a.outputs[r]},
+                       {"inputs", Vec(s.begin(), s.begin() + static_cast<ptrdiff_t>(in))},
+                       {"context", Vec(s.begin() + static_cast<ptrdiff_t>(in),
+                                       s.begin() + static_cast<ptrdiff_t>(in) + a.visible[r])}};
     if (a.steps > 0) {
       double sum = 0;
       for (const double v : s) sum += v;

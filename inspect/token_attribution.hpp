@@ -33,6 +33,16 @@
 //                        cross pattern (T x S): half the residual stream stays, half comes from
 //                        the encoder's output positions, each already a mix of source tokens.
 //                        Rows sum to 1. Independent of the output token (no contrast).
+//   value-zeroing        per attention layer and key position j: the layer's block output
+//                        (resid_post) with j's value vector zeroed in every head, against the
+//                        block output as it is: C_ij = cosine distance at query i, each row
+//                        divided by its sum (Mohebbi et al. 2023, "Quantifying Context Mixing
+//                        in Transformers"); composed over layers as the rollout is, without
+//                        the 0.5 I (the block output already holds the residual). An
+//                        encoder-decoder's decoder layer zeroes its self-attention's values
+//                        (T keys) and its cross-attention's (the S encoder outputs), normalizes
+//                        each row over both, and D <- C_self D + C_cross [R_enc | 0]. One pass of
+//                        m + 1 copies per layer (m keys). Independent of the output token.
 // All gradients are taken in one recorded pass per batch of interpolated inputs (IG: `batch`
 // inputs per pass, each a copy of the input with its embeddings scaled), then one backward per
 // output row through ag::grad, which writes no weight's .grad(): concurrent calls share nothing.
@@ -53,9 +63,15 @@ class Inference;
 
 namespace qkv::inspect {
 
-enum class AttributionMethod { saliency, input_x_gradient, integrated_gradients, attention_rollout };
+enum class AttributionMethod {
+  saliency,
+  input_x_gradient,
+  integrated_gradients,
+  attention_rollout,
+  value_zeroing
+};
 
-// "saliency", "input-x-gradient", "integrated-gradients", "attention-rollout".
+// "saliency", "input-x-gradient", "integrated-gradients", "attention-rollout", "value-zeroing".
 const char* name_of(AttributionMethod m);
 // The method named; qkv::Error naming op, the nearest name and every name otherwise.
 AttributionMethod attribution_method(const std::string& name, const char* op);
@@ -67,8 +83,8 @@ inline constexpr int64_t kMaxAttributionTokens = 64;  // a language model's --to
 inline constexpr int64_t kMaxAttributionWork = 1'000'000;
 
 struct AttributionQuery {
-  data::Ids input;    // as Inference::encode gives it
-  data::Ids outputs;  // the output tokens scored, one row each (no <bos>/<eos>; a class id)
+  data::Ids input;        // as Inference::encode gives it
+  data::Ids outputs;      // the output tokens scored, one row each (no <bos>/<eos>; a class id)
   int64_t contrast = -1;  // >= 0: score logit(output) - logit(contrast) instead of the logit
   AttributionMethod method = AttributionMethod::saliency;
   int64_t steps = 64;  // integrated gradients: 1..kMaxAttributionSteps

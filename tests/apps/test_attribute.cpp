@@ -14,8 +14,8 @@
 #include "inspect/token_attribution.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
-#include "support/nn.hpp"
 #include "run/inference.hpp"
+#include "support/nn.hpp"
 #include "support/process.hpp"
 #include "support/tiny_runs.hpp"
 
@@ -39,11 +39,11 @@ const TempDir& runs() {
     INFO(r.output);
     REQUIRE(r.status == 0);
     // a translator of reference_nn.py's nn.Transformer layout: post-LN with a final norm
-    const RunResult t = run_qkv(
-        "train " + shipped_config("copy.toml") + " --run-dir '" + dir.file("translator") +
-        "' --threads 1 --quiet --train.max_steps 60 --train.eval_examples 10"
-        " --data.train_size 500 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
-        " --model.d_model 32 --model.d_ff 64 --model.heads 2 --model.final_norm true");
+    const RunResult t =
+        run_qkv("train " + shipped_config("copy.toml") + " --run-dir '" + dir.file("translator") +
+                "' --threads 1 --quiet --train.max_steps 60 --train.eval_examples 10"
+                " --data.train_size 500 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
+                " --model.d_model 32 --model.d_ff 64 --model.heads 2 --model.final_norm true");
     INFO(t.output);
     REQUIRE(t.status == 0);
     return true;
@@ -126,8 +126,8 @@ TEST_CASE("attribute: on a model linear in its embeddings every gradient method 
         // the output side as the model reads it: <bos> + outputs (pair), or the whole text
         data::Ids side = pair ? data::Ids{inf->run().data.framing.bos} : input;
         side.insert(side.end(), outputs.begin(), outputs.end() - 1);
-        const Tensor e_out = embedding(*inf, pair ? input : side, side,
-                                       pair ? "decoder.embed" : "embed");
+        const Tensor e_out =
+            embedding(*inf, pair ? input : side, side, pair ? "decoder.embed" : "embed");
         const Tensor e_in = pair ? embedding(*inf, input, side, "encoder.embed") : Tensor();
         for (int64_t r = 0; r < k; ++r) {
           std::vector<double> u(w.begin() + outputs[r] * d, w.begin() + (outputs[r] + 1) * d);
@@ -144,7 +144,7 @@ TEST_CASE("attribute: on a model linear in its embeddings every gradient method 
                                  ? norm / static_cast<double>(n)
                                  : dot(u, as_vec(e_in.select(0, i))) / static_cast<double>(n));
           for (int64_t j = 0; j < e_out.size(0); ++j)
-            want.push_back(j != at                              ? 0.0
+            want.push_back(j != at                            ? 0.0
                            : m == AttributionMethod::saliency ? norm
                                                               : dot(u, as_vec(e_out.select(0, j))));
           REQUIRE(a.scores[r].size() == want.size());
@@ -165,7 +165,7 @@ TEST_CASE("attribute: input x gradient is each embedding's directional derivativ
   for (const char* name : {"lm", "copy", "majority"}) {
     INFO(name);
     const auto inf = open(name);
-    const std::string text = name == std::string("lm")         ? "First Citizen"
+    const std::string text = name == std::string("lm")     ? "First Citizen"
                              : name == std::string("copy") ? "3 1 4 1 5"
                                                            : "0110111";
     inspect::AttributionQuery q{.input = inf->encode(text, "test"),
@@ -201,7 +201,7 @@ TEST_CASE("attribute: integrated gradients' sum is f(input) - f(baseline) within
   for (const char* name : {"lm", "copy", "majority"}) {
     INFO(name);
     const auto inf = open(name);
-    const std::string text = name == std::string("lm")         ? "First Citizen"
+    const std::string text = name == std::string("lm")     ? "First Citizen"
                              : name == std::string("copy") ? "3 1 4 1 5"
                                                            : "0110111";
     inspect::AttributionQuery q{.input = inf->encode(text, "test"),
@@ -221,9 +221,9 @@ TEST_CASE("attribute: integrated gradients' sum is f(input) - f(baseline) within
       CHECK(std::abs(sum - change) < 0.01 * std::max(std::abs(change), 1.0));
     }
     // f(input) is the model's own logit of the row's token
-    const Tensor logits = inf->logits(q.input, name == std::string("copy")
-                                                   ? data::Ids{inf->run().data.framing.bos}
-                                                   : data::Ids{});
+    const Tensor logits =
+        inf->logits(q.input, name == std::string("copy") ? data::Ids{inf->run().data.framing.bos}
+                                                         : data::Ids{});
     const int64_t row = name == std::string("lm") ? logits.size(0) - 1 : 0;
     CHECK(a.value[0] ==
           Approx(as_vec(logits.select(0, row))[static_cast<size_t>(q.outputs[0])]).margin(1e-4));
@@ -292,13 +292,59 @@ TEST_CASE("attribute: attention rollout equals the rollout by hand of patterns s
   }
 }
 
+TEST_CASE("attribute: value zeroing with each query attending to itself alone is the identity") {
+  // Every self-attention pattern on the query's own position (set by hooks), cross-attention
+  // on source position 0: zeroing value j moves only what reads it.
+  for (const char* name : {"lm", "copy"}) {
+    INFO(name);
+    const auto inf = open(name);
+    const bool pair = name == std::string("copy");
+    nn::Hooks set;
+    for (const nn::AttentionSite& s : inf->model().attention_sites())
+      for (int64_t l = 0; l < s.layers; ++l)
+        set.add(s.pattern(l), [s](const ag::Var& p) {  // (B, h, n, m)
+          Tensor t = zeros(p.shape());
+          const int64_t n = p.size(2), m = p.size(3);
+          float* v = t.data<float>();
+          for (int64_t i = 0; i < p.size(0) * p.size(1) * n; ++i)
+            v[i * m + (s.keys == s.queries ? i % n : 0)] = 1;
+          return ag::Var(t);
+        });
+    const nn::HookScope scope(set);
+    inspect::AttributionQuery q{.input = inf->encode(pair ? "1 2 3 4" : "First", "test"),
+                                .outputs = {},
+                                .method = AttributionMethod::value_zeroing};
+    q.outputs = inspect::output_ids(*inf, pair ? "5 6 7" : "Cit", "test");
+    const inspect::TokenAttribution a = inspect::attribute_tokens(*inf, q);
+    const auto n = static_cast<int64_t>(q.input.size());
+    for (size_t r = 0; r < a.scores.size(); ++r) {
+      INFO("row " << r);
+      double sum = 0;
+      for (const double v : a.scores[r]) sum += v;
+      CHECK(sum == Approx(1).margin(1e-9));
+      const int64_t own = pair ? n + static_cast<int64_t>(r) : n - 1 + static_cast<int64_t>(r);
+      for (int64_t j = 0; j < static_cast<int64_t>(a.scores[r].size()); ++j) {
+        INFO("column " << j);
+        if (!pair)
+          CHECK(a.scores[r][j] == Approx(j == own ? 1.0 : 0.0).margin(1e-6));
+        else if (j == own || j == 0)  // its own decoder input, and the source token read
+          CHECK(a.scores[r][j] > 0.01);
+        else
+          CHECK(a.scores[r][j] == Approx(0).margin(1e-6));
+      }
+    }
+  }
+}
+
 TEST_CASE("attribute: an encoder classifier's one row covers <cls> and every symbol") {
   const auto inf = open("majority");
   for (const AttributionMethod m :
        {AttributionMethod::saliency, AttributionMethod::input_x_gradient,
-        AttributionMethod::integrated_gradients, AttributionMethod::attention_rollout}) {
+        AttributionMethod::integrated_gradients, AttributionMethod::attention_rollout,
+        AttributionMethod::value_zeroing}) {
     INFO(inspect::name_of(m));
-    inspect::AttributionQuery q{.input = inf->encode("0110111", "test"), .outputs = {}, .method = m};
+    inspect::AttributionQuery q{
+        .input = inf->encode("0110111", "test"), .outputs = {}, .method = m};
     q.outputs = inspect::default_outputs(*inf, q.input, 1);
     REQUIRE(q.outputs.size() == 1);
     const inspect::TokenAttribution a = inspect::attribute_tokens(*inf, q);
@@ -306,7 +352,7 @@ TEST_CASE("attribute: an encoder classifier's one row covers <cls> and every sym
     CHECK(a.context.empty());
     REQUIRE(a.scores.size() == 1);
     CHECK(a.scores[0].size() == 8);
-    if (m == AttributionMethod::attention_rollout) {
+    if (m == AttributionMethod::attention_rollout || m == AttributionMethod::value_zeroing) {
       double sum = 0;
       for (const double v : a.scores[0]) sum += v;
       CHECK(sum == Approx(1).margin(1e-9));
@@ -344,6 +390,7 @@ TEST_CASE("attribute: the command prints a table, JSON and a heatmap, and refuse
            {copy + " '1 2' --method integrated-gradients --steps 0", "--steps must be 1..512"},
            {lm + " 'First Citizen' --target 'abcdefgh'", "more than the model's context of 16"},
            {copy + " '1 2' --method attention-rollout --contrast 3", "no contrast"},
+           {copy + " '1 2' --method value-zeroing --contrast 3", "no contrast"},
            {copy + " '1 2' --method integrated-gradients --max-work 1000",
             "token passes, more than the bound of 1k (--max-work"}}) {
     const RunResult r = run_qkv("attribute " + args);
@@ -411,7 +458,8 @@ TEST_CASE("reference: gradients and integrated gradients at the embeddings match
                   {"attn_only", mc.attn_only}});
     }
     cfg["rows"] = rows;
-    for (const auto& [name, v] : inf.model().named_parameters()) t.push_back({"param." + name, v.data()});
+    for (const auto& [name, v] : inf.model().named_parameters())
+      t.push_back({"param." + name, v.data()});
     nn::save_safetensors(dir.file(c.run + ".in.safetensors"), t, {{"config", cfg.dump()}});
     for (const AttributionMethod m :
          {AttributionMethod::saliency, AttributionMethod::input_x_gradient,
@@ -437,8 +485,8 @@ TEST_CASE("reference: gradients and integrated gradients at the embeddings match
       for (size_t r = 0; r < ours.scores.size(); ++r)
         for (size_t j = 0; j < ours.scores[r].size(); ++j, ++at) {
           if (at < want.size()) worst = std::max(worst, std::abs(ours.scores[r][j] - want[at]));
-          INFO(c.run << " " << method << " row " << r << " column " << j << " (max|torch| "
-                     << top << ")");
+          INFO(c.run << " " << method << " row " << r << " column " << j << " (max|torch| " << top
+                     << ")");
           REQUIRE(at < want.size());
           CHECK(ours.scores[r][j] == Approx(want[at]).margin(2e-5 * std::max(top, 1.0)));
         }
