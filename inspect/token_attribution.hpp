@@ -1,5 +1,5 @@
 // Token attribution (`qkv attribute`): for each output token, how much each input token and
-// each earlier output token contributed to it, by one of four methods. Works on every family
+// each earlier output token contributed to it, by one of five methods. Works on every family
 // through the model's attention sites and hook points (no family is asked for):
 //
 //   family           input side (columns first)        output side (columns after)     rows
