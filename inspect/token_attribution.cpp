@@ -1,6 +1,6 @@
 // Token attribution (inspect/token_attribution.hpp): the pass's layout from the model's sites,
-// gradients at the embedding hook points through replacements that require grad, and the
-// attention rollout from captured patterns.
+// gradients at the embedding hook points through replacements that require grad, the attention
+// rollout from captured patterns, and value zeroing through replaced value vectors.
 #include "inspect/token_attribution.hpp"
 
 #include <fmt/format.h>
@@ -63,6 +63,12 @@ Frame frame_of(const run::Inference& inf, const AttributionQuery& q) {
     if (s.queries == nn::Side::input) f.has_input = true, in_embed = embed_of(s.prefix);
     if (s.queries == nn::Side::output) f.has_output = true, out_embed = embed_of(s.prefix);
   }
+  const int64_t V = inf.model().output_layer().weight.size(0);
+  for (const int64_t id : q.outputs)
+    QKV_CHECK(id >= 0 && id < V, "attribute", "output id ", id, " is outside the output layer's ",
+              V, " rows");
+  QKV_CHECK(q.contrast < V, "attribute", "contrast id ", q.contrast,
+            " is outside the output layer's ", V, " rows");
   const auto k = static_cast<int64_t>(q.outputs.size());
   const auto n = static_cast<int64_t>(q.input.size());
   const data::Ids head(q.outputs.begin(), q.outputs.end() - 1);  // all but the last output
@@ -136,7 +142,7 @@ double row_value(const Tensor& logits, const Frame& f, const AttributionQuery& q
   return q.contrast >= 0 ? v - row[static_cast<size_t>(q.contrast)] : v;
 }
 
-// Each slot's embedding (n_s, d) of the frame's pass, float64, and its dtype.
+// Each slot's embedding (n_s, d) of the frame's pass, in the model's dtype.
 std::vector<Tensor> embeddings(const run::Inference& inf, const Frame& f) {
   nn::Hooks cap;
   std::vector<std::string> names;

@@ -496,3 +496,18 @@ TEST_CASE("reference: gradients and integrated gradients at the embeddings match
     }
   }
 }
+
+TEST_CASE("attribute: misuse of the library is a qkv::Error naming attribute") {
+  const auto inf = open("copy");
+  inspect::AttributionQuery q{.input = inf->encode("1 2", "test"), .outputs = {999}};
+  CHECK_THROWS_WITH(inspect::attribute_tokens(*inf, q),
+                    Catch::Contains("attribute") && Catch::Contains("outside the output layer"));
+  q.outputs = {};
+  CHECK_THROWS_WITH(inspect::attribute_tokens(*inf, q), Catch::Contains("no output token"));
+  q.outputs = inspect::output_ids(*inf, "2", "test");
+  q.batch = 0;
+  CHECK_THROWS_AS(inspect::attribute_tokens(*inf, q), Error);
+  q.batch = 16;
+  q.contrast = 999;
+  CHECK_THROWS_WITH(inspect::attribute_tokens(*inf, q), Catch::Contains("contrast id 999"));
+}
