@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/precision.hpp"
+#include "inspect/token_attribution.hpp"
 #include "inspect/work.hpp"
 
 namespace qkv::app {
@@ -200,6 +201,21 @@ struct PatchArgs {
   int64_t max_work = inspect::kMaxPatchWork;  // token passes (inspect/work.hpp)
 };
 int cmd_patch(const PatchArgs& a);
+
+// qkv attribute RUN TEXT: each output token's attribution to the input and earlier output
+// tokens (attribute.cpp; inspect/token_attribution.hpp)
+struct AttributeArgs {
+  std::string run_dir, text, checkpoint = "best", ablate, out;
+  std::optional<Precision> precision;
+  std::string target, contrast;     // the outputs scored; the token they are set against
+  std::string method = "saliency";  // inspect::attribution_method's names
+  int64_t steps = 64, batch = 16;   // integrated gradients
+  int64_t tokens = 1;               // a language model's greedy next tokens (no --target)
+  int64_t max_work = inspect::kMaxAttributionWork;  // token passes (inspect/work.hpp)
+  bool json = false;
+  int threads = 0;
+};
+int cmd_attribute(const AttributeArgs& a);
 
 // qkv report RUN [RUN ...] --out report.html: one self-contained HTML page (report.hpp)
 struct ReportArgs {

@@ -315,6 +315,7 @@ struct CommandArgs {
   HeadsArgs heads;
   LensArgs lens;
   PatchArgs patch;
+  AttributeArgs attribute;
   ReportArgs report;
   ServeArgs serve;
 };
@@ -368,6 +369,38 @@ void add_patch(CLI::App* cmd, PatchArgs& a) {
       ->capture_default_str()
       ->check(checkpoint_name());
   cmd->add_option("--out", a.out, "a folder: heads.png and residual.png heatmaps");
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
+  add_max_work(cmd, a.max_work);
+  add_precision(cmd, a.precision);
+  add_ablate(cmd, a.ablate);
+}
+
+void add_attribute(CLI::App* cmd, AttributeArgs& a) {
+  cmd->add_option("run_dir", a.run_dir, "run folder")->required();
+  cmd->add_option("text", a.text, "the input (a source, a prompt, a classifier's symbols)")
+      ->required();
+  cmd->add_option("--checkpoint", a.checkpoint, "best, latest or a checkpoint's name (step-N)")
+      ->capture_default_str()
+      ->check(checkpoint_name());
+  cmd->add_option(
+         "--method", a.method,
+         "saliency, input-x-gradient, integrated-gradients, attention-rollout or value-zeroing")
+      ->capture_default_str();
+  cmd->add_option("--target", a.target,
+                  "the output scored (a translation, a continuation, a class; default: the "
+                  "model's own, greedy)");
+  cmd->add_option("--contrast", a.contrast,
+                  "a token: score logit(output) - logit(this token) (why this rather than that)");
+  cmd->add_option("--tokens", a.tokens,
+                  "a language model without --target: its greedy next tokens scored (1..64)")
+      ->capture_default_str();
+  cmd->add_option("--steps", a.steps, "integrated gradients: steps of the path (1..512)")
+      ->capture_default_str();
+  cmd->add_option("--batch", a.batch, "integrated gradients: interpolated inputs per pass")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{512}));
+  cmd->add_option("--out", a.out, "a heatmap: FILE.svg or FILE.png");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_max_work(cmd, a.max_work);
@@ -432,6 +465,9 @@ const Subcommand kSubcommands[] = {
     {"patch", "activation patching: how much of a clean run each head and position restores",
      [](CLI::App* cmd, CommandArgs& c) { add_patch(cmd, c.patch); },
      [](const CommandArgs& c) { return cmd_patch(c.patch); }},
+    {"attribute", "which input and earlier output tokens each output token comes from",
+     [](CLI::App* cmd, CommandArgs& c) { add_attribute(cmd, c.attribute); },
+     [](const CommandArgs& c) { return cmd_attribute(c.attribute); }},
     {"report", "one self-contained HTML page of runs (overlaid) or qkv saturation results",
      [](CLI::App* cmd, CommandArgs& c) { add_report(cmd, c.report); },
      [](const CommandArgs& c) { return cmd_report(c.report); }},

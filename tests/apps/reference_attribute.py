@@ -1,0 +1,108 @@
+"""PyTorch reference for tests/apps/test_attribute.cpp: token attributions at the embeddings.
+
+Usage: /usr/bin/python3 reference_attribute.py DIR
+
+For every DIR/<case>.in.safetensors (written by qkv from a trained run): the config (the file's
+__metadata__ "config", JSON: "kind" "gpt" or "transformer" with reference_nn.py's keys, and
+"rows" (the logit position each output row reads), "targets", "contrast" (-1: none), "steps"),
+qkv's parameters ("param.<qkv name>") and the ids ("input.ids" for a GPT; "input.src" and
+"input.tgt", the decoder's input, for an encoder-decoder). Builds reference_nn.py's module in
+float64, runs it from the token embeddings on (a GPT's embed(ids); an encoder-decoder's
+src_embed(src) * sqrt(d) and tgt_embed(tgt) * sqrt(d), positions added after), and for each row
+takes f = logit(target) - logit(contrast) at its position and autograd's gradient at the
+embeddings. Writes DIR/<case>.out.safetensors with (rows, columns) float64 matrices, the columns
+being the embeddings' positions in order (source, then decoder input):
+  "saliency"              |df/de_i|_2
+  "input_x_gradient"      e_i . df/de_i
+  "integrated_gradients"  e_i . mean_k df/de(a_k e), a_k = (k + 1/2) / steps (zero baseline)
+"""
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
+from reference_nn import (GPT, Wrapped, causal, load_into, qkv_to_wrapped,  # noqa: E402
+                          read_safetensors, run_all, sinusoidal, write_safetensors)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def gpt_logits(m, embeds):
+    (e,) = embeds
+    T = e.shape[1]
+    h = e + m.pos.weight[:T]
+    for layer in m.blocks.layers:
+        h = layer(h, attn_mask=causal(T)) if m.attn_only else layer(h, src_mask=causal(T))
+    return F.linear(m.blocks.norm(h), m.embed.weight)
+
+
+def transformer_logits(m, embeds):
+    xs, ys = embeds
+    S, T = xs.shape[1], ys.shape[1]
+    pe = sinusoidal(max(S, T), m.d, np.float64)
+    h = m.transformer(xs + pe[:S], ys + pe[:T], tgt_mask=causal(T))
+    return m.output(h)
+
+
+def build(c, params, t):
+    """The module, its logits from embeddings, and the embeddings (each (1, n, d))."""
+    if c["kind"] == "gpt":
+        m = GPT(c)
+        load_into(m, params)
+        return m, gpt_logits, [m.embed(torch.from_numpy(t["input.ids"]))]
+    m = Wrapped(c, np.float64)
+    load_into(m, qkv_to_wrapped(params), aliases=m.aliases())
+    scale = math.sqrt(c["d_model"])
+    return m, transformer_logits, [m.src_embed(torch.from_numpy(t["input.src"])) * scale,
+                                   m.tgt_embed(torch.from_numpy(t["input.tgt"])) * scale]
+
+
+def row_value(logits, c, r):
+    """f of row r for each copy in the batch: (B,)."""
+    v = logits[:, c["rows"][r], c["targets"][r]]
+    if c["contrast"] >= 0:
+        v = v - logits[:, c["rows"][r], c["contrast"]]
+    return v
+
+
+def gradients(logits_of, m, embeds, c, r, alphas):
+    """Sum over the alphas of df_r/de at alpha * e, each (n, d)."""
+    xs = [torch.cat([a * e for a in alphas], 0).detach().requires_grad_(True) for e in embeds]
+    f = row_value(logits_of(m, xs), c, r).sum()
+    return [g.sum(0) for g in torch.autograd.grad(f, xs)]
+
+
+def run_case(path):
+    t, meta = read_safetensors(path)
+    c = json.loads(meta["config"])
+    torch.set_default_dtype(torch.float64)
+    params = {k[len("param."):]: v.astype(np.float64) for k, v in t.items()
+              if k.startswith("param.")}
+    m, logits_of, embeds = build(c, params, t)
+    # training mode (torch's default; dropout is 0): it keeps torch off its inference fast path
+    embeds = [e.detach()[0:1] for e in embeds]
+    steps = c["steps"]
+    alphas = [(k + 0.5) / steps for k in range(steps)]
+    out = {"saliency": [], "input_x_gradient": [], "integrated_gradients": []}
+    for r in range(len(c["rows"])):
+        g = gradients(logits_of, m, embeds, c, r, [1.0])
+        ig = gradients(logits_of, m, embeds, c, r, alphas)
+        e = [x[0] for x in embeds]
+        out["saliency"].append(torch.cat([x.norm(dim=-1) for x in g]))
+        out["input_x_gradient"].append(torch.cat([(a * x).sum(-1) for a, x in zip(e, g)]))
+        out["integrated_gradients"].append(
+            torch.cat([(a * x / steps).sum(-1) for a, x in zip(e, ig)]))
+    res = {k: torch.stack(v).detach().numpy() for k, v in out.items()}
+    write_safetensors(path.replace(".in.safetensors", ".out.safetensors"), res,
+                      {"torch": torch.__version__})
+
+
+def main():
+    run_all(run_case, __doc__, "reference_attribute.py")
+
+
+if __name__ == "__main__":
+    main()
