@@ -39,6 +39,8 @@ test_packages=(
   python3-nltk                       # test-only: cross-checks qkv's BLEU against NLTK's corpus_bleu
   python3-websocket                  # test-only: drives headless Chromium over its DevTools protocol
   python3-pytest                     # test-only: the Python module's tests (tests/python)
+  python3-nbclient python3-ipykernel # test-only: runs examples/notebooks/look-inside.ipynb headless
+  python3-matplotlib                 # the notebook's figures
 )
 
 case "${1:-}" in
