@@ -153,6 +153,21 @@ struct SaturationArgs {
 };
 int cmd_saturation(const SaturationArgs& a);  // saturation.cpp
 
+// qkv layers: the lesson's table "recurrence vs. convolution vs. self-attention" measured
+// (figures/layer_study.hpp says what each number is).
+struct LayersArgs {
+  std::string out = "layers";
+  bool quick = false;           // a small sweep in seconds (the tests')
+  bool json = false;            // print layers.json instead of the table
+  std::vector<int64_t> lengths;  // empty: 16, 32, ..., 1024 (quick: 8, 16, 32)
+  int64_t d = 64, heads = 4, kernel = 3, conv_layers = 1, batch = 8, repeats = 5;
+  int64_t profile_length = 64;
+  bool conv_causal = false;
+  uint64_t seed = 1;
+  int threads = 0;
+};
+int cmd_layers(const LayersArgs& a);  // layers.cpp
+
 struct AttentionArgs {
   std::string run_dir, text, out;
   std::string kind;   // self (encoder) | decoder-self | cross; empty: cross, or self for an LM

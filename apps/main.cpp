@@ -253,6 +253,26 @@ void add_saturation(CLI::App* cmd, SaturationArgs& a) {
       ->check(thread_count());
 }
 
+void add_layers(CLI::App* cmd, LayersArgs& a) {
+  cmd->add_option("--out", a.out, "output folder")->capture_default_str();
+  cmd->add_flag("--quick", a.quick, "a small sweep that runs in seconds");
+  cmd->add_flag("--json", a.json, "print layers.json instead of the table");
+  cmd->add_option("--lengths", a.lengths, "sequence lengths n, comma-separated")->delimiter(',');
+  cmd->add_option("--d", a.d, "width of every layer")->capture_default_str();
+  cmd->add_option("--heads", a.heads, "attention heads")->capture_default_str();
+  cmd->add_option("--kernel", a.kernel, "conv kernel w")->capture_default_str();
+  cmd->add_option("--conv-layers", a.conv_layers, "conv layers L")->capture_default_str();
+  cmd->add_flag("--conv-causal", a.conv_causal, "causal conv padding (default: same)");
+  cmd->add_option("--batch", a.batch, "sequences per timed pass")->capture_default_str();
+  cmd->add_option("--repeats", a.repeats, "timed passes (median)")->capture_default_str();
+  cmd->add_option("--profile-length", a.profile_length, "n of the gradient-norm profile")
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "parameters and inputs")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "threads (0: all cores)")
+      ->capture_default_str()
+      ->check(thread_count());
+}
+
 void add_attention(CLI::App* cmd, AttentionArgs& a) {
   cmd->add_option("run_dir", a.run_dir, "run folder")->required();
   cmd->add_option("text", a.text, "the input")->required();
@@ -311,6 +331,7 @@ struct CommandArgs {
   BenchArgs bench;
   GradcheckArgs gradcheck;
   SaturationArgs saturation;
+  LayersArgs layers;
   AttentionArgs attention;
   HeadsArgs heads;
   LensArgs lens;
@@ -453,6 +474,9 @@ const Subcommand kSubcommands[] = {
     {"saturation", "why attention scales q.k by 1/sqrt(d_k): the measurements",
      [](CLI::App* cmd, CommandArgs& c) { add_saturation(cmd, c.saturation); },
      [](const CommandArgs& c) { return cmd_saturation(c.saturation); }},
+    {"layers", "recurrence vs. convolution vs. self-attention: the lesson's table measured",
+     [](CLI::App* cmd, CommandArgs& c) { add_layers(cmd, c.layers); },
+     [](const CommandArgs& c) { return cmd_layers(c.layers); }},
     {"attention", "draw one attention matrix of a trained run as a heatmap",
      [](CLI::App* cmd, CommandArgs& c) { add_attention(cmd, c.attention); },
      [](const CommandArgs& c) { return cmd_attention(c.attention); }},

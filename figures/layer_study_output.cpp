@@ -1,0 +1,122 @@
+// qkv layers' outputs: the table in the lesson's columns, layers.json and the two figures.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "figures/layer_study.hpp"
+#include "figures/plot.hpp"
+
+namespace qkv::figures {
+
+namespace {
+
+// The lesson's asymptotic column entries, per layer.
+struct Lesson {
+  const char* cost;
+  const char* steps;
+  const char* path;
+};
+
+Lesson lesson_row(LayerKind k) {
+  switch (k) {
+    case LayerKind::attention: return {"O(n^2 d)", "O(1)", "O(1)"};
+    case LayerKind::gru:
+    case LayerKind::lstm: return {"O(n d^2)", "O(n)", "O(n)"};
+    case LayerKind::conv: return {"O(w n d^2)", "O(1)", "O(log_w n)"};
+  }
+  return {"", "", ""};
+}
+
+// The largest distance whose gradient norm is at least 1e-6 of the profile's largest: how far
+// back the last position's output visibly reaches at initialisation.
+int64_t reach(const std::vector<double>& profile) {
+  double top = 0;
+  for (double v : profile) top = std::max(top, v);
+  int64_t r = 0;
+  for (size_t i = 0; i < profile.size(); ++i)
+    if (profile[i] >= 1e-6 * top && top > 0) r = static_cast<int64_t>(i);
+  return r;
+}
+
+}  // namespace
+
+std::string layer_table(const std::vector<LayerResult>& rs, const LayerStudyOptions& o) {
+  std::ostringstream s;
+  const int64_t n_max = rs.empty() ? 0 : rs.front().n.back();
+  s << "d = " << o.d << ", batch " << o.batch << ", one layer each; time = median of " << o.repeats
+    << " forward+backward passes; exponent fitted on the larger half of n; profile at n = "
+    << o.profile_length << ", j = n - 1\n\n";
+  s << "layer      | lesson: cost      steps  path      | FLOPs fwd @n=" << n_max
+    << "  time fwd+bwd @n=" << n_max << "  exponent  seq. steps @n=" << n_max
+    << "  |grad| at d=1  at d=n-1  reach\n";
+  for (const LayerResult& r : rs) {
+    const Lesson l = lesson_row(r.kind);
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "%-10s | %-12s %-6s %-10s| %14.4g  %12.4g s  %8.2f  %10lld  %12.3g  %9.3g  %5lld\n",
+                  layer_name(r.kind), l.cost, l.steps, l.path, static_cast<double>(r.flops.back()),
+                  r.seconds.back(), r.exponent, static_cast<long long>(r.steps.back()),
+                  r.profile.size() > 1 ? r.profile[1] : 0.0, r.profile.back(),
+                  static_cast<long long>(reach(r.profile)));
+    s << line;
+  }
+  s << "\nreach: the largest |i - j| whose gradient norm is >= 1e-6 of the largest, at "
+       "initialisation (untrained)\n";
+  return s.str();
+}
+
+nlohmann::ordered_json layer_study_json(const std::vector<LayerResult>& rs,
+                                        const LayerStudyOptions& o) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const LayerResult& r : rs) {
+    const Lesson l = lesson_row(r.kind);
+    layers.push_back({{"layer", layer_name(r.kind)},
+                      {"lesson", {{"cost", l.cost}, {"steps", l.steps}, {"path", l.path}}},
+                      {"n", r.n},
+                      {"seconds", r.seconds},
+                      {"flops_forward", r.flops},
+                      {"sequential_steps", r.steps},
+                      {"exponent", r.exponent},
+                      {"profile", r.profile},
+                      {"reach", reach(r.profile)}});
+  }
+  return {{"settings",
+           {{"d", o.d},
+            {"heads", o.heads},
+            {"kernel", o.kernel},
+            {"conv_layers", o.conv_layers},
+            {"conv_causal", o.conv_causal},
+            {"gru_lstm_directions", 1},
+            {"batch", o.batch},
+            {"repeats", o.repeats},
+            {"lengths", o.lengths},
+            {"profile_length", o.profile_length},
+            {"profile_batch", o.profile_batch},
+            {"seed", o.seed}}},
+          {"layers", layers}};
+}
+
+void write_layer_figures(const std::string& dir, const std::vector<LayerResult>& rs,
+                         const LayerStudyOptions& o) {
+  namespace fs = std::filesystem;
+  LineChart time{"Forward + backward time of one layer, d = " + std::to_string(o.d) +
+                     ", batch " + std::to_string(o.batch),
+                 "sequence length n", "seconds (median)", true, true, {}};
+  LineChart path{"Gradient norm |d (u . out_j) / d x_i| at initialisation, j = n - 1, n = " +
+                     std::to_string(o.profile_length),
+                 "distance |i - j|", "gradient norm (zeros not drawn)", false, true, {}};
+  for (const LayerResult& r : rs) {
+    Series t{layer_name(r.kind), {}, r.seconds, ""};
+    for (int64_t n : r.n) t.x.push_back(static_cast<double>(n));
+    time.series.push_back(std::move(t));
+    Series p{layer_name(r.kind), {}, {}, ""};
+    for (size_t i = 0; i < r.profile.size(); ++i)
+      if (r.profile[i] > 0) p.x.push_back(static_cast<double>(i)), p.y.push_back(r.profile[i]);
+    path.series.push_back(std::move(p));
+  }
+  write_svg((fs::path(dir) / "time.svg").string(), time);
+  write_svg((fs::path(dir) / "path.svg").string(), path);
+}
+
+}  // namespace qkv::figures
