@@ -48,8 +48,8 @@ int cmd_eval(const EvalArgs& a);  // eval.cpp
 // What every command that reads inputs through a trained run takes (translate, classify).
 struct InputArgs {
   std::string run_dir, checkpoint = "best";
-  std::vector<std::string> texts;      // empty: read lines from stdin
-  int64_t max_input = 1024;            // the longest input read (run::OpenOptions::max_input)
+  std::vector<std::string> texts;  // empty: read lines from stdin
+  int64_t max_input = 1024;        // the longest input read (run::OpenOptions::max_input)
   int threads = 0;
   std::optional<Precision> precision;  // fp32, bf16 or auto; unset: the run's
   std::string ablate;                  // --ablate L.H,...: heads zero-ablated (inspect/heads.hpp)
@@ -157,8 +157,8 @@ int cmd_saturation(const SaturationArgs& a);  // saturation.cpp
 // (figures/layer_study.hpp says what each number is).
 struct LayersArgs {
   std::string out = "layers";
-  bool quick = false;           // a small sweep in seconds (the tests')
-  bool json = false;            // print layers.json instead of the table
+  bool quick = false;            // a small sweep in seconds (the tests')
+  bool json = false;             // print layers.json instead of the table
   std::vector<int64_t> lengths;  // empty: 16, 32, ..., 1024 (quick: 8, 16, 32)
   int64_t d = 64, heads = 4, kernel = 3, conv_layers = 1, batch = 8, repeats = 5;
   int64_t profile_length = 64;

@@ -7,8 +7,8 @@
 // Under `mpirun -np N` this trains data-parallel (docs/distributed.md): every rank holds the
 // same model, takes its shard of the same global batch and sums gradients with the others
 // (dist::Context); rank 0 alone writes the run folder, validates and prints.
-#include "apps/commands.hpp"
 #include "training/train.hpp"
+#include "apps/commands.hpp"
 
 namespace qkv::app {
 

@@ -42,8 +42,10 @@ Layer build_layer(LayerKind k, const LayerStudyOptions& o) {
     case LayerKind::gru:
     case LayerKind::lstm: {
       std::shared_ptr<nn::Recurrent> r;
-      if (k == LayerKind::gru) r = std::make_shared<nn::GRU>(o.d, o.d, gen);
-      else r = std::make_shared<nn::LSTM>(o.d, o.d, gen);
+      if (k == LayerKind::gru)
+        r = std::make_shared<nn::GRU>(o.d, o.d, gen);
+      else
+        r = std::make_shared<nn::LSTM>(o.d, o.d, gen);
       return {r, [r](const Var& x) { return r->forward(x).out; }};
     }
     case LayerKind::conv: {
@@ -58,8 +60,8 @@ Layer build_layer(LayerKind k, const LayerStudyOptions& o) {
 
 void check_options(const LayerStudyOptions& o) {
   if (o.d < 1 || o.heads < 1 || o.d % o.heads != 0)
-    throw Error("layers: d = " + std::to_string(o.d) + " must be a positive multiple of heads = " +
-                std::to_string(o.heads));
+    throw Error("layers: d = " + std::to_string(o.d) +
+                " must be a positive multiple of heads = " + std::to_string(o.heads));
   if (o.kernel < 1 || o.conv_layers < 1 || o.batch < 1 || o.repeats < 1 || o.profile_batch < 1)
     throw Error("layers: kernel, conv layers, batch, repeats and profile batch must be >= 1");
   for (int64_t n : o.lengths)
@@ -77,10 +79,14 @@ double median(std::vector<double> v) {
 
 const char* layer_name(LayerKind k) {
   switch (k) {
-    case LayerKind::attention: return "attention";
-    case LayerKind::gru: return "gru";
-    case LayerKind::lstm: return "lstm";
-    case LayerKind::conv: return "conv";
+    case LayerKind::attention:
+      return "attention";
+    case LayerKind::gru:
+      return "gru";
+    case LayerKind::lstm:
+      return "lstm";
+    case LayerKind::conv:
+      return "conv";
   }
   return "?";
 }
@@ -92,10 +98,14 @@ std::vector<LayerKind> all_layer_kinds() {
 int64_t layer_flops(LayerKind k, int64_t n, const LayerStudyOptions& o) {
   const int64_t d = o.d;
   switch (k) {
-    case LayerKind::attention: return 8 * n * d * d + 4 * n * n * d;
-    case LayerKind::gru: return 12 * n * d * d;
-    case LayerKind::lstm: return 16 * n * d * d;
-    case LayerKind::conv: return 2 * o.conv_layers * o.kernel * n * d * d;
+    case LayerKind::attention:
+      return 8 * n * d * d + 4 * n * n * d;
+    case LayerKind::gru:
+      return 12 * n * d * d;
+    case LayerKind::lstm:
+      return 16 * n * d * d;
+    case LayerKind::conv:
+      return 2 * o.conv_layers * o.kernel * n * d * d;
   }
   return 0;
 }
@@ -116,7 +126,8 @@ double time_forward_backward(LayerKind k, int64_t n, const LayerStudyOptions& o)
     const auto t0 = std::chrono::steady_clock::now();
     const Var out = layer.forward(x);
     out.backward(ones_like(out.data()));
-    if (r >= 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (r >= 0)
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return median(times);
 }

@@ -28,8 +28,8 @@
 // the tape. A position out of reach of j gets exactly 0.
 #pragma once
 #include <cstdint>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace qkv::figures {
@@ -39,16 +39,16 @@ const char* layer_name(LayerKind k);
 std::vector<LayerKind> all_layer_kinds();
 
 struct LayerStudyOptions {
-  int64_t d = 64;                    // width of every layer
-  int64_t heads = 4;                 // attention's heads
-  int64_t kernel = 3;                // conv's w
-  int64_t conv_layers = 1;           // conv's L
-  bool conv_causal = false;          // conv's padding: causal (all on the left) or "same"
-  int64_t batch = 8;                 // B, for the timings
-  int64_t repeats = 5;               // timed forward + backward passes per (layer, n); median
-  std::vector<int64_t> lengths;      // n
-  int64_t profile_length = 64;       // n of the gradient-norm profile
-  int64_t profile_batch = 4;         // B of the profile
+  int64_t d = 64;                // width of every layer
+  int64_t heads = 4;             // attention's heads
+  int64_t kernel = 3;            // conv's w
+  int64_t conv_layers = 1;       // conv's L
+  bool conv_causal = false;      // conv's padding: causal (all on the left) or "same"
+  int64_t batch = 8;             // B, for the timings
+  int64_t repeats = 5;           // timed forward + backward passes per (layer, n); median
+  std::vector<int64_t> lengths;  // n
+  int64_t profile_length = 64;   // n of the gradient-norm profile
+  int64_t profile_batch = 4;     // B of the profile
   uint64_t seed = 1;
 };
 
@@ -70,11 +70,11 @@ double loglog_slope(const std::vector<double>& x, const std::vector<double>& y);
 struct LayerResult {
   LayerKind kind;
   std::vector<int64_t> n;
-  std::vector<double> seconds;   // per n: median forward + backward of one batch
-  std::vector<int64_t> flops;    // per n: forward FLOPs per sequence
-  std::vector<int64_t> steps;    // per n: sequential steps
-  double exponent = 0;           // slope of log seconds on log n over the larger half of n
-  std::vector<double> profile;   // gradient norm at distance |i - j| = 0, 1, ..., from j = n - 1
+  std::vector<double> seconds;  // per n: median forward + backward of one batch
+  std::vector<int64_t> flops;   // per n: forward FLOPs per sequence
+  std::vector<int64_t> steps;   // per n: sequential steps
+  double exponent = 0;          // slope of log seconds on log n over the larger half of n
+  std::vector<double> profile;  // gradient norm at distance |i - j| = 0, 1, ..., from j = n - 1
 };
 
 // Every layer over every n, and each one's profile. Prints nothing.

@@ -20,10 +20,13 @@ struct Lesson {
 
 Lesson lesson_row(LayerKind k) {
   switch (k) {
-    case LayerKind::attention: return {"O(n^2 d)", "O(1)", "O(1)"};
+    case LayerKind::attention:
+      return {"O(n^2 d)", "O(1)", "O(1)"};
     case LayerKind::gru:
-    case LayerKind::lstm: return {"O(n d^2)", "O(n)", "O(n)"};
-    case LayerKind::conv: return {"O(w n d^2)", "O(1)", "O(log_w n)"};
+    case LayerKind::lstm:
+      return {"O(n d^2)", "O(n)", "O(n)"};
+    case LayerKind::conv:
+      return {"O(w n d^2)", "O(1)", "O(log_w n)"};
   }
   return {"", "", ""};
 }
@@ -53,12 +56,13 @@ std::string layer_table(const std::vector<LayerResult>& rs, const LayerStudyOpti
   for (const LayerResult& r : rs) {
     const Lesson l = lesson_row(r.kind);
     char line[400];
-    std::snprintf(line, sizeof line,
-                  "%-10s | %-12s %-6s %-10s| %14.4g  %12.4g s  %8.2f  %10lld  %12.3g  %9.3g  %5lld\n",
-                  layer_name(r.kind), l.cost, l.steps, l.path, static_cast<double>(r.flops.back()),
-                  r.seconds.back(), r.exponent, static_cast<long long>(r.steps.back()),
-                  r.profile.size() > 1 ? r.profile[1] : 0.0, r.profile.back(),
-                  static_cast<long long>(reach(r.profile)));
+    std::snprintf(
+        line, sizeof line,
+        "%-10s | %-12s %-6s %-10s| %14.4g  %12.4g s  %8.2f  %10lld  %12.3g  %9.3g  %5lld\n",
+        layer_name(r.kind), l.cost, l.steps, l.path, static_cast<double>(r.flops.back()),
+        r.seconds.back(), r.exponent, static_cast<long long>(r.steps.back()),
+        r.profile.size() > 1 ? r.profile[1] : 0.0, r.profile.back(),
+        static_cast<long long>(reach(r.profile)));
     s << line;
   }
   s << "\nreach: the largest |i - j| whose gradient norm is >= 1e-6 of the largest, at "
@@ -100,12 +104,20 @@ nlohmann::ordered_json layer_study_json(const std::vector<LayerResult>& rs,
 void write_layer_figures(const std::string& dir, const std::vector<LayerResult>& rs,
                          const LayerStudyOptions& o) {
   namespace fs = std::filesystem;
-  LineChart time{"Forward + backward time of one layer, d = " + std::to_string(o.d) +
-                     ", batch " + std::to_string(o.batch),
-                 "sequence length n", "seconds (median)", true, true, {}};
+  LineChart time{"Forward + backward time of one layer, d = " + std::to_string(o.d) + ", batch " +
+                     std::to_string(o.batch),
+                 "sequence length n",
+                 "seconds (median)",
+                 true,
+                 true,
+                 {}};
   LineChart path{"Gradient norm |d (u . out_j) / d x_i| at initialisation, j = n - 1, n = " +
                      std::to_string(o.profile_length),
-                 "distance |i - j|", "gradient norm (zeros not drawn)", false, true, {}};
+                 "distance |i - j|",
+                 "gradient norm (zeros not drawn)",
+                 false,
+                 true,
+                 {}};
   for (const LayerResult& r : rs) {
     Series t{layer_name(r.kind), {}, r.seconds, ""};
     for (int64_t n : r.n) t.x.push_back(static_cast<double>(n));

@@ -135,7 +135,8 @@ std::vector<ProbeSite> probe_sites(const json& rec) {
       if (!s.is_object() || !s.contains("name") || !s["name"].is_string()) continue;
       const std::string name = s["name"].get<std::string>();
       const bool titled = s.contains("title") && s["title"].is_string();
-      if (atts->contains(name)) out.push_back({name, titled ? s["title"].get<std::string>() : name});
+      if (atts->contains(name))
+        out.push_back({name, titled ? s["title"].get<std::string>() : name});
     }
   if (out.empty())
     for (auto a = atts->begin(); a != atts->end(); ++a) out.push_back({a.key(), a.key()});

@@ -9,9 +9,9 @@
 #include <optional>
 
 #include "core/error.hpp"
+#include "inspect/site_json.hpp"
 #include "interp/head_scores.hpp"
 #include "interp/repeated_tokens.hpp"
-#include "inspect/site_json.hpp"
 #include "run/family.hpp"
 #include "run/inference.hpp"
 #include "run/run.hpp"

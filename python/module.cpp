@@ -8,7 +8,7 @@
 namespace qkv::python {
 void bind_testing(py::module_& m);  // testing.cpp
 void bind_train(py::module_& m);    // train.cpp
-}
+}  // namespace qkv::python
 
 PYBIND11_MODULE(_qkv, m) {
   namespace qp = qkv::python;

@@ -87,13 +87,15 @@ TEST_CASE("layers: FLOPs match the formulas on a hand-computed case") {
 TEST_CASE("layers: a causal conv stack's gradient is exactly zero beyond its receptive field") {
   LayerStudyOptions o;
   o.d = 8, o.heads = 2, o.kernel = 3, o.conv_layers = 2, o.conv_causal = true, o.profile_batch = 2;
-  const int64_t n = 16, field = 1 + o.conv_layers * (o.kernel - 1);  // 5 positions: j-4 .. j
+  const int64_t n = 16, field = 1 + o.conv_layers * (o.kernel - 1);       // 5 positions: j-4 .. j
   const std::vector<double> p = gradient_profile(LayerKind::conv, n, o);  // p[i], j = n - 1
   for (int64_t i = 0; i < n; ++i) {
     const int64_t distance = n - 1 - i;
     INFO("distance " << distance);
-    if (distance < field) CHECK(p[static_cast<size_t>(i)] > 0);
-    else CHECK(p[static_cast<size_t>(i)] == 0.0);
+    if (distance < field)
+      CHECK(p[static_cast<size_t>(i)] > 0);
+    else
+      CHECK(p[static_cast<size_t>(i)] == 0.0);
   }
 }
 

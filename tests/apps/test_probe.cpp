@@ -120,9 +120,10 @@ TEST_CASE("probe: records at step 0, every N steps and the last, in the document
       }
       CHECK(order == (k.lm ? std::vector<std::string>{"self"}
                            : std::vector<std::string>{"encoder", "decoder", "cross"}));
-      CHECK(titles == (k.lm ? std::vector<std::string>{"causal self-attention"}
-                            : std::vector<std::string>{"encoder self-attention",
-                                                       "decoder self-attention", "cross-attention"}));
+      CHECK(titles ==
+            (k.lm ? std::vector<std::string>{"causal self-attention"}
+                  : std::vector<std::string>{"encoder self-attention", "decoder self-attention",
+                                             "cross-attention"}));
       for (const auto& [att, scores] : shape) {
         INFO(att);
         REQUIRE(atts.contains(att));

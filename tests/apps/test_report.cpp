@@ -316,8 +316,8 @@ TEST_CASE("report: probe curves follow the record's sites, in their order and wo
   std::vector<std::string> titles;
   for (const HeadCurves& c : probe_head_curves(read_run(fake_run(t, "a", "copy", record(true)))))
     titles.push_back(c.title);
-  CHECK(titles == std::vector<std::string>{"encoder self-attention: entropy",
-                                           "cross-attention: entropy"});
+  CHECK(titles ==
+        std::vector<std::string>{"encoder self-attention: entropy", "cross-attention: entropy"});
   // a record without sites (an older version's): its attentions by name, as its keys are sorted
   titles.clear();
   for (const HeadCurves& c : probe_head_curves(read_run(fake_run(t, "b", "copy", record(false)))))
