@@ -70,17 +70,14 @@ FrozenNorm frozen_at(const NormParams& n, const Vec& x, const Vec& u) {
   return f;
 }
 
-// The weights over the n positions with which the output layer's row t reads the stream:
-// nn::Model::pool applied to the identity (a pooling is linear: a position, or a mean). A
-// language model's and a decoder's: 1 at t; an encoder classifier's: its pooled positions.
-Vec read_weights(const nn::Model& model, int64_t n, int64_t t) {
+}  // namespace
+
+std::vector<double> read_weights(const nn::Model& model, int64_t n, int64_t t) {
   const ag::NoGrad no_grad;
   Tensor eye = zeros({1, n, n}, DType::f64);
   for (int64_t p = 0; p < n; ++p) eye.data<double>()[p * n + p] = 1;
   return row_of_tensor(model.pool(ag::Var(eye), Tensor()).data().select(0, 0).select(0, t));
 }
-
-}  // namespace
 
 Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids& input,
                                      int64_t target) {

@@ -31,6 +31,9 @@
 namespace qkv::run {
 class Inference;
 }
+namespace qkv::nn {
+class Model;
+}
 
 namespace qkv::inspect {
 
@@ -48,6 +51,11 @@ struct Attribution {
 // The id of token in the model's output vocabulary, spelt as the vocabulary spells it or as the
 // axes' labels show it (a space as _); qkv::Error naming op otherwise.
 int64_t output_token_id(const run::Inference& inf, const std::string& token, const char* op);
+
+// The weights over the n positions with which the output layer's row t reads the stream:
+// nn::Model::pool applied to the identity (a pooling is linear: a position, or a mean). A
+// language model's and a decoder's: 1 at t; an encoder classifier's: its pooled positions.
+std::vector<double> read_weights(const nn::Model& model, int64_t n, int64_t t);
 
 Attribution direct_logit_attribution(const run::Inference& inf, const data::Ids& input,
                                      int64_t target);

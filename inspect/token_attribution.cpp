@@ -283,15 +283,6 @@ Mat mixed(const Tensor& pattern, double keep, double self) {
   return a;
 }
 
-// The weights with which the output layer's row t reads the stream's n positions
-// (nn::Model::pool applied to the identity; inspect/attribution.cpp's read_weights).
-Vec read_weights(const nn::Model& model, int64_t n, int64_t t) {
-  const ag::NoGrad no_grad;
-  Tensor eye = zeros({1, n, n}, DType::f64);
-  for (int64_t p = 0; p < n; ++p) eye.data<double>()[p * n + p] = 1;
-  return as_vec(model.pool(ag::Var(eye), Tensor()).data().select(0, 0).select(0, t));
-}
-
 // One mixing step of the output side's positions: D <- own D + from_input [R_in | 0], where
 // own (T x T) mixes the output side's positions and from_input (T x S) reads the input side's
 // last positions (R_in: the input side's composed mixing); from_input empty: none.
