@@ -97,6 +97,16 @@ Tensor embedding(const run::Inference& inf, const data::Ids& input, const data::
   return cap.cache.at(point).data().select(0, 0);
 }
 
+// A query of method over each tiny run's sample input ("lm", "copy", "majority"), scoring its
+// first `tokens` greedy outputs.
+inspect::AttributionQuery sample_query(const run::Inference& inf, const std::string& name,
+                                       AttributionMethod method, int64_t tokens) {
+  const char* text = name == "lm" ? "First Citizen" : name == "copy" ? "3 1 4 1 5" : "0110111";
+  inspect::AttributionQuery q{.input = inf.encode(text, "test"), .outputs = {}, .method = method};
+  q.outputs = inspect::default_outputs(inf, q.input, tokens);
+  return q;
+}
+
 }  // namespace
 
 TEST_CASE("attribute: on a model linear in its embeddings every gradient method is exact") {
@@ -165,13 +175,8 @@ TEST_CASE("attribute: input x gradient is each embedding's directional derivativ
   for (const char* name : {"lm", "copy", "majority"}) {
     INFO(name);
     const auto inf = open(name);
-    const std::string text = name == std::string("lm")     ? "First Citizen"
-                             : name == std::string("copy") ? "3 1 4 1 5"
-                                                           : "0110111";
-    inspect::AttributionQuery q{.input = inf->encode(text, "test"),
-                                .outputs = {},
-                                .method = AttributionMethod::input_x_gradient};
-    q.outputs = inspect::default_outputs(*inf, q.input, 1);
+    const inspect::AttributionQuery q =
+        sample_query(*inf, name, AttributionMethod::input_x_gradient, 1);
     const inspect::TokenAttribution a = inspect::attribute_tokens(*inf, q);
     // the first row's pass, as attribute_tokens lays it out
     const bool pair = name == std::string("copy"), lm = name == std::string("lm");
@@ -201,13 +206,8 @@ TEST_CASE("attribute: integrated gradients' sum is f(input) - f(baseline) within
   for (const char* name : {"lm", "copy", "majority"}) {
     INFO(name);
     const auto inf = open(name);
-    const std::string text = name == std::string("lm")     ? "First Citizen"
-                             : name == std::string("copy") ? "3 1 4 1 5"
-                                                           : "0110111";
-    inspect::AttributionQuery q{.input = inf->encode(text, "test"),
-                                .outputs = {},
-                                .method = AttributionMethod::integrated_gradients};
-    q.outputs = inspect::default_outputs(*inf, q.input, 3);
+    inspect::AttributionQuery q =
+        sample_query(*inf, name, AttributionMethod::integrated_gradients, 3);
     const inspect::TokenAttribution a = inspect::attribute_tokens(*inf, q);
     REQUIRE(a.value.size() == q.outputs.size());
     for (size_t r = 0; r < a.scores.size(); ++r) {
