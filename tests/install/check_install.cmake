@@ -41,8 +41,13 @@ run(${work}/worked_attention_pc)
 message(STATUS "examples/worked_attention (pkg-config):\n${last_output}")
 
 # The Python module (QKV_PYTHON): imported from the prefix's site-packages alone.
+# Under the sanitizers, ASan's runtime preloaded as tests/CMakeLists.txt says (PYTHON_PRELOAD).
 if(PYTHON_DIR)
-  run(${CMAKE_COMMAND} -E env PYTHONPATH=${prefix}/${PYTHON_DIR} ${PYTHON} -c
+  set(python_env PYTHONPATH=${prefix}/${PYTHON_DIR})
+  if(PYTHON_PRELOAD)
+    list(APPEND python_env "LD_PRELOAD=${PYTHON_PRELOAD}" ASAN_OPTIONS=detect_leaks=0)
+  endif()
+  run(${CMAKE_COMMAND} -E env ${python_env} ${PYTHON} -c
       "import qkv, sys; assert qkv.__file__.startswith(sys.argv[1]), qkv.__file__; print(qkv.__file__, qkv.Run)"
       ${prefix}/${PYTHON_DIR})
   message(STATUS "python: ${last_output}")
