@@ -130,7 +130,8 @@ void add_attention(CLI::App* cmd, AttentionArgs& a) {
 }
 
 void add_report(CLI::App* cmd, ReportArgs& a) {
-  cmd->add_option("runs", a.runs, "run folders, or qkv saturation --out folders")->required();
+  cmd->add_option("runs", a.runs, "run folders, or qkv saturation / qkv layers --out folders")
+      ->required();
   cmd->add_option("--out", a.out, "the HTML file")->capture_default_str();
   cmd->add_option("--examples", a.examples, "validation examples with attention maps, per run")
       ->capture_default_str()
