@@ -1,7 +1,8 @@
 """The names mean what they say: PyTorch re-implementations of the tiny runs' models
 (torch_models.py: a pre-LN GPT with learned positions and a tied output layer, a post-LN
 translator with sinusoidal positions, a pre-LN encoder classifier reading <cls>), fed run.params
-in float64, reproduce every activation run_with_cache hands out, within 1e-5."""
+in float64, reproduce every activation run_with_cache hands out, within 1e-5; and a padded
+batch of the translator is the PyTorch one under key-padding masks."""
 import numpy as np
 import pytest
 
@@ -64,3 +65,32 @@ def test_a_torch_encoder_classifier_fed_run_params_reproduces_every_activation(r
         ref_logits, ref = reference(run, ids)
         assert cache["pooled"].shape == (2, 1, m["d_model"])
         assert_reproduces(run, cache, logits, ref, ref_logits)
+
+
+def zero_at_padding(name, want, src_valid, tgt_valid):
+    """want with 0 where qkv's cache has it for a padded batch: the padded positions of the axis
+    of positions (docs/python.md); a pattern's padded keys are 0 already (masked)."""
+    side = src_valid if name.startswith("encoder.") else tgt_valid
+    if ".cross." in name and name.endswith((".k", ".v")):
+        side = src_valid  # cross-attention's keys and values: the source's positions
+    if want.ndim == 4:  # (B, h, n, .): the heads share the batch's positions
+        side = side[:, None, :].repeat(want.shape[1], 1)
+    want[~side] = 0
+    return want
+
+
+def test_a_padded_translator_batch_is_the_torch_translator_under_key_padding_masks(runs):
+    with qkv.open(runs["copy"], precision="fp32") as run:
+        texts = ["3 1 4 1 5", "9 2", "6 5 3 5 8 9 7"]
+        logits, cache = run.run_with_cache(texts)
+        src_valid, tgt_valid = cache.pop("input_mask"), cache.pop("decoder_input_mask")
+        src, dec = np.zeros(src_valid.shape, np.int64), np.zeros(tgt_valid.shape, np.int64)
+        for b, (text, out) in enumerate(zip(texts, run.decoder_input(texts))):
+            ids = run.to_tokens(text)
+            src[b, :len(ids)], dec[b, :len(out)] = ids, out
+        ref_logits, ref = reference(run, src, dec, src_valid, tgt_valid)
+        ref["logits"] = ref_logits
+        for name, value in list(cache.items()) + [("logits", logits)]:
+            want = zero_at_padding(name, ref[name].numpy().copy(), src_valid, tgt_valid)
+            assert np.allclose(value, want, rtol=1e-5, atol=1e-5), \
+                (name, float(np.abs(value - want).max()))
