@@ -75,12 +75,16 @@ void add_python_hooks(nn::Hooks& hooks, const nn::Model& model, const py::handle
   }
 }
 
-// The captured activations as float32 copies, in the order the pass reached them, 0 at padding.
-py::dict cache_dict(const nn::Hooks& hooks, const Batch& src, const Batch& tgt) {
+// The captured activations as float32 arrays, in the order the pass reached them, 0 at padding,
+// taken out of hooks.cache: an activation whose memory nothing else holds once the cache lets go
+// of it is handed over without a copy (taken_array).
+py::dict cache_dict(nn::Hooks& hooks, const Batch& src, const Batch& tgt) {
   py::dict out;
   for (const std::string& name : hooks.passed)
     if (const auto it = hooks.cache.find(name); it != hooks.cache.end()) {
-      py::array a = float32_copy(it->second.data());
+      Tensor t = it->second.data();
+      hooks.cache.erase(it);
+      py::array a = taken_array(std::move(t));
       zero_padding(a, name, src, tgt);
       out[py::str(name)] = a;
     }
