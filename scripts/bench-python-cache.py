@@ -8,7 +8,7 @@ PyTorch doing the same job on the same model.
 RUN is a trained language model (a decoder-only GPT). Each round times, one after another in
 an order that rotates from round to round, one pass over the same random ids (batch x positions):
 
-  qkv fp32 / bf16   run.run_with_cache(ids): every hook point captured and copied into float32
+  qkv fp32 / bf16   run.run_with_cache(ids): every hook point captured and handed to Python as float32
                     numpy arrays (the run opened twice, precision="fp32" and "bf16")
   C++ fp32 / bf16   the same pass and capture in C++, nothing handed to Python
                     (Inference::batch_logits: qkv._qkv._testing.time_pass)
