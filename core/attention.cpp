@@ -207,7 +207,7 @@ AttentionResult attention_forward(const Tensor& q_in, const Tensor& k_in, const 
     r.precision = Precision::bf16;
   if (r.out.numel() == 0 || p.m == 0) return r;  // nothing to compute, or all rows masked
   if (r.precision == Precision::bf16) {
-    if (attention_backend() == AttentionBackend::onednn)
+    if (attention_backend_for(p.n, p.m) == AttentionBackend::onednn)
       kernel::attention_forward_onednn(p, q, k, v, static_cast<float>(scale), r.out, r.lse);
     else
       kernel::attention_forward_bf16(p, q, k, v, static_cast<float>(scale), r.out, r.lse);
@@ -233,7 +233,7 @@ AttentionGrads attention_backward(const Tensor& q_in, const Tensor& k_in, const 
   if (empty) return g;
   const Tensor l = lse.contiguous();
   if (precision == Precision::bf16 && q.dtype() == DType::f32) {
-    if (attention_backend() == AttentionBackend::onednn)
+    if (attention_backend_for(p.n, p.m) == AttentionBackend::onednn)
       kernel::attention_backward_onednn(p, q, k, v, out, l, dout, static_cast<float>(scale), g);
     else
       kernel::attention_backward_bf16(p, q, k, v, out, l, dout, static_cast<float>(scale), g);

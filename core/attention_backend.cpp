@@ -26,10 +26,6 @@ bool onednn_has_amx() {
 #endif
 }
 
-AttentionBackend resolve(AttentionBackend b) {
-  return b == AttentionBackend::auto_ ? auto_attention_backend() : b;
-}
-
 }  // namespace
 
 AttentionBackend attention_backend_from_env() {
@@ -38,26 +34,28 @@ AttentionBackend attention_backend_from_env() {
   return parse_name<AttentionBackend>(v, "QKV_ATTENTION_BACKEND");
 }
 
-AttentionBackend auto_attention_backend() {
-  static const AttentionBackend b =
-      onednn_has_amx() ? AttentionBackend::onednn : AttentionBackend::tiles;
-  return b;
-}
-
 AttentionBackend attention_backend() {
   if (scoped() != kNoScope) return static_cast<AttentionBackend>(scoped());
-  static const AttentionBackend from_env = resolve(attention_backend_from_env());
+  static const AttentionBackend from_env = attention_backend_from_env();
   return from_env;
 }
 
-std::string attention_backend_description() {
-  if (attention_backend() == AttentionBackend::onednn)
+AttentionBackend attention_backend_for(int64_t n, int64_t m) {
+  const AttentionBackend b = attention_backend();
+  if (b != AttentionBackend::auto_) return b;
+  static const bool amx = onednn_has_amx();
+  return amx || (n >= kOnednnMinTokens && m >= kOnednnMinTokens) ? AttentionBackend::onednn
+                                                                 : AttentionBackend::tiles;
+}
+
+std::string attention_backend_description(AttentionBackend b) {
+  if (b == AttentionBackend::onednn)
     return "onednn (" + kernel::matmul_bf16_kernel_name(64, 256, 64) + ")";
   return bf16_simd() ? "tiles (AVX512_BF16)" : "tiles (scalar reference)";
 }
 
 AttentionBackendScope::AttentionBackendScope(AttentionBackend b) : saved_(scoped()) {
-  scoped() = static_cast<int>(resolve(b));
+  scoped() = static_cast<int>(b);
 }
 
 AttentionBackendScope::~AttentionBackendScope() { scoped() = saved_; }

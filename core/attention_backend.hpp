@@ -8,10 +8,13 @@
 // The choice: the environment variable QKV_ATTENTION_BACKEND ("auto", the default, "tiles" or
 // "onednn"), read once per process, unless an AttentionBackendScope on the calling thread says
 // otherwise. auto picks oneDNN where its kernels use AMX (dnnl::get_effective_cpu_isa(), after
-// ONEDNN_MAX_CPU_ISA), where its products run at several times the tiles' rate, and the tiles
-// elsewhere (on AVX512_BF16 without AMX they measure level with oneDNN or faster:
-// docs/performance.md).
+// ONEDNN_MAX_CPU_ISA), where its products run at several times the tiles' rate, and elsewhere
+// by the call's shape: oneDNN when both the queries and the keys number at least
+// kOnednnMinTokens, whose products amortise a oneDNN call, the tiles for shorter sequences and
+// for decoding's one query (on AVX512_BF16 without AMX, docs/performance.md: oneDNN took
+// 0.75-0.9 of the tiles' time from 128 tokens up, 1.2-1.5 times it at 10-21 tokens).
 #pragma once
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -32,18 +35,21 @@ constexpr std::span<const EnumName<AttentionBackend>> names_of(AttentionBackend)
 // "QKV_ATTENTION_BACKEND: must be auto, tiles or onednn, got 'x'" with the nearest name.
 AttentionBackend attention_backend_from_env();
 
-// What auto means here: onednn when oneDNN's effective ISA has AMX, else tiles.
-AttentionBackend auto_attention_backend();
+// Queries and keys from which auto picks oneDNN on a CPU without AMX.
+inline constexpr int64_t kOnednnMinTokens = 128;
 
-// The backend bf16 attention uses on this thread, never auto: the innermost
-// AttentionBackendScope's, else QKV_ATTENTION_BACKEND's, auto resolved.
+// The setting on this thread: the innermost AttentionBackendScope's, else QKV_ATTENTION_BACKEND's.
 AttentionBackend attention_backend();
 
-// "onednn (brg:avx512_core_amx)" / "tiles (AVX512_BF16)": the backend and the kernel under it,
-// for the bench and the logs.
-std::string attention_backend_description();
+// The backend of a bf16 attention call with n queries and m keys, never auto: the setting, auto
+// resolved as above.
+AttentionBackend attention_backend_for(int64_t n, int64_t m);
 
-// Sets the calling thread's backend for its lifetime (tests, the bench); auto resolves as above.
+// "onednn (brg:avx512_core_amx)" / "tiles (AVX512_BF16)": backend b (not auto) and the kernel
+// under it, for the bench and the logs.
+std::string attention_backend_description(AttentionBackend b);
+
+// Sets the calling thread's backend for its lifetime (tests, the bench).
 class AttentionBackendScope {
  public:
   explicit AttentionBackendScope(AttentionBackend b);

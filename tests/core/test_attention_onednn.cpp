@@ -229,21 +229,29 @@ TEST_CASE("attention backend: names, the scope, auto's choice and QKV_ATTENTION_
   CHECK(name_of(AttentionBackend::onednn) == "onednn");
   CHECK(parse_name<AttentionBackend>("tiles", "k") == AttentionBackend::tiles);
   const AttentionBackend outside = attention_backend();
-  CHECK(outside != AttentionBackend::auto_);
   {
     const AttentionBackendScope s(AttentionBackend::onednn);
     CHECK(attention_backend() == AttentionBackend::onednn);
-    CHECK(attention_backend_description().rfind("onednn (", 0) == 0);
+    CHECK(attention_backend_for(1, 10) == AttentionBackend::onednn);
     {
-      const AttentionBackendScope a(AttentionBackend::auto_);
-      CHECK(attention_backend() == auto_attention_backend());
+      const AttentionBackendScope a(AttentionBackend::tiles);
+      CHECK(attention_backend_for(4096, 4096) == AttentionBackend::tiles);
     }
     CHECK(attention_backend() == AttentionBackend::onednn);
   }
   CHECK(attention_backend() == outside);
-  // auto: oneDNN where its kernels use AMX
+  CHECK(attention_backend_description(AttentionBackend::onednn).rfind("onednn (", 0) == 0);
+  CHECK(attention_backend_description(AttentionBackend::tiles).rfind("tiles (", 0) == 0);
+  // auto: oneDNN where its kernels use AMX, else from kOnednnMinTokens queries and keys
+  const AttentionBackendScope a(AttentionBackend::auto_);
   const bool amx = onednn_isa().find("amx") != std::string::npos;
-  CHECK((auto_attention_backend() == AttentionBackend::onednn) == amx);
+  const int64_t t = kOnednnMinTokens;
+  CHECK(attention_backend_for(t, t) == AttentionBackend::onednn);
+  CHECK(attention_backend_for(t, 4096) == AttentionBackend::onednn);
+  for (const auto& [n, m] : {std::pair<int64_t, int64_t>{t - 1, t}, {1, 4096}, {4096, 17}}) {
+    INFO(n << " queries, " << m << " keys");
+    CHECK((attention_backend_for(n, m) == AttentionBackend::onednn) == amx);
+  }
   ::setenv("QKV_ATTENTION_BACKEND", "onedn", 1);
   CHECK_THROWS_WITH(attention_backend_from_env(),
                     "QKV_ATTENTION_BACKEND: must be auto, tiles or onednn, got 'onedn'; did you "
