@@ -203,26 +203,30 @@ TEST_CASE("oneDNN attention gives the same bits twice and at 1 and 2 threads") {
 // AVX512_BF16) but oneDNN still has a bf16 matmul (its AVX-512 kernels convert), and this runs
 // it; on an AMX CPU oneDNN's AMX kernels. Below AVX512_CORE oneDNN has none: the kernel says so.
 TEST_CASE("oneDNN attention kernel under this oneDNN ISA matches fp32 or says it cannot run") {
-  const Inputs x = inputs(2, 2, 130, 530, 33, 20, 11);
-  const Tensor mask = masks(2, 130, 530)[4].second;  // causal with dead rows
+  const int64_t B = 2, n = 130, m = 530;
+  const Inputs x = inputs(B, 2, n, m, 33, 20, 11);
   const double scale = 1.0 / std::sqrt(33.0);
-  kernel::AttentionProblem p;
-  static_cast<kernel::QKVDims&>(p) = kernel::check_qkv(x.q, x.k, x.v, "attention");
-  static_cast<kernel::ScoreMask&>(p) = kernel::expand_mask(mask, p, "attention");
-  Run d;
-  d.r = kernel::attention_result_for(p, DType::f32);
-  d.g = kernel::attention_grads_like(x.q, x.k, x.v, false);
   const std::string impl = kernel::matmul_bf16_kernel_name(64, 256, 64);
   INFO("oneDNN ISA " << onednn_isa() << ", kernel " << impl);
-  if (impl.find("no kernel here") != std::string::npos) {
-    CHECK_THROWS_WITH(
-        kernel::attention_forward_onednn(p, x.q, x.k, x.v, float(scale), d.r.out, d.r.lse),
-        Catch::Contains("oneDNN bf16 matmul") && Catch::Contains("no kernel here"));
-    QKV_SKIP("oneDNN has no bf16 matmul under " + onednn_isa());
+  for (const auto& [name, mask] : masks(B, n, m)) {
+    INFO("mask " << name);
+    kernel::AttentionProblem p;
+    static_cast<kernel::QKVDims&>(p) = kernel::check_qkv(x.q, x.k, x.v, "attention");
+    static_cast<kernel::ScoreMask&>(p) = kernel::expand_mask(mask, p, "attention");
+    Run d;
+    d.r = kernel::attention_result_for(p, DType::f32);
+    d.g = kernel::attention_grads_like(x.q, x.k, x.v, false);
+    if (impl.find("no kernel here") != std::string::npos) {
+      CHECK_THROWS_WITH(
+          kernel::attention_forward_onednn(p, x.q, x.k, x.v, float(scale), d.r.out, d.r.lse),
+          Catch::Contains("oneDNN bf16 matmul") && Catch::Contains("no kernel here"));
+      QKV_SKIP("oneDNN has no bf16 matmul under " + onednn_isa());
+    }
+    kernel::attention_forward_onednn(p, x.q, x.k, x.v, float(scale), d.r.out, d.r.lse);
+    kernel::attention_backward_onednn(p, x.q, x.k, x.v, d.r.out, d.r.lse, x.dout, float(scale),
+                                      d.g);
+    check_close(d, fp32(x, mask), kBf16Tol, true);
   }
-  kernel::attention_forward_onednn(p, x.q, x.k, x.v, float(scale), d.r.out, d.r.lse);
-  kernel::attention_backward_onednn(p, x.q, x.k, x.v, d.r.out, d.r.lse, x.dout, float(scale), d.g);
-  check_close(d, fp32(x, mask), kBf16Tol, true);
 }
 
 TEST_CASE("attention backend: names, the scope, auto's choice and QKV_ATTENTION_BACKEND's errors") {
