@@ -214,6 +214,8 @@ struct PatchArgs {
   bool json = false;
   int threads = 0;
   int64_t max_work = inspect::kMaxPatchWork;  // token passes (inspect/work.hpp)
+  bool approx = false;  // attribution patching (inspect/attribution_patching.hpp)
+  int64_t check = -1;   // --check K: exact patching of the K largest estimates (-1: not given)
 };
 int cmd_patch(const PatchArgs& a);
 

@@ -390,6 +390,11 @@ void add_patch(CLI::App* cmd, PatchArgs& a) {
       ->capture_default_str()
       ->check(checkpoint_name());
   cmd->add_option("--out", a.out, "a folder: heads.png and residual.png heatmaps");
+  cmd->add_flag("--approx", a.approx,
+                "attribution patching: estimate every head x position and residual cell from "
+                "one forward and backward, (clean - corrupted) . gradient");
+  cmd->add_option("--check", a.check,
+                  "with --approx: patch the K largest estimates exactly beside them (1..64)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_max_work(cmd, a.max_work);
