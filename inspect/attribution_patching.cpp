@@ -163,8 +163,8 @@ AttributionPatching attribution_patching(const run::Inference& inf, const data::
   const Taped taped = corrupted_gradients(inf, runs, points);
   const double denominator = runs.clean_diff - runs.corrupt_diff;
   const auto estimate = [&](const std::string& point, size_t from, size_t rows, size_t width) {
-    return estimates(flat_f64(runs.clean_at(point).data()), taped.act.at(point), taped.grad.at(point),
-                     from, rows, width, denominator);
+    return estimates(flat_f64(runs.clean_at(point).data()), taped.act.at(point),
+                     taped.grad.at(point), from, rows, width, denominator);
   };
   AttributionPatching r;
   Patching& e = r.estimate;
@@ -220,9 +220,10 @@ nlohmann::json attribution_patching_json(const AttributionPatching& r) {
     if (c.head >= 0) cell["index"] = c.head;
     cells.push_back(std::move(cell));
   }
-  j["check"] = {{"k", r.checked.size()},
-                {"correlation", std::isnan(r.correlation) ? nlohmann::json() : nlohmann::json(r.correlation)},
-                {"cells", cells}};
+  j["check"] = {
+      {"k", r.checked.size()},
+      {"correlation", std::isnan(r.correlation) ? nlohmann::json() : nlohmann::json(r.correlation)},
+      {"cells", cells}};
   return j;
 }
 
