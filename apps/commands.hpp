@@ -202,6 +202,7 @@ struct LensArgs {
   std::optional<Precision> precision;
   std::string target;  // a token: its logit's direct attribution to heads and MLPs
   int64_t top = 5;
+  int64_t position = -1;  // the pass's position read, from 0 (-1: the last)
   bool json = false;
   int threads = 0;
 };

@@ -376,6 +376,9 @@ void add_lens(CLI::App* cmd, LensArgs& a) {
   cmd->add_option("--top", a.top, "tokens shown per layer")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100}));
+  cmd->add_option("--position", a.position,
+                  "the position read, from 0 (a translator: of <bos> and its output; default: "
+                  "the last)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);

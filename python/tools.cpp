@@ -146,7 +146,7 @@ py::object heads(const Run& r, const std::string& split, int64_t batches, int64_
 }
 
 py::object lens(const Run& r, const std::string& text, const std::optional<std::string>& target,
-                int64_t top, const py::handle& ablate) {
+                int64_t top, const py::handle& ablate, int64_t position) {
   const auto inf = r.get("lens");
   const std::string spec = ablate_spec(ablate);
   Json j;
@@ -159,7 +159,10 @@ py::object lens(const Run& r, const std::string& text, const std::optional<std::
     if (target)
       parts = inspect::direct_logit_attribution(
           *inf, input, inspect::output_token_id(*inf, *target, "lens: target"));
-    j = inspect::lens_json(inspect::logit_lens(*inf, input, top), parts ? &*parts : nullptr);
+    QKV_CHECK(position == -1 || !target, "lens",
+              "target's attribution reads the last position; use position without it");
+    j = inspect::lens_json(inspect::logit_lens(*inf, input, top, position),
+                           parts ? &*parts : nullptr);
   }
   return to_python(j);
 }
@@ -209,7 +212,8 @@ void bind_tools(py::class_<Run>& run) {
           py::arg("probes") = 4, py::arg("seed") = 1, py::arg("max_work") = inspect::kMaxHeadsWork,
           py::arg("ablate") = none, "Every head's scores: the dict qkv heads --json prints.");
   run.def("lens", &lens, py::arg("text"), py::arg("target") = none, py::arg("top") = 5,
-          py::arg("ablate") = none, "The logit lens: the dict qkv lens --json prints.");
+          py::arg("ablate") = none, py::arg("position") = -1,
+          "The logit lens: the dict qkv lens --json prints (position: --position).");
   run.def("patch", &patch, py::arg("clean"), py::arg("corrupt"),
           py::arg("max_work") = inspect::kMaxPatchWork, py::arg("ablate") = none,
           py::arg("approx") = false, py::arg("check") = none,

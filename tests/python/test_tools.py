@@ -89,6 +89,14 @@ def test_lens_is_lens_json(runs, cli, name, text, target, ablate):
         assert ("attribution" in got) == bool(target)
 
 
+def test_lens_position_is_lens_position_json(runs, cli):
+    with qkv.open(runs["copy"]) as run:
+        got = run.lens("1 2 3 4 5", top=3, position=0)
+        assert got == cli("lens", runs["copy"], "1 2 3 4 5", "--json", "--top", "3",
+                          "--position", "0")
+        assert got["index"] == 0 and got["position"] == "<bos>"
+
+
 def test_patch_is_patch_json(runs, qkv_bin, cli):
     pairs = [("1 2 3 4 5", "1 2 3 4 7"), ("3 1 4 1 5", "3 1 4 1 9"), ("8 8 2", "8 8 6")]
     compared = 0
