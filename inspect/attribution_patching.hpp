@@ -61,8 +61,8 @@ struct AttributionPatching {
   double correlation = 0;  // Pearson over checked; NaN for fewer than 2 or a constant column
 };
 
-// The cells of a pair of inputs of n tokens, as attribution_patching counts them for its bound:
-// every head at every query position and every residual cell.
+// The cells of the pair of inputs `runs` compares, as attribution_patching bounds --check by
+// them: every head at every query position, and every residual cell.
 int64_t attribution_cells(const run::Inference& inf, const PatchRuns& runs);
 
 // The estimate of every cell, and with check > 0 the exact patching of the `check` largest.
