@@ -1,5 +1,5 @@
 // qkv report RUN [RUN ...] --out report.html: what goes on the page for training runs or for
-// qkv saturation folders, and the atomic write (see report.hpp for the parts).
+// study folders (qkv saturation, qkv layers), and the atomic write (see report.hpp for the parts).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -30,6 +30,14 @@ std::string num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.4g", v);
   return b;
+}
+
+// "saturation.json of qkv saturation, layers.json of qkv layers": what marks a study folder.
+std::string study_files() {
+  std::string s;
+  for (const StudyKind& k : study_kinds())
+    s += (s.empty() ? "" : ", ") + std::string(k.file) + " of " + k.command;
+  return s;
 }
 
 std::string missing_list(const std::vector<std::string>& m) {
@@ -299,41 +307,23 @@ std::string runs_page(const std::vector<RunData>& runs, const ReportArgs& a, Cha
                      s, charts.count);
 }
 
-std::string saturation_page(const std::vector<SaturationData>& sat, Charts& charts) {
-  std::vector<std::vector<std::string>> rows;
-  for (const SaturationData& f : sat) {
-    const json& st = f.j["settings"];
-    std::string dks;
-    for (const json& d : st.value("d_k", json::array()))
-      dks += (dks.empty() ? "" : ", ") + d.dump();
-    std::string training = "none";
-    for (const json& t : f.j.value("training", json::array()))
-      training = "copy task, d_model " + t.value("d_model", json(0)).dump() + ", " +
-                 t.value("heads", json(0)).dump() + " head(s), " +
-                 t.value("steps", json(0)).dump() + " steps per scale";
-    rows.push_back({html_escape(f.name), "<code>" + html_escape(f.dir) + "</code>",
-                    html_escape(dks), st.value("keys", json(0)).dump(),
-                    st.value("rows", json(0)).dump(), st.value("seed", json(0)).dump(),
-                    html_escape(training)});
-  }
+// A study folder kind's page (figures/report_study.hpp): its settings, its results table when it
+// has one, its charts.
+std::string study_page(const StudyKind& kind, const std::vector<StudyFolder>& folders,
+                       Charts& charts) {
+  const StudyPage p = kind.page(folders);
   std::string figs = "<div class=\"charts\">\n";
-  for (const LineChart& c : saturation_charts(sat))
+  for (const LineChart& c : p.lines)
     figs += charts.figure(c.title, render_svg(c, kChartWidth, kChartHeight), "line");
-  for (const BarChart& b : saturation_bars(sat))
+  for (const BarChart& b : p.bars)
     figs += charts.figure(b.title, render_svg(b, kChartWidth, kChartHeight), "bars");
   figs += "</div>\n";
   std::vector<Section> s;
-  s.push_back(
-      {"settings", "Settings",
-       "<p>Results of <code>qkv saturation</code>: attention logits q.k of random unit-"
-       "variance vectors, softmax rows and gradients at scale 1/sqrt(d_k) and at scale 1."
-       "</p>" +
-           html_table({"folder", "path", "d_k", "keys (m)", "rows per d_k", "seed", "training"},
-                      rows)});
+  s.push_back({"settings", "Settings", p.intro + html_table(p.settings_header, p.settings_rows)});
+  if (!p.results_rows.empty())
+    s.push_back({"results", "Results", html_table(p.results_header, p.results_rows)});
   s.push_back({"charts", "Charts", figs});
-  std::string title = "qkv report: saturation";
-  for (const SaturationData& f : sat) title += " " + f.name;
-  return render_page(title, "why attention scales q.k by 1/sqrt(d_k)", s, charts.count);
+  return render_page(p.title, p.subtitle, s, charts.count);
 }
 
 }  // namespace
@@ -343,8 +333,8 @@ RunData read_run(const std::string& dir) {
   if (!fs::is_directory(p)) throw Error("report: " + dir + ": no such folder");
   if (!fs::exists(p / "config.toml"))
     throw Error("report: " + dir +
-                ": not a run folder (no config.toml) nor a qkv saturation folder (no "
-                "saturation.json)");
+                ": not a run folder (no config.toml) nor a study folder (none of " + study_files() +
+                ")");
   RunData r;
   r.dir = dir;
   fs::path named = p;
@@ -361,7 +351,8 @@ RunData read_run(const std::string& dir) {
 }
 
 int cmd_report(const ReportArgs& a) {
-  QKV_CHECK(!a.runs.empty(), "report", "give at least one run folder (or qkv saturation folder)");
+  QKV_CHECK(!a.runs.empty(), "report",
+            "give at least one run folder (or a study folder: ", study_files(), ")");
   QKV_CHECK(a.examples >= 0, "report", "--examples must be >= 0, got ", a.examples);
   const fs::path out(a.out);
   QKV_CHECK(!a.out.empty() && !fs::is_directory(out), "report", "--out must name a file, got '",
@@ -372,18 +363,24 @@ int cmd_report(const ReportArgs& a) {
   QKV_CHECK(a.svg_dir.empty() || !fs::exists(a.svg_dir) || fs::is_directory(a.svg_dir), "report",
             "--svg ", a.svg_dir, " is a file, not a folder");
   std::vector<RunData> runs;
-  std::vector<SaturationData> sat;
+  std::vector<StudyFolder> studies;
+  const StudyKind* kind = nullptr;  // of the study folders, which share one
   for (const std::string& dir : a.runs) {
-    if (is_saturation_folder(dir))
-      sat.push_back(read_saturation(dir));
-    else
+    const StudyKind* k = study_kind_of(dir);
+    if (!k) {
       runs.push_back(read_run(dir));
+      continue;
+    }
+    QKV_CHECK(!kind || kind == k, "report", kind ? kind->command : "", " and ", k->command,
+              " folders cannot share a page (", studies.empty() ? "" : studies[0].dir, ", ", dir,
+              "); report them apart");
+    kind = k;
+    studies.push_back(read_study(dir, *k));
   }
-  QKV_CHECK(runs.empty() || sat.empty(), "report",
-            "training runs and qkv saturation folders cannot share a page (", runs[0].dir,
-            " is a "
-            "run, ",
-            sat.empty() ? "" : sat[0].dir, " a saturation folder); report them apart");
+  QKV_CHECK(runs.empty() || studies.empty(), "report", "training runs and ",
+            kind ? kind->command : "", " folders cannot share a page (", runs[0].dir, " is a run, ",
+            studies.empty() ? "" : studies[0].dir, " a ",
+            kind ? std::string(kind->command).substr(4) : "", " folder); report them apart");
   // Labels must tell runs apart: "a/run" and "b/run" become "a/run" and "b/run".
   for (size_t i = 0; i < runs.size(); ++i)
     for (size_t k = 0; k < runs.size(); ++k)
@@ -394,7 +391,8 @@ int cmd_report(const ReportArgs& a) {
   check_same_task(runs);
 
   Charts charts;
-  const std::string html = sat.empty() ? runs_page(runs, a, charts) : saturation_page(sat, charts);
+  const std::string html =
+      studies.empty() ? runs_page(runs, a, charts) : study_page(*kind, studies, charts);
   atomic_write_file(a.out, html);
   if (!a.svg_dir.empty()) {
     fs::create_directories(a.svg_dir);

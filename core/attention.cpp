@@ -15,7 +15,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "attention_backend.hpp"
 #include "attention_bf16.hpp"
+#include "attention_onednn.hpp"
 #include "attention_rows.hpp"
 #include "fused.hpp"
 #include "kernel_util.hpp"
@@ -205,7 +207,10 @@ AttentionResult attention_forward(const Tensor& q_in, const Tensor& k_in, const 
     r.precision = Precision::bf16;
   if (r.out.numel() == 0 || p.m == 0) return r;  // nothing to compute, or all rows masked
   if (r.precision == Precision::bf16) {
-    kernel::attention_forward_bf16(p, q, k, v, static_cast<float>(scale), r.out, r.lse);
+    if (attention_backend_for(p.n, p.m) == AttentionBackend::onednn)
+      kernel::attention_forward_onednn(p, q, k, v, static_cast<float>(scale), r.out, r.lse);
+    else
+      kernel::attention_forward_bf16(p, q, k, v, static_cast<float>(scale), r.out, r.lse);
     return r;
   }
   visit_float(q.dtype(), "attention", [&](auto tag) {
@@ -228,7 +233,10 @@ AttentionGrads attention_backward(const Tensor& q_in, const Tensor& k_in, const 
   if (empty) return g;
   const Tensor l = lse.contiguous();
   if (precision == Precision::bf16 && q.dtype() == DType::f32) {
-    kernel::attention_backward_bf16(p, q, k, v, out, l, dout, static_cast<float>(scale), g);
+    if (attention_backend_for(p.n, p.m) == AttentionBackend::onednn)
+      kernel::attention_backward_onednn(p, q, k, v, out, l, dout, static_cast<float>(scale), g);
+    else
+      kernel::attention_backward_bf16(p, q, k, v, out, l, dout, static_cast<float>(scale), g);
     return g;
   }
   visit_float(q.dtype(), "attention backward", [&](auto tag) {

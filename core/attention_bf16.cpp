@@ -20,12 +20,15 @@ constexpr int64_t kTileQ = 64;    // query rows per tile (even: pair-aligned)
 constexpr int64_t kTileK = 256;   // keys per tile, forward (even)
 constexpr int64_t kTileKB = 128;  // keys per tile, backward (even)
 
-// The columns [lo, hi) of a key tile that some row of a query tile may attend to (lo even, so
-// the tile's keys start on a pair); lo >= hi: the whole tile is masked for these rows.
-struct Cols {
-  int64_t lo, hi;
-};
+// s (w floats) rounded into d (even_up(w) bfloat16s: a zero pads an odd row).
+inline void round_row(const float* s, int64_t w, bf16_t* d) {
+  to_bf16(s, d, w);
+  if (w & 1) d[w] = 0;
+}
 
+}  // namespace
+
+// lo even, so that the tile's keys start on a pair.
 Cols attended_cols(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, int64_t q0,
                    int64_t qb, int64_t k0, int64_t kb, const float* lse) {
   if (!mbase) return {0, kb};
@@ -41,44 +44,6 @@ Cols attended_cols(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, 
   return {lo & ~int64_t(1), hi};
 }
 
-// s (w floats) rounded into d (even_up(w) bfloat16s: a zero pads an odd row).
-inline void round_row(const float* s, int64_t w, bf16_t* d) {
-  to_bf16(s, d, w);
-  if (w & 1) d[w] = 0;
-}
-
-// k (m, d) as B = k^T over d, in key tiles of `tile` columns each stored apart (pair-row stride
-// 2 tile): a tile's product then reads its B rows 2 tile elements apart, not 2 m, which at long
-// m would map every row to the same few cache sets.
-void pack_keys_transposed(const float* k, int64_t m, int64_t d, int64_t ld, int64_t tile,
-                          bf16_t* dst) {
-  for (int64_t k0 = 0; k0 < m; k0 += tile)
-    pack_bf16_pairs_transposed(k + k0 * ld, std::min(tile, m - k0), d, ld,
-                               dst + (k0 / tile) * pairs_of(d) * 2 * tile, 2 * tile);
-}
-
-// One batch entry's operands packed for the forward: q as A (n rows), k^T and v as B.
-struct ForwardPacks {
-  int64_t ldq, ldkt, ldv, q_size, kt_size, v_size;
-  ForwardPacks(const AttentionProblem& p, int64_t tk)
-      : ldq(even_up(p.dk)),
-        ldkt(2 * tk),
-        ldv(2 * p.dv),
-        q_size(p.n * ldq),
-        kt_size(pairs_of(p.dk) * ldkt * ((p.m + tk - 1) / tk)),
-        v_size(pairs_of(p.m) * ldv) {}
-  int64_t entry() const { return q_size + kt_size + v_size; }
-};
-
-// The buffer of all entries' forward packs, kept by the calling thread between calls.
-std::vector<bf16_t>& forward_pack_buffer(size_t n) {
-  thread_local std::vector<bf16_t> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf;
-}
-
-// One query tile's online softmax over a key tile's scores S (qb x w, row stride w, starting at
-// key k0 + c.lo): updates mrun, lrun and rescales acc, leaves P rounded in Pb (row stride ldp).
 void softmax_tile(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, int64_t q0,
                   int64_t qb, int64_t kfirst, int64_t w, float sc, float* S, bf16_t* Pb,
                   int64_t ldp, float* acc, double* mrun, double* lrun) {
@@ -108,7 +73,6 @@ void softmax_tile(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, i
   }
 }
 
-// Out rows and log-sum-exp of a finished query tile, as the float32 kernel writes them.
 void finish_tile(const AttentionProblem& p, int64_t qb, const float* acc, const double* mrun,
                  const double* lrun, float* o, int64_t ldo, float* L) {
   for (int64_t i = 0; i < qb; ++i, o += ldo) {
@@ -122,6 +86,38 @@ void finish_tile(const AttentionProblem& p, int64_t qb, const float* acc, const 
     for (int64_t j = 0; j < p.dv; ++j) o[j] = a[j] * inv;
     L[i] = static_cast<float>(mrun[i] + std::log(lrun[i]));
   }
+}
+
+namespace {
+
+// k (m, d) as B = k^T over d, in key tiles of `tile` columns each stored apart (pair-row stride
+// 2 tile): a tile's product then reads its B rows 2 tile elements apart, not 2 m, which at long
+// m would map every row to the same few cache sets.
+void pack_keys_transposed(const float* k, int64_t m, int64_t d, int64_t ld, int64_t tile,
+                          bf16_t* dst) {
+  for (int64_t k0 = 0; k0 < m; k0 += tile)
+    pack_bf16_pairs_transposed(k + k0 * ld, std::min(tile, m - k0), d, ld,
+                               dst + (k0 / tile) * pairs_of(d) * 2 * tile, 2 * tile);
+}
+
+// One batch entry's operands packed for the forward: q as A (n rows), k^T and v as B.
+struct ForwardPacks {
+  int64_t ldq, ldkt, ldv, q_size, kt_size, v_size;
+  ForwardPacks(const AttentionProblem& p, int64_t tk)
+      : ldq(even_up(p.dk)),
+        ldkt(2 * tk),
+        ldv(2 * p.dv),
+        q_size(p.n * ldq),
+        kt_size(pairs_of(p.dk) * ldkt * ((p.m + tk - 1) / tk)),
+        v_size(pairs_of(p.m) * ldv) {}
+  int64_t entry() const { return q_size + kt_size + v_size; }
+};
+
+// The buffer of all entries' forward packs, kept by the calling thread between calls.
+std::vector<bf16_t>& forward_pack_buffer(size_t n) {
+  thread_local std::vector<bf16_t> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf;
 }
 
 // One batch entry's operands packed for the backward, in the thread's workspace: q and dO as A

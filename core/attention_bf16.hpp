@@ -18,6 +18,28 @@ namespace qkv::kernel {
 // The shapes and the expanded mask of one attention call.
 struct AttentionProblem : QKVDims, ScoreMask {};
 
+// The row pass both bf16 backends share (core/attention_onednn.hpp).
+// The columns [lo, hi) of a key tile of kb keys from k0 that some row of the query tile
+// [q0, q0 + qb) of batch entry bi may attend to (mbase: the mask's bytes, null when unmasked;
+// lse: the backward's, whose -inf rows are dead and skipped, or null); lo even; lo >= hi: the
+// whole tile is masked for these rows.
+struct Cols {
+  int64_t lo, hi;
+};
+Cols attended_cols(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, int64_t q0,
+                   int64_t qb, int64_t k0, int64_t kb, const float* lse);
+// One query tile's online softmax over a key tile's raw scores S (qb x w, row stride w, keys
+// from kfirst), scaled by sc and masked in place: updates the rows' running max and sum (mrun,
+// lrun), rescales acc (qb x dv), and leaves the weights rounded in Pb (qb rows, row stride ldp
+// >= even_up(w), a zero after an odd row).
+void softmax_tile(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, int64_t q0,
+                  int64_t qb, int64_t kfirst, int64_t w, float sc, float* S, bf16_t* Pb,
+                  int64_t ldp, float* acc, double* mrun, double* lrun);
+// Out rows (qb x dv, row stride ldo) and log-sum-exp of a finished query tile, as the float32
+// kernel writes them (a row that attended to nothing: 0 and -inf).
+void finish_tile(const AttentionProblem& p, int64_t qb, const float* acc, const double* mrun,
+                 const double* lrun, float* o, int64_t ldo, float* L);
+
 // q, k, v: float32, unit column stride (blas_rows); out, lse: attention_result_for's.
 void attention_forward_bf16(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                             const Tensor& v, float scale, Tensor& out, Tensor& lse);

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "attention_backend.hpp"
 #include "bf16_cache.hpp"
 #include "error.hpp"
 #include "onednn.hpp"
@@ -108,9 +109,10 @@ std::string bf16_unsupported_reason() {
 Precision resolve_precision(Precision p, const std::string& what) {
   if (p == Precision::fp32) return p;
   const std::string why = bf16_unsupported_reason();
-  if (p == Precision::auto_) return why.empty() ? Precision::bf16 : Precision::fp32;
+  if (p == Precision::auto_ && !why.empty()) return Precision::fp32;
   if (!why.empty()) throw Error(what + ": bf16 cannot run here: " + why + "; use fp32 or auto");
-  return p;
+  (void)attention_backend();  // a bad QKV_ATTENTION_BACKEND is an error before any work
+  return Precision::bf16;
 }
 
 Precision current_precision() { return state().precision; }

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "figures/plot.hpp"
+
 namespace qkv::figures {
 
 enum class LayerKind { attention, gru, lstm, conv };
@@ -88,8 +90,15 @@ nlohmann::ordered_json layer_study_json(const std::vector<LayerResult>& r,
 // The lesson's columns with the measured numbers, as text.
 std::string layer_table(const std::vector<LayerResult>& r, const LayerStudyOptions& o);
 
-// time.svg (seconds against n, log-log, one series per layer) and path.svg (gradient norm
-// against distance, log y, one series per layer; zeros are left off the log axis) in dir.
+// The two figures' charts from layers.json (layer_study_json): time (seconds against n,
+// log-log) and path (gradient norm against distance, log y; zeros are left off the log axis),
+// one series per layer labelled prefix + its name. qkv report overlays several folders' series.
+struct LayerCharts {
+  LineChart time, path;
+};
+LayerCharts layer_charts(const nlohmann::json& layers_json, const std::string& prefix = "");
+
+// layer_charts as time.svg and path.svg in dir.
 void write_layer_figures(const std::string& dir, const std::vector<LayerResult>& r,
                          const LayerStudyOptions& o);
 

@@ -101,34 +101,45 @@ nlohmann::ordered_json layer_study_json(const std::vector<LayerResult>& rs,
           {"layers", layers}};
 }
 
-void write_layer_figures(const std::string& dir, const std::vector<LayerResult>& rs,
-                         const LayerStudyOptions& o) {
-  namespace fs = std::filesystem;
-  LineChart time{"Forward + backward time of one layer, d = " + std::to_string(o.d) + ", batch " +
-                     std::to_string(o.batch),
+LayerCharts layer_charts(const nlohmann::json& j, const std::string& prefix) {
+  const nlohmann::json& st = j["settings"];
+  const std::string d = st.value("d", nlohmann::json(0)).dump();
+  LayerCharts c{{"Forward + backward time of one layer, d = " + d + ", batch " +
+                     st.value("batch", nlohmann::json(0)).dump(),
                  "sequence length n",
                  "seconds (median)",
                  true,
                  true,
-                 {}};
-  LineChart path{"Gradient norm |d (u . out_j) / d x_i| at initialisation, j = n - 1, n = " +
-                     std::to_string(o.profile_length),
+                 {}},
+                {"Gradient norm |d (u . out_j) / d x_i| at initialisation, j = n - 1, n = " +
+                     st.value("profile_length", nlohmann::json(0)).dump(),
                  "distance |i - j|",
                  "gradient norm (zeros not drawn)",
                  false,
                  true,
-                 {}};
-  for (const LayerResult& r : rs) {
-    Series t{layer_name(r.kind), {}, r.seconds, ""};
-    for (int64_t n : r.n) t.x.push_back(static_cast<double>(n));
-    time.series.push_back(std::move(t));
-    Series p{layer_name(r.kind), {}, {}, ""};
-    for (size_t i = 0; i < r.profile.size(); ++i)
-      if (r.profile[i] > 0) p.x.push_back(static_cast<double>(i)), p.y.push_back(r.profile[i]);
-    path.series.push_back(std::move(p));
+                 {}}};
+  for (const nlohmann::json& l : j["layers"]) {
+    const std::string label = prefix + l.value("layer", std::string("?"));
+    Series t{label, {}, {}, ""};
+    for (const nlohmann::json& n : l["n"]) t.x.push_back(n.get<double>());
+    for (const nlohmann::json& s : l["seconds"]) t.y.push_back(s.get<double>());
+    c.time.series.push_back(std::move(t));
+    Series p{label, {}, {}, ""};
+    const nlohmann::json& profile = l["profile"];
+    for (size_t i = 0; i < profile.size(); ++i)
+      if (profile[i].get<double>() > 0)
+        p.x.push_back(static_cast<double>(i)), p.y.push_back(profile[i].get<double>());
+    c.path.series.push_back(std::move(p));
   }
-  write_svg((fs::path(dir) / "time.svg").string(), time);
-  write_svg((fs::path(dir) / "path.svg").string(), path);
+  return c;
+}
+
+void write_layer_figures(const std::string& dir, const std::vector<LayerResult>& rs,
+                         const LayerStudyOptions& o) {
+  namespace fs = std::filesystem;
+  const LayerCharts c = layer_charts(layer_study_json(rs, o));
+  write_svg((fs::path(dir) / "time.svg").string(), c.time);
+  write_svg((fs::path(dir) / "path.svg").string(), c.path);
 }
 
 }  // namespace qkv::figures

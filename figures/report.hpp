@@ -1,13 +1,14 @@
 // qkv report: one self-contained HTML page (inline SVG charts, PNG heatmaps as data: URIs, no
-// script, no network) for a run folder, a comparison of runs, or `qkv saturation` results.
+// script, no network) for a run folder, a comparison of runs, or study folders (`qkv saturation`,
+// `qkv layers`: report_study.hpp).
 //
 // The parts, so tests can check each alone:
-//   report_data.cpp  reads metrics.jsonl and saturation folders; finds every metric a run
+//   report_data.cpp  reads metrics.jsonl; finds every metric a run
 //                    logged in metrics.jsonl (any numeric key, nested objects and per-layer
 //                    arrays too) and turns them into charts, runs overlaid
 //   report_html.cpp  the page: escaping, base64, tables, figures, sections, the one <title>
 //   apps/report.cpp  `qkv report`: reads run folders (their config and checkpoint), what to
-//                    draw for runs or saturation folders, attention maps of validation
+//                    draw for runs or study folders, attention maps of validation
 //                    examples, the atomic write
 #pragma once
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "figures/head_curves.hpp"
 #include "figures/plot.hpp"
+#include "figures/report_study.hpp"
 
 namespace qkv::figures::report {
 
@@ -77,18 +79,6 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs);
 // score registry (interp/head_scores.hpp): a share of attention 0..1, nats 0..the largest
 // value. A record whose layout differs from the first is left out.
 std::vector<HeadCurves> probe_head_curves(const RunData& r);
-
-// A folder written by `qkv saturation --out DIR` (saturation.json).
-struct SaturationData {
-  std::string dir, name;
-  nlohmann::json j;
-};
-bool is_saturation_folder(const std::string& dir);
-SaturationData read_saturation(const std::string& dir);  // throws naming the file when corrupt
-
-// The charts of `qkv saturation`, several folders overlaid (labels prefixed with the names).
-std::vector<LineChart> saturation_charts(const std::vector<SaturationData>& s);
-std::vector<BarChart> saturation_bars(const std::vector<SaturationData>& s);
 
 // --- report_html.cpp ---
 

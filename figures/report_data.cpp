@@ -376,33 +376,6 @@ std::vector<MetricChart> metric_charts(const std::vector<RunData>& runs) {
   return out;
 }
 
-// ------------------------------------------------------------------ qkv saturation folders
-
-bool is_saturation_folder(const std::string& dir) {
-  return fs::is_directory(dir) && fs::exists(fs::path(dir) / "saturation.json") &&
-         !fs::exists(fs::path(dir) / "config.toml");
-}
-
-SaturationData read_saturation(const std::string& dir) {
-  SaturationData s;
-  s.dir = dir;
-  fs::path named(dir);
-  if (named.filename().empty()) named = named.parent_path();
-  s.name = named.filename().string();
-  const std::string file = (fs::path(dir) / "saturation.json").string();
-  InputRules rules;
-  rules.what = "saturation result";
-  rules.max_bytes = uint64_t{1} << 30;
-  const std::string text = read_input(file, rules);  // a FIFO or device: its own one-line error
-  try {
-    s.j = parse_json<decltype(s.j)>(text, file, {kMaxJsonDepth, rules.max_bytes});
-    if (!s.j.at("records").is_array() || !s.j.at("settings").is_object()) throw 0;
-  } catch (...) {
-    throw Error("report: " + file + ": not a qkv saturation result (corrupt or unfinished)");
-  }
-  return s;
-}
-
 namespace {
 
 // One attention's score across the probe records: a curve per head, NaN where a record lacks it.

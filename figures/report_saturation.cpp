@@ -1,5 +1,6 @@
-// qkv report for `qkv saturation --out DIR` folders: the same charts qkv saturation writes as
-// SVG files, rebuilt from saturation.json so several folders can be overlaid on one page.
+// qkv report for `qkv saturation --out DIR` folders (report_study.hpp): the same charts qkv
+// saturation writes as SVG files, rebuilt from saturation.json so several folders can be
+// overlaid on one page.
 #include <cmath>
 #include <string>
 
@@ -18,7 +19,7 @@ std::string scale_label(const std::string& scale) {
 }
 
 // One series per (folder, scale) of records[field] against d_k.
-std::vector<Series> by_scale(const std::vector<SaturationData>& s, const std::string& field,
+std::vector<Series> by_scale(const std::vector<StudyFolder>& s, const std::string& field,
                              const std::string& prefix = "") {
   static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
@@ -39,14 +40,12 @@ std::vector<Series> by_scale(const std::vector<SaturationData>& s, const std::st
   return out;
 }
 
-std::string at_init(const std::vector<SaturationData>& s) {
+std::string at_init(const std::vector<StudyFolder>& s) {
   const int64_t keys = s[0].j["settings"].value("keys", int64_t{0});
   return std::to_string(keys) + " keys, q and k ~ N(0, 1)";
 }
 
-}  // namespace
-
-std::vector<LineChart> saturation_charts(const std::vector<SaturationData>& s) {
+std::vector<LineChart> saturation_charts(const std::vector<StudyFolder>& s) {
   std::vector<LineChart> c;
   if (s.empty()) return c;
   const std::string init = at_init(s);
@@ -92,7 +91,7 @@ std::vector<LineChart> saturation_charts(const std::vector<SaturationData>& s) {
                 false,
                 false,
                 {}};
-  for (const SaturationData& f : s)
+  for (const StudyFolder& f : s)
     for (const json& t : f.j.value("training", json::array())) {
       const std::string label =
           (s.size() > 1 ? f.name + ": " : "") + scale_label(t.value("scale", std::string()));
@@ -113,9 +112,9 @@ std::vector<LineChart> saturation_charts(const std::vector<SaturationData>& s) {
   return c;
 }
 
-std::vector<BarChart> saturation_bars(const std::vector<SaturationData>& s) {
+std::vector<BarChart> saturation_bars(const std::vector<StudyFolder>& s) {
   std::vector<BarChart> out;
-  for (const SaturationData& f : s) {
+  for (const StudyFolder& f : s) {
     const json& row = f.j.value("example_row", json::object());
     if (!row.contains("scaled") || !row.contains("unscaled")) continue;
     BarChart b;
@@ -131,6 +130,42 @@ std::vector<BarChart> saturation_bars(const std::vector<SaturationData>& s) {
     out.push_back(b);
   }
   return out;
+}
+
+}  // namespace
+
+bool valid_saturation(const json& j) {
+  return j.is_object() && j.contains("records") && j["records"].is_array() &&
+         j.contains("settings") && j["settings"].is_object();
+}
+
+StudyPage saturation_page(const std::vector<StudyFolder>& sat) {
+  StudyPage p;
+  p.title = "qkv report: saturation";
+  for (const StudyFolder& f : sat) p.title += " " + f.name;
+  p.subtitle = "why attention scales q.k by 1/sqrt(d_k)";
+  p.intro =
+      "<p>Results of <code>qkv saturation</code>: attention logits q.k of random unit-variance "
+      "vectors, softmax rows and gradients at scale 1/sqrt(d_k) and at scale 1.</p>";
+  p.settings_header = {"folder", "path", "d_k", "keys (m)", "rows per d_k", "seed", "training"};
+  for (const StudyFolder& f : sat) {
+    const json& st = f.j["settings"];
+    std::string dks;
+    for (const json& d : st.value("d_k", json::array()))
+      dks += (dks.empty() ? "" : ", ") + d.dump();
+    std::string training = "none";
+    for (const json& t : f.j.value("training", json::array()))
+      training = "copy task, d_model " + t.value("d_model", json(0)).dump() + ", " +
+                 t.value("heads", json(0)).dump() + " head(s), " +
+                 t.value("steps", json(0)).dump() + " steps per scale";
+    p.settings_rows.push_back({html_escape(f.name), "<code>" + html_escape(f.dir) + "</code>",
+                               html_escape(dks), st.value("keys", json(0)).dump(),
+                               st.value("rows", json(0)).dump(), st.value("seed", json(0)).dump(),
+                               html_escape(training)});
+  }
+  p.lines = saturation_charts(sat);
+  p.bars = saturation_bars(sat);
+  return p;
 }
 
 }  // namespace qkv::figures::report

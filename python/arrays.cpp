@@ -53,6 +53,12 @@ py::array float32_copy(const Tensor& t) {
   return out;
 }
 
+py::array taken_array(Tensor t) {
+  const bool sole = t.storage() && t.storage().use_count() == 1;
+  if (sole && t.dtype() == DType::f32 && t.is_contiguous()) return owned_array(std::move(t));
+  return float32_copy(t);
+}
+
 Tensor tensor_from(const py::handle& h, const Tensor& like, const std::string& what) {
   if (!py::isinstance<py::array>(h))
     throw py::value_error("hook " + what + ": returned " +

@@ -7,6 +7,8 @@
 //   owned_array   zero-copy of a tensor nothing else holds (a pass's logits): the capsule holds
 //                 the tensor.
 //   float32_copy  a fresh float32 array, row-major (activations: bf16 ones are widened).
+//   taken_array   a pass's activation: zero-copy when nothing but the caller holds its memory
+//                 and it is float32 and packed, float32_copy otherwise.
 //   tensor_from   a Python array as a fresh qkv tensor (a hook's replacement), checked against
 //                 the shape and dtype it must have.
 #pragma once
@@ -29,6 +31,10 @@ py::array weight_view(const Tensor& t, std::shared_ptr<const void> keep);
 py::array owned_array(Tensor t);
 // t converted to float32 and copied.
 py::array float32_copy(const Tensor& t);
+// t as a float32 array the caller may write: t's own memory when t is the only holder of its
+// storage (a pass's fresh activation once the cache has let go of it) and float32 and packed;
+// otherwise a copy, so an array never aliases memory a model or another array still reads.
+py::array taken_array(Tensor t);
 // a (float32, t's shape) as a new tensor of t's dtype; ValueError naming `what` (the hook point)
 // when the dtype or the shape differs.
 Tensor tensor_from(const py::handle& a, const Tensor& like, const std::string& what);

@@ -6,13 +6,20 @@
 // and returns a replacement or None (then the copy, edited in place or not, flows on): fn(a,
 // name). The copy keeps the model's own tensors out of Python's reach, so an array a hook keeps
 // stays valid, and a failed hook leaves nothing changed.
+//
+// Inputs of unequal lengths are padded at the end and masked (python/inputs.hpp); the cache and
+// the logits hold 0 at padded positions (python/padding.hpp), and a batch made of rows (a list)
+// adds its masks, input_mask (B, n) and an encoder-decoder's decoder_input_mask (B, T). Hook
+// functions see the whole padded activation.
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <memory>
 
 #include "python/arrays.hpp"
 #include "python/errors.hpp"
 #include "python/inputs.hpp"
+#include "python/padding.hpp"
 #include "python/run.hpp"
 
 namespace qkv::python {
@@ -68,12 +75,27 @@ void add_python_hooks(nn::Hooks& hooks, const nn::Model& model, const py::handle
   }
 }
 
-// The captured activations as float32 copies, in the order the pass reached them.
-py::dict cache_dict(const nn::Hooks& hooks) {
+// The captured activations as float32 arrays, in the order the pass reached them, 0 at padding,
+// taken out of hooks.cache: an activation whose memory nothing else holds once the cache lets go
+// of it is handed over without a copy (taken_array).
+py::dict cache_dict(nn::Hooks& hooks, const Batch& src, const Batch& tgt) {
   py::dict out;
   for (const std::string& name : hooks.passed)
-    if (const auto it = hooks.cache.find(name); it != hooks.cache.end())
-      out[py::str(name)] = float32_copy(it->second.data());
+    if (const auto it = hooks.cache.find(name); it != hooks.cache.end()) {
+      Tensor t = it->second.data();
+      hooks.cache.erase(it);
+      py::array a = taken_array(std::move(t));
+      zero_padding(a, name, src, tgt);
+      out[py::str(name)] = a;
+    }
+  return out;
+}
+
+// A batch's (B, n) mask as a bool array, true on real positions.
+py::array mask_array(const Batch& b) {
+  const Tensor v = b.valid();
+  py::array_t<bool> out({v.size(0), v.size(1)});
+  std::memcpy(out.mutable_data(), v.data<uint8_t>(), static_cast<size_t>(v.numel()));
   return out;
 }
 
@@ -89,15 +111,22 @@ py::tuple run_with_cache(const Run& r, const py::handle& input, const py::handle
     hooks.capture = nn::names_matching(patterns);
   }
   add_python_hooks(hooks, inf->model(), fwd_hooks, "run_with_cache");
-  const Tensor src = batch_of(*inf, input, "run_with_cache");
-  const Tensor tgt = decoder_input_of(*inf, src, decoder_input, "run_with_cache");
-  check_pass_memory(*inf, src, tgt, "run_with_cache");
+  const Batch src = batch_of(*inf, input, "run_with_cache");
+  const Batch tgt = decoder_input_of(*inf, src, decoder_input, "run_with_cache");
+  check_pass_memory(*inf, src.ids, tgt.ids, "run_with_cache");
   Tensor logits;
   {
     py::gil_scoped_release release;
-    logits = inf->batch_logits(src, tgt, &hooks);
+    logits = inf->batch_logits(src.ids, tgt.ids, &hooks, src.pass_valid(), tgt.pass_valid());
   }
-  return py::make_tuple(owned_array(std::move(logits)), cache_dict(hooks));
+  py::array out = owned_array(std::move(logits));
+  zero_padding(out, "logits", src, tgt);
+  py::dict cache = cache_dict(hooks, src, tgt);
+  if (src.listed || tgt.listed) {  // rows that may be padded: which positions are real
+    cache["input_mask"] = mask_array(src);
+    if (tgt.ids.defined()) cache["decoder_input_mask"] = mask_array(tgt);
+  }
+  return py::make_tuple(out, cache);
 }
 
 }  // namespace
@@ -105,7 +134,7 @@ py::tuple run_with_cache(const Run& r, const py::handle& input, const py::handle
 void bind_cache(py::class_<Run>& run) {
   run.def("run_with_cache", &run_with_cache, py::arg("input"), py::arg("names") = py::none(),
           py::arg("fwd_hooks") = py::list(), py::arg("decoder_input") = py::none(),
-          "(logits, cache): one pass over input (text, texts of one length, or ids), cache a "
+          "(logits, cache): one pass over input (text, texts, rows of ids, or ids), cache a "
           "dict of float32 arrays keyed by hook name (names: globs; None: every hook point), "
           "with fwd_hooks [(name or glob, fn(activation, name))] applied.");
   run.def(
@@ -122,14 +151,18 @@ void bind_cache(py::class_<Run>& run) {
       "decoder_input",
       [](const Run& r, const py::handle& input) -> py::object {
         const auto inf = r.get("decoder_input");
-        const Tensor tgt = decoder_input_of(*inf, batch_of(*inf, input, "decoder_input"),
-                                            py::none(), "decoder_input");
-        if (!tgt.defined()) return py::none();
-        return int64_copy(tgt);
+        const Batch tgt = decoder_input_of(*inf, batch_of(*inf, input, "decoder_input"), py::none(),
+                                           "decoder_input");
+        if (!tgt.ids.defined()) return py::none();
+        if (!tgt.padded()) return int64_copy(tgt.ids);
+        py::list rows;  // unequal lengths: one array per input
+        for (int64_t b = 0; b < tgt.ids.size(0); ++b) rows.append(ids_array(tgt.row(b)));
+        return rows;
       },
       py::arg("input"),
-      "The decoder input (B, T) run_with_cache reads by default for an encoder-decoder: each "
-      "input's <bos> and greedy output, as qkv lens frames it; None for a model without one.");
+      "The decoder input run_with_cache reads by default for an encoder-decoder: each input's "
+      "<bos> and greedy output, as qkv lens frames it, (B, T), or a list of B rows when their "
+      "lengths differ; None for a model without one.");
 }
 
 }  // namespace qkv::python

@@ -50,7 +50,7 @@ void set_param(const Run& r, const std::string& name, int64_t i, double value) {
 // (scripts/bench-python-cache.py).
 double time_pass(const Run& r, const py::handle& ids, const std::vector<std::string>& names) {
   const auto inf = r.get("_testing.time_pass");
-  const Tensor batch = batch_of(*inf, ids, "_testing.time_pass");
+  const Tensor batch = batch_of(*inf, ids, "_testing.time_pass").ids;
   nn::Hooks hooks;
   hooks.capture = nn::names_matching(names);
   py::gil_scoped_release release;

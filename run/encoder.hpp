@@ -95,8 +95,9 @@ class EncoderInference : public Inference {
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
   // (B, 1, C) over input (B, S); tgt_in is not read.
-  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
-                      nn::Hooks* hooks = nullptr) const override;
+  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks = nullptr,
+                      const Tensor& input_valid = Tensor(),
+                      const Tensor& tgt_valid = Tensor()) const override;
   std::string output_name() const override { return "class"; }
 
  private:

@@ -187,6 +187,24 @@ void check_batch_ids(const Tensor& ids, int64_t max_len, const char* what) {
 
 Tensor all_real(const Tensor& ids) { return ones({ids.size(0), ids.size(1)}, DType::b8); }
 
+void check_batch_valid(const Tensor& valid, const Tensor& ids, const char* what) {
+  if (!valid.defined()) return;
+  QKV_CHECK(valid.dtype() == DType::b8 && valid.shape() == ids.shape(), "forward", "the ", what,
+            "'s mask must be bool ", ids.shape(), " like its ids, got ", dtype_name(valid.dtype()),
+            " ", valid.shape());
+  const Tensor v = valid.contiguous();
+  const uint8_t* p = v.data<uint8_t>();
+  for (int64_t b = 0; b < v.size(0); ++b) {
+    bool any = false;
+    for (int64_t i = 0; i < v.size(1) && !any; ++i) any = p[b * v.size(1) + i] != 0;
+    QKV_CHECK(any, "forward", "row ", b, " of the ", what, " has no real position");
+  }
+}
+
+Tensor valid_or_all(const Tensor& valid, const Tensor& ids) {
+  return valid.defined() ? valid.contiguous() : all_real(ids);
+}
+
 std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v) {
   std::vector<std::string> t;
   for (int64_t id : ids) {

@@ -204,14 +204,18 @@ class Inference {
   // What patching runs: two inputs through the same output side.
   virtual Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                         nn::Hooks* hooks = nullptr) const = 0;
-  // The logits of one teacher-forced pass over a batch of B inputs of one length, every
-  // position real, with hooks (non-null) as a layer inside the caller's: input (B, S) int64
-  // ids; an encoder-decoder's decoder reads tgt_in (B, T) (required), a language model reads
-  // input alone (tgt_in ignored) -> (B, S, V); a classifier -> (B, 1, C). float32 whatever the
-  // precision. A shape, dtype or id the model cannot read throws qkv::Error naming "forward".
-  // What the Python module's run_with_cache and run_with_hooks run (python/).
-  virtual Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
-                              nn::Hooks* hooks = nullptr) const = 0;
+  // The logits of one teacher-forced pass over a batch of B inputs, with hooks (non-null) as a
+  // layer inside the caller's: input (B, S) int64 ids; an encoder-decoder's decoder reads tgt_in
+  // (B, T) (required), a language model reads input alone (tgt_in ignored) -> (B, S, V); a
+  // classifier -> (B, 1, C). float32 whatever the precision. input_valid (B, S) and tgt_valid
+  // (B, T) bool, true on real positions, or undefined (every position real): rows of unequal
+  // lengths padded at the end, masked as training masks its batches (padded keys), so a row's
+  // activations at its real positions are those of the row alone, up to rounding. A shape,
+  // dtype or id the model cannot read, or a row with no real position, throws qkv::Error naming
+  // "forward". What the Python module's run_with_cache and run_with_hooks run (python/).
+  virtual Tensor batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks = nullptr,
+                              const Tensor& input_valid = Tensor(),
+                              const Tensor& tgt_valid = Tensor()) const = 0;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
 
@@ -243,6 +247,11 @@ Tensor row_of(const data::Ids& ids);
 void check_batch_ids(const Tensor& ids, int64_t max_len, const char* what);
 // (B, n) bool, all true: every position of a batch real.
 Tensor all_real(const Tensor& ids);
+// qkv::Error naming "forward" unless valid is undefined or (B, n) bool like ids with a real
+// position in every row (what: "input", "decoder input"): batch_logits' check of its masks.
+void check_batch_valid(const Tensor& valid, const Tensor& ids, const char* what);
+// valid when defined, else all_real(ids).
+Tensor valid_or_all(const Tensor& valid, const Tensor& ids);
 // Ids as labels for an axis: SentencePiece's word-start mark U+2581 as "_", a character
 // model's space as "_" and line break as "\n".
 std::vector<std::string> token_labels(const data::Ids& ids, const data::Vocab& v);

@@ -209,11 +209,17 @@ Tensor EncoderInference::logits(const data::Ids& input, const data::Ids&, nn::Ho
   return classifier("logits").classify(row_of(input)).data().to(DType::f32);  // (1, C)
 }
 
-Tensor EncoderInference::batch_logits(const Tensor& input, const Tensor&, nn::Hooks* hooks) const {
+Tensor EncoderInference::batch_logits(const Tensor& input, const Tensor&, nn::Hooks* hooks,
+                                      const Tensor& input_valid, const Tensor&) const {
   check_batch_ids(input, std::min(max_input_tokens(), max_input_), "input");
+  check_batch_valid(input_valid, input, "input");
   const auto c = call(false, hooks);
   const Tensor s = input.contiguous();
-  return model().forward(s, Tensor(), all_real(s), Tensor()).data().to(DType::f32).contiguous();
+  return model()
+      .forward(s, Tensor(), valid_or_all(input_valid, s), Tensor())
+      .data()
+      .to(DType::f32)
+      .contiguous();
 }
 
 }  // namespace qkv::run

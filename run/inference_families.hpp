@@ -29,8 +29,9 @@ class Seq2SeqInference : public Inference {
   int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
-  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
-                      nn::Hooks* hooks = nullptr) const override;
+  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks = nullptr,
+                      const Tensor& input_valid = Tensor(),
+                      const Tensor& tgt_valid = Tensor()) const override;
   std::string output_name() const override { return "output"; }
 
  private:
@@ -58,8 +59,9 @@ class LanguageModelInference : public Inference {
   int64_t pass_tokens(const PassOptions& o) const override;
   Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
                 nn::Hooks* hooks = nullptr) const override;
-  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in,
-                      nn::Hooks* hooks = nullptr) const override;
+  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks = nullptr,
+                      const Tensor& input_valid = Tensor(),
+                      const Tensor& tgt_valid = Tensor()) const override;
   std::string output_name() const override;  // next-character (or next-piece) guesses
 
  private:

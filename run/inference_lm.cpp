@@ -144,11 +144,13 @@ Tensor LanguageModelInference::logits(const data::Ids& input, const data::Ids&,
   return lm("logits").forward(row_of(input)).data().select(0, 0).to(DType::f32);  // (T, V)
 }
 
-Tensor LanguageModelInference::batch_logits(const Tensor& input, const Tensor&,
-                                            nn::Hooks* hooks) const {
+Tensor LanguageModelInference::batch_logits(const Tensor& input, const Tensor&, nn::Hooks* hooks,
+                                            const Tensor& input_valid, const Tensor&) const {
   check_batch_ids(input, std::min(max_input_tokens(), max_input_), "input");
+  check_batch_valid(input_valid, input, "input");
   const auto c = call(false, hooks);
-  return lm("forward").forward(input.contiguous()).data().to(DType::f32).contiguous();
+  const Tensor valid = input_valid.defined() ? input_valid.contiguous() : Tensor();
+  return lm("forward").forward(input.contiguous(), valid).data().to(DType::f32).contiguous();
 }
 
 Inspection LanguageModelInference::inspect(const data::Ids& ids) const {

@@ -232,17 +232,23 @@ Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
   return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
 }
 
-Tensor Seq2SeqInference::batch_logits(const Tensor& src, const Tensor& tgt_in,
-                                      nn::Hooks* hooks) const {
+Tensor Seq2SeqInference::batch_logits(const Tensor& src, const Tensor& tgt_in, nn::Hooks* hooks,
+                                      const Tensor& src_valid, const Tensor& tgt_valid) const {
   // Within the model's positions, and the longest input encode accepts (OpenOptions::max_input)
   const int64_t longest = std::min(max_input_tokens(), max_input_);
   check_batch_ids(src, longest, "input");
   check_batch_ids(tgt_in, longest, "decoder input");
   QKV_CHECK(tgt_in.size(0) == src.size(0), "forward", "the decoder input ", tgt_in.shape(),
             " has another batch size than the input ", src.shape());
+  check_batch_valid(src_valid, src, "input");
+  check_batch_valid(tgt_valid, tgt_in, "decoder input");
   const auto c = call(false, hooks);
   const Tensor s = src.contiguous(), t = tgt_in.contiguous();
-  return model().forward(s, t, all_real(s), all_real(t)).data().to(DType::f32).contiguous();
+  return model()
+      .forward(s, t, valid_or_all(src_valid, s), valid_or_all(tgt_valid, t))
+      .data()
+      .to(DType::f32)
+      .contiguous();
 }
 
 Inspection Seq2SeqInference::inspect(const data::Ids& src) const {

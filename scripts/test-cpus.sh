@@ -36,7 +36,8 @@ native=${BUILD:-build}  # the -march=native build that `make build` makes
 subset=(test_core test_core_views test_core_elementwise test_core_reduce test_core_matmul
   test_core_index test_core_random test_core_errors test_core_threads test_core_print
   test_core_storage test_core_fused test_core_lanes test_core_nan test_core_gemm_stats
-  test_core_bf16 test_core_attention_bf16 test_core_cross_entropy test_core_linear_cross_entropy
+  test_core_bf16 test_core_attention_bf16 test_core_attention_onednn test_core_cross_entropy
+  test_core_linear_cross_entropy
   test_autograd test_autograd_fused
   test_nn test_nn_variants test_nn_fused test_nn_reference test_nn_positions
   test_nn_positions_reference test_nn_gradcheck_layers test_nn_attention_bf16_reference

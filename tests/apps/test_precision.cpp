@@ -103,3 +103,19 @@ TEST_CASE("precision: an unknown value is one error naming the accepted ones") {
   CHECK(r.status == 1);
   CHECK(r.output.find("must be fp32, bf16 or auto, got 'fp16'") != std::string::npos);
 }
+
+TEST_CASE("precision bf16 with an unknown QKV_ATTENTION_BACKEND: one error before any work") {
+  SKIP_WITHOUT_BF16();
+  TempDir dir("precision_backend");
+  const std::string run = (dir.path / "r").string();
+  const RunResult r =
+      run_qkv("QKV_ATTENTION_BACKEND=onedn '" + qkv_binary() + "' train " + copy_config() +
+                  " --run-dir " + run + " --precision bf16" + kShort,
+              "/usr/bin/env");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("QKV_ATTENTION_BACKEND: must be auto, tiles or onednn, got 'onedn'") !=
+        std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK(!fs::exists(run));
+}

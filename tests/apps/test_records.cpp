@@ -85,7 +85,9 @@ TEST_CASE("records: a deep provenance.json is a damaged one: no comparison, no c
 TEST_CASE("records: a deep saturation.json is not a saturation result") {
   TempDir t("records_saturation");
   write(t.path / "saturation.json", "{\"records\": [], \"settings\": " + nested(kDeep) + "}");
-  CHECK_THROWS_WITH(figures::report::read_saturation(t.path.string()),
+  const figures::report::StudyKind* kind = figures::report::study_kind_of(t.path.string());
+  REQUIRE(kind != nullptr);
+  CHECK_THROWS_WITH(figures::report::read_study(t.path.string(), *kind),
                     Catch::Contains("saturation.json: not a qkv saturation result"));
 }
 

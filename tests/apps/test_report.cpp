@@ -393,3 +393,44 @@ TEST_CASE("report: qkv saturation folders on one page, overlaid, never mixed wit
   CHECK(mixed.output.find("cannot share a page") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(t.file("m.html")));
 }
+
+TEST_CASE("report: qkv layers folders on one page, overlaid, checked, never mixed with others") {
+  const TempDir t("report_layers");
+  const RunResult made = run_qkv("layers --quick --out '" + t.file("l1") + "'");
+  INFO(made.output);
+  REQUIRE(made.status == 0);
+  std::filesystem::copy(t.file("l1"), t.file("l2"));
+  const RunResult r = run_qkv("report '" + t.file("l1") + "' '" + t.file("l2") + "' --out '" +
+                              t.file("l.html") + "'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string html = read_file(t.file("l.html"));
+  check_page_basics(html);
+  CHECK(count(html, "<figure class=\"chart\"") == 2);  // time against n, the gradient profile
+  CHECK(html.find(">l2: gru</text>") != std::string::npos);
+  CHECK(html.find("O(log_w n)") != std::string::npos);  // the lesson's column, from layers.json
+  CHECK(count(html, "<td>l1</td><td>lstm</td>") == 1);  // one results row per folder and layer
+
+  // A layers.json whose columns disagree in length is not a result: one line, no page.
+  const nlohmann::json good = nlohmann::json::parse(read_file(t.file("l2") + "/layers.json"));
+  nlohmann::json bad = good;
+  bad["layers"][1]["seconds"].erase(0);
+  write(t.file("l2") + "/layers.json", bad.dump());
+  const RunResult corrupt = run_qkv("report '" + t.file("l1") + "' '" + t.file("l2") + "' --out '" +
+                                    t.file("c.html") + "'");
+  CHECK(corrupt.status == 1);
+  CHECK(corrupt.output.find("layers.json: not a qkv layers result") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.file("c.html")));
+
+  // Two kinds of study folder: refused, naming both commands.
+  REQUIRE(run_qkv("saturation --out '" + t.file("s") +
+                  "' --d-k 4 --samples 10 --rows 2 --batch 1 --keys 4 --example-d-k 4"
+                  " --train-steps 0 --threads 1")
+              .status == 0);
+  const RunResult mixed = run_qkv("report '" + t.file("l1") + "' '" + t.file("s") + "' --out '" +
+                                  t.file("m.html") + "'");
+  CHECK(mixed.status == 1);
+  CHECK(mixed.output.find("qkv layers and qkv saturation folders cannot share a page") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.file("m.html")));
+}

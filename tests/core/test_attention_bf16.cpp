@@ -5,11 +5,13 @@
 // forward, 128 backward; odd widths), under each kind of mask, with a fully masked row (0, not
 // NaN) and a decoding step over a strided key cache; the same bits twice and at 1 and 2 threads;
 // float32 attention outside the scope unchanged. PyTorch's autocast attention on the same inputs:
-// tests/nn/test_attention_bf16_reference.cpp.
+// tests/nn/test_attention_bf16_reference.cpp. Every case runs the tiles backend, whatever
+// QKV_ATTENTION_BACKEND or this CPU would choose (oneDNN's: tests/core/test_attention_onednn.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
+#include "core/attention_backend.hpp"
 #include "core/bf16_tile.hpp"
 #include "core/fused.hpp"
 #include "core/parallel.hpp"
@@ -42,6 +44,7 @@ struct Run {
 // Forward and backward, in precision p.
 Run run(const Inputs& x, const Tensor& mask, Precision p) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(x.q.size(-1)));
+  AttentionBackendScope tiles(AttentionBackend::tiles);
   PrecisionScope scope(p);
   Run o;
   o.r = attention_forward(x.q, x.k, x.v, mask, scale);
@@ -170,6 +173,7 @@ TEST_CASE("bf16 attention of one query gives the full causal forward's row, bit 
   const Inputs x = inputs(2, 3, n, n, 32, 24, 21);
   const Tensor causal = mask_of({n, n}, [](const Shape& i) { return i[1] <= i[0]; });
   const double scale = 1.0 / std::sqrt(32.0);
+  AttentionBackendScope tiles(AttentionBackend::tiles);
   PrecisionScope scope(Precision::bf16);
   const AttentionResult full = attention_forward(x.q, x.k, x.v, causal, scale);
   for (int64_t t : {0, 1, 63, 64, 65, 200, 255, 256, 257, 299}) {

@@ -39,6 +39,27 @@ def test_every_hook_point_equals_the_cpp_capture(runs, name, precision):
         assert np.array_equal(cache["logits"], logits)
 
 
+@pytest.mark.parametrize("name", ["copy", "lm", "dyck"])
+def test_each_cached_array_is_its_own_memory(runs, name):
+    """Arrays handed over without a copy alias nothing: writing each one in turn changes no
+    other array of the cache, not the logits, and not the next pass."""
+    with open_in(runs[name], "fp32") as run:
+        logits, cache = run.run_with_cache(TEXTS[name])
+        before = {k: v.copy() for k, v in cache.items()}
+        logits_before = logits.copy()
+        for point, value in cache.items():
+            value[...] = np.nan
+            for other, kept in before.items():
+                if other != point:
+                    assert np.array_equal(cache[other], kept), (point, other)
+            assert np.array_equal(logits, logits_before), point
+            value[...] = before[point]
+        again_logits, again = run.run_with_cache(TEXTS[name])
+        assert np.array_equal(again_logits, logits_before)
+        for point, value in again.items():
+            assert np.array_equal(value, before[point]), point
+
+
 def test_the_default_decoder_input_is_the_greedy_output(runs):
     with qkv.open(runs["copy"]) as run:
         text = TEXTS["copy"]

@@ -35,7 +35,10 @@ def lm(runs):
     (np.zeros((0, 4), dtype=np.int64), "empty"),
     (np.zeros((1, 0), dtype=np.int64), "empty"),
     (np.zeros(100, dtype=np.int64), "positions"),
-    (["ROMEO", "JULIET"], "different lengths"),
+    (["ROMEO", ""], "empty"),
+    ([[1, 2], []], "row 1 of the batch is empty"),
+    ([[1, 2], [[3, 4]]], "dimensions"),
+    ([[1, 2], [1.5]], "must be integers"),
     ("", "empty"),
     ({"a": 1}, "must be integers"),
 ])

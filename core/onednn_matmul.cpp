@@ -1,0 +1,109 @@
+// One-thread oneDNN bf16 matmuls, planned once per shape and cached per thread
+// (core/onednn_matmul.hpp).
+#include "onednn_matmul.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "error.hpp"
+#include "kernel_util.hpp"
+
+namespace qkv::kernel {
+namespace {
+
+using Dims = dnnl::memory::dims;
+using DT = dnnl::memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, const Bf16Operand& o) {
+  return dnnl::memory::desc(Dims{rows, cols}, DT::bf16, o.trans ? Dims{1, o.ld} : Dims{o.ld, 1});
+}
+
+// (n, m, k, lda, ta, ldb, tb, ldc, accumulate)
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t, bool, int64_t, bool>;
+
+// A primitive with its memory objects (pointed at the operands per call), arguments and
+// scratchpad, made once.
+struct Product {
+  dnnl::matmul prim;
+  dnnl::memory src, wei, dst, scratch;
+  std::vector<uint8_t> scratch_buf;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+dnnl::matmul::primitive_desc plan(int64_t n, int64_t m, int64_t k, const Bf16Operand& a,
+                                  const Bf16Operand& b, int64_t ldc, bool accumulate) {
+  const dnnl::memory::desc c_md(Dims{n, m}, DT::f32, Dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  try {
+    const dnnl::matmul::desc d(operand_desc(n, k, a), operand_desc(k, m, b), c_md);
+    return dnnl::matmul::primitive_desc(d, attr, engine());
+  } catch (const dnnl::error& e) {
+    throw Error("oneDNN bf16 matmul " + std::to_string(n) + " x " + std::to_string(m) + ", k " +
+                std::to_string(k) + ": no kernel here (" + e.what() + ")");
+  }
+}
+
+std::unique_ptr<Product> make_product(int64_t n, int64_t m, int64_t k, const Bf16Operand& a,
+                                      const Bf16Operand& b, int64_t ldc, bool accumulate) {
+  const dnnl::matmul::primitive_desc pd = plan(n, m, k, a, b, ldc, accumulate);
+  const dnnl::engine& eng = engine();
+  auto p = std::make_unique<Product>();
+  p->prim = dnnl::matmul(pd);
+  p->src = dnnl::memory(pd.src_desc(), eng, DNNL_MEMORY_NONE);
+  p->wei = dnnl::memory(pd.weights_desc(), eng, DNNL_MEMORY_NONE);
+  p->dst = dnnl::memory(pd.dst_desc(), eng, DNNL_MEMORY_NONE);
+  p->scratch_buf.resize(std::max<size_t>(pd.scratchpad_desc().get_size(), 1));
+  p->scratch = dnnl::memory(pd.scratchpad_desc(), eng, p->scratch_buf.data());
+  p->args = {{DNNL_ARG_SRC, p->src},
+             {DNNL_ARG_WEIGHTS, p->wei},
+             {DNNL_ARG_DST, p->dst},
+             {DNNL_ARG_SCRATCHPAD, p->scratch}};
+  return p;
+}
+
+}  // namespace
+
+void matmul_bf16_one_thread(int64_t n, int64_t m, int64_t k, Bf16Operand a, Bf16Operand b, float* c,
+                            int64_t ldc, bool accumulate) {
+  thread_local std::map<Key, std::unique_ptr<Product>> cache;
+  const OmpOneThread one;  // planned and run for one thread: its bits do not depend on the pool
+  std::unique_ptr<Product>& p = cache[Key{n, m, k, a.ld, a.trans, b.ld, b.trans, ldc, accumulate}];
+  if (!p) p = make_product(n, m, k, a, b, ldc, accumulate);
+  p->src.set_data_handle(const_cast<bf16_t*>(a.p));
+  p->wei.set_data_handle(const_cast<bf16_t*>(b.p));
+  p->dst.set_data_handle(c);
+  p->prim.execute(thread_stream(), p->args);
+  thread_stream().wait();
+}
+
+std::string matmul_bf16_kernel_name(int64_t n, int64_t m, int64_t k) {
+  try {
+    const OmpOneThread one;
+    return plan(n, m, k, {nullptr, k}, {nullptr, m}, m, false).impl_info_str();
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace qkv::kernel
