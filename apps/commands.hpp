@@ -202,6 +202,7 @@ struct LensArgs {
   std::optional<Precision> precision;
   std::string target;  // a token: its logit's direct attribution to heads and MLPs
   int64_t top = 5;
+  int64_t position = -1;  // the pass's position read, from 0 (-1: the last)
   bool json = false;
   int threads = 0;
 };
@@ -214,6 +215,8 @@ struct PatchArgs {
   bool json = false;
   int threads = 0;
   int64_t max_work = inspect::kMaxPatchWork;  // token passes (inspect/work.hpp)
+  bool approx = false;  // attribution patching (inspect/attribution_patching.hpp)
+  int64_t check = -1;   // --check K: exact patching of the K largest estimates (-1: not given)
 };
 int cmd_patch(const PatchArgs& a);
 

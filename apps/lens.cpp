@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "apps/commands.hpp"
+#include "core/error.hpp"
 #include "inspect/attribution.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
@@ -33,12 +34,14 @@ int cmd_lens(const LensArgs& a) {
   // --ablate: the heads removed in every call below (a HookScope on this thread)
   const inspect::Ablation ablation(*inf, a.ablate, "lens");
   const data::Ids input = inf->encode(a.text, "lens");
+  QKV_CHECK(a.position == -1 || a.target.empty(), "lens",
+            "--target's attribution reads the last position; use --position without it");
   // The attribution first: a model it does not apply to fails before anything is printed.
   std::optional<inspect::Attribution> parts;
   if (!a.target.empty())
     parts = inspect::direct_logit_attribution(
         *inf, input, inspect::output_token_id(*inf, a.target, "lens --target"));
-  const inspect::Lens lens = inspect::logit_lens(*inf, input, a.top);
+  const inspect::Lens lens = inspect::logit_lens(*inf, input, a.top, a.position);
   if (a.json) {
     std::printf("%s\n", inspect::lens_json(lens, parts ? &*parts : nullptr).dump(2).c_str());
     return 0;

@@ -42,6 +42,9 @@ void add_lens(CLI::App* cmd, LensArgs& a) {
   cmd->add_option("--top", a.top, "tokens shown per layer")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100}));
+  cmd->add_option("--position", a.position,
+                  "the position read, from 0 (a translator: of <bos> and its output; default: "
+                  "the last)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_precision(cmd, a.precision);
@@ -56,6 +59,11 @@ void add_patch(CLI::App* cmd, PatchArgs& a) {
       ->capture_default_str()
       ->check(checkpoint_name());
   cmd->add_option("--out", a.out, "a folder: heads.png and residual.png heatmaps");
+  cmd->add_flag("--approx", a.approx,
+                "attribution patching: estimate every head x position and residual cell from "
+                "one forward and backward, (clean - corrupted) . gradient");
+  cmd->add_option("--check", a.check,
+                  "with --approx: patch the K largest estimates exactly beside them (1..64)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_max_work(cmd, a.max_work);

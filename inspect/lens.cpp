@@ -27,7 +27,7 @@ std::vector<double> probabilities(const Tensor& row) {
 
 }  // namespace
 
-Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
+Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k, int64_t position) {
   // The stream the output layer reads (a language model's blocks, a decoder's, a classifier's).
   const nn::Model::Stream out = inf.model().output_stream();
   const run::Inspection in = inf.inspect(input);
@@ -40,11 +40,15 @@ Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k) {
   capture.capture = nn::names_matching(names);
   Lens lens;
   lens.logits = inf.logits(input, in.tgt_in, &capture);
-  const int64_t last = lens.logits.size(0) - 1;
+  const int64_t T = lens.logits.size(0);
+  QKV_CHECK(position >= -1 && position < T, "lens", "--position ", position, " is past the ", T,
+            " positions of this input's pass (0..", T - 1, ")");
+  const int64_t last = position < 0 ? T - 1 : position;  // the row read
+  lens.index = last;
   const std::vector<double> final_p = probabilities(lens.logits.select(0, last));
   lens.prediction_id = std::max_element(final_p.begin(), final_p.end()) - final_p.begin();
   lens.prediction = inf.output_labels({lens.prediction_id})[0];
-  lens.position = inf.output_labels({in.tgt_in.back()})[0];
+  lens.position = inf.output_labels({in.tgt_in[static_cast<size_t>(last)]})[0];
   const std::string last_block = points.back().second;
   for (const auto& [name, point] : points) {
     nn::Hooks read;  // the last block's output replaced by this residual stream
@@ -78,8 +82,10 @@ nlohmann::json lens_json(const Lens& lens, const Attribution* parts) {
                       {"probability", l.probability},
                       {"top", top}});
   }
-  nlohmann::json out{
-      {"position", lens.position}, {"prediction", lens.prediction}, {"layers", layers}};
+  nlohmann::json out{{"position", lens.position},
+                     {"index", lens.index},
+                     {"prediction", lens.prediction},
+                     {"layers", layers}};
   if (parts) {
     nlohmann::json list = nlohmann::json::array();
     for (const LogitPart& p : parts->parts) list.push_back({{"part", p.name}, {"logit", p.logit}});

@@ -7,7 +7,9 @@
 // language model's blocks, an encoder-decoder's decoder, an encoder classifier's blocks), at the
 // last position the output layer reads in the pass inspect() makes of the input (a language
 // model: the input; an encoder-decoder: the decoder reading <bos> and its greedy output; an
-// encoder classifier: its pooled position, so each layer gives class logits).
+// encoder classifier: its pooled position, so each layer gives class logits), or at a chosen
+// one of that pass's positions (an encoder-decoder's last reads <eos> after the output: an
+// earlier one shows where one output word forms).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -40,16 +42,19 @@ struct LensLayer {
 struct Lens {
   std::string prediction;  // the model's own most likely next token at the last position
   int64_t prediction_id = 0;
-  std::string position;  // the last position's label
+  std::string position;  // the position's label (the token read there)
+  int64_t index = 0;     // the position, from 0
   Tensor logits;         // the model's (T, V)
   std::vector<LensLayer> layers;
 };
 
-// The lens of one input, the k most likely tokens per layer. Under the calling thread's hooks.
-Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k = 5);
+// The lens of one input, the k most likely tokens per layer, at `position` of the pass (-1: the
+// last; qkv::Error naming "lens" past the pass's positions). Under the calling thread's hooks.
+Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k = 5,
+                int64_t position = -1);
 
 // The lens (and a target's attribution, when given) as `qkv lens --json` prints it and
-// `qkv serve` answers it: {"position", "prediction", "layers": [{"layer", "hook", "rank",
+// `qkv serve` answers it: {"position", "index", "prediction", "layers": [{"layer", "hook", "rank",
 // "probability", "top": [{"token", "probability"}...]}...], "attribution": {"target", "logit",
 // "parts": [{"part", "logit"}...]}} (attribution only with parts).
 nlohmann::json lens_json(const Lens& lens, const Attribution* parts = nullptr);

@@ -23,6 +23,7 @@
 
 #include "core/tensor.hpp"
 #include "data/dataset.hpp"
+#include "nn/attention_site.hpp"
 #include "nn/hooks.hpp"
 
 namespace qkv::run {
@@ -49,8 +50,42 @@ struct Patching {
 // The metric of logits (T, V) at the last position: logit[a] - logit[b].
 double logit_difference(const Tensor& logits, int64_t a, int64_t b);
 
-// Every head and every (layer, position). The inputs must have the same length, and the two
-// runs different answers (else the fraction has no denominator): qkv::Error otherwise.
+// The two runs activation patching compares, and the restored fraction of any patch of the
+// clean run into the corrupted one. Made once per input pair: it runs the inspections that fix
+// the output side, the clean run (capturing every z and resid_pre) and the corrupted run.
+// The inputs must have the same length, and the two runs different answers (else the fraction
+// has no denominator): qkv::Error naming "patch" otherwise.
+class PatchRuns {
+ public:
+  PatchRuns(const run::Inference& inf, const data::Ids& clean, const data::Ids& corrupt);
+
+  const data::Ids& clean() const { return clean_; }
+  const data::Ids& corrupt() const { return corrupt_; }
+  const data::Ids& tgt_in() const { return tgt_in_; }  // the output side all runs read
+  int64_t clean_id() const { return a_; }              // the answers a and b of d(run)
+  int64_t corrupt_id() const { return b_; }
+  std::string clean_answer, corrupt_answer;
+  double clean_diff = 0, corrupt_diff = 0;
+  // The clean run's activation at a z or resid_pre hook point: (1, h, n, d_head), (1, n, d).
+  const ag::Var& clean_at(const std::string& point) const { return cap_.cache.at(point); }
+
+  // The restored fraction of one corrupted pass under hooks (a layer inside the caller's).
+  double restored(nn::Hooks& hooks) const;
+  // Patching head h of an attention's layer l at every query position (positions empty), or at
+  // the given ones.
+  double head(const nn::AttentionSite& att, int64_t l, int64_t h,
+              const std::vector<int64_t>& positions = {}) const;
+  // Patching the residual hook point (a resid_pre) at one position.
+  double residual(const std::string& point, int64_t position) const;
+
+ private:
+  const run::Inference& inf_;
+  data::Ids clean_, corrupt_, tgt_in_;
+  nn::Hooks cap_;
+  int64_t a_ = 0, b_ = 0;
+};
+
+// Every head and every (layer, position), through PatchRuns.
 Patching patch_activations(const run::Inference& inf, const data::Ids& clean,
                            const data::Ids& corrupt);
 

@@ -17,6 +17,7 @@
 #include "data/tokenizer.hpp"
 #include "data/utf8.hpp"
 #include "inspect/attribution.hpp"
+#include "inspect/recorded_pass.hpp"
 #include "nn/inference_scope.hpp"
 #include "nn/model.hpp"
 #include "run/inference.hpp"
@@ -108,22 +109,8 @@ Tensor frame_logits(const run::Inference& inf, const Frame& f, nn::Hooks* hooks)
                     hooks);
 }
 
-// ids repeated as `copies` rows (copies, n) int64; undefined for no ids.
-Tensor copies_of(const data::Ids& ids, int64_t copies) {
-  if (ids.empty()) return Tensor();
-  std::vector<int64_t> v;
-  for (int64_t c = 0; c < copies; ++c) v.insert(v.end(), ids.begin(), ids.end());
-  return from_vector<int64_t>(v, {copies, static_cast<int64_t>(ids.size())});
-}
-
-// The model's logits (copies, T, V) over copies of the frame, as Inference::logits forms them
-// (an encoder-decoder's masks all true; the other families' none).
-ag::Var forward_copies(const nn::Model& model, const Frame& f, int64_t copies) {
-  const Tensor src = copies_of(f.src, copies), tgt = copies_of(f.tgt, copies);
-  const bool pair = f.has_input && f.has_output;
-  return model.forward(src, tgt, pair ? ones(src.shape(), DType::b8) : Tensor(),
-                       pair ? ones(tgt.shape(), DType::b8) : Tensor());
-}
+// The frame's ids as a recorded pass reads them.
+PassIds pass_of(const Frame& f) { return {f.src, f.tgt}; }
 
 using Vec = std::vector<double>;
 
@@ -180,17 +167,10 @@ void add_gradients(const run::Inference& inf, const Frame& f, const AttributionQ
   // A pass of its own with a tape: the inference calls record none. ag::grad below writes no
   // weight's .grad(), so nothing shared is written (the tape lock guards .grad() only).
   const nn::InferenceScope scope(inf.model(), inf.precision(), &hooks, true);
-  const ag::Var logits = forward_copies(inf.model(), f, K);  // (K, T, V)
-  const int64_t T = logits.size(1), V = logits.size(2);
+  const ag::Var logits = forward_copies(inf.model(), pass_of(f), K);  // (K, T, V)
   for (size_t r = 0; r < f.rows.size(); ++r) {
-    Tensor seed = zeros(logits.shape(), DType::f32);
-    float* g = seed.data<float>();
-    for (int64_t k = 0; k < K; ++k) {
-      g[(k * T + f.rows[r]) * V + q.outputs[r]] += 1;
-      if (q.contrast >= 0) g[(k * T + f.rows[r]) * V + q.contrast] -= 1;
-    }
-    const std::vector<Tensor> grads =
-        ag::grad({logits}, {seed.to(logits.dtype())}, leaves, r + 1 < f.rows.size());
+    const Tensor seed = logit_seed(logits, f.rows[r], q.outputs[r], q.contrast);
+    const std::vector<Tensor> grads = ag::grad({logits}, {seed}, leaves, r + 1 < f.rows.size());
     for (size_t s = 0; s < leaves.size(); ++s) {
       const Vec gv = as_vec(grads[s]);  // (K, n, d)
       Vec& acc = sum[r][s];
@@ -370,7 +350,7 @@ Mat zeroing_distances(const run::Inference& inf, const Frame& f, const nn::Atten
   cancellation_point();
   {
     const nn::InferenceScope scope(inf.model(), inf.precision(), &h, false);
-    forward_copies(inf.model(), f, m + 1);
+    forward_copies(inf.model(), pass_of(f), m + 1);
   }
   const Tensor x = h.cache.at(out).data();  // (m + 1, n, d)
   const int64_t n = x.size(1);

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <optional>
 
+#include "core/error.hpp"
 #include "data/lm.hpp"
 #include "inspect/attribution.hpp"
+#include "inspect/attribution_patching.hpp"
 #include "inspect/head_table.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
@@ -144,7 +146,7 @@ py::object heads(const Run& r, const std::string& split, int64_t batches, int64_
 }
 
 py::object lens(const Run& r, const std::string& text, const std::optional<std::string>& target,
-                int64_t top, const py::handle& ablate) {
+                int64_t top, const py::handle& ablate, int64_t position) {
   const auto inf = r.get("lens");
   const std::string spec = ablate_spec(ablate);
   Json j;
@@ -157,24 +159,35 @@ py::object lens(const Run& r, const std::string& text, const std::optional<std::
     if (target)
       parts = inspect::direct_logit_attribution(
           *inf, input, inspect::output_token_id(*inf, *target, "lens: target"));
-    j = inspect::lens_json(inspect::logit_lens(*inf, input, top), parts ? &*parts : nullptr);
+    QKV_CHECK(position == -1 || !target, "lens",
+              "target's attribution reads the last position; use position without it");
+    j = inspect::lens_json(inspect::logit_lens(*inf, input, top, position),
+                           parts ? &*parts : nullptr);
   }
   return to_python(j);
 }
 
 py::object patch(const Run& r, const std::string& clean, const std::string& corrupt,
-                 int64_t max_work, const py::handle& ablate) {
+                 int64_t max_work, const py::handle& ablate, bool approx, const py::handle& check) {
   const auto inf = r.get("patch");
   const std::string spec = ablate_spec(ablate);
+  QKV_CHECK(approx || check.is_none(), "patch",
+            "check= needs approx=True (it patches the largest estimates exactly beside them)");
+  const int64_t k = check.is_none() ? 0 : py::cast<int64_t>(check);
+  QKV_CHECK(check.is_none() || k >= 1, "patch", "check must be 1..", inspect::kMaxPatchCheck,
+            ", got ", k);
   Json j;
   {
     py::gil_scoped_release release;
     const inspect::Ablation ablation(*inf, spec, "patch");
     const data::Ids c = inf->encode(clean, "patch: clean"),
                     x = inf->encode(corrupt, "patch: corrupt");
-    inspect::check_work(inspect::patch_work(*inf, static_cast<int64_t>(c.size())), max_work,
-                        "patch", "max_work; use shorter inputs, or raise it");
-    j = inspect::patch_json(inspect::patch_activations(*inf, c, x));
+    const auto n = static_cast<int64_t>(c.size());
+    inspect::check_work(
+        approx ? inspect::attribution_patching_work(*inf, n, k) : inspect::patch_work(*inf, n),
+        max_work, "patch", "max_work; use shorter inputs, or raise it");
+    j = approx ? inspect::attribution_patching_json(inspect::attribution_patching(*inf, c, x, k))
+               : inspect::patch_json(inspect::patch_activations(*inf, c, x));
   }
   return to_python(j);
 }
@@ -199,10 +212,13 @@ void bind_tools(py::class_<Run>& run) {
           py::arg("probes") = 4, py::arg("seed") = 1, py::arg("max_work") = inspect::kMaxHeadsWork,
           py::arg("ablate") = none, "Every head's scores: the dict qkv heads --json prints.");
   run.def("lens", &lens, py::arg("text"), py::arg("target") = none, py::arg("top") = 5,
-          py::arg("ablate") = none, "The logit lens: the dict qkv lens --json prints.");
+          py::arg("ablate") = none, py::arg("position") = -1,
+          "The logit lens: the dict qkv lens --json prints (position: --position).");
   run.def("patch", &patch, py::arg("clean"), py::arg("corrupt"),
           py::arg("max_work") = inspect::kMaxPatchWork, py::arg("ablate") = none,
-          "Activation patching: the dict qkv patch --json prints.");
+          py::arg("approx") = false, py::arg("check") = none,
+          "Activation patching: the dict qkv patch --json prints; approx=True: attribution "
+          "patching's estimates (qkv patch --approx), check=K the K largest patched exactly.");
 }
 
 }  // namespace qkv::python

@@ -63,6 +63,40 @@ TEST_CASE("inspect: the logit lens at the last layer is the model's own logits")
   }
 }
 
+TEST_CASE("inspect: the lens reads a chosen position of a translator's output") {
+  const auto inf = open({"copy", "", "", "fp32"});
+  const data::Ids input = inf->encode("1 2 3 4 5", "test");
+  const data::Ids tgt_in = inf->inspect(input).tgt_in;
+  const auto T = static_cast<int64_t>(tgt_in.size());
+  REQUIRE(T >= 2);
+  CHECK(inspect::logit_lens(*inf, input, 3).index == T - 1);  // the last, by default
+  for (int64_t p = 0; p < T; ++p) {
+    INFO("position " << p);
+    const inspect::Lens lens = inspect::logit_lens(*inf, input, 3, p);
+    CHECK(lens.index == p);
+    CHECK(lens.position == inf->output_labels({tgt_in[static_cast<size_t>(p)]})[0]);
+    // the model's own prediction at p, and the last layer's lens agrees with it
+    const int64_t own = to_vector<int64_t>(argmax(lens.logits.select(0, p), -1))[0];
+    CHECK(lens.prediction_id == own);
+    CHECK(lens.layers.back().rank == 0);
+    CHECK(same_bits(lens.layers.back().logits, lens.logits));
+  }
+  CHECK_THROWS_WITH(inspect::logit_lens(*inf, input, 3, T),
+                    Catch::Contains("lens: --position " + std::to_string(T) + " is past the"));
+  const std::string run = "lens '" + runs().file("copy") + "' '1 2 3 4 5' --threads 1";
+  const RunResult first = run_qkv(run + " --position 0 --json");
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  CHECK(nlohmann::json::parse(first.output)["index"] == 0);
+  CHECK(nlohmann::json::parse(first.output)["position"] == "<bos>");
+  for (const std::string bad : {" --position 99", " --position 0 --target 3"}) {
+    const RunResult r = run_qkv(run + bad);
+    INFO(bad << ": " << r.output);
+    CHECK(r.status == 1);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+}
+
 TEST_CASE("inspect: patching a whole layer's residual restores the clean logits at every layer") {
   for (const Case& c : cases()) {
     INFO(c.run << " " << c.precision);

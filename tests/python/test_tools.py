@@ -89,6 +89,14 @@ def test_lens_is_lens_json(runs, cli, name, text, target, ablate):
         assert ("attribution" in got) == bool(target)
 
 
+def test_lens_position_is_lens_position_json(runs, cli):
+    with qkv.open(runs["copy"]) as run:
+        got = run.lens("1 2 3 4 5", top=3, position=0)
+        assert got == cli("lens", runs["copy"], "1 2 3 4 5", "--json", "--top", "3",
+                          "--position", "0")
+        assert got["index"] == 0 and got["position"] == "<bos>"
+
+
 def test_patch_is_patch_json(runs, qkv_bin, cli):
     pairs = [("1 2 3 4 5", "1 2 3 4 7"), ("3 1 4 1 5", "3 1 4 1 9"), ("8 8 2", "8 8 6")]
     compared = 0
@@ -106,4 +114,25 @@ def test_patch_is_patch_json(runs, qkv_bin, cli):
                 cli("patch", runs["copy"], "--clean", clean, "--corrupt", corrupt, "--json",
                     "--ablate", "encoder.0.0")
             compared += 1
+    assert compared >= 1
+
+
+def test_patch_approx_is_patch_approx_json(runs, qkv_bin, cli):
+    pairs = [("1 2 3 4 5", "7 2 3 4 5"), ("1 2 3 4 5", "1 2 3 4 7"), ("3 1 4 1 5", "3 1 4 1 9")]
+    compared = 0
+    with qkv.open(runs["copy"]) as run:
+        for clean, corrupt in pairs:
+            args = ["patch", runs["copy"], "--clean", clean, "--corrupt", corrupt, "--json",
+                    "--approx"]
+            if subprocess.run([qkv_bin, *args], capture_output=True).returncode != 0:
+                continue  # the two answers were the same: nothing to estimate
+            assert run.patch(clean=clean, corrupt=corrupt, approx=True) == cli(*args)
+            got = run.patch(clean=clean, corrupt=corrupt, approx=True, check=4)
+            assert got == cli(*args, "--check", "4")
+            assert len(got["check"]["cells"]) == 4
+            compared += 1
+        with pytest.raises(ValueError, match="check= needs approx=True"):
+            run.patch(clean="1 2 3 4 5", corrupt="7 2 3 4 5", check=4)
+        with pytest.raises(ValueError, match="check must be 1..64, got 0"):
+            run.patch(clean="1 2 3 4 5", corrupt="7 2 3 4 5", approx=True, check=0)
     assert compared >= 1
