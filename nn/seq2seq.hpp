@@ -11,6 +11,7 @@
 #pragma once
 #include <string>
 
+#include "nn/encoder_decoder.hpp"
 #include "nn/model.hpp"
 #include "nn/pooling.hpp"
 #include "nn/positional.hpp"
@@ -69,7 +70,7 @@ struct ModelConfig {
   BlockConfig block() const;
 };
 
-class Seq2Seq : public Model {
+class Seq2Seq : public EncoderDecoder {
  public:
   // c.kind must be encoder_decoder. The dropout generator is seeded from gen first.
   Seq2Seq(const ModelConfig& c, Generator& gen);
@@ -77,10 +78,10 @@ class Seq2Seq : public Model {
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
               const Tensor& tgt_valid) const override;
   // memory: (B, S, d)
-  Var encode(const Tensor& src, const Tensor& src_valid) const;
+  Var encode(const Tensor& src, const Tensor& src_valid) const override;
   // Full decoder pass over tgt_in: (B, T, V) logits.
   Var decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
-             const Tensor& tgt_valid) const;
+             const Tensor& tgt_valid) const override;
   // encoder.embed, the encoder's (blocks, or encoder.rnn.* / encoder.conv.*), decoder.embed, the
   // decoder's, logits.
   std::vector<std::string> hook_points() const override;
@@ -89,17 +90,18 @@ class Seq2Seq : public Model {
   OutputLayer output_layer() const override;
   Stream output_stream() const override;  // the decoder's blocks and final norm
 
-  // Incremental decoding: feed one token per sequence at a time; the state caches every
-  // layer's keys and values, so step t costs O(t) instead of re-running the prefix.
-  struct DecodeState {
+  // Incremental decoding: feed one token per sequence at a time; the state (a Cache) caches
+  // every layer's keys and values, so step t costs O(t) instead of re-running the prefix.
+  struct Cache : DecodeCache {
     Var memory;
     Tensor cross_mask;  // (B, 1, 1, S)
     std::vector<DecoderBlockCache> cache;
     int64_t position = 0;
+    void reorder(const Tensor& rows) override;  // the self-attention keys and values
   };
-  DecodeState start_decoding(const Var& memory, const Tensor& src_valid) const;
+  DecodeState start_decoding(const Var& memory, const Tensor& src_valid) const override;
   // tokens: (B) int64, the previous output (or <bos>) -> logits (B, V) for the next token.
-  Var decode_step(DecodeState& state, const Tensor& tokens) const;
+  Var decode_step(DecodeState& state, const Tensor& tokens) const override;
 
   ModelConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;
