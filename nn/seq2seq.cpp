@@ -31,6 +31,10 @@ void ModelConfig::validate() const {
              std::to_string(d_model) + " must be even");
   }
   need(decoder_layers > 0, "decoder_layers", "must be >= 1");
+  if (decoder == DecoderKind::gru) validate_recurrent_decoder();
+  need(decoder == DecoderKind::gru || cross_attention, "cross_attention",
+       "false needs decoder = \"gru\" (a Transformer decoder reads the source only through "
+       "cross-attention)");
   need(dropout >= 0 && dropout < 1, "dropout", "must be in [0, 1), got " + std::to_string(dropout));
   need(attention_dropout >= 0 && attention_dropout < 1, "attention_dropout", "must be in [0, 1)");
   need(relative_clip >= 1, "relative_clip", "must be >= 1, got " + std::to_string(relative_clip));
@@ -86,6 +90,8 @@ Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
   c.validate();
   QKV_CHECK(c.kind == ModelKind::encoder_decoder, "Seq2Seq",
             "model.kind = \"decoder\" is a language model: nn::DecoderLM, not Seq2Seq");
+  QKV_CHECK(c.decoder == DecoderKind::attention, "Seq2Seq",
+            "model.decoder = \"gru\" is nn::RecurrentSeq2Seq");
   src_embed = register_module(
       "src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, gen, c.scale_embedding));
   tgt_embed =

@@ -37,6 +37,14 @@ struct ModelConfig {
   // (encoder_layers layers of that kind instead: nn/sequence_encoder.hpp); the decoder stays
   // the Transformer's and reads the encoder's outputs through cross-attention.
   EncoderKind encoder = EncoderKind::attention;
+  // encoder_decoder only: attention (decoder_layers Transformer blocks: Seq2Seq) | gru (one GRU
+  // layer, encoder = "gru" or "lstm", decoder_layers = 1, position = "none":
+  // nn::RecurrentSeq2Seq, nn/rnn_seq2seq.hpp)
+  DecoderKind decoder = DecoderKind::attention;
+  // gru decoder: true reads the source through Bahdanau's additive attention (attention =
+  // "additive"), false through one fixed context, the encoder's final states (Cho et al.).
+  // A Transformer decoder always attends (true).
+  bool cross_attention = true;
   int64_t decoder_layers = 2;
   double dropout = 0.1;
   double attention_dropout = 0.0;
@@ -64,6 +72,8 @@ struct ModelConfig {
   Pooling pool = Pooling::cls;
   // Throws qkv::Error naming the key when a value is out of range or inconsistent.
   void validate() const;
+  // The rules of decoder = "gru" (rnn_seq2seq.cpp), asked by validate.
+  void validate_recurrent_decoder() const;
   // The defaults of kind = "decoder", as GPT: learned positions, pre-LN with a final
   // LayerNorm, GELU, no embedding scaling, the head tied to the embedding.
   static ModelConfig decoder_defaults();

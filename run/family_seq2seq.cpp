@@ -294,6 +294,9 @@ void Seq2SeqFamily::describe(const config::RunConfig& c, nlohmann::json& facts) 
   facts["decoder_layers"] = c.model.decoder_layers;
   write_capabilities(facts);
   facts["encoder_layers"] = c.model.encoder_layers;
+  facts["encoder"] = std::string(name_of(c.model.encoder));
+  facts["decoder"] = std::string(name_of(c.model.decoder));
+  facts["cross_attention"] = c.model.cross_attention;
 }
 
 }  // namespace qkv::run
