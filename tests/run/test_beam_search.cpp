@@ -1,9 +1,12 @@
 // Beam search's bookkeeping against hand-built next-token models (run::beam_search): which
-// hypotheses end, when a source's search stops, and which hypothesis it returns.
+// hypotheses end, when a source's search stops, and which hypothesis it returns; then beam
+// decoding through each kind of encoder-decoder (the Transformer's and Bahdanau's).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 
+#include "nn/encoder_decoder.hpp"
+#include "nn/seq2seq.hpp"
 #include "run/decode.hpp"
 
 using namespace qkv;
@@ -102,4 +105,36 @@ TEST_CASE("beam search: a step of the wrong shape is an error naming it") {
   const run::BeamStep wrong = [](const std::vector<int64_t>&) { return zeros({1, kV}); };
   CHECK_THROWS_WITH(run::beam_search(1, 2, {5}, 1.0, kFraming, wrong, kNoState),
                     Catch::Contains("beam_search") && Catch::Contains("(1, 8)"));
+}
+
+// ------------------------------------------- through the models (nn::EncoderDecoder)
+
+TEST_CASE("beam decode: any encoder-decoder, beam 1 is greedy, a batch decodes as its rows") {
+  nn::ModelConfig rnn;  // Bahdanau's model and the Transformer, untrained, 9 tokens
+  rnn.src_vocab = rnn.tgt_vocab = 9;
+  rnn.d_model = 8;
+  rnn.heads = 2;
+  rnn.d_ff = 12;
+  rnn.encoder_layers = rnn.decoder_layers = 1;
+  rnn.dropout = 0;
+  nn::ModelConfig transformer = rnn;
+  rnn.encoder = nn::EncoderKind::gru;
+  rnn.decoder = nn::DecoderKind::gru;
+  rnn.position = nn::PositionKind::none;
+  rnn.attention = nn::AttentionKind::additive;
+  const std::vector<data::Ids> srcs = {{3, 4, 5, 6, 7}, {8, 3}};
+  for (const nn::ModelConfig& c : {rnn, transformer}) {
+    INFO(name_of(c.decoder));
+    Generator g(3);
+    const auto m = nn::make_encoder_decoder(c, g);
+    const std::vector<int64_t> lens = {6, 6};
+    CHECK(run::beam_decode(*m, srcs, kFraming, 1, lens) ==
+          run::greedy_decode(*m, srcs, kFraming, lens));
+    // beam 3: the state's rows follow their hypotheses (DecodeState::reorder), so each source
+    // decodes in the batch as alone
+    const auto both = run::beam_decode(*m, srcs, kFraming, 3, lens);
+    REQUIRE(both.size() == 2);
+    for (size_t i = 0; i < srcs.size(); ++i)
+      CHECK(both[i] == run::beam_decode(*m, {srcs[i]}, kFraming, 3, {6})[0]);
+  }
 }
