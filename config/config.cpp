@@ -148,6 +148,8 @@ void model_fields(V& v, M& m) {
   v("attn_only", m.attn_only);
   v("encoder_layers", m.encoder_layers);
   v("encoder", m.encoder);
+  v("decoder", m.decoder);
+  v("cross_attention", m.cross_attention);
   v("decoder_layers", m.decoder_layers);
   v("dropout", m.dropout);
   v("attention_dropout", m.attention_dropout);

@@ -4,7 +4,7 @@
 // and a file is all a new task of an existing family needs (docs/extending.md).
 //
 //   X(name, family, source)
-//     family  pairs   (source, target) examples: nn::Seq2Seq, decoded and scored
+//     family  pairs   (source, target) examples: nn::EncoderDecoder, decoded and scored
 //             lm      one running token stream: nn::DecoderLM, scored by its loss
 //             classify  (symbols, class) examples: nn::EncoderClassifier, scored by accuracy
 //     source  symbols        generated from the seed, lengths in [data.min_len, data.max_len]

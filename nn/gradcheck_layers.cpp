@@ -6,6 +6,7 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/attention_variants.hpp"
+#include "nn/bahdanau_attention.hpp"
 #include "nn/conv.hpp"
 #include "nn/recurrent.hpp"
 #include "nn/relative_bias.hpp"
@@ -264,6 +265,43 @@ void add_sequence_layers(std::vector<GradcheckLayer>& L) {
                  }});
 }
 
+// Bahdanau's alignment model alone, then the recurrent encoder-decoders with and without it
+// (nn/rnn_seq2seq.hpp) through cross-entropy.
+void add_recurrent_seq2seq_layers(std::vector<GradcheckLayer>& L) {
+  L.push_back(
+      {"bahdanau_attention",
+       "Bahdanau's alignment model, state 3, annotations (2, 5, 4), hidden 5: context and "
+       "weights",
+       false, [](const LayerCheckOptions& o) {
+         Generator g(o.seed);
+         auto m = prepare(std::make_shared<BahdanauAttention>(3, 4, 5, g), g);
+         const Tensor mask =
+             has_padding(o.mask) ? key_padding_mask(valid_mask({5, 3}, 5)) : Tensor();
+         return with_params(
+             [m, mask](Ins in) {
+               const auto a = m->attend(in[0], m->keys(in[1]), in[1], mask);
+               return ag::concat({ag::reshape(a.context, {-1}), ag::reshape(a.weights, {-1})}, 0);
+             },
+             {leaf({2, 3}, g).set_name("s_prev"), leaf({2, 5, 4}, g).set_name("h")}, m, "");
+       }});
+  for (bool attend : {true, false})
+    L.push_back({attend ? "rnn_seq2seq_additive" : "rnn_seq2seq_fixed",
+                 std::string("a GRU encoder-decoder, d_model 4, ") +
+                     (attend ? "Bahdanau's additive attention" : "one fixed context") +
+                     ", through cross-entropy",
+                 false, [attend](const LayerCheckOptions& o) {
+                   ModelConfig c = tiny_model(false);
+                   c.encoder = EncoderKind::gru;
+                   c.decoder = DecoderKind::gru;
+                   c.position = PositionKind::none;
+                   c.attention = AttentionKind::additive;
+                   c.cross_attention = attend;
+                   LayerCheckOptions no_scale = o;  // no q . k to scale
+                   no_scale.scale = {};
+                   return model_gradcheck_problem(c, no_scale);
+                 }});
+}
+
 std::vector<GradcheckLayer> make_layers() {
   std::vector<GradcheckLayer> L;
   L.push_back(
@@ -385,6 +423,7 @@ std::vector<GradcheckLayer> make_layers() {
                    return model_gradcheck_problem(tiny_model(nf), o);
                  }});
   add_sequence_layers(L);
+  add_recurrent_seq2seq_layers(L);
   L.push_back({"cross_entropy", "cross-entropy, label smoothing 0.1, one ignored target", false,
                [](const LayerCheckOptions& o) {
                  Generator g(o.seed);
@@ -426,7 +465,8 @@ GradcheckProblem model_gradcheck_problem(ModelConfig m, const LayerCheckOptions&
   if (!o.scale.is_default()) m.attention_scale = o.scale;
   m.validate();
   Generator g(o.seed);
-  auto model = prepare(std::make_shared<Seq2Seq>(m, g), g);  // eval(): dropout off
+  auto model = prepare(std::shared_ptr<EncoderDecoder>(make_encoder_decoder(m, g)),
+                       g);  // eval(): dropout off
   const bool pad = has_padding(o.mask);
   // sources of lengths 4 and 2 (or 4 and 4), targets of 3 and 2 (or 3 and 3)
   const Tensor src = from_vector<int64_t>({4, 5, 6, 7, 8, 9, pad ? 0 : 5, pad ? 0 : 6}, {2, 4});

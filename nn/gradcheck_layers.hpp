@@ -47,9 +47,9 @@ const std::vector<GradcheckLayer>& gradcheck_layers();
 void register_gradcheck_layer(GradcheckLayer layer);
 // The layer called name; throws qkv::Error listing the names when there is none.
 const GradcheckLayer& find_gradcheck_layer(const std::string& name);
-// A Seq2Seq described by a config's [model] section (vocabularies of 11 tokens, batch 2,
-// dropout off), through cross-entropy. The options' mask adds source/target padding when it
-// includes padding; the scale, when given, overrides the config's.
+// An encoder-decoder (nn::make_encoder_decoder) described by a config's [model] section
+// (vocabularies of 11 tokens, batch 2, dropout off), through cross-entropy. The options' mask adds
+// source/target padding when it includes padding; the scale, when given, overrides the config's.
 GradcheckProblem model_gradcheck_problem(ModelConfig m, const LayerCheckOptions& o);
 
 // What the layers (and the tests' own gradchecks) are built from:

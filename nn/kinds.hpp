@@ -30,6 +30,14 @@ inline constexpr EnumName<EncoderKind> kEncoderNames[] = {{"attention", EncoderK
                                                           {"conv", EncoderKind::conv}};
 constexpr std::span<const EnumName<EncoderKind>> names_of(EncoderKind) { return kEncoderNames; }
 
+// An encoder-decoder's decoder ([model] decoder): attention (the Transformer's blocks, reading
+// the source through cross-attention: nn::Seq2Seq) or gru (one recurrent layer, the decoder of
+// Cho et al. 2014 and Bahdanau et al. 2015: nn::RecurrentSeq2Seq, nn/rnn_seq2seq.hpp).
+enum class DecoderKind { attention, gru };
+inline constexpr EnumName<DecoderKind> kDecoderNames[] = {{"attention", DecoderKind::attention},
+                                                          {"gru", DecoderKind::gru}};
+constexpr std::span<const EnumName<DecoderKind>> names_of(DecoderKind) { return kDecoderNames; }
+
 // sinusoidal | learned: added to the embeddings (nn/positional.hpp); relative | rope: inside
 // self-attention (nn/relative_bias.hpp, nn/rotary.hpp); none: no positions.
 enum class PositionKind { sinusoidal, learned, relative, rope, none };

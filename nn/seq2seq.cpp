@@ -31,6 +31,10 @@ void ModelConfig::validate() const {
              std::to_string(d_model) + " must be even");
   }
   need(decoder_layers > 0, "decoder_layers", "must be >= 1");
+  if (decoder == DecoderKind::gru) validate_recurrent_decoder();
+  need(decoder == DecoderKind::gru || cross_attention, "cross_attention",
+       "false needs decoder = \"gru\" (a Transformer decoder reads the source only through "
+       "cross-attention)");
   need(dropout >= 0 && dropout < 1, "dropout", "must be in [0, 1), got " + std::to_string(dropout));
   need(attention_dropout >= 0 && attention_dropout < 1, "attention_dropout", "must be in [0, 1)");
   need(relative_clip >= 1, "relative_clip", "must be >= 1, got " + std::to_string(relative_clip));
@@ -82,10 +86,12 @@ BlockConfig ModelConfig::block() const {
 }
 
 Seq2Seq::Seq2Seq(const ModelConfig& c, Generator& gen)
-    : Model(std::make_shared<Generator>(gen.next_u64()), ""), config(c) {
+    : EncoderDecoder(std::make_shared<Generator>(gen.next_u64()), ""), config(c) {
   c.validate();
   QKV_CHECK(c.kind == ModelKind::encoder_decoder, "Seq2Seq",
             "model.kind = \"decoder\" is a language model: nn::DecoderLM, not Seq2Seq");
+  QKV_CHECK(c.decoder == DecoderKind::attention, "Seq2Seq",
+            "model.decoder = \"gru\" is nn::RecurrentSeq2Seq");
   src_embed = register_module(
       "src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, gen, c.scale_embedding));
   tgt_embed =
@@ -211,14 +217,22 @@ Model::OutputLayer Seq2Seq::output_layer() const {
   return {tgt_embed->weight, Var(), config.logit_softcap};  // tied: logits = h E^T
 }
 
-Seq2Seq::DecodeState Seq2Seq::start_decoding(const Var& memory, const Tensor& src_valid) const {
-  DecodeState s;
-  s.memory = memory;
-  s.cross_mask = key_padding_mask(src_valid);
-  return s;
+DecodeState Seq2Seq::start_decoding(const Var& memory, const Tensor& src_valid) const {
+  auto s = std::make_unique<Cache>();
+  s->memory = memory;
+  s->cross_mask = key_padding_mask(src_valid);
+  return DecodeState(std::move(s));
 }
 
-Var Seq2Seq::decode_step(DecodeState& s, const Tensor& tokens) const {
+void Seq2Seq::Cache::reorder(const Tensor& rows) {
+  for (DecoderBlockCache& c : cache) {
+    c.self_k = Var(index_select(c.self_k.data(), 0, rows));
+    c.self_v = Var(index_select(c.self_v.data(), 0, rows));
+  }
+}
+
+Var Seq2Seq::decode_step(DecodeState& state, const Tensor& tokens) const {
+  Cache& s = state.as<Cache>();
   QKV_CHECK(tokens.dim() == 1 && tokens.size(0) == s.memory.size(0), "Seq2Seq::decode_step",
             "tokens ", tokens.shape(), " for a batch of ", s.memory.size(0));
   ag::NoGrad no_grad;

@@ -11,6 +11,7 @@
 #pragma once
 #include <string>
 
+#include "nn/encoder_decoder.hpp"
 #include "nn/model.hpp"
 #include "nn/pooling.hpp"
 #include "nn/positional.hpp"
@@ -36,6 +37,14 @@ struct ModelConfig {
   // (encoder_layers layers of that kind instead: nn/sequence_encoder.hpp); the decoder stays
   // the Transformer's and reads the encoder's outputs through cross-attention.
   EncoderKind encoder = EncoderKind::attention;
+  // encoder_decoder only: attention (decoder_layers Transformer blocks: Seq2Seq) | gru (one GRU
+  // layer, encoder = "gru" or "lstm", decoder_layers = 1, position = "none":
+  // nn::RecurrentSeq2Seq, nn/rnn_seq2seq.hpp)
+  DecoderKind decoder = DecoderKind::attention;
+  // gru decoder: true reads the source through Bahdanau's additive attention (attention =
+  // "additive"), false through one fixed context, the encoder's final states (Cho et al.).
+  // A Transformer decoder always attends (true).
+  bool cross_attention = true;
   int64_t decoder_layers = 2;
   double dropout = 0.1;
   double attention_dropout = 0.0;
@@ -63,13 +72,15 @@ struct ModelConfig {
   Pooling pool = Pooling::cls;
   // Throws qkv::Error naming the key when a value is out of range or inconsistent.
   void validate() const;
+  // The rules of decoder = "gru" (rnn_seq2seq.cpp), asked by validate.
+  void validate_recurrent_decoder() const;
   // The defaults of kind = "decoder", as GPT: learned positions, pre-LN with a final
   // LayerNorm, GELU, no embedding scaling, the head tied to the embedding.
   static ModelConfig decoder_defaults();
   BlockConfig block() const;
 };
 
-class Seq2Seq : public Model {
+class Seq2Seq : public EncoderDecoder {
  public:
   // c.kind must be encoder_decoder. The dropout generator is seeded from gen first.
   Seq2Seq(const ModelConfig& c, Generator& gen);
@@ -77,10 +88,10 @@ class Seq2Seq : public Model {
   Var forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_valid,
               const Tensor& tgt_valid) const override;
   // memory: (B, S, d)
-  Var encode(const Tensor& src, const Tensor& src_valid) const;
+  Var encode(const Tensor& src, const Tensor& src_valid) const override;
   // Full decoder pass over tgt_in: (B, T, V) logits.
   Var decode(const Var& memory, const Tensor& src_valid, const Tensor& tgt_in,
-             const Tensor& tgt_valid) const;
+             const Tensor& tgt_valid) const override;
   // encoder.embed, the encoder's (blocks, or encoder.rnn.* / encoder.conv.*), decoder.embed, the
   // decoder's, logits.
   std::vector<std::string> hook_points() const override;
@@ -89,17 +100,18 @@ class Seq2Seq : public Model {
   OutputLayer output_layer() const override;
   Stream output_stream() const override;  // the decoder's blocks and final norm
 
-  // Incremental decoding: feed one token per sequence at a time; the state caches every
-  // layer's keys and values, so step t costs O(t) instead of re-running the prefix.
-  struct DecodeState {
+  // Incremental decoding: feed one token per sequence at a time; the state (a Cache) caches
+  // every layer's keys and values, so step t costs O(t) instead of re-running the prefix.
+  struct Cache : DecodeCache {
     Var memory;
     Tensor cross_mask;  // (B, 1, 1, S)
     std::vector<DecoderBlockCache> cache;
     int64_t position = 0;
+    void reorder(const Tensor& rows) override;  // the self-attention keys and values
   };
-  DecodeState start_decoding(const Var& memory, const Tensor& src_valid) const;
+  DecodeState start_decoding(const Var& memory, const Tensor& src_valid) const override;
   // tokens: (B) int64, the previous output (or <bos>) -> logits (B, V) for the next token.
-  Var decode_step(DecodeState& state, const Tensor& tokens) const;
+  Var decode_step(DecodeState& state, const Tensor& tokens) const override;
 
   ModelConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;

@@ -157,9 +157,10 @@ std::vector<data::Ids> beam_search(int64_t b, int64_t beam, const std::vector<in
   return out;
 }
 
-std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
-                                   const data::Framing& f, int64_t beam,
-                                   const std::vector<int64_t>& max_lens, double alpha) {
+std::vector<data::Ids> beam_decode(const nn::EncoderDecoder& model,
+                                   const std::vector<data::Ids>& srcs, const data::Framing& f,
+                                   int64_t beam, const std::vector<int64_t>& max_lens,
+                                   double alpha) {
   const int64_t b = static_cast<int64_t>(srcs.size());
   check_beam_args("beam_decode", b, beam, max_lens);  // before any encoding
   if (b == 0) return {};
@@ -176,11 +177,7 @@ std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<d
     return log_softmax(model.decode_step(state, from_vector(last, {rows})).data(), -1);
   };
   const BeamReorder reorder = [&](const std::vector<int64_t>& order) {
-    const Tensor idx = from_vector(order, {static_cast<int64_t>(order.size())});
-    for (auto& c : state.cache) {
-      c.self_k = ag::Var(index_select(c.self_k.data(), 0, idx));
-      c.self_v = ag::Var(index_select(c.self_v.data(), 0, idx));
-    }
+    state.reorder(from_vector(order, {static_cast<int64_t>(order.size())}));
   };
   return beam_search(b, beam, max_lens, alpha, f, step, reorder);
 }

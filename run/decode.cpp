@@ -25,8 +25,9 @@ std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs) {
   return {ids, valid};
 }
 
-std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
-                                     const data::Framing& f, const std::vector<int64_t>& max_lens) {
+std::vector<data::Ids> greedy_decode(const nn::EncoderDecoder& model,
+                                     const std::vector<data::Ids>& srcs, const data::Framing& f,
+                                     const std::vector<int64_t>& max_lens) {
   const nn::InferenceScope scope(model);
   const int64_t b = static_cast<int64_t>(srcs.size());
   std::vector<data::Ids> out(b);
@@ -58,7 +59,7 @@ std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector
   return out;
 }
 
-Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
+Metrics evaluate(const nn::EncoderDecoder& model, const data::Dataset& ds, const data::Framing& f,
                  int64_t batch_size, const ScoredLength& length, int64_t limit,
                  const data::DataSplits* text) {
   // A scope boundary: the weights may have changed since the last products (a checkpoint was

@@ -1,7 +1,7 @@
-// Decoding and evaluation of an encoder-decoder (nn::Seq2Seq): greedy decoding with the
-// key/value cache, beam search (beam_search.cpp) and the teacher-forced metrics with greedy
-// exact match that validation and `qkv eval` report. Consumers reach them through the run's
-// inference (run/inference.hpp); training's validation calls evaluate directly.
+// Decoding and evaluation of an encoder-decoder (nn::EncoderDecoder: any model.decoder): greedy
+// decoding with the key/value cache, beam search (beam_search.cpp) and the teacher-forced metrics
+// with greedy exact match that validation and `qkv eval` report. Consumers reach them through the
+// run's inference (run/inference.hpp); training's validation calls evaluate directly.
 #pragma once
 #include <functional>
 #include <string>
@@ -10,7 +10,7 @@
 
 #include "data/config.hpp"
 #include "data/dataset.hpp"
-#include "nn/seq2seq.hpp"
+#include "nn/encoder_decoder.hpp"
 
 namespace qkv::run {
 
@@ -35,7 +35,7 @@ using ScoredLength = std::function<int64_t(int64_t n, int64_t target)>;
 // examples of ds, in order, in eval mode and without recording; each decode is at most
 // length(source, target) tokens. With text (a text task's DataSplits, whose vocabularies and
 // tokenizer ds was encoded with) it also keeps the detokenized decodes and scores BLEU and chrF.
-Metrics evaluate(const nn::Seq2Seq& model, const data::Dataset& ds, const data::Framing& f,
+Metrics evaluate(const nn::EncoderDecoder& model, const data::Dataset& ds, const data::Framing& f,
                  int64_t batch_size, const ScoredLength& length, int64_t limit = 0,
                  const data::DataSplits* text = nullptr);
 
@@ -45,8 +45,9 @@ std::pair<Tensor, Tensor> pad_sources(const std::vector<data::Ids>& srcs);
 
 // Greedy decoding of a batch of sources; returns each output's ids up to (not including) the
 // first <eos> (or exactly max_len ids when the framing has no <eos>).
-std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
-                                     const data::Framing& f, const std::vector<int64_t>& max_lens);
+std::vector<data::Ids> greedy_decode(const nn::EncoderDecoder& model,
+                                     const std::vector<data::Ids>& srcs, const data::Framing& f,
+                                     const std::vector<int64_t>& max_lens);
 // Beam search with length normalisation (beam_search.cpp): hypotheses are ranked by
 // log P / length^alpha, the length counting one more for the <eos> where the framing has one;
 // each source's output stops at <eos> or max_lens[i] ids. A hypothesis ends where its <eos>
@@ -54,9 +55,10 @@ std::vector<data::Ids> greedy_decode(const nn::Seq2Seq& model, const std::vector
 // `beam` hypotheses have ended (the best of them is its output) or at its length limit (then
 // the unfinished ones compete too). B sources x `beam` hypotheses are one batch of B * beam
 // decoder rows, so each step is one decoder call; one source is a batch of one.
-std::vector<data::Ids> beam_decode(const nn::Seq2Seq& model, const std::vector<data::Ids>& srcs,
-                                   const data::Framing& f, int64_t beam,
-                                   const std::vector<int64_t>& max_lens, double alpha = 1.0);
+std::vector<data::Ids> beam_decode(const nn::EncoderDecoder& model,
+                                   const std::vector<data::Ids>& srcs, const data::Framing& f,
+                                   int64_t beam, const std::vector<int64_t>& max_lens,
+                                   double alpha = 1.0);
 
 // The search of beam_decode over any next-token model, for B sources: `step(last)` takes the
 // last token of each of the B * beam rows (row i * beam + k: source i's k-th hypothesis; <bos>

@@ -3,7 +3,7 @@
 // ask the run's Family instead of branching on data.task.
 //
 //   Seq2SeqFamily        (run/family_seq2seq.cpp)  pairs: copy, reverse, sort, annotated_copy,
-//                                                  dates, tsv, parallel; an nn::Seq2Seq
+//                                                  dates, tsv, parallel; an nn::EncoderDecoder
 //   LanguageModelFamily  (run/family_lm.cpp)       one token stream (lm, repeat); an
 //                                                  nn::DecoderLM, nanoGPT's loss estimates
 //   EncoderFamily        (run/family_encoder.cpp)  classes (dyck, parity, majority); an
@@ -62,7 +62,7 @@ class Family {
   // The label the loss ignores: <pad> (0) for pairs; -1 (none) for running text.
   virtual int64_t ignore_label() const = 0;
 
-  // The family's model, nn::Seq2Seq or nn::DecoderLM, for c (vocabularies filled in), its
+  // The family's model, an nn::EncoderDecoder or nn::DecoderLM, for c (vocabularies filled in), its
   // weights drawn from gen.
   virtual std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const = 0;
 

@@ -97,13 +97,13 @@ std::string Seq2SeqFamily::split_sizes(const data::DataSplits& d) const {
 
 std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c,
                                                      Generator& gen) const {
-  return std::make_unique<nn::Seq2Seq>(c, gen);
+  return nn::make_encoder_decoder(c, gen);
 }
 
 bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.run.config;
   const Metrics m =
-      evaluate(nn::model_as<nn::Seq2Seq>(*c.run.model, "validate"), c.run.data.valid,
+      evaluate(nn::model_as<nn::EncoderDecoder>(*c.run.model, "validate"), c.run.data.valid,
                c.run.data.framing, cfg.data.batch_size, scored_length(cfg, c.run.data.framing),
                cfg.train.eval_examples, is_symbol_task(cfg.data) ? nullptr : &c.run.data);
   json j = {{"step", st.step},
@@ -149,9 +149,10 @@ std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState&
                                         MetricsLog& metrics) const {
   const config::RunConfig& cfg = r.config;
   const std::string which = load_final_weights(r);  // the average, else the best
-  const Metrics test = evaluate(
-      nn::model_as<nn::Seq2Seq>(*r.model, "test"), r.data.test, r.data.framing, cfg.data.batch_size,
-      scored_length(cfg, r.data.framing), 0, is_symbol_task(cfg.data) ? nullptr : &r.data);
+  const Metrics test =
+      evaluate(nn::model_as<nn::EncoderDecoder>(*r.model, "test"), r.data.test, r.data.framing,
+               cfg.data.batch_size, scored_length(cfg, r.data.framing), 0,
+               is_symbol_task(cfg.data) ? nullptr : &r.data);
   json tj = {{"step", st.step},
              {"split", "test"},
              {"loss", test.loss},
@@ -267,7 +268,7 @@ Inspection Seq2SeqFamily::inspect(const nn::Model& model, const config::RunConfi
   // The model's own output (greedy), then one teacher-forced pass over it that keeps every
   // pattern.
   const int64_t n = static_cast<int64_t>(src.size());
-  a.output = greedy_decode(nn::model_as<nn::Seq2Seq>(model, "attention"), {src}, f,
+  a.output = greedy_decode(nn::model_as<nn::EncoderDecoder>(model, "attention"), {src}, f,
                            {max_output_tokens(c, n)})[0];
   data::Ids full{f.bos};
   full.insert(full.end(), a.output.begin(), a.output.end());
@@ -293,6 +294,9 @@ void Seq2SeqFamily::describe(const config::RunConfig& c, nlohmann::json& facts) 
   facts["decoder_layers"] = c.model.decoder_layers;
   write_capabilities(facts);
   facts["encoder_layers"] = c.model.encoder_layers;
+  facts["encoder"] = std::string(name_of(c.model.encoder));
+  facts["decoder"] = std::string(name_of(c.model.decoder));
+  facts["cross_attention"] = c.model.cross_attention;
 }
 
 }  // namespace qkv::run

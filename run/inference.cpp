@@ -247,7 +247,10 @@ std::vector<AttentionView> views_of(const nn::Model& model, const nn::Hooks& cap
   return out;
 }
 
-std::string Inference::default_map_kind() const { return model().attention_sites().back().name; }
+std::string Inference::default_map_kind() const {
+  const std::vector<nn::AttentionSite> sites = model().attention_sites();
+  return sites.empty() ? "" : sites.back().name;  // none: the command says the model has none
+}
 
 std::vector<NextTokens> Inference::next_tokens(const Inspection& in, int64_t k) const {
   const Tensor logits = in.logits.to(DType::f64).contiguous();  // (T, V)

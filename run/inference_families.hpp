@@ -36,8 +36,8 @@ class Seq2SeqInference : public Inference {
 
  private:
   // The run's model as the family built it; qkv::Error naming op otherwise.
-  const nn::Seq2Seq& seq2seq(const char* op) const {
-    return nn::model_as<nn::Seq2Seq>(model(), op);
+  const nn::EncoderDecoder& seq2seq(const char* op) const {
+    return nn::model_as<nn::EncoderDecoder>(model(), op);
   }
   const Seq2SeqFamily& family_;  // the run's family (a static of family_for)
 };

@@ -74,7 +74,7 @@ std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& in
                                                 const DecodeOptions& o) const {
   QKV_CHECK(o.beam >= 1, "decode", "beam must be >= 1, got ", o.beam);
   const auto c = call();
-  const nn::Seq2Seq& model = seq2seq("decode");
+  const nn::EncoderDecoder& model = seq2seq("decode");
   const int64_t bs = std::max<int64_t>(1, run_.config.data.batch_size);
   std::vector<data::Ids> outs;
   for (size_t at = 0; at < inputs.size(); at += static_cast<size_t>(bs)) {

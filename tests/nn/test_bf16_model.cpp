@@ -173,7 +173,8 @@ TEST_CASE("bf16 Seq2Seq decode_step gives the full bf16 decoder's logits") {
     std::vector<Tensor> parts;
     for (int64_t t = 0; t < T; ++t) {
       if (forget)
-        for (DecoderBlockCache& layer : st.cache) layer.self_k = layer.self_v = Var();
+        for (DecoderBlockCache& layer : st.as<Seq2Seq::Cache>().cache)
+          layer.self_k = layer.self_v = Var();
       parts.push_back(m.decode_step(st, tgt.select(1, t).contiguous()).data().unsqueeze(1));
     }
     return std::pair{full, concat(parts, 1)};

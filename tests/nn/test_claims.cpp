@@ -428,8 +428,8 @@ TEST_CASE("claim: incremental decode_step gives the full decoder's logits (post-
       CHECK(max(abs(cw0.data().select(0, 1).narrow(2, 3, 2))).item() == 0);
       worst = std::max(worst, rel_err(step, full.select(1, t)));
     }
-    CHECK(st.position == T);
-    CHECK(st.cache[1].self_k.shape() == Shape{2, 2, T, 4});
+    CHECK(st.as<Seq2Seq::Cache>().position == T);
+    CHECK(st.as<Seq2Seq::Cache>().cache[1].self_k.shape() == Shape{2, 2, T, 4});
     INFO("worst relative difference " << worst);
     CHECK(worst < 1e-12);
   }

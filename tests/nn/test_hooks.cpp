@@ -10,6 +10,7 @@
 #include "core/parallel.hpp"
 #include "nn/encoder_classifier.hpp"
 #include "nn/hooks.hpp"
+#include "nn/rnn_seq2seq.hpp"
 #include "support/nn.hpp"
 
 using namespace qkv;
@@ -306,6 +307,11 @@ TEST_CASE("hooks: docs/hooks.md lists exactly the hook points of every kind of m
     const Seq2Seq m(c, g);
     for (const auto& n : hook_points(m)) walked.insert(table_name(n));
   }
+  for (bool attend : {true, false}) {  // the recurrent decoders
+    Generator g(4);
+    for (const auto& n : hook_points(*make_encoder_decoder(tiny_rnn_config(attend), g)))
+      walked.insert(table_name(n));
+  }
   Generator g(3);
   const EncoderClassifier classifier(tiny_config(false, true), g, Pooling::mean);
   for (const auto& n : hook_points(classifier)) walked.insert(table_name(n));
@@ -430,6 +436,11 @@ TEST_CASE("hook points: listed without a forward pass, in the order a pass reach
     Generator g(7);
     models.emplace_back(name, std::make_shared<Seq2Seq>(config, g));
   }
+  for (bool attend : {true, false}) {
+    Generator g(7);
+    models.emplace_back(attend ? "gru, additive attention" : "gru, fixed context",
+                        make_encoder_decoder(tiny_rnn_config(attend), g));
+  }
   for (const Pooling pool : {Pooling::cls, Pooling::mean}) {
     Generator g(3);
     models.emplace_back(std::string("encoder classifier, ") + std::string(name_of(pool)),
@@ -451,7 +462,12 @@ TEST_CASE("hook points: listed without a forward pass, in the order a pass reach
     {
       HookScope scope(watch);
       listed = hook_points(*model);
-      check_hook_names(*model, {"*.pattern", "logits"}, "test");
+      // a model without attention (a fixed-context recurrent decoder) has no pattern
+      check_hook_names(*model,
+                       model->attention_sites().empty()
+                           ? std::vector<std::string>{"logits"}
+                           : std::vector<std::string>{"*.pattern", "logits"},
+                       "test");
     }
     CHECK(watch.passed.empty());
     CHECK(watch.cache.empty());

@@ -272,6 +272,6 @@ TEST_CASE("relative and rope: decode_step with the KV cache gives the full decod
       }
       INFO("worst relative difference " << worst);
       CHECK(worst < 1e-12);
-      CHECK(st.cache[1].self_k.shape() == Shape{2, 2, T, 4});
+      CHECK(st.as<Seq2Seq::Cache>().cache[1].self_k.shape() == Shape{2, 2, T, 4});
     }
 }

@@ -1,9 +1,12 @@
 // Beam search's bookkeeping against hand-built next-token models (run::beam_search): which
-// hypotheses end, when a source's search stops, and which hypothesis it returns.
+// hypotheses end, when a source's search stops, and which hypothesis it returns; then beam
+// decoding through each kind of encoder-decoder (the Transformer's and Bahdanau's).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 
+#include "nn/encoder_decoder.hpp"
+#include "nn/seq2seq.hpp"
 #include "run/decode.hpp"
 
 using namespace qkv;
@@ -102,4 +105,82 @@ TEST_CASE("beam search: a step of the wrong shape is an error naming it") {
   const run::BeamStep wrong = [](const std::vector<int64_t>&) { return zeros({1, kV}); };
   CHECK_THROWS_WITH(run::beam_search(1, 2, {5}, 1.0, kFraming, wrong, kNoState),
                     Catch::Contains("beam_search") && Catch::Contains("(1, 8)"));
+}
+
+// ------------------------------------------- through the models (nn::EncoderDecoder)
+
+TEST_CASE("beam decode: any encoder-decoder, beam 1 is greedy, a batch decodes as its rows") {
+  nn::ModelConfig rnn;  // Bahdanau's model and the Transformer, untrained, 9 tokens
+  rnn.src_vocab = rnn.tgt_vocab = 9;
+  rnn.d_model = 8;
+  rnn.heads = 2;
+  rnn.d_ff = 12;
+  rnn.encoder_layers = rnn.decoder_layers = 1;
+  rnn.dropout = 0;
+  nn::ModelConfig transformer = rnn;
+  rnn.encoder = nn::EncoderKind::gru;
+  rnn.decoder = nn::DecoderKind::gru;
+  rnn.position = nn::PositionKind::none;
+  rnn.attention = nn::AttentionKind::additive;
+  const std::vector<data::Ids> srcs = {{3, 4, 5, 6, 7}, {8, 3}};
+  for (const nn::ModelConfig& c : {rnn, transformer}) {
+    INFO(name_of(c.decoder));
+    Generator g(3);
+    const auto m = nn::make_encoder_decoder(c, g);
+    {  // sharper next-token distributions than an untrained model's: hypotheses change rows
+      Tensor w = m->output_layer().weight.data();
+      w.copy_(mul(w, 8.0));
+    }
+    const std::vector<int64_t> lens = {6, 6};
+    CHECK(run::beam_decode(*m, srcs, kFraming, 1, lens) ==
+          run::greedy_decode(*m, srcs, kFraming, lens));
+    // beam 3: the state's rows follow their hypotheses (DecodeState::reorder), so each source
+    // decodes in the batch as alone
+    const auto both = run::beam_decode(*m, srcs, kFraming, 3, lens);
+    REQUIRE(both.size() == 2);
+    for (size_t i = 0; i < srcs.size(); ++i)
+      CHECK(both[i] == run::beam_decode(*m, {srcs[i]}, kFraming, 3, {6})[0]);
+    // ... and the same search without any state: each row's whole prefix re-read by the
+    // teacher-forced decode, so a row that continued another's state would show
+    const auto [ids, valid] = run::pad_sources(srcs);
+    const Tensor rep = from_vector<int64_t>({0, 0, 0, 1, 1, 1}, {6});
+    const ag::Var memory(index_select(m->encode(ids, valid).data(), 0, rep));
+    const Tensor rows_valid = index_select(valid, 0, rep);
+    std::vector<data::Ids> prefix(6);
+    int64_t moved = 0;                 // rows that continued another row's hypothesis
+    std::vector<Tensor> full, cached;  // each step's log-probabilities, both ways
+    const run::BeamStep stateless = [&](const std::vector<int64_t>& last) {
+      for (size_t r = 0; r < last.size(); ++r) prefix[r].push_back(last[r]);
+      std::vector<int64_t> flat;
+      for (const data::Ids& p : prefix) flat.insert(flat.end(), p.begin(), p.end());
+      const auto t = static_cast<int64_t>(prefix[0].size());
+      const Tensor logits =
+          m->decode(memory, rows_valid, from_vector(flat, {6, t}), ones({6, t}, DType::b8)).data();
+      full.push_back(log_softmax(logits.select(1, t - 1).contiguous(), -1));
+      return full.back();
+    };
+    const run::BeamReorder follow = [&](const std::vector<int64_t>& order) {
+      std::vector<data::Ids> next;
+      for (size_t r = 0; r < order.size(); ++r) {
+        moved += order[r] != static_cast<int64_t>(r);
+        next.push_back(prefix[static_cast<size_t>(order[r])]);
+      }
+      prefix = next;
+    };
+    CHECK(run::beam_search(2, 3, lens, 1.0, kFraming, stateless, follow) == both);
+    CHECK(moved > 0);
+    // the model's own state, reordered with the rows, gives every step's log-probabilities
+    nn::DecodeState state = m->start_decoding(memory, rows_valid);
+    const run::BeamStep step = [&](const std::vector<int64_t>& last) {
+      cached.push_back(
+          log_softmax(m->decode_step(state, from_vector(last, {6})).data(), -1).contiguous());
+      return cached.back();
+    };
+    const run::BeamReorder reorder = [&](const std::vector<int64_t>& order) {
+      state.reorder(from_vector(order, {6}));
+    };
+    CHECK(run::beam_search(2, 3, lens, 1.0, kFraming, step, reorder) == both);
+    REQUIRE(cached.size() == full.size());
+    for (size_t t = 0; t < full.size(); ++t) CHECK(max_abs_diff(cached[t], full[t]) < 1e-5);
+  }
 }

@@ -47,6 +47,19 @@ inline nn::ModelConfig tiny_config(bool norm_first, bool final_norm = false) {
   return c;
 }
 
+// A tiny recurrent encoder-decoder (nn/rnn_seq2seq.hpp): a GRU encoder and decoder, with
+// Bahdanau's attention (attend) or one fixed context.
+inline nn::ModelConfig tiny_rnn_config(bool attend) {
+  nn::ModelConfig c = tiny_config(false);
+  c.encoder = nn::EncoderKind::gru;
+  c.decoder = nn::DecoderKind::gru;
+  c.decoder_layers = 1;
+  c.position = nn::PositionKind::none;
+  c.attention = nn::AttentionKind::additive;
+  c.cross_attention = attend;
+  return c;
+}
+
 // A tiny decoder-only LM (GPT's defaults, 7 tokens, up to 32 positions).
 inline nn::ModelConfig tiny_lm(nn::PositionKind position = nn::PositionKind::learned,
                                nn::AttentionKind attention = nn::AttentionKind::dot,
