@@ -38,6 +38,21 @@ void gelu_row(const float* __restrict pre, float* __restrict y, float* __restric
   if (copy) to_bf16(y + c0, copy + c0, c1 - c0);
 }
 
+// Elements i0..i1 of dL/dpre from g and the saved ReLU output or GELU input s (and Phi, cdf),
+// with relu_backward's and gelu_backward's expressions, then rounded into copy (which starts at
+// element i0) when there is one. Restrict parameters, not a lambda's captures: the loops
+// vectorize.
+void activation_grad(LinearAct act, const float* __restrict g, const float* __restrict s,
+                     const float* __restrict cdf, float* __restrict d, bf16_t* copy, int64_t i0,
+                     int64_t i1) {
+  if (act == LinearAct::relu)
+    for (int64_t i = i0; i < i1; ++i) d[i] = s[i] > 0.0f ? g[i] : 0.0f;
+  else
+    for (int64_t i = i0; i < i1; ++i)
+      d[i] = g[i] * kernel::mul_add(s[i], kernel::normal_pdf(s[i]), cdf[i]);
+  if (copy) to_bf16(d + i0, copy, i1 - i0);
+}
+
 }  // namespace
 
 LinearActResult linear_act_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& b,
@@ -97,17 +112,10 @@ Tensor linear_act_backward(const Tensor& g_in, const LinearActResult& f, LinearA
   const int64_t n = y.size(0), out = y.size(1);
   Tensor d = empty({n, out}, DType::f32);
   bf16_t* copy = detail::bf16_activation_slot(detail::StoredMatrix{d, n, out, out});
-  const float* __restrict pg = g.data<float>();
-  const float* __restrict py = y.data<float>();  // ReLU's y, or GELU's pre
-  const float* __restrict pc = act == LinearAct::gelu ? f.cdf.data<float>() : nullptr;
-  float* __restrict pd = d.data<float>();
+  const float* pc = act == LinearAct::gelu ? f.cdf.data<float>() : nullptr;
   parallel_for(n, 8 * out, [&](int64_t r0, int64_t r1) {
-    if (act == LinearAct::relu)
-      for (int64_t i = r0 * out; i < r1 * out; ++i) pd[i] = py[i] > 0.0f ? pg[i] : 0.0f;
-    else  // as gelu_backward
-      for (int64_t i = r0 * out; i < r1 * out; ++i)
-        pd[i] = pg[i] * kernel::mul_add(py[i], kernel::normal_pdf(py[i]), pc[i]);
-    if (copy) to_bf16(pd + r0 * out, copy + r0 * out, (r1 - r0) * out);
+    activation_grad(act, g.data<float>(), y.data<float>(), pc, d.data<float>(),
+                    copy ? copy + r0 * out : nullptr, r0 * out, r1 * out);
   });
   return d;
 }
