@@ -334,6 +334,17 @@ json summarize(const std::vector<json>& runs, const BenchModel& m, double peak, 
   return s;
 }
 
+// The step in two (bench/loop_rate.hpp): its products at their loop rate, the median over the
+// runs, and everything else, the median step minus that. Nothing when the runs lack it.
+void add_step_split(json& side, const std::vector<json>& runs) {
+  std::vector<double> loop;
+  for (const json& j : runs)
+    if (j.contains("products_loop_ms")) loop.push_back(j["products_loop_ms"].get<double>());
+  if (loop.empty()) return;
+  side["products_loop_ms"] = median(loop);
+  side["everything_else_ms"] = side["ms_per_step"].get<double>() - median(loop);
+}
+
 // One model's entry of the result: both sides summarized, qkv's allocator and page-fault
 // counts, and with --compare the qkv/torch ratio.
 json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds,
@@ -353,6 +364,7 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
   e["qkv"]["page_faults_per_step"] = qkv_runs.back()["page_faults_per_step"];
   e["qkv"]["created_mb_per_step"] = qkv_runs.back()["created_mb_per_step"];
   e["qkv"]["runtime"] = qkv_runs.back()["runtime"];  // the timed process's own report
+  add_step_split(e["qkv"], qkv_runs);
   if (a.gemm_shapes)
     for (const char* key : {"gemm_shapes", "parallel_regions"})
       e["qkv"][key] = qkv_runs.back()[key];
@@ -365,7 +377,11 @@ json model_result(const BenchArgs& a, const std::string& n, const Rounds& rounds
   if (rounds.qkv_bf16.count(n)) {  // bf16 beside fp32: each side's step, and its ratios
     const std::vector<json>& runs = rounds.qkv_bf16.at(n);
     e["qkv_bf16"] = summarize(runs, m, peak, peaks.bf16);
-    if (a.gemm_shapes) e["qkv_bf16"]["gemm_shapes"] = runs.back()["gemm_shapes"];
+    e["qkv_bf16"]["created_mb_per_step"] = runs.back()["created_mb_per_step"];
+    add_step_split(e["qkv_bf16"], runs);
+    if (a.gemm_shapes)
+      for (const char* key : {"gemm_shapes", "parallel_regions"})
+        e["qkv_bf16"][key] = runs.back()[key];
     e["qkv_bf16_over_fp32"] =
         e["qkv_bf16"]["ms_per_step"].get<double>() / e["qkv"]["ms_per_step"].get<double>();
     if (a.compare) {
@@ -467,6 +483,28 @@ void print_bf16_table(const BenchArgs& a, const json& result) {
   }
 }
 
+// Where qkv's step goes, a row per model and precision: the step, its products each timed alone
+// in a loop, and everything else.
+void print_step_split(const json& result) {
+  std::printf(
+      "\nqkv's step in two: its products (those of matmul and linear, as one step records them; "
+      "attention's tiles are not among them), each shape timed alone in a loop, and everything "
+      "else (the step's time minus theirs):\n\n"
+      "| model | precision | step ms | products at their loop rate, ms | everything else, ms | "
+      "everything else, share |\n|---|---|---:|---:|---:|---:|\n");
+  for (const json& e : result["models"])
+    for (const char* side : {"qkv", "qkv_bf16"}) {
+      if (!e.contains(side) || !e[side].contains("products_loop_ms")) continue;
+      const json& q = e[side];
+      const double step = q["ms_per_step"].get<double>();
+      const double rest = q["everything_else_ms"].get<double>();
+      const bool bf16 = std::string(side) == "qkv_bf16" || e["precision"] == "bf16";
+      std::printf("| %s | %s | %.2f | %.2f | %.2f | %.0f%% |\n",
+                  e["model"].get<std::string>().c_str(), bf16 ? "bf16" : "fp32", step,
+                  q["products_loop_ms"].get<double>(), rest, 100 * rest / step);
+    }
+}
+
 // The Markdown table, a row per model (with --compare both sides), then the problems found.
 void print_bench_table(const BenchArgs& a, const json& result, const Sides& sides) {
   // A side the checks found unfair (run with --allow-unfair) is marked "!" beside its time.
@@ -503,6 +541,7 @@ void print_bench_table(const BenchArgs& a, const json& result, const Sides& side
     }
   }
   print_bf16_table(a, result);
+  print_step_split(result);
   for (const auto* list : {&sides.qkv_problems, &sides.torch_problems})
     for (const std::string& p : *list) std::printf("\n! %s", p.c_str());
   if (!sides.qkv_problems.empty() || !sides.torch_problems.empty()) std::printf("\n");
@@ -533,15 +572,20 @@ int bench_in_children(const BenchArgs& a, const std::vector<std::string>& names)
   print_bench_table(a, result, sides);
   if (a.gemm_shapes)
     for (const json& e : result["models"]) {
+      const std::string n = e["model"].get<std::string>();
       const bool bf16_only = e["precision"] == "bf16";
-      print_gemm_shapes(e["model"].get<std::string>() + (bf16_only ? " in bf16" : ""),
-                        e["qkv"]["gemm_shapes"],
-                        rounds.qkv.at(e["model"].get<std::string>()).back()["ms_per_step"], peak);
+      // each precision's products against its own GEMM's peak
+      const double main_peak = bf16_only ? peaks.bf16 : peak;
+      const char* main_name = bf16_only ? "bf16 GEMM peak" : "sgemm peak";
+      print_gemm_shapes(n + (bf16_only ? " in bf16" : ""), e["qkv"]["gemm_shapes"],
+                        rounds.qkv.at(n).back()["ms_per_step"], main_peak, main_name);
       print_parallel_regions(e["qkv"]["parallel_regions"]);
-      if (e.contains("qkv_bf16"))
-        print_gemm_shapes(e["model"].get<std::string>() + " in bf16", e["qkv_bf16"]["gemm_shapes"],
-                          rounds.qkv_bf16.at(e["model"].get<std::string>()).back()["ms_per_step"],
-                          peak);
+      if (e.contains("qkv_bf16")) {
+        print_gemm_shapes(n + " in bf16", e["qkv_bf16"]["gemm_shapes"],
+                          rounds.qkv_bf16.at(n).back()["ms_per_step"], peaks.bf16,
+                          "bf16 GEMM peak");
+        print_parallel_regions(e["qkv_bf16"]["parallel_regions"]);
+      }
     }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "bench/bench_runtime.hpp"
 #include "bench/bench_util.hpp"
 #include "bench/gemm_shapes.hpp"
+#include "bench/loop_rate.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/decoder_lm.hpp"
@@ -233,8 +234,17 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   // Pages touched for the first time during the timed steps (each costs a kernel entry).
   j["page_faults_per_step"] = double(faults1 - faults0) / ms.size();
   j["runtime"] = to_json(this_process(get_num_threads()));
-  // Separate steps: the timers stay out of the step times above.
-  if (gemm_shapes) j.update(profile_steps(step, std::clamp<int>(ms.size(), 3, 20)));
+  // Separate steps: the timers stay out of the step times above. The products they record,
+  // each timed alone in a loop: the step's products at their loop rate (not under mpirun, where
+  // every rank would time its loops on the same cores).
+  if (!data_parallel) {  // (--gemm-shapes is refused with --data-parallel)
+    json profile = profile_steps(step, gemm_shapes ? std::clamp<int>(ms.size(), 3, 20) : 1);
+    const double loop_seconds = std::min(0.05, min_seconds / 40);  // per shape
+    j["products_loop_ms"] = add_loop_rates(profile["gemm_shapes"], [&](const GemmShapeStats& s) {
+      return seconds_per_product(s, loop_seconds);
+    });
+    if (gemm_shapes) j.update(profile);
+  }
   if (data_parallel) {
     j["ranks"] = ranks;
     j["global_batch"] = m.batch;

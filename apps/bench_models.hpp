@@ -27,8 +27,10 @@ double train_flops(const BenchModel& m);  // matmul FLOPs of one training step
 double tokens_per_step(const BenchModel& m);
 
 // The child: one model, in this process, timed; one JSON object (ms_per_step, steps, peak
-// memory, allocations and page faults per step, the runtime, timed_from_monotonic_s; with
-// gemm_shapes the step's GEMMs, bench/gemm_shapes.hpp). data_parallel: this process is one
+// memory, allocations and page faults per step, the runtime, timed_from_monotonic_s;
+// products_loop_ms: the products one more step records, each timed alone in a loop,
+// bench/loop_rate.hpp; with gemm_shapes the step's GEMMs, bench/gemm_shapes.hpp, with their loop
+// rates). data_parallel: this process is one
 // rank of mpirun and trains on its rows of the global batch.
 // precision: the products' (core/precision.hpp; fp32 or bf16).
 nlohmann::json run_one(const BenchModel& m, double min_seconds, bool data_parallel,

@@ -6,6 +6,7 @@
 // shape. Masks are bool (b8) Tensors, never differentiated.
 #pragma once
 #include "autograd/var.hpp"
+#include "core/fused.hpp"
 #include "core/random.hpp"
 
 namespace qkv::ag {
@@ -79,6 +80,12 @@ Var matmul(const Var& a, const Var& b);
 // x: (..., in), w: (out, in), b: (out) or undefined -> (..., out): x w^T + b, as torch's
 // F.linear. One GEMM over all leading dims.
 Var linear(const Var& x, const Var& w, const Var& b = Var());
+
+// act(linear(x, w, b)) as one op, for ReLU and the exact GELU (core/fused.hpp's
+// linear_act_forward): in a bf16 scope the activation runs in the product's epilogue and the
+// backward's activation gradient and its rounding to bf16 in one pass; the composed ops' bits
+// either way. x: (..., in), w: (out, in), b: (out) or undefined -> (..., out).
+Var linear_act(const Var& x, const Var& w, const Var& b, LinearAct act);
 
 // --- fused attention and rotary positions (ops_attention.cpp) ---
 // softmax(q k^T * scale with masked scores at -inf) v, never forming the (n, m) weights:

@@ -19,6 +19,7 @@ nlohmann::json shapes_json(const std::vector<GemmShapeStats>& stats, int steps) 
                    {"k", s.k},
                    {"op", std::string(s.trans_a ? "T" : "N") + (s.trans_b ? "T" : "N")},
                    {"backend", s.bf16 ? "oneDNN bf16" : "OpenBLAS f32"},
+                   {"batch", s.batch},
                    {"calls_per_step", double(s.calls) / steps},
                    {"ms_per_step", 1e3 * s.seconds / steps},
                    {"gflops", s.seconds > 0 ? flops / s.seconds / 1e9 : 0.0}});
@@ -49,26 +50,39 @@ nlohmann::json profile_steps(const std::function<void()>& step, int steps) {
 }
 
 void print_gemm_shapes(const std::string& model, const nlohmann::json& shapes, double step_ms,
-                       double peak_gflops) {
+                       double peak_gflops, const std::string& peak_name) {
   std::printf("\nGEMMs in one training step of %s (qkv), largest total first:\n\n", model.c_str());
+  const bool loop = !shapes.empty() && shapes.front().contains("loop_ms_per_step");
   std::printf(
       "| C (n x m) = op(A) op(B), k | op | backend | calls/step | ms/step | share of step | "
-      "GFLOP/s | %% sgemm peak |\n|---|---|---|---:|---:|---:|---:|---:|\n");
-  double total_ms = 0, total_flop = 0;
+      "GFLOP/s | %% %s |%s\n|---|---|---|---:|---:|---:|---:|---:|%s\n",
+      peak_name.c_str(), loop ? (" alone in a loop, ms/step | % " + peak_name + " |").c_str() : "",
+      loop ? "---:|---:|" : "");
+  double total_ms = 0, total_flop = 0, loop_ms = 0;
   for (const nlohmann::json& s : shapes) {
     const double ms = s["ms_per_step"].get<double>(), gf = s["gflops"].get<double>();
     total_ms += ms;
     total_flop += gf * ms * 1e6;
-    std::printf("| %lld x %lld, k %lld | %s | %s | %g | %.2f | %.1f%% | %.0f | %.0f%% |\n",
+    std::printf("| %lld x %lld, k %lld | %s | %s | %g | %.2f | %.1f%% | %.0f | %.0f%% |",
                 static_cast<long long>(s["n"].get<int64_t>()),
                 static_cast<long long>(s["m"].get<int64_t>()),
                 static_cast<long long>(s["k"].get<int64_t>()), s["op"].get<std::string>().c_str(),
                 s.value("backend", "OpenBLAS f32").c_str(), s["calls_per_step"].get<double>(), ms,
                 100 * ms / step_ms, gf, 100 * gf / peak_gflops);
+    if (loop) {
+      loop_ms += s["loop_ms_per_step"].get<double>();
+      std::printf(" %.2f | %.0f%% |", s["loop_ms_per_step"].get<double>(),
+                  100 * s["loop_gflops"].get<double>() / peak_gflops);
+    }
+    std::printf("\n");
   }
   const double gf = total_ms > 0 ? total_flop / (total_ms * 1e6) : 0;
-  std::printf("| all GEMMs | | | | %.2f | %.1f%% | %.0f | %.0f%% |\n", total_ms,
+  std::printf("| all GEMMs | | | | %.2f | %.1f%% | %.0f | %.0f%% |", total_ms,
               100 * total_ms / step_ms, gf, 100 * gf / peak_gflops);
+  if (loop)
+    std::printf(" %.2f | %.0f%% |", loop_ms,
+                loop_ms > 0 ? 100 * total_flop / (loop_ms * 1e6) / peak_gflops : 0.0);
+  std::printf("\n");
 }
 
 void print_parallel_regions(const nlohmann::json& p) {

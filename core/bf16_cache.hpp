@@ -28,6 +28,13 @@ const bf16_t* bf16_weight(const StoredMatrix& w);
 // until the next call with the same slot on this thread.
 const bf16_t* bf16_activation(const StoredMatrix& x, int slot);
 
+// For an op that writes x itself and can round it in the same pass (an epilogue): a buffer for
+// x's bfloat16 copy (packed, rows x cols), registered as bf16_activation's copy of x at x's
+// current version, for the caller to fill before any product reads x; nullptr where
+// bf16_activation would not keep a copy (outside a PrecisionScope, or past
+// kActivationCacheBytes). Not counted as a rounding.
+bf16_t* bf16_activation_slot(const StoredMatrix& x);
+
 // How many activation copies this thread has rounded (not reused) so far: for tests.
 uint64_t bf16_activation_roundings();
 

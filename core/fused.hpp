@@ -54,6 +54,26 @@ Tensor sum_rows(const Tensor& x);
 // x, y: (N, C) -> (C): sum over rows of x * y (a LayerNorm gain gradient), as sum_rows.
 Tensor sum_rows_product(const Tensor& x, const Tensor& y);
 
+// --- a linear layer and its activation, fused (core/linear_act.cpp) ---
+// act(x w^T + b) for ReLU or the exact GELU. In bf16 (float32 inputs in a bf16 PrecisionScope)
+// the activation runs in the product's epilogue (kernel::gemm_bf16's: on each band of rows as
+// its thread finishes it, no pass or parallel region of its own) and in the same pass writes y's
+// bfloat16 copy for the next product that reads y (core/bf16_cache.hpp); otherwise it is
+// linear_forward then relu or gelu_forward. Either way the bits of those composed ops.
+enum class LinearAct { relu, gelu };
+struct LinearActResult {
+  Tensor y;    // (N, out), contiguous: act(pre)
+  Tensor pre;  // (N, out): x w^T + b; GELU only (ReLU's backward reads y)
+  Tensor cdf;  // (N, out): Phi(pre); GELU only
+};
+// x: (N, in), w: (out, in), b: (out) or undefined, one float dtype
+LinearActResult linear_act_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                   LinearAct act);
+// g: (N, out) = dL/dy, f: the forward's -> dL/dpre (N, out): relu_backward(f.y, g) or
+// gelu_backward(g, f.pre, f.cdf), with their bits. In bf16, in the same pass, its bfloat16 copy
+// for the layer's two backward products (dx = d w, dW = d^T x).
+Tensor linear_act_backward(const Tensor& g, const LinearActResult& f, LinearAct act);
+
 // --- LayerNorm (core/layer_norm.cpp) ---
 // Over the last dim d of x, rows = numel / d; statistics in double, one pass per row, rows
 // split across threads (each row's result does not depend on the thread count).

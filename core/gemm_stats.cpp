@@ -9,7 +9,7 @@
 namespace qkv {
 namespace {
 
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int64_t>;
 
 struct Registry {
   std::atomic<bool> on{false};
@@ -50,8 +50,8 @@ void detail::gemm_stats_record(int64_t n, int64_t m, int64_t k, bool ta, bool tb
                                int64_t calls, bool bf16) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  GemmShapeStats& s = r.shapes[Key{n, m, k, ta, tb, bf16}];
-  s.n = n, s.m = m, s.k = k, s.trans_a = ta, s.trans_b = tb, s.bf16 = bf16;
+  GemmShapeStats& s = r.shapes[Key{n, m, k, ta, tb, bf16, calls}];
+  s.n = n, s.m = m, s.k = k, s.trans_a = ta, s.trans_b = tb, s.bf16 = bf16, s.batch = calls;
   s.calls += calls;
   s.seconds += seconds;
 }

@@ -21,8 +21,9 @@ namespace qkv {
 struct GemmShapeStats {
   int64_t n = 0, m = 0, k = 0;
   bool trans_a = false, trans_b = false;
-  bool bf16 = false;  // true: bfloat16 operands on oneDNN; false: float32 on OpenBLAS
-  int64_t calls = 0;
+  bool bf16 = false;   // true: bfloat16 operands on oneDNN; false: float32 on OpenBLAS
+  int64_t batch = 1;   // products per timed call (a batched matmul's matrices), 1 for linear layers
+  int64_t calls = 0;   // products, summed over the calls
   double seconds = 0;  // summed over the calls
 };
 
@@ -33,7 +34,7 @@ std::vector<GemmShapeStats> gemm_stats();
 
 namespace detail {
 // Called by matmul, linear_forward and the fused loss: `calls` products of one shape (a batched
-// matmul's matrices), timed together.
+// matmul's matrices), timed together. Calls with different numbers of products are kept apart.
 void gemm_stats_record(int64_t n, int64_t m, int64_t k, bool ta, bool tb, double seconds,
                        int64_t calls, bool bf16 = false);
 

@@ -195,15 +195,28 @@ void gemm_bf16_this_thread(bool ta, bool tb, int64_t n, int64_t m, int64_t k, co
 
 void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias) {
+  gemm_bf16(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, bias, GemmEpilogue());
+}
+
+void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
+               const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias,
+               const GemmEpilogue& epilogue) {
   QKV_CHECK(!in_parallel_region(), "gemm_bf16", "called inside a parallel region (", n, " x ", m,
             ", k ", k, ")");
+  // A product run whole: its epilogue after it, on row blocks across the threads.
+  auto whole_epilogue = [&] {
+    if (epilogue) parallel_for(n, 4 * m, [&](int64_t r0, int64_t r1) { epilogue(r0, r1, 0, m); });
+  };
   const bool invariant = thread_invariant_products();
   if (!invariant && (get_num_threads() <= 1 || onednn_split_pays(n, m, k))) {
     const ProductKey key{n, m, k, ta, tb, lda, ldb, ldc, bias != nullptr, get_num_threads()};
-    return run_product(key, a, b, c, bias);
+    run_product(key, a, b, c, bias);
+    return whole_epilogue();
   }
-  if (n * m * k < kBandMinWork)
-    return run_one_thread(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, bias);
+  if (n * m * k < kBandMinWork) {
+    run_one_thread(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, bias);
+    return whole_epilogue();
+  }
   // Each band on one thread with a one-thread plan, as qkv's sgemm bands run: no thread waits
   // for another inside the product (oneDNN's own split left one of two threads idle for 9% of
   // Multi30k's step). Under ThreadInvariantProducts the bands are fixed by the shape, so that
@@ -216,6 +229,7 @@ void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* 
     else
       run_one_thread(ta, tb, n, hi - lo, k, a, lda, b + op_col_offset(tb, ldb, lo), ldb, c + lo,
                      ldc, bias ? bias + lo : nullptr);
+    if (epilogue) by_rows ? epilogue(lo, hi, 0, m) : epilogue(0, n, lo, hi);
   };
   for_product_bands(by_rows ? n : m, band);
 }

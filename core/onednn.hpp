@@ -7,6 +7,7 @@
 // calling thread with their own scratchpad, and reused: a steady step allocates nothing.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "bf16.hpp"
@@ -31,6 +32,17 @@ namespace kernel {
 // same bits at any thread count.
 void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias);
+
+// An epilogue: elementwise work on C's rows r0..r1, columns c0..c1 right after they are
+// computed, on the thread that computed them (while they are in its cache). Serial code: it may
+// run inside a parallel region, once per band; the rectangles of one product are disjoint and
+// cover C.
+using GemmEpilogue = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
+// gemm_bf16, then epilogue on every band of C as it is done (a product not cut into bands: on
+// row blocks of C across the threads, after it). The product's bits are gemm_bf16's.
+void gemm_bf16(bool ta, bool tb, int64_t n, int64_t m, int64_t k, const bf16_t* a, int64_t lda,
+               const bf16_t* b, int64_t ldb, float* c, int64_t ldc, const float* bias,
+               const GemmEpilogue& epilogue);
 
 // The same product on the calling thread alone, with a primitive planned for one thread (its
 // bits do not depend on the thread count); callable inside a parallel region, where each

@@ -183,20 +183,18 @@ const bf16_t* round_into_scratch(PrecisionState& s, const StoredMatrix& x, int s
   return buf.data();
 }
 
-}  // namespace
-
-const bf16_t* bf16_activation(const StoredMatrix& x, int slot) {
-  PrecisionState& s = state();
+// x's entry in the activation cache, made if there is room; nullptr where no copy is kept.
+// The entry's version is not set.
+ActivationCopy* activation_entry(PrecisionState& s, const StoredMatrix& x) {
   const size_t n = static_cast<size_t>(x.rows * x.cols);
   const Storage& st = *x.t.storage();
   const ActivationKey key{st.id(), first_element(x), x.rows, x.cols, x.ld};
   auto it = s.activations.find(key);
-  if (it != s.activations.end() && it->second.version == st.version()) return it->second.bits();
   if (it == s.activations.end()) drop_dead_copies(s);  // room for the new one
   const bool keep =
       s.depth > 0 && (it != s.activations.end() ||
                       s.activation_bytes + n * sizeof(bf16_t) <= kActivationCacheBytes);
-  if (!keep) return round_into_scratch(s, x, slot);
+  if (!keep) return nullptr;
   if (it == s.activations.end()) {  // a new copy (an in-place write reuses the old buffer)
     it = s.activations.emplace(key, ActivationCopy{}).first;
     it->second.storage = x.t.storage();
@@ -204,11 +202,30 @@ const bf16_t* bf16_activation(const StoredMatrix& x, int slot) {
     it->second.count = n;
     s.activation_bytes += n * sizeof(bf16_t);
   }
-  ActivationCopy& c = it->second;
-  to_bf16_rows(first_element(x), x.rows, x.cols, x.ld, c.bits());
-  c.version = st.version();
+  return &it->second;
+}
+
+}  // namespace
+
+const bf16_t* bf16_activation(const StoredMatrix& x, int slot) {
+  PrecisionState& s = state();
+  const Storage& st = *x.t.storage();
+  const ActivationKey key{st.id(), first_element(x), x.rows, x.cols, x.ld};
+  auto it = s.activations.find(key);
+  if (it != s.activations.end() && it->second.version == st.version()) return it->second.bits();
+  ActivationCopy* c = activation_entry(s, x);
+  if (!c) return round_into_scratch(s, x, slot);
+  to_bf16_rows(first_element(x), x.rows, x.cols, x.ld, c->bits());
+  c->version = st.version();
   ++s.roundings;
-  return c.bits();
+  return c->bits();
+}
+
+bf16_t* bf16_activation_slot(const StoredMatrix& x) {
+  ActivationCopy* c = activation_entry(state(), x);
+  if (!c) return nullptr;
+  c->version = x.t.storage()->version();
+  return c->bits();
 }
 
 uint64_t bf16_activation_roundings() { return state().roundings; }

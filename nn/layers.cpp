@@ -104,6 +104,13 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d, int64_t d_ff, Genera
 }
 
 Var PositionwiseFeedForward::forward(const Var& x) const {
+  // ReLU or GELU with no hook to see "pre": the first layer and its activation as one op, the
+  // activation in the product's epilogue (ag::linear_act), with the same bits
+  if ((act == Activation::relu || act == Activation::gelu) && !hooks_active()) {
+    const LinearAct a = act == Activation::relu ? LinearAct::relu : LinearAct::gelu;
+    const Var h = ag::linear_act(x, linear1->weight, linear1->bias, a);
+    return linear2->forward(dropout->forward(h));
+  }
   const Var pre = hook_point(linear1->forward(x), hook_prefix, "pre");  // (..., d_ff)
   const Var h = act == Activation::swiglu ? swiglu(pre, linear3->forward(x)) : activate(pre, act);
   return linear2->forward(dropout->forward(hook_point(h, hook_prefix, "post")));

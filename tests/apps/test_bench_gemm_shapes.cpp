@@ -57,6 +57,17 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   // (Not compared with the step's time: the GEMMs are timed in other steps, and under ctest -j
   // another test's load may land on those and not on the timed ones.)
   CHECK(ms > 0);
+  // The step in two: its products at their loop rate, summed from the same shapes (one round:
+  // the round's own sum), and everything else, the step's time minus that.
+  for (const char* side : {"qkv", "qkv_bf16"}) {
+    if (!j["models"][0].contains(side)) continue;
+    const nlohmann::json& q = j["models"][0][side];
+    double loop = 0;
+    for (const nlohmann::json& s : q["gemm_shapes"]) loop += s["loop_ms_per_step"].get<double>();
+    CHECK(q["products_loop_ms"].get<double>() == Approx(loop).epsilon(1e-9));
+    CHECK(q["everything_else_ms"].get<double>() ==
+          Approx(q["ms_per_step"].get<double>() - loop).epsilon(1e-9));
+  }
   // The same steps' parallel regions (2 threads): time inside them within the step, each
   // thread's work within that.
   const nlohmann::json& par = j["models"][0]["qkv"]["parallel_regions"];
@@ -75,6 +86,11 @@ TEST_CASE("bench --gemm-shapes: every linear layer's three GEMMs, in the JSON an
   CHECK(t.output.find("| 2048 x 64, k 64 | NT | OpenBLAS f32 | 24 |") !=
         std::string::npos);  // q, k, v, o
   CHECK(t.output.find("| all GEMMs |") != std::string::npos);
+  CHECK(t.output.find("| % sgemm peak | alone in a loop, ms/step | % sgemm peak |") !=
+        std::string::npos);
+  CHECK(t.output.find("| model | precision | step ms | products at their loop rate, ms | "
+                      "everything else, ms |") != std::string::npos);
+  CHECK(t.output.find("| tiny | fp32 |") != std::string::npos);
   CHECK(t.output.find("Parallel regions in the same steps:") != std::string::npos);
 }
 
@@ -123,6 +139,10 @@ TEST_CASE("bench --precision bf16 alone: one table in bf16, MFU against the bf16
   REQUIRE(t.status == 0);
   CHECK(t.output.find("bf16 products, f32 accumulation") != std::string::npos);
   CHECK(t.output.find("GEMMs in one training step of tiny in bf16") != std::string::npos);
+  // bf16 products against the bf16 GEMM's peak, in the step and alone in a loop
+  CHECK(t.output.find("| % bf16 GEMM peak | alone in a loop, ms/step | % bf16 GEMM peak |") !=
+        std::string::npos);
+  CHECK(t.output.find("| tiny | bf16 |") != std::string::npos);
 }
 
 TEST_CASE("bench --child: when the timed steps began, on CLOCK_MONOTONIC for profile-bench.sh") {

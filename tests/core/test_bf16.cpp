@@ -9,6 +9,7 @@
 #include "core/bf16_cache.hpp"
 #include "core/fused.hpp"
 #include "core/onednn.hpp"
+#include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "core/random.hpp"
 #include "support/tensors.hpp"
@@ -264,4 +265,32 @@ TEST_CASE("bf16 products are deterministic: the same bits on every call") {
 TEST_CASE("oneDNN describes itself") {
   CHECK(!onednn_version().empty());
   CHECK(onednn_isa() != "");
+}
+
+TEST_CASE(
+    "linear_act in bf16 rounds its output and its input gradient in the pass that writes them") {
+  SKIP_WITHOUT_BF16();
+  const int before = get_num_threads();
+  set_num_threads(2);
+  Generator g(12);
+  const Tensor x = randn({300, 70}, g), w = randn({200, 70}, g), b = randn({200}, g);
+  const Tensor w2 = randn({30, 200}, g), gy = randn({300, 200}, g);
+  for (const LinearAct act : {LinearAct::relu, LinearAct::gelu}) {
+    PrecisionScope scope(Precision::bf16);
+    const LinearActResult f = linear_act_forward(x, w, b, act);
+    const uint64_t r0 = detail::bf16_activation_roundings();
+    // the next layer reads y: the copy the epilogue wrote, no rounding of its own
+    const Tensor z = linear_forward(f.y, w2, Tensor());
+    CHECK(detail::bf16_activation_roundings() == r0);
+    // float32 sums over k = 200 against float64 ones; a copy that was not y's rounding would
+    // be off by about 2^-9 of each term
+    CHECK(max_rel_err(z, matmul(rounded(f.y), rounded(w2).t())) < 1e-4);
+    // the backward's dL/dpre: rounded in its pass, read by dx and dW without rounding again
+    const Tensor d = linear_act_backward(gy, f, act);
+    const Tensor dx = linear_input_grad(d, w), dw = linear_weight_grad(d, x);
+    CHECK(detail::bf16_activation_roundings() == r0);
+    CHECK(max_rel_err(dx, matmul(rounded(d), rounded(w))) < 1e-5);
+    CHECK(max_rel_err(dw, matmul(rounded(d).t(), rounded(x))) < 1e-5);
+  }
+  set_num_threads(before);
 }

@@ -46,6 +46,8 @@ TEST_CASE("gemm_stats: off records nothing, on it keeps one entry per shape and 
   CHECK(nn->calls == 2);
   CHECK(nt->calls == 2);
   CHECK(batched->calls == 4);
+  CHECK(batched->batch == 4);  // the 4 were one call: a loop replays them as one
+  CHECK(nn->batch == 1);
   for (const GemmShapeStats& e : s) CHECK(e.seconds > 0);
   for (size_t i = 1; i < s.size(); ++i) CHECK(s[i - 1].seconds >= s[i].seconds);
   CHECK(gemm_stats().empty());  // turning them off clears them
