@@ -88,6 +88,18 @@ void finish_tile(const AttentionProblem& p, int64_t qb, const float* acc, const 
   }
 }
 
+void softmax_backward_row(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, int64_t qi,
+                          int64_t kfirst, int64_t w, float sc, float l, float di, float* s,
+                          float* ds) {
+  if (l == -std::numeric_limits<float>::infinity()) {
+    std::fill(s, s + w, 0.0f);
+  } else {
+    const uint8_t* mrow = mbase ? mbase + p.moff[bi] + qi * p.msn + kfirst * p.msm : nullptr;
+    exp_row(s, w, scale_mask_row(s, w, sc, mrow, p.msm), l);
+  }
+  for (int64_t j = 0; j < w; ++j) ds[j] = s[j] * (ds[j] - di) * sc;
+}
+
 namespace {
 
 // k (m, d) as B = k^T over d, in key tiles of `tile` columns each stored apart (pair-row stride
@@ -161,15 +173,7 @@ void softmax_backward_tile(const AttentionProblem& p, const uint8_t* mbase, int6
   for (int64_t i = 0; i < qb; ++i) {
     float* s = P + i * w;
     float* ds = dS + i * w;
-    const float l = lrow[q0 + i];
-    if (l == -std::numeric_limits<float>::infinity()) {
-      std::fill(s, s + w, 0.0f);
-    } else {
-      const uint8_t* mrow = mbase ? mbase + p.moff[bi] + (q0 + i) * p.msn + kf * p.msm : nullptr;
-      exp_row(s, w, scale_mask_row(s, w, sc, mrow, p.msm), l);
-    }
-    const float di = D[q0 + i];
-    for (int64_t j = 0; j < w; ++j) ds[j] = s[j] * (ds[j] - di) * sc;
+    softmax_backward_row(p, mbase, bi, q0 + i, kf, w, sc, lrow[q0 + i], D[q0 + i], s, ds);
     round_row(ds, w, sa + i * even_up(w));
   }
   pack_bf16_pairs(P, qb, w, w, pp, 2 * w);

@@ -39,6 +39,12 @@ void softmax_tile(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, i
 // kernel writes them (a row that attended to nothing: 0 and -inf).
 void finish_tile(const AttentionProblem& p, int64_t qb, const float* acc, const double* mrun,
                  const double* lrun, float* o, int64_t ldo, float* L);
+// The backward's float32 row pass for query row qi over w keys from kfirst: s holds the raw
+// scores and becomes P = exp(s sc - l) (0 where masked, all 0 in a dead row: l = -inf); ds
+// holds dP and becomes dS = P (dP - di) sc. Each backend rounds them into its own operands.
+void softmax_backward_row(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, int64_t qi,
+                          int64_t kfirst, int64_t w, float sc, float l, float di, float* s,
+                          float* ds);
 
 // q, k, v: float32, unit column stride (blas_rows); out, lse: attention_result_for's.
 void attention_forward_bf16(const AttentionProblem& p, const Tensor& q, const Tensor& k,

@@ -139,15 +139,7 @@ void backward_rows(const AttentionProblem& p, const uint8_t* mbase, int64_t bi, 
   for (int64_t i = 0; i < qb; ++i) {
     float* s = P + i * w;
     float* ds = dS + i * w;
-    const float l = lrow[q0 + i];
-    if (l == -std::numeric_limits<float>::infinity()) {
-      std::fill(s, s + w, 0.0f);
-    } else {
-      const uint8_t* mrow = mbase ? mbase + p.moff[bi] + (q0 + i) * p.msn + kf * p.msm : nullptr;
-      exp_row(s, w, scale_mask_row(s, w, sc, mrow, p.msm), l);
-    }
-    const float di = D[q0 + i];
-    for (int64_t j = 0; j < w; ++j) ds[j] = s[j] * (ds[j] - di) * sc;
+    softmax_backward_row(p, mbase, bi, q0 + i, kf, w, sc, lrow[q0 + i], D[q0 + i], s, ds);
     to_bf16(s, Pb + i * w, w);
     to_bf16(ds, dSb + i * w, w);
   }

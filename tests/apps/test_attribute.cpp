@@ -30,14 +30,7 @@ namespace {
 const TempDir& runs() {
   const TempDir& dir = tiny_runs("attribute", 60);
   static const bool classifier = [&] {
-    const RunResult r = run_qkv(
-        "train " + shipped_config("majority.toml") + " --run-dir '" + dir.file("majority") +
-        "' --threads 1 --quiet --train.max_steps 150 --train.epochs 0 --train.eval_every 50"
-        " --data.train_size 2000 --data.valid_size 100 --data.test_size 100 --data.max_len 12"
-        " --model.d_model 32 --model.d_ff 64 --model.encoder_layers 2 --optim.warmup 10"
-        " --optim.lr 3e-3");
-    INFO(r.output);
-    REQUIRE(r.status == 0);
+    train_tiny_classifier(dir, "majority");
     // a translator of reference_nn.py's nn.Transformer layout: post-LN with a final norm
     const RunResult t =
         run_qkv("train " + shipped_config("copy.toml") + " --run-dir '" + dir.file("translator") +

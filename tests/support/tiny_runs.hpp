@@ -1,6 +1,7 @@
 // Two tiny trained runs for tests that open a run folder, trained once per test process: a
 // character GPT (2 layers of 4 heads, d_model 32, block 16) in dir.file("lm") and a copy-task
-// encoder-decoder (2 + 2 layers, 2 heads, d_model 32) in dir.file("copy"). A few seconds.
+// encoder-decoder (2 + 2 layers, 2 heads, d_model 32) in dir.file("copy"). A few seconds. And
+// train_tiny_classifier, for tests that want the encoder family too.
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -33,6 +34,19 @@ inline const TempDir& tiny_runs(const char* tag, int lm_steps) {
   }();
   (void)trained;
   return dir;
+}
+
+// A tiny majority classifier (encoder-only, 2 layers, d_model 32) trained into dir.file(name)
+// through the binary: 150 steps, a few seconds. Call it once per folder.
+inline void train_tiny_classifier(const TempDir& dir, const std::string& name) {
+  const RunResult r =
+      run_qkv("train '" + source_dir() + "/configs/majority.toml' --run-dir '" + dir.file(name) +
+              "' --threads 1 --quiet --train.max_steps 150 --train.epochs 0 --train.eval_every 50"
+              " --data.train_size 2000 --data.valid_size 100 --data.test_size 100 --data.max_len 12"
+              " --model.d_model 32 --model.d_ff 64 --model.encoder_layers 2 --optim.warmup 10"
+              " --optim.lr 3e-3");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
 }
 
 }  // namespace qkv::testing
