@@ -12,20 +12,22 @@
 
 #include "error.hpp"
 #include "kernel_util.hpp"
+#include "onednn_engine.hpp"
 #include "parallel.hpp"
 
 namespace qkv {
-namespace {
 
-dnnl::engine& cpu_engine() {
+dnnl::engine& kernel::onednn_engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
 
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream s(cpu_engine());
+dnnl::stream& kernel::onednn_thread_stream() {
+  thread_local dnnl::stream s(onednn_engine());
   return s;
 }
+
+namespace {
 
 using MemDims = dnnl::memory::dims;
 using DT = dnnl::memory::data_type;
@@ -52,7 +54,7 @@ using ProductKey =
 std::unique_ptr<Product> make_product(const ProductKey& key) {
   const auto [n, m, k, ta, tb, lda, ldb, ldc, has_bias, threads] = key;
   (void)threads;  // the primitive splits its work for omp_get_max_threads() at creation
-  const dnnl::engine& eng = cpu_engine();
+  const dnnl::engine& eng = kernel::onednn_engine();
   const auto a_md = operand_desc(n, k, ta, lda, DT::bf16);
   const auto b_md = operand_desc(k, m, tb, ldb, DT::bf16);
   const auto c_md = dnnl::memory::desc(MemDims{n, m}, DT::f32, MemDims{ldc, 1});
@@ -164,8 +166,8 @@ void run_product(const ProductKey& key, const bf16_t* a, const bf16_t* b, float*
   p.wei.set_data_handle(const_cast<bf16_t*>(b));
   p.dst.set_data_handle(c);
   if (bias) p.bias.set_data_handle(const_cast<float*>(bias));
-  p.prim.execute(thread_stream(), p.args);
-  thread_stream().wait();
+  p.prim.execute(kernel::onednn_thread_stream(), p.args);
+  kernel::onednn_thread_stream().wait();
 }
 
 // The product on the calling thread alone, with a primitive planned for one thread: its bits

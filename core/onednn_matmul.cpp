@@ -12,22 +12,13 @@
 
 #include "error.hpp"
 #include "kernel_util.hpp"
+#include "onednn_engine.hpp"
 
 namespace qkv::kernel {
 namespace {
 
 using Dims = dnnl::memory::dims;
 using DT = dnnl::memory::data_type;
-
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
 
 dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, const Bf16Operand& o) {
   return dnnl::memory::desc(Dims{rows, cols}, DT::bf16, o.trans ? Dims{1, o.ld} : Dims{o.ld, 1});
@@ -57,7 +48,7 @@ dnnl::matmul::primitive_desc plan(int64_t n, int64_t m, int64_t k, const Bf16Ope
   }
   try {
     const dnnl::matmul::desc d(operand_desc(n, k, a), operand_desc(k, m, b), c_md);
-    return dnnl::matmul::primitive_desc(d, attr, engine());
+    return dnnl::matmul::primitive_desc(d, attr, onednn_engine());
   } catch (const dnnl::error& e) {
     throw Error("oneDNN bf16 matmul " + std::to_string(n) + " x " + std::to_string(m) + ", k " +
                 std::to_string(k) + ": no kernel here (" + e.what() + ")");
@@ -67,7 +58,7 @@ dnnl::matmul::primitive_desc plan(int64_t n, int64_t m, int64_t k, const Bf16Ope
 std::unique_ptr<Product> make_product(int64_t n, int64_t m, int64_t k, const Bf16Operand& a,
                                       const Bf16Operand& b, int64_t ldc, bool accumulate) {
   const dnnl::matmul::primitive_desc pd = plan(n, m, k, a, b, ldc, accumulate);
-  const dnnl::engine& eng = engine();
+  const dnnl::engine& eng = onednn_engine();
   auto p = std::make_unique<Product>();
   p->prim = dnnl::matmul(pd);
   p->src = dnnl::memory(pd.src_desc(), eng, DNNL_MEMORY_NONE);
@@ -93,8 +84,8 @@ void matmul_bf16_one_thread(int64_t n, int64_t m, int64_t k, Bf16Operand a, Bf16
   p->src.set_data_handle(const_cast<bf16_t*>(a.p));
   p->wei.set_data_handle(const_cast<bf16_t*>(b.p));
   p->dst.set_data_handle(c);
-  p->prim.execute(thread_stream(), p->args);
-  thread_stream().wait();
+  p->prim.execute(onednn_thread_stream(), p->args);
+  onednn_thread_stream().wait();
 }
 
 std::string matmul_bf16_kernel_name(int64_t n, int64_t m, int64_t k) {
