@@ -27,6 +27,32 @@ dnnl::stream& kernel::onednn_thread_stream() {
   return s;
 }
 
+std::unique_ptr<kernel::MatmulProduct> kernel::MatmulProduct::make(
+    const dnnl::matmul::primitive_desc& pd, bool with_bias) {
+  const dnnl::engine& eng = onednn_engine();
+  auto p = std::make_unique<MatmulProduct>();
+  p->prim = dnnl::matmul(pd);
+  p->src = dnnl::memory(pd.src_desc(), eng, DNNL_MEMORY_NONE);
+  p->wei = dnnl::memory(pd.weights_desc(), eng, DNNL_MEMORY_NONE);
+  p->dst = dnnl::memory(pd.dst_desc(), eng, DNNL_MEMORY_NONE);
+  p->scratch_buf.resize(std::max<size_t>(pd.scratchpad_desc().get_size(), 1));
+  p->scratch = dnnl::memory(pd.scratchpad_desc(), eng, p->scratch_buf.data());
+  p->args = {{DNNL_ARG_SRC, p->src},
+             {DNNL_ARG_WEIGHTS, p->wei},
+             {DNNL_ARG_DST, p->dst},
+             {DNNL_ARG_SCRATCHPAD, p->scratch}};
+  if (with_bias) {
+    p->bias = dnnl::memory(pd.bias_desc(), eng, DNNL_MEMORY_NONE);
+    p->args[DNNL_ARG_BIAS] = p->bias;
+  }
+  return p;
+}
+
+void kernel::MatmulProduct::run() {
+  prim.execute(onednn_thread_stream(), args);
+  onednn_thread_stream().wait();
+}
+
 namespace {
 
 using MemDims = dnnl::memory::dims;
@@ -41,17 +67,12 @@ dnnl::memory::desc operand_desc(int64_t rows, int64_t cols, bool trans, int64_t 
 
 // One product shape's primitive, with its memory objects (pointed at the operands per call),
 // argument map and scratchpad, all made once.
-struct Product {
-  dnnl::matmul prim;
-  dnnl::memory src, wei, bias, dst, scratch;
-  std::vector<uint8_t> scratch_buf;
-  std::unordered_map<int, dnnl::memory> args;
-};
+using kernel::MatmulProduct;
 
 using ProductKey =
     std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, bool, int>;
 
-std::unique_ptr<Product> make_product(const ProductKey& key) {
+std::unique_ptr<MatmulProduct> make_product(const ProductKey& key) {
   const auto [n, m, k, ta, tb, lda, ldb, ldc, has_bias, threads] = key;
   (void)threads;  // the primitive splits its work for omp_get_max_threads() at creation
   const dnnl::engine& eng = kernel::onednn_engine();
@@ -63,28 +84,12 @@ std::unique_ptr<Product> make_product(const ProductKey& key) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::matmul::desc d(a_md, b_md, bias_md, c_md);
-  const dnnl::matmul::primitive_desc pd(d, attr, eng);
-  auto p = std::make_unique<Product>();
-  p->prim = dnnl::matmul(pd);
-  p->src = dnnl::memory(a_md, eng, DNNL_MEMORY_NONE);
-  p->wei = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
-  p->dst = dnnl::memory(c_md, eng, DNNL_MEMORY_NONE);
-  p->scratch_buf.resize(std::max<size_t>(pd.scratchpad_desc().get_size(), 1));
-  p->scratch = dnnl::memory(pd.scratchpad_desc(), eng, p->scratch_buf.data());
-  p->args = {{DNNL_ARG_SRC, p->src},
-             {DNNL_ARG_WEIGHTS, p->wei},
-             {DNNL_ARG_DST, p->dst},
-             {DNNL_ARG_SCRATCHPAD, p->scratch}};
-  if (has_bias) {
-    p->bias = dnnl::memory(bias_md, eng, DNNL_MEMORY_NONE);
-    p->args[DNNL_ARG_BIAS] = p->bias;
-  }
-  return p;
+  return MatmulProduct::make(dnnl::matmul::primitive_desc(d, attr, eng), has_bias);
 }
 
-Product& product_for(const ProductKey& key) {
-  thread_local std::map<ProductKey, std::unique_ptr<Product>> cache;
-  std::unique_ptr<Product>& p = cache[key];
+MatmulProduct& product_for(const ProductKey& key) {
+  thread_local std::map<ProductKey, std::unique_ptr<MatmulProduct>> cache;
+  std::unique_ptr<MatmulProduct>& p = cache[key];
   if (!p) p = make_product(key);
   return *p;
 }
@@ -161,13 +166,12 @@ namespace {
 
 void run_product(const ProductKey& key, const bf16_t* a, const bf16_t* b, float* c,
                  const float* bias) {
-  Product& p = product_for(key);
+  MatmulProduct& p = product_for(key);
   p.src.set_data_handle(const_cast<bf16_t*>(a));
   p.wei.set_data_handle(const_cast<bf16_t*>(b));
   p.dst.set_data_handle(c);
   if (bias) p.bias.set_data_handle(const_cast<float*>(bias));
-  p.prim.execute(kernel::onednn_thread_stream(), p.args);
-  kernel::onednn_thread_stream().wait();
+  p.run();
 }
 
 // The product on the calling thread alone, with a primitive planned for one thread: its bits

@@ -29,13 +29,6 @@ using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int64_t, bool, 
 
 // A primitive with its memory objects (pointed at the operands per call), arguments and
 // scratchpad, made once.
-struct Product {
-  dnnl::matmul prim;
-  dnnl::memory src, wei, dst, scratch;
-  std::vector<uint8_t> scratch_buf;
-  std::unordered_map<int, dnnl::memory> args;
-};
-
 dnnl::matmul::primitive_desc plan(int64_t n, int64_t m, int64_t k, const Bf16Operand& a,
                                   const Bf16Operand& b, int64_t ldc, bool accumulate) {
   const dnnl::memory::desc c_md(Dims{n, m}, DT::f32, Dims{ldc, 1});
@@ -55,37 +48,19 @@ dnnl::matmul::primitive_desc plan(int64_t n, int64_t m, int64_t k, const Bf16Ope
   }
 }
 
-std::unique_ptr<Product> make_product(int64_t n, int64_t m, int64_t k, const Bf16Operand& a,
-                                      const Bf16Operand& b, int64_t ldc, bool accumulate) {
-  const dnnl::matmul::primitive_desc pd = plan(n, m, k, a, b, ldc, accumulate);
-  const dnnl::engine& eng = onednn_engine();
-  auto p = std::make_unique<Product>();
-  p->prim = dnnl::matmul(pd);
-  p->src = dnnl::memory(pd.src_desc(), eng, DNNL_MEMORY_NONE);
-  p->wei = dnnl::memory(pd.weights_desc(), eng, DNNL_MEMORY_NONE);
-  p->dst = dnnl::memory(pd.dst_desc(), eng, DNNL_MEMORY_NONE);
-  p->scratch_buf.resize(std::max<size_t>(pd.scratchpad_desc().get_size(), 1));
-  p->scratch = dnnl::memory(pd.scratchpad_desc(), eng, p->scratch_buf.data());
-  p->args = {{DNNL_ARG_SRC, p->src},
-             {DNNL_ARG_WEIGHTS, p->wei},
-             {DNNL_ARG_DST, p->dst},
-             {DNNL_ARG_SCRATCHPAD, p->scratch}};
-  return p;
-}
-
 }  // namespace
 
 void matmul_bf16_one_thread(int64_t n, int64_t m, int64_t k, Bf16Operand a, Bf16Operand b, float* c,
                             int64_t ldc, bool accumulate) {
-  thread_local std::map<Key, std::unique_ptr<Product>> cache;
+  thread_local std::map<Key, std::unique_ptr<MatmulProduct>> cache;
   const OmpOneThread one;  // planned and run for one thread: its bits do not depend on the pool
-  std::unique_ptr<Product>& p = cache[Key{n, m, k, a.ld, a.trans, b.ld, b.trans, ldc, accumulate}];
-  if (!p) p = make_product(n, m, k, a, b, ldc, accumulate);
+  std::unique_ptr<MatmulProduct>& p =
+      cache[Key{n, m, k, a.ld, a.trans, b.ld, b.trans, ldc, accumulate}];
+  if (!p) p = MatmulProduct::make(plan(n, m, k, a, b, ldc, accumulate), false);
   p->src.set_data_handle(const_cast<bf16_t*>(a.p));
   p->wei.set_data_handle(const_cast<bf16_t*>(b.p));
   p->dst.set_data_handle(c);
-  p->prim.execute(onednn_thread_stream(), p->args);
-  onednn_thread_stream().wait();
+  p->run();
 }
 
 std::string matmul_bf16_kernel_name(int64_t n, int64_t m, int64_t k) {
