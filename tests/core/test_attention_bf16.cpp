@@ -17,79 +17,25 @@
 #include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "core/random.hpp"
-#include "support/common.hpp"
-#include "support/tensors.hpp"
+#include "support/attention_runs.hpp"
 
 using namespace qkv;
 using namespace qkv::testing;
 
 namespace {
 
-struct Inputs {
-  Tensor q, k, v, dout;
-};
+using Inputs = AttentionInputs;
+using Run = AttentionRun;
+constexpr auto inputs = attention_inputs;
+constexpr auto values = values_of;
 
-// q: (B, H, n, dk), k: (B, H, m, dk), v: (B, H, m, dv), dout like the output
-Inputs inputs(int64_t B, int64_t H, int64_t n, int64_t m, int64_t dk, int64_t dv, uint64_t seed) {
-  Generator g(seed);
-  return {randn({B, H, n, dk}, g), randn({B, H, m, dk}, g), randn({B, H, m, dv}, g),
-          randn({B, H, n, dv}, g)};
-}
-
-struct Run {
-  AttentionResult r;
-  AttentionGrads g;
-};
-
-// Forward and backward, in precision p.
+// Forward and backward on the tiles backend, in precision p.
 Run run(const Inputs& x, const Tensor& mask, Precision p) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(x.q.size(-1)));
-  AttentionBackendScope tiles(AttentionBackend::tiles);
-  PrecisionScope scope(p);
-  Run o;
-  o.r = attention_forward(x.q, x.k, x.v, mask, scale);
-  o.g = attention_backward(x.q, x.k, x.v, mask, scale, o.r.out, o.r.lse, x.dout, o.r.precision);
-  return o;
+  return attention_run(x, mask, p, AttentionBackend::tiles);
 }
 
-std::vector<double> values(const Tensor& t) {
-  const Tensor c = t.to(DType::f64).contiguous();
-  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
-}
-
-bool any_nan_in(const Tensor& t) {
-  for (double x : values(t))
-    if (std::isnan(x)) return true;
-  return false;
-}
-
-// (n, m) bool from f(i, j): true = may attend.
-template <class F>
-Tensor mask_of(const Shape& s, F f) {
-  return build(s, [&](const Shape& idx) { return f(idx) ? 1.0 : 0.0; }).to(DType::b8);
-}
-
-// Checks each of out, lse, dq, dk, dv of the bf16 run against the fp32 run.
-void check_close(const Run& b, const Run& f, double tol) {
-  const std::pair<const char*, std::pair<Tensor, Tensor>> parts[] = {{"out", {b.r.out, f.r.out}},
-                                                                     {"dq", {b.g.dq, f.g.dq}},
-                                                                     {"dk", {b.g.dk, f.g.dk}},
-                                                                     {"dv", {b.g.dv, f.g.dv}}};
-  for (const auto& [name, t] : parts) {
-    const double e = rel_err(t.first, t.second);
-    INFO(name << " relative error " << e);
-    CHECK(e < tol);
-    CHECK(e > 0);  // the bf16 kernel ran
-  }
-  // lse: -inf on the same (fully masked) rows, elsewhere to bf16 accuracy in the scores
-  const std::vector<double> lb = values(b.r.lse), lf = values(f.r.lse);
-  double worst = 0;
-  for (size_t i = 0; i < lb.size(); ++i) {
-    CHECK((lb[i] == -INFINITY) == (lf[i] == -INFINITY));
-    if (lf[i] != -INFINITY) worst = std::max(worst, std::abs(lb[i] - lf[i]));
-  }
-  CHECK(worst < 0.05);
-}
+// The bf16 run b against the fp32 run f (and not bit-equal: the bf16 kernel ran).
+void check_close(const Run& b, const Run& f, double tol) { testing::check_close(b, f, tol, true); }
 
 }  // namespace
 

@@ -29,8 +29,7 @@
 #include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "core/random.hpp"
-#include "support/common.hpp"
-#include "support/tensors.hpp"
+#include "support/attention_runs.hpp"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -39,71 +38,14 @@ namespace {
 
 constexpr double kBf16Tol = 2e-2;  // the bf16 kernels against float32 (above)
 
-struct Inputs {
-  Tensor q, k, v, dout;
-};
-
-// q: (B, H, n, dk), k: (B, H, m, dk), v: (B, H, m, dv), dout like the output
-Inputs inputs(int64_t B, int64_t H, int64_t n, int64_t m, int64_t dk, int64_t dv, uint64_t seed) {
-  Generator g(seed);
-  return {randn({B, H, n, dk}, g), randn({B, H, m, dk}, g), randn({B, H, m, dv}, g),
-          randn({B, H, n, dv}, g)};
-}
-
-struct Run {
-  AttentionResult r;
-  AttentionGrads g;
-};
-
-// Forward and backward in precision p on backend b.
-Run run(const Inputs& x, const Tensor& mask, Precision p, AttentionBackend b) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(x.q.size(-1)));
-  AttentionBackendScope backend(b);
-  PrecisionScope scope(p);
-  Run o;
-  o.r = attention_forward(x.q, x.k, x.v, mask, scale);
-  o.g = attention_backward(x.q, x.k, x.v, mask, scale, o.r.out, o.r.lse, x.dout, o.r.precision);
-  return o;
-}
+using Inputs = AttentionInputs;
+using Run = AttentionRun;
+constexpr auto inputs = attention_inputs;
+constexpr auto run = attention_run;
+constexpr auto values = values_of;
 
 Run fp32(const Inputs& x, const Tensor& mask) {
   return run(x, mask, Precision::fp32, AttentionBackend::tiles);
-}
-
-std::vector<double> values(const Tensor& t) {
-  const Tensor c = t.to(DType::f64).contiguous();
-  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
-}
-
-template <class F>
-Tensor mask_of(const Shape& s, F f) {
-  return build(s, [&](const Shape& idx) { return f(idx) ? 1.0 : 0.0; }).to(DType::b8);
-}
-
-// Each of out, dq, dk, dv of run a within tol of run b (and not bit-equal when differ: another
-// kernel ran); lse -inf on the same rows, elsewhere close. Returns the largest relative error.
-double check_close(const Run& a, const Run& b, double tol, bool differ) {
-  double largest = 0;
-  const std::pair<const char*, std::pair<Tensor, Tensor>> parts[] = {{"out", {a.r.out, b.r.out}},
-                                                                     {"dq", {a.g.dq, b.g.dq}},
-                                                                     {"dk", {a.g.dk, b.g.dk}},
-                                                                     {"dv", {a.g.dv, b.g.dv}}};
-  for (const auto& [name, t] : parts) {
-    const double e = rel_err(t.first, t.second);
-    INFO(name << " relative error " << e);
-    CHECK(e < tol);
-    if (differ) CHECK(e > 0);
-    largest = std::max(largest, e);
-    for (double x : values(t.first)) REQUIRE_FALSE(std::isnan(x));
-  }
-  const std::vector<double> la = values(a.r.lse), lb = values(b.r.lse);
-  double worst = 0;
-  for (size_t i = 0; i < la.size(); ++i) {
-    CHECK((la[i] == -INFINITY) == (lb[i] == -INFINITY));
-    if (lb[i] != -INFINITY) worst = std::max(worst, std::abs(la[i] - lb[i]));
-  }
-  CHECK(worst < 0.05);  // as the tile kernel's test: scores to bf16 accuracy
-  return largest;
 }
 
 // The masks of a (B, H, n, m) problem whose query i sits at key position i + m - n.
