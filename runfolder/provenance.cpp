@@ -5,6 +5,7 @@
 
 #include "bench/bench_runtime.hpp"
 #include "core/atomic_file.hpp"
+#include "core/attention_backend.hpp"
 #include "core/bounded_json.hpp"
 #include "core/machine.hpp"
 #include "core/onednn.hpp"
@@ -49,6 +50,15 @@ json onednn_info() {
           {"bf16", onednn_isa_has_bf16()}};
 }
 
+// bf16 attention's tile products: QKV_ATTENTION_BACKEND's setting and the kernel a short call
+// (decoding's one query) and a long one (from kOnednnMinTokens queries and keys) run on here.
+json attention_info() {
+  return {{"setting", std::string(name_of(attention_backend()))},
+          {"short", attention_backend_description(attention_backend_for(1, 1))},
+          {"long", attention_backend_description(
+                       attention_backend_for(kOnednnMinTokens, kOnednnMinTokens))}};
+}
+
 std::string kernels_of(const bench::RuntimeInfo& r, const json& onednn) {
   std::string k =
       r.blas == "openblas"
@@ -79,6 +89,7 @@ json provenance(int threads, Precision asked, Precision ran) {
             {"file", r.sgemm_file},
             {"coretype_env", r.coretype_env}}},
           {"onednn", onednn},
+          {"attention", attention_info()},
           {"cpu", cpu_info()},
           {"cores", usable_cores()},
           {"threads", threads},

@@ -6,6 +6,8 @@
 //    "blas": {"library": "openblas", "config": "OpenBLAS 0.3.21 ...", "core": "Cooperlake",
 //             "threading": "openmp", "file": "/usr/lib/.../libopenblas.so.0"},
 //    "onednn": {"built": true, "version": "2.6.3 ...", "isa": "avx512_core_bf16", "bf16": true},
+//    "attention": {"setting": "auto", "short": "tiles (AVX512_BF16)",
+//                  "long": "onednn (brg:avx512_core_bf16)"},
 //    "cpu": {"model": "Intel(R) Xeon(R) ...", "features": ["avx2", "avx512f", ...]},
 //    "cores": 2, "threads": 2,
 //    "precision": {"asked": "auto", "ran": "fp32", "why": "this CPU lacks AVX512_BF16 ..."},
@@ -14,7 +16,8 @@
 // "kernels" names the code paths the arithmetic ran on; `qkv eval` and `qkv train --resume`
 // compare it with their own and say so in one line when it differs. "precision": the config's
 // precision, what the products ran in, and ("why", only when "auto" became fp32) what kept
-// bf16 from running on this machine.
+// bf16 from running on this machine. "attention": the kernel bf16 attention ran on
+// (core/attention_backend.hpp) for short and long sequences.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

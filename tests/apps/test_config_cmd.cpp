@@ -137,6 +137,12 @@ TEST_CASE(
   CHECK(p["onednn"]["version"].get<std::string>().rfind("2.", 0) == 0);
   CHECK(!p["onednn"]["isa"].get<std::string>().empty());
   CHECK(p["onednn"]["bf16"].is_boolean());
+  const std::string setting = p["attention"]["setting"];
+  CHECK((setting == "auto" || setting == "tiles" || setting == "onednn"));
+  for (const char* length : {"short", "long"}) {
+    const std::string kernel = p["attention"][length];
+    CHECK((kernel.rfind("tiles (", 0) == 0 || kernel.rfind("onednn (", 0) == 0));
+  }
   CHECK(!p["cpu"]["model"].get<std::string>().empty());
   CHECK(p["cpu"]["features"].size() > 5);
   CHECK(p["kernels"].get<std::string>().rfind("OpenBLAS ", 0) == 0);
