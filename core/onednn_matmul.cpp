@@ -7,7 +7,6 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "error.hpp"
@@ -48,20 +47,51 @@ dnnl::matmul::primitive_desc plan(int64_t n, int64_t m, int64_t k, const Bf16Ope
   }
 }
 
+// This thread's plans, the least recently used dropped past kMaxBf16Plans: sequences of many
+// lengths would otherwise keep a plan for every tail block they ever had.
+struct Plans {
+  struct Entry {
+    std::unique_ptr<MatmulProduct> product;
+    uint64_t used = 0;
+  };
+  std::map<Key, Entry> by_key;
+  uint64_t clock = 0;
+
+  MatmulProduct& get(const Key& key, const auto& make) {
+    auto it = by_key.find(key);
+    if (it == by_key.end()) {
+      if (by_key.size() >= kMaxBf16Plans) drop_least_recent();
+      it = by_key.emplace(key, Entry{make(), 0}).first;
+    }
+    it->second.used = ++clock;
+    return *it->second.product;
+  }
+
+  void drop_least_recent() {
+    auto oldest = std::min_element(by_key.begin(), by_key.end(), [](const auto& x, const auto& y) {
+      return x.second.used < y.second.used;
+    });
+    by_key.erase(oldest);
+  }
+};
+
+thread_local Plans plans;
+
 }  // namespace
 
 void matmul_bf16_one_thread(int64_t n, int64_t m, int64_t k, Bf16Operand a, Bf16Operand b, float* c,
                             int64_t ldc, bool accumulate) {
-  thread_local std::map<Key, std::unique_ptr<MatmulProduct>> cache;
   const OmpOneThread one;  // planned and run for one thread: its bits do not depend on the pool
-  std::unique_ptr<MatmulProduct>& p =
-      cache[Key{n, m, k, a.ld, a.trans, b.ld, b.trans, ldc, accumulate}];
-  if (!p) p = MatmulProduct::make(plan(n, m, k, a, b, ldc, accumulate), false);
-  p->src.set_data_handle(const_cast<bf16_t*>(a.p));
-  p->wei.set_data_handle(const_cast<bf16_t*>(b.p));
-  p->dst.set_data_handle(c);
-  p->run();
+  MatmulProduct& p = plans.get(Key{n, m, k, a.ld, a.trans, b.ld, b.trans, ldc, accumulate}, [&] {
+    return MatmulProduct::make(plan(n, m, k, a, b, ldc, accumulate), false);
+  });
+  p.src.set_data_handle(const_cast<bf16_t*>(a.p));
+  p.wei.set_data_handle(const_cast<bf16_t*>(b.p));
+  p.dst.set_data_handle(c);
+  p.run();
 }
+
+size_t matmul_bf16_plans_on_this_thread() { return plans.by_key.size(); }
 
 std::string matmul_bf16_kernel_name(int64_t n, int64_t m, int64_t k) {
   try {

@@ -207,3 +207,28 @@ TEST_CASE("attention backend: names, the scope, auto's choice and QKV_ATTENTION_
   ::unsetenv("QKV_ATTENTION_BACKEND");
   CHECK(attention_backend_from_env() == AttentionBackend::auto_);
 }
+
+TEST_CASE(
+    "oneDNN bf16 matmul keeps a bounded number of plans and the same bits after dropping one") {
+  if (kernel::matmul_bf16_kernel_name(16, 16, 16).find("no kernel here") != std::string::npos)
+    QKV_SKIP("oneDNN has no bf16 matmul under " + onednn_isa());
+  const int64_t k = 16, m = 16, most = 300;
+  Generator g(23);
+  const Tensor fa = randn({most, k}, g), fb = randn({k, m}, g);
+  std::vector<bf16_t> a(most * k), b(k * m);
+  to_bf16(fa.data<float>(), a.data(), most * k);
+  to_bf16(fb.data<float>(), b.data(), k * m);
+  const auto product = [&](int64_t n) {  // (n, m) = a[:n] b
+    std::vector<float> c(n * m);
+    kernel::matmul_bf16_one_thread(n, m, k, {a.data(), k}, {b.data(), m}, c.data(), m, false);
+    return c;
+  };
+  const std::vector<float> first = product(7);
+  for (int64_t n = 1; n <= most; ++n) (void)product(n);  // more shapes than plans are kept
+  CHECK(kernel::matmul_bf16_plans_on_this_thread() <= kernel::kMaxBf16Plans);
+  CHECK(product(7) == first);  // planned again after its plan was dropped
+  // a steady call plans nothing new
+  const size_t before = kernel::matmul_bf16_plans_on_this_thread();
+  (void)product(7);
+  CHECK(kernel::matmul_bf16_plans_on_this_thread() == before);
+}
