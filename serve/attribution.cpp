@@ -12,6 +12,7 @@
 #include "inspect/attribution_patching.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/patch.hpp"
+#include "inspect/site_json.hpp"
 #include "inspect/token_attribution.hpp"
 #include "inspect/work.hpp"
 #include "run/inference.hpp"
@@ -141,6 +142,7 @@ json patch(Model& m, const PatchRequest& r, const Limits& lim, const std::string
     const inspect::AttributionPatching a =
         inspect::attribution_patching(inf, clean, corrupt, r.check);
     json out = inspect::attribution_patching_json(a);
+    out["sites"] = inspect::sites_json(inspect::attentions_of(inf));  // the page's titles
     if (r.check > 0) out["exact_heads"] = exact_heads(inf, a.estimate, clean, corrupt, r.check);
     return out;
   });

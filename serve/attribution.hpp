@@ -36,7 +36,8 @@ struct PatchRequest {
 nlohmann::json attribute(Model& m, const AttributeRequest& r, const Limits& lim,
                          const std::string& ablate);
 
-// attribution_patching_json's object; with check > 0 also
+// attribution_patching_json's object, with "sites" (inspect::sites_json: the attentions' titles);
+// with check > 0 also
 // "exact_heads": {"k", "correlation" (Pearson over the k; null when undefined), "heads":
 // [{"attention", "head", "layer", "index", "estimate", "exact"}...]}, largest |estimate| first.
 // BadInput for inputs of different lengths or with the same answer, check outside

@@ -1,5 +1,5 @@
 // qkv serve's "why this output" panels, beside app.js and panels.js (whose el(), api(), fmt(),
-// signedColor(), currentRun() and ablateSpec() it uses at call time):
+// signedColor(), siteTitle(), currentRun() and ablateSpec() it uses at call time):
 // - token attribution: the input's output tokens (a translation, a language model's greedy
 //   continuation, a classifier's class), each clickable; clicking one shades the input tokens
 //   and the earlier output tokens by its scores (POST .../attribute: `qkv attribute --json`'s
@@ -207,7 +207,7 @@ function renderPatching(j) {
                     patchHeatmap('estimate', 'estimate', heads, estimate));
     if (j.exact_heads) maps.append(patchHeatmap('exact', 'exact', heads, exact));
     box.append(el('div', {class: 'head-group', 'data-attention': attention},
-                  el('h4', {text: attention}), maps));
+                  el('h4', {text: siteTitle(j.sites, attention)}), maps));
   }
   if (!j.exact_heads) return;
   box.append(el('p', {class: 'hint', id: 'patch-heads-correlation',

@@ -133,6 +133,10 @@ def api_patch(server, qkv, runs, pairs):
         body = {"clean": clean, "corrupt": corrupt}
         code, got, _ = server.post(f"/api/runs/{run}/patch", body)
         want = cli(qkv, "patch", runs[run], "--clean", clean, "--corrupt", corrupt, "--approx")
+        sites = got.pop("sites", None) if code == 200 else None
+        names = sorted({h["attention"] for h in want["heads"]})
+        check(sites and sorted(s["name"] for s in sites) == names and all(s["title"] for s in sites),
+              f"POST {run}/patch names the attentions' sites with their titles ({sites})")
         diff = same(got, want) if code == 200 else f"HTTP {code}: {got}"
         check(not diff, f"POST {run}/patch is qkv patch --approx --json's "
                         f"({diff or str(len(want['heads'])) + ' heads'})")
@@ -145,6 +149,7 @@ def api_patch(server, qkv, runs, pairs):
             check(False, f"POST {run}/patch check {k}: HTTP {code} {got}")
             continue
         heads = got.pop("exact_heads")
+        got.pop("sites")
         diff = same(got, want)
         check(not diff, f"POST {run}/patch check {k}: qkv patch --approx --check {k} --json's "
                         f"cells ({diff or got['check']['cells'][0]})")
