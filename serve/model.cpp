@@ -289,6 +289,16 @@ json Model::lens(const LensRequest& r, const Limits& lim, const std::string& abl
   });
 }
 
+json Model::ask(const std::string& ablate, const char* op,
+                const std::function<json(const run::Inference&)>& f) {
+  const Ablation held(impl_->attentions, ablate, op);
+  return as_bad_input([&] { return f(*impl_->inf); });
+}
+
+data::Ids encode_input(const run::Inference& inf, const std::string& text, const Limits& lim) {
+  return encode(inf, text, lim);
+}
+
 json list_checkpoints(const std::string& run_dir) {
   json names = json::array();
   const fs::path dir = fs::path(run_dir) / "checkpoints";

@@ -24,7 +24,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/precision.hpp"
+#include "data/dataset.hpp"
 #include "inspect/work.hpp"
+
+namespace qkv::run {
+class Inference;
+}
 
 namespace qkv::serve {
 
@@ -46,6 +51,14 @@ struct Limits {
   int64_t max_head_batches = 8;
   int64_t max_probes = 16;
   int64_t max_head_work = inspect::kMaxHeadsWork;
+  // Token attribution and attribution patching (serve/attribution.hpp): integrated gradients'
+  // steps, a language model's scored tokens, the exact patches of one request, and each
+  // request's token passes (as `qkv attribute` and `qkv patch` bound them by default).
+  int64_t max_attribution_steps = 256;
+  int64_t max_attribution_tokens = 64;
+  int64_t max_patch_check = 64;
+  int64_t max_attribution_work = 1'000'000;
+  int64_t max_patch_work = inspect::kMaxPatchWork;
 };
 
 struct SampleRequest {
@@ -121,12 +134,21 @@ class Model {
   // the attribution, or when it fails (a target that is no output token, a post-LN model)
   // "attribution_error": its one-line message beside the lens.
   nlohmann::json lens(const LensRequest& r, const Limits& lim, const std::string& ablate = "");
+  // f's answer from the loaded inference, with the heads `ablate` names removed around it (an
+  // unknown head is a BadInput naming op --ablate) and f's qkv::Error a BadInput: the door the
+  // look-inside questions outside this file take (serve/attribution.hpp).
+  nlohmann::json ask(const std::string& ablate, const char* op,
+                     const std::function<nlohmann::json(const run::Inference&)>& f);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string checkpoint_;
 };
+
+// The text's ids, as the run reads input (what names the text in a message: "the text"),
+// within the model's positions and lim's bytes and tokens; BadInput otherwise.
+data::Ids encode_input(const run::Inference& inf, const std::string& text, const Limits& lim);
 
 // The checkpoints of a run folder: "best" and "latest" when they exist, then each kept step-N
 // folder's name, oldest first. Reads only names (a training may be adding and removing them).

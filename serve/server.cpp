@@ -21,6 +21,7 @@
 #include "core/parallel.hpp"
 #include "inspect/head_table.hpp"
 #include "serve/assets.hpp"
+#include "serve/attribution.hpp"
 #include "serve/connections.hpp"
 #include "serve/http.hpp"
 #include "serve/model_cache.hpp"
@@ -231,7 +232,7 @@ class Server {
               }));
     model_routes();
     generate_route();
-    http_.Get(R"(/|/app\.js|/panels\.js|/head_curves\.js|/style\.css)",
+    http_.Get(R"(/|/app\.js|/panels\.js|/head_curves\.js|/attribution\.js|/style\.css)",
               guarded([](const auto& req, auto& res) {
                 const Asset* a = find_asset(req.path);
                 res.set_content(std::string(a->bytes), std::string(a->content_type).c_str());
@@ -310,6 +311,32 @@ class Server {
       q.target = field<std::string>(b, "target", "");
       q.top = field<int64_t>(b, "top", q.top);
       return [=, this](Model& m, const std::string& cut) { return m.lens(q, opts_.limits, cut); };
+    });
+    attribution_routes();
+  }
+
+  // Why an output (serve/attribution.hpp): token attribution and attribution patching. Their
+  // passes are many (integrated gradients' steps, a pass per exact patch), bounded by the
+  // limits' work: the long lane, as the head table's.
+  void attribution_routes() {
+    post_model("attribute", Lane::long_work, [this](const json& b) {
+      AttributeRequest q;
+      q.text = field<std::string>(b, "text", "");
+      q.method = field<std::string>(b, "method", q.method);
+      q.target = field<std::string>(b, "target", "");
+      q.contrast = field<std::string>(b, "contrast", "");
+      q.tokens = field<int64_t>(b, "tokens", q.tokens);
+      q.steps = field<int64_t>(b, "steps", q.steps);
+      return [=, this](Model& m, const std::string& cut) {
+        return attribute(m, q, opts_.limits, cut);
+      };
+    });
+    post_model("patch", Lane::long_work, [this](const json& b) {
+      PatchRequest q;
+      q.clean = field<std::string>(b, "clean", "");
+      q.corrupt = field<std::string>(b, "corrupt", "");
+      q.check = field<int64_t>(b, "check", q.check);
+      return [=, this](Model& m, const std::string& cut) { return patch(m, q, opts_.limits, cut); };
     });
   }
 
