@@ -217,6 +217,7 @@ struct PatchArgs {
   int64_t max_work = inspect::kMaxPatchWork;  // token passes (inspect/work.hpp)
   bool approx = false;  // attribution patching (inspect/attribution_patching.hpp)
   int64_t check = -1;   // --check K: exact patching of the K largest estimates (-1: not given)
+  std::optional<std::string> path;  // --path SENDER: path patching (inspect/path_patching.hpp)
 };
 int cmd_patch(const PatchArgs& a);
 

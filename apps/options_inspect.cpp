@@ -64,6 +64,10 @@ void add_patch(CLI::App* cmd, PatchArgs& a) {
                 "one forward and backward, (clean - corrupted) . gradient");
   cmd->add_option("--check", a.check,
                   "with --approx: patch the K largest estimates exactly beside them (1..64)");
+  cmd->add_option("--path", a.path,
+                  "path patching: restore these heads' clean outputs (e.g. 1.0, cross.0.1, L1H0; "
+                  "comma-separated) along each direct path alone, into each later head's q, k, "
+                  "v, each MLP and the logits");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_option("--threads", a.threads, "threads (default: the run's)")->check(thread_count());
   add_max_work(cmd, a.max_work);

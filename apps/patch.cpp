@@ -2,11 +2,15 @@
 // and every (layer, position) of the residual stream (inspect/patch.hpp), as tables, --json,
 // and with --out DIR two heatmaps. --approx: attribution patching's estimates of the same
 // cells and of every head at each position (inspect/attribution_patching.hpp), with --check K
-// the K largest patched exactly beside them.
+// the K largest patched exactly beside them. --path SENDER: path patching of those heads along
+// each direct path (inspect/path_patching.hpp), a receiver x input table per sender and the top
+// paths.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "apps/commands.hpp"
 #include "core/error.hpp"
@@ -14,6 +18,7 @@
 #include "inspect/attribution_patching.hpp"
 #include "inspect/heads.hpp"
 #include "inspect/patch.hpp"
+#include "inspect/path_patching.hpp"
 #include "inspect/work.hpp"
 #include "run/inference.hpp"
 
@@ -132,6 +137,73 @@ int approx_patch(const PatchArgs& a, const run::Inference& inf, const data::Ids&
   return 0;
 }
 
+// A receiver's row: q, k, v columns for a head ("-" where it is no path), one value otherwise.
+void print_paths(const inspect::PathPatching& s) {
+  const inspect::HeadRef& h = s.paths.sender;
+  std::printf(
+      "sender %s (%s, layer %lld head %lld): patching its output restores %.4f, all its direct "
+      "paths at once %.4f\n",
+      h.name().c_str(), h.attention.title.c_str(), static_cast<long long>(h.layer),
+      static_cast<long long>(h.head), s.activation, s.all_paths);
+  std::printf("restored fraction along each direct path alone:\n  %-14s %9s %9s %9s\n", "receiver",
+              "q", "k", "v");
+  const auto& rs = s.paths.receivers;
+  for (size_t i = 0; i < rs.size();) {
+    if (rs[i].head < 0) {
+      std::printf("  %-14s %9.4f  (its input)\n", rs[i].name.c_str(), rs[i].restored);
+      ++i;
+      continue;
+    }
+    std::string cols[3] = {"-", "-", "-"};
+    const std::string name = rs[i].name;
+    for (; i < rs.size() && rs[i].name == name; ++i)
+      cols[rs[i].input == "q"   ? 0
+           : rs[i].input == "k" ? 1
+                                : 2] = fmt::format("{:.4f}", rs[i].restored);
+    std::printf("  %-14s %9s %9s %9s\n", name.c_str(), cols[0].c_str(), cols[1].c_str(),
+                cols[2].c_str());
+  }
+  std::vector<const inspect::PathReceiver*> top;
+  for (const auto& r : rs) top.push_back(&r);
+  std::stable_sort(top.begin(), top.end(), [](const auto* a, const auto* b) {
+    return std::abs(a->restored) > std::abs(b->restored);
+  });
+  top.resize(std::min<size_t>(top.size(), 5));
+  std::printf("top paths:\n");
+  for (const auto* r : top) {
+    const std::string to = r->head < 0 ? r->name : r->name + " " + r->input;
+    std::printf("  %s -> %-16s %9.4f\n", h.name().c_str(), to.c_str(), r->restored);
+  }
+}
+
+// --path SENDERS
+int path_patch(const PatchArgs& a, const run::Inference& inf, const data::Ids& clean,
+               const data::Ids& corrupt) {
+  QKV_CHECK(!a.approx && a.check == -1, "patch",
+            "--path and --approx are two methods: ask one at a time");
+  QKV_CHECK(a.out.empty(), "patch",
+            "--out draws activation patching's heatmaps; --path prints "
+            "its tables (or --json)");
+  inspect::check_work(inspect::path_patching_work(inf, static_cast<int64_t>(clean.size()),
+                                                  inspect::path_senders(inf, *a.path, "patch")),
+                      a.max_work, "patch",
+                      "--max-work; use shorter inputs, fewer senders, or raise it");
+  const inspect::PathPatchingResult r = inspect::path_patching(inf, clean, corrupt, *a.path);
+  if (a.json) {
+    std::printf("%s\n", inspect::path_patching_json(r).dump(2).c_str());
+    return 0;
+  }
+  std::printf(
+      "clean answer '%s', corrupted answer '%s'; logit difference %.4f clean, %.4f "
+      "corrupted\n",
+      r.clean_answer.c_str(), r.corrupt_answer.c_str(), r.clean_diff, r.corrupt_diff);
+  for (const auto& s : r.senders) {
+    std::printf("\n");
+    print_paths(s);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_patch(const PatchArgs& a) {
@@ -142,6 +214,7 @@ int cmd_patch(const PatchArgs& a) {
   const inspect::Ablation ablation(*inf, a.ablate, "patch");
   const data::Ids clean = inf->encode(a.clean, "patch: --clean");
   const data::Ids corrupt = inf->encode(a.corrupt, "patch: --corrupt");
+  if (a.path) return path_patch(a, *inf, clean, corrupt);
   if (a.approx || a.check != -1) return approx_patch(a, *inf, clean, corrupt);
   inspect::check_work(inspect::patch_work(*inf, static_cast<int64_t>(clean.size())), a.max_work,
                       "patch", "--max-work; use shorter inputs, or raise it");

@@ -17,6 +17,7 @@
 #include "inspect/heads.hpp"
 #include "inspect/lens.hpp"
 #include "inspect/patch.hpp"
+#include "inspect/path_patching.hpp"
 #include "inspect/work.hpp"
 #include "python/run.hpp"
 
@@ -168,7 +169,8 @@ py::object lens(const Run& r, const std::string& text, const std::optional<std::
 }
 
 py::object patch(const Run& r, const std::string& clean, const std::string& corrupt,
-                 int64_t max_work, const py::handle& ablate, bool approx, const py::handle& check) {
+                 int64_t max_work, const py::handle& ablate, bool approx, const py::handle& check,
+                 const py::handle& path) {
   const auto inf = r.get("patch");
   const std::string spec = ablate_spec(ablate);
   QKV_CHECK(approx || check.is_none(), "patch",
@@ -176,6 +178,10 @@ py::object patch(const Run& r, const std::string& clean, const std::string& corr
   const int64_t k = check.is_none() ? 0 : py::cast<int64_t>(check);
   QKV_CHECK(check.is_none() || k >= 1, "patch", "check must be 1..", inspect::kMaxPatchCheck,
             ", got ", k);
+  QKV_CHECK(path.is_none() || !approx, "patch",
+            "path= and approx=True are two methods: ask one at a time");
+  const std::optional<std::string> senders =
+      path.is_none() ? std::nullopt : std::optional(py::cast<std::string>(path));
   Json j;
   {
     py::gil_scoped_release release;
@@ -183,11 +189,18 @@ py::object patch(const Run& r, const std::string& clean, const std::string& corr
     const data::Ids c = inf->encode(clean, "patch: clean"),
                     x = inf->encode(corrupt, "patch: corrupt");
     const auto n = static_cast<int64_t>(c.size());
-    inspect::check_work(
-        approx ? inspect::attribution_patching_work(*inf, n, k) : inspect::patch_work(*inf, n),
-        max_work, "patch", "max_work; use shorter inputs, or raise it");
-    j = approx ? inspect::attribution_patching_json(inspect::attribution_patching(*inf, c, x, k))
-               : inspect::patch_json(inspect::patch_activations(*inf, c, x));
+    if (senders) {
+      inspect::check_work(
+          inspect::path_patching_work(*inf, n, inspect::path_senders(*inf, *senders, "patch")),
+          max_work, "patch", "max_work; use shorter inputs, fewer senders, or raise it");
+      j = inspect::path_patching_json(inspect::path_patching(*inf, c, x, *senders));
+    } else {
+      inspect::check_work(
+          approx ? inspect::attribution_patching_work(*inf, n, k) : inspect::patch_work(*inf, n),
+          max_work, "patch", "max_work; use shorter inputs, or raise it");
+      j = approx ? inspect::attribution_patching_json(inspect::attribution_patching(*inf, c, x, k))
+                 : inspect::patch_json(inspect::patch_activations(*inf, c, x));
+    }
   }
   return to_python(j);
 }
@@ -216,9 +229,10 @@ void bind_tools(py::class_<Run>& run) {
           "The logit lens: the dict qkv lens --json prints (position: --position).");
   run.def("patch", &patch, py::arg("clean"), py::arg("corrupt"),
           py::arg("max_work") = inspect::kMaxPatchWork, py::arg("ablate") = none,
-          py::arg("approx") = false, py::arg("check") = none,
+          py::arg("approx") = false, py::arg("check") = none, py::arg("path") = none,
           "Activation patching: the dict qkv patch --json prints; approx=True: attribution "
-          "patching's estimates (qkv patch --approx), check=K the K largest patched exactly.");
+          "patching's estimates (qkv patch --approx), check=K the K largest patched exactly; "
+          "path='1.0': path patching of those heads (qkv patch --path).");
 }
 
 }  // namespace qkv::python

@@ -136,3 +136,25 @@ def test_patch_approx_is_patch_approx_json(runs, qkv_bin, cli):
         with pytest.raises(ValueError, match="check must be 1..64, got 0"):
             run.patch(clean="1 2 3 4 5", corrupt="7 2 3 4 5", approx=True, check=0)
     assert compared >= 1
+
+
+def test_patch_path_is_patch_path_json(runs, qkv_bin, cli):
+    pairs = [("First Citizen", "KING HENRY: M"), ("ROMEO: O, she", "JULIET: Ay me"),
+             ("What, ho! Boy", "Nay, my lord.")]
+    compared = 0
+    with qkv.open(runs["lm"]) as run:
+        for clean, corrupt in pairs:
+            args = ["patch", runs["lm"], "--clean", clean, "--corrupt", corrupt, "--json",
+                    "--path", "0.1,L1H0"]
+            if subprocess.run([qkv_bin, *args], capture_output=True).returncode != 0:
+                continue  # the two answers were the same: nothing to restore
+            got = run.patch(clean=clean, corrupt=corrupt, path="0.1,L1H0")
+            assert got == cli(*args)
+            assert [s["sender"] for s in got["senders"]] == ["0.1", "1.0"]
+            compared += 1
+        with pytest.raises(ValueError, match="path= and approx=True are two methods"):
+            run.patch(clean="First Citizen", corrupt="KING HENRY: M", path="0.1", approx=True)
+    with qkv.open(runs["copy"]) as run:  # post-LN
+        with pytest.raises(ValueError, match="--path needs a pre-LN model"):
+            run.patch(clean="1 2 3 4 5", corrupt="1 2 3 4 7", path="encoder.0.0")
+    assert compared >= 1
