@@ -9,8 +9,9 @@
 namespace qkv::app {
 
 void add_bench(CLI::App* cmd, BenchArgs& a) {
-  cmd->add_option("--model", a.models,
-                  "tiny, small, annotated, attention-4096, gpt-char, multi30k, bahdanau (default: all)");
+  cmd->add_option(
+      "--model", a.models,
+      "tiny, small, annotated, attention-4096, gpt-char, multi30k, bahdanau (default: all)");
   cmd->add_option("--threads", a.threads, "threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -120,7 +121,7 @@ void add_layers(CLI::App* cmd, LayersArgs& a) {
   cmd->add_option("--train-max-len", a.train_max_len, "training lengths 1 .. this")
       ->capture_default_str();
   cmd->add_option("--eval-lengths", a.eval_lengths,
-                  "lengths scored by exact match (default 5,10,15,20,30,40)")
+                  "lengths scored by exact match (default 2,4,...,16,20,30)")
       ->delimiter(',');
   cmd->add_option("--eval-examples", a.eval_examples, "examples per scored length")
       ->capture_default_str();

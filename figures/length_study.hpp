@@ -40,7 +40,7 @@ struct LengthStudyOptions {
   int64_t batch = 32;
   int64_t vocab = 10;          // symbols
   int64_t train_max_len = 10;  // training lengths 1 .. this
-  std::vector<int64_t> eval_lengths = {5, 10, 15, 20, 30, 40};
+  std::vector<int64_t> eval_lengths = {2, 4, 6, 8, 10, 12, 14, 16, 20, 30};
   int64_t eval_examples = 100;
   double lr = 1e-3;
   int64_t warmup = 100;

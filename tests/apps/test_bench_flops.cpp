@@ -63,3 +63,13 @@ TEST_CASE("bench flops: Bahdanau's GRU encoder-decoder counted by hand") {
   CHECK(encoder + decoder == 3024);
   CHECK(train_flops(m) == 3 * 3024);
 }
+
+TEST_CASE("bench: the bahdanau model trains through the Trainer's step") {
+  const nlohmann::json j = qkv::app::run_one(qkv::app::find_model("bahdanau"), 0, false, false);
+  CHECK(j.at("model") == "bahdanau");
+  CHECK(j.at("steps").get<int64_t>() >= 5);
+  // parameters, gradients and Adam's moments alone: 80,974 parameters x 4 floats
+  CHECK(j.at("peak_tensor_mb").get<double>() > 80974.0 * 16 / (1 << 20));
+  CHECK_THROWS_WITH(qkv::app::run_one(qkv::app::find_model("bahdanau"), 0, true, false),
+                    Catch::Contains("--data-parallel needs a Seq2Seq model"));
+}
