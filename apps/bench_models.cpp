@@ -12,6 +12,7 @@
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 #include "nn/decoder_lm.hpp"
+#include "nn/rnn_seq2seq.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/clip.hpp"
 #include "optim/optimizers.hpp"
@@ -36,6 +37,9 @@ const std::vector<BenchModel>& models() {
       // configs/multi30k.toml's model on a real Multi30k batch: 128 sentences, the mean padded
       // lengths of its training batches (17 source, 21 target subwords; docs/multi30k.md)
       {"multi30k", true, 256, 4, 512, 3, 3, 6000, 17, 128, 21},
+      // configs/bahdanau-copy.toml's model at the copy task's size: 10 symbols and 4 specials,
+      // sources of the longest length 10, targets 11 (with <eos>), batch 64
+      {"bahdanau", true, 64, 1, 0, 1, 1, 14, 10, 64, 11, false, true},
   };
   return m;
 }
@@ -57,6 +61,17 @@ double train_flops(const BenchModel& m) {
   };
   auto ffn = [&](double n) { return 2 * 2 * B * n * d * f; };
   if (m.gpt) return 3 * (m.dec_layers * (attn(L, L) + ffn(L)) + 2 * B * L * d * V);
+  if (m.bahdanau) {
+    // encoder: per layer and token, two directions of d / 2 units over an input of d: 3 gates
+    // of (d x d/2) and (d/2 x d/2) each way; the keys U_a h (d x d) once per source token; s_0
+    // = W_s h<-_1 (d/2 -> d) once per row
+    const double enc = m.enc_layers * B * L * 9 * d * d + B * L * 2 * d * d + B * d * d;
+    // decoder, per target token: W_a s (d x d), the GRU cell (3 gates over 2d inputs and d
+    // state: 12 d^2 + 6 d^2), the readout U_o, V_o, C_o (3 x 2 d^2), W_o (d/2 -> V); per
+    // (target, source) pair the score v . tanh(..) and the context, 2 d each
+    const double dec = B * T * (2 * d * d + 18 * d * d + 6 * d * d + d * V) + B * T * L * 4 * d;
+    return 3 * (enc + dec);
+  }
   if (!m.seq2seq) return 3 * attn(L, L);
   const double fwd = m.enc_layers * (attn(L, L) + ffn(L)) +
                      m.dec_layers * (attn(T, T) + attn(T, L) + ffn(T)) + 2 * B * T * d * V;
@@ -164,6 +179,36 @@ void build_seq2seq(BenchStep& b, const BenchModel& m, int64_t rank, int64_t rank
       bench_options(0, p));
 }
 
+// Bahdanau et al.'s GRU encoder-decoder with additive attention, on random full-length
+// batches, with Adam (no clipping, as build_seq2seq).
+void build_bahdanau(BenchStep& b, const BenchModel& m, Generator& gen, Precision p) {
+  nn::ModelConfig c;
+  c.src_vocab = c.tgt_vocab = m.vocab;
+  c.d_model = m.d_model;
+  c.encoder = nn::EncoderKind::gru, c.decoder = nn::DecoderKind::gru;
+  c.attention = nn::AttentionKind::additive, c.cross_attention = true;
+  c.encoder_layers = m.enc_layers, c.decoder_layers = 1;
+  c.position = nn::PositionKind::none, c.scale_embedding = false, c.dropout = 0;
+  auto rnn = std::make_shared<nn::RecurrentSeq2Seq>(c, gen);
+  b.model = rnn;
+  const int64_t tl = target_length(m);
+  b.src = randint({m.batch, m.length}, 0, m.vocab, gen);
+  b.tgt_in = randint({m.batch, tl}, 0, m.vocab, gen);
+  b.tgt_out = randint({m.batch * tl}, 0, m.vocab, gen);
+  b.valid = ones({m.batch, m.length}, DType::b8);
+  b.tgt_valid = ones({m.batch, tl}, DType::b8);
+  optim::OptimConfig oc;
+  oc.name = optim::OptimizerKind::adam;
+  oc.lr = 1e-4;
+  b.opt = optim::make_optimizer(oc, b.model->named_parameters());
+  b.train_with(
+      [&b, rnn] {
+        return train::Forward{
+            rnn->forward_loss(b.src, b.tgt_in, b.valid, b.tgt_valid, b.tgt_out, -100, 0.0), 0};
+      },
+      bench_options(0, p));
+}
+
 // One MultiHeadAttention layer's forward and backward: not a training step (no optimizer).
 void build_attention(BenchStep& b, const BenchModel& m, Generator& gen, Precision p) {
   auto mha = std::make_shared<nn::MultiHeadAttention>(m.d_model, m.heads, gen);
@@ -183,7 +228,7 @@ void build_attention(BenchStep& b, const BenchModel& m, Generator& gen, Precisio
 
 json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool gemm_shapes,
              Precision precision) {
-  QKV_CHECK(!data_parallel || m.seq2seq, "bench",
+  QKV_CHECK(!data_parallel || (m.seq2seq && !m.bahdanau), "bench",
             "--data-parallel needs a Seq2Seq model (tiny, "
             "small, annotated), not ",
             m.name);
@@ -196,6 +241,8 @@ json run_one(const BenchModel& m, double min_seconds, bool data_parallel, bool g
   auto bench = std::make_unique<BenchStep>();
   if (m.gpt)
     build_gpt(*bench, m, gen, precision);
+  else if (m.bahdanau)
+    build_bahdanau(*bench, m, gen, precision);
   else if (m.seq2seq)
     build_seq2seq(*bench, m, rank, ranks, data_parallel, gen, precision);
   else

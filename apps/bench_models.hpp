@@ -18,9 +18,13 @@ struct BenchModel {
   // A decoder-only GPT (dec_layers blocks) trained as configs/shakespeare-char.toml does:
   // no attention projection biases, AdamW with weight decay on 2-D weights, clipping at 1.0.
   bool gpt = false;
+  // Bahdanau et al.'s recurrent encoder-decoder (nn::RecurrentSeq2Seq, configs/bahdanau-*.toml):
+  // a bidirectional GRU encoder (enc_layers), one GRU decoder layer with additive attention, a
+  // maxout readout; heads and d_ff do not apply. Adam, as the Transformer encoder-decoders.
+  bool bahdanau = false;
 };
 
-const std::vector<BenchModel>& models();                // tiny, small, ..., multi30k
+const std::vector<BenchModel>& models();                // tiny, small, ..., multi30k, bahdanau
 const BenchModel& find_model(const std::string& name);  // throws qkv::Error naming the known ones
 int64_t target_length(const BenchModel& m);
 double train_flops(const BenchModel& m);  // matmul FLOPs of one training step

@@ -22,7 +22,10 @@ Models (as apps/bench.cpp): nn.Transformer with the sizes of `tiny`, `small` and
 output projection, cross-entropy, Adam); `attention-4096` is one nn.MultiheadAttention,
 forward + backward; `gpt-char` is nanoGPT's shakespeare_char CPU model written as nanoGPT
 writes it for torch 1.x (class GPT below: pre-LN blocks, manual causal attention, GELU MLP,
-no Linear biases, tied head), trained with AdamW (weight decay on 2-D weights), clip 1.0.
+no Linear biases, tied head), trained with AdamW (weight decay on 2-D weights), clip 1.0;
+`bahdanau` is Bahdanau et al.'s encoder-decoder as nn/rnn_seq2seq.hpp builds it (class Bahdanau
+below: a bidirectional nn.GRU encoder, an nn.GRUCell decoder stepped over the target with
+additive attention, a maxout readout), trained with Adam.
 
 usage: bench_reference.py --model NAME [--model NAME ...] [--threads N] [--min-seconds S]
                           [--adam-foreach on|off] [--mkldnn on|off] [--flush-denormal on|off]
@@ -50,9 +53,12 @@ MODELS = {
     "gpt-char": (False, 128, 4, 512, 0, 4, 65, 64, 12),  # run by gpt_step
     # configs/multi30k.toml's model on a real Multi30k batch (17 source, 21 target subwords)
     "multi30k": (True, 256, 4, 512, 3, 3, 6000, 17, 128),
+    # configs/bahdanau-copy.toml's GRU encoder-decoder at the copy task's size (run by
+    # bahdanau_step; heads and d_ff do not apply)
+    "bahdanau": (True, 64, 1, 0, 1, 1, 14, 10, 64),
 }
 # The decoder's length where it differs from the source's (apps/bench.cpp: tgt_length).
-TARGET_LENGTH = {"multi30k": 21}
+TARGET_LENGTH = {"multi30k": 21, "bahdanau": 11}
 
 
 def status_mb(key):
@@ -227,6 +233,45 @@ class GPT(nn.Module):
         return F.linear(self.ln_f(x), self.wte.weight)  # the head tied to the embedding
 
 
+class Bahdanau(nn.Module):
+    """nn/rnn_seq2seq.hpp's model (tests/nn/reference_rnn_seq2seq.py checks qkv's against the
+    same equations): annotations h (B, S, d) from a bidirectional GRU of d / 2 units a direction;
+    s_0 = tanh(W_s h<-_1); per target step c_i = sum_j a_ij h_j with a_i = softmax(v . tanh(W_a
+    s_{i-1} + U_a h_j)), s_i = GRUCell([E y_{i-1}; c_i], s_{i-1}), t_i = maxout_2(U_o s_i + V_o E
+    y_{i-1} + C_o c_i), logits = W_o t_i."""
+
+    def __init__(self, d, enc, vocab):
+        super().__init__()
+        self.src_embed = nn.Embedding(vocab, d)
+        self.tgt_embed = nn.Embedding(vocab, d)
+        self.encoder = nn.GRU(d, d // 2, enc, batch_first=True, bidirectional=True)
+        self.w_s = nn.Linear(d // 2, d, bias=False)
+        self.w_a = nn.Linear(d, d, bias=False)
+        self.u_a = nn.Linear(d, d, bias=False)
+        self.v_a = nn.Parameter(torch.randn(d) / math.sqrt(d))
+        self.cell = nn.GRUCell(2 * d, d)
+        self.u_o = nn.Linear(d, d)
+        self.v_o = nn.Linear(d, d, bias=False)
+        self.c_o = nn.Linear(d, d, bias=False)
+        self.output = nn.Linear(d // 2, vocab)
+
+    def forward(self, src, tgt):
+        h, _ = self.encoder(self.src_embed(src))  # (B, S, d)
+        keys = self.u_a(h)
+        s = torch.tanh(self.w_s(h[:, 0, h.size(2) // 2:]))
+        y = self.tgt_embed(tgt)
+        states, contexts = [], []
+        for i in range(tgt.size(1)):
+            e = torch.tanh(self.w_a(s).unsqueeze(1) + keys) @ self.v_a  # (B, S)
+            c = (torch.softmax(e, 1).unsqueeze(2) * h).sum(1)
+            s = self.cell(torch.cat([y[:, i], c], 1), s)
+            states.append(s)
+            contexts.append(c)
+        s, c = torch.stack(states, 1), torch.stack(contexts, 1)
+        t = self.u_o(s) + self.v_o(y) + self.c_o(c)
+        return self.output(torch.maximum(t[..., 0::2], t[..., 1::2]))
+
+
 def autocast(precision):
     """The forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16) for bf16 (its
     linear layers and matmuls then run oneDNN's bf16 kernels; backward follows the forward's
@@ -275,7 +320,10 @@ def run_one(name, min_seconds, foreach, precision="fp32"):
         step = gpt_step(name, foreach, precision)
     elif seq2seq:
         tl = TARGET_LENGTH.get(name, length)
-        model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length, tl)
+        if name == "bahdanau":
+            model = Bahdanau(d, enc, vocab)
+        else:
+            model = Seq2Seq(d, heads, d_ff, enc, dec, vocab, length, tl)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=foreach)
         src = torch.randint(0, vocab, (batch, length))
         tgt_in = torch.randint(0, vocab, (batch, tl))

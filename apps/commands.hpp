@@ -165,6 +165,12 @@ struct LayersArgs {
   bool conv_causal = false;
   uint64_t seed = 1;
   int threads = 0;
+  // The length study (figures/length_study.hpp): train_steps 0 skips it; empty lists: its
+  // defaults (quick: its small ones).
+  int64_t train_steps = 1000, train_batch = 32, train_layers = 2, train_max_len = 10;
+  int64_t eval_examples = 100;
+  std::vector<std::string> train_models, train_tasks;
+  std::vector<int64_t> eval_lengths;
 };
 int cmd_layers(const LayersArgs& a);  // layers.cpp
 

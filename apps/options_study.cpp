@@ -9,8 +9,9 @@
 namespace qkv::app {
 
 void add_bench(CLI::App* cmd, BenchArgs& a) {
-  cmd->add_option("--model", a.models,
-                  "tiny, small, annotated, attention-4096, gpt-char, multi30k (default: all)");
+  cmd->add_option(
+      "--model", a.models,
+      "tiny, small, annotated, attention-4096, gpt-char, multi30k, bahdanau (default: all)");
   cmd->add_option("--threads", a.threads, "threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -106,6 +107,24 @@ void add_layers(CLI::App* cmd, LayersArgs& a) {
   cmd->add_option("--threads", a.threads, "threads (0: all cores)")
       ->capture_default_str()
       ->check(thread_count());
+  cmd->add_option("--train-steps", a.train_steps,
+                  "steps of each model on each task for exact match against length (0: skip)")
+      ->capture_default_str();
+  cmd->add_option("--train-models", a.train_models,
+                  "attention, gru, lstm, conv, gru-no-attention, bahdanau (default: all)")
+      ->delimiter(',');
+  cmd->add_option("--train-tasks", a.train_tasks, "copy, reverse (default: both)")->delimiter(',');
+  cmd->add_option("--train-batch", a.train_batch, "examples per training step")
+      ->capture_default_str();
+  cmd->add_option("--train-layers", a.train_layers, "encoder layers of the trained models")
+      ->capture_default_str();
+  cmd->add_option("--train-max-len", a.train_max_len, "training lengths 1 .. this")
+      ->capture_default_str();
+  cmd->add_option("--eval-lengths", a.eval_lengths,
+                  "lengths scored by exact match (default 2,4,...,16,20,30)")
+      ->delimiter(',');
+  cmd->add_option("--eval-examples", a.eval_examples, "examples per scored length")
+      ->capture_default_str();
 }
 
 void add_attention(CLI::App* cmd, AttentionArgs& a) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "figures/layer_study.hpp"
+#include "figures/length_study.hpp"
 #include "figures/report.hpp"
 
 namespace qkv::figures::report {
@@ -37,6 +38,52 @@ std::string cell(const json& v) {
 
 std::string num(double v) { return html_escape(general(v)); }
 
+// The length study's record of one (model, task).
+bool valid_curve(const json& c) {
+  if (!c.is_object() || !c.contains("model") || !c["model"].is_string() || !c.contains("task") ||
+      !c["task"].is_string() || !c.contains("n") || !c["n"].is_array())
+    return false;
+  const size_t n = c["n"].size();
+  for (const char* key : {"n", "exact_match"})
+    if (!c.contains(key) || !numbers(c[key], n)) return false;
+  for (const char* key : {"profile_init", "profile_trained"})
+    if (!c.contains(key) || !c[key].is_array() || !numbers(c[key], c[key].size())) return false;
+  return true;
+}
+
+// Optional: a folder written with --train-steps 0 has none.
+bool valid_training(const json& j) {
+  if (!j.contains("training")) return true;
+  const json& t = j["training"];
+  if (!t.is_object() || !t.contains("settings") || !t["settings"].is_object() ||
+      !t.contains("curves") || !t["curves"].is_array())
+    return false;
+  for (const json& c : t["curves"])
+    if (!valid_curve(c)) return false;
+  return true;
+}
+
+// Every folder's exact-match and trained-path charts, the first folder's titles; series of the
+// same task on one chart.
+std::vector<LineChart> length_lines(const std::vector<StudyFolder>& folders, bool several) {
+  std::vector<LineChart> exact;
+  LineChart path;
+  bool any = false;
+  for (const StudyFolder& f : folders) {
+    if (!f.j.contains("training")) continue;
+    const LengthCharts c = length_charts(f.j["training"], several ? f.name + ": " : "");
+    if (!any)
+      exact = c.exact, path = c.path, any = true;
+    else {
+      for (size_t k = 0; k < c.exact.size() && k < exact.size(); ++k)
+        for (const Series& s : c.exact[k].series) exact[k].series.push_back(s);
+      for (const Series& s : c.path.series) path.series.push_back(s);
+    }
+  }
+  if (any) exact.push_back(path);
+  return exact;
+}
+
 }  // namespace
 
 bool valid_layers(const json& j) {
@@ -45,7 +92,7 @@ bool valid_layers(const json& j) {
     return false;
   for (const json& l : j["layers"])
     if (!valid_layer(l)) return false;
-  return true;
+  return valid_training(j);
 }
 
 StudyPage layers_page(const std::vector<StudyFolder>& folders) {
@@ -57,7 +104,11 @@ StudyPage layers_page(const std::vector<StudyFolder>& folders) {
       "<p>Results of <code>qkv layers</code>: one layer of each kind at equal width, forward + "
       "backward timed over sequence lengths n, FLOPs counted by formula, sequential steps as the "
       "computation graph has them, and the gradient norm of the last position's output with "
-      "respect to every input position at initialisation (the path length made visible).</p>";
+      "respect to every input position at initialisation (the path length made visible). Then, "
+      "when "
+      "it trained them, each kind of encoder trained on copy and reverse with the same budget of "
+      "steps: exact match against length, past the training lengths too, and the encoder's "
+      "gradient profile before and after training.</p>";
   p.settings_header = {"folder", "path", "d", "batch", "heads", "kernel", "n", "repeats", "seed"};
   const bool several = folders.size() > 1;
   p.results_header = {"folder",   "layer",      "lesson: cost", "steps",
@@ -88,6 +139,7 @@ StudyPage layers_page(const std::vector<StudyFolder>& folders) {
     for (Series& s : c.path.series) all.path.series.push_back(std::move(s));
   }
   p.lines = {all.time, all.path};
+  for (LineChart& c : length_lines(folders, several)) p.lines.push_back(std::move(c));
   return p;
 }
 

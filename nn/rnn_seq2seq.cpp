@@ -4,6 +4,7 @@
 
 #include "nn/attention.hpp"
 #include "nn/hooks.hpp"
+#include "nn/model_cost.hpp"
 
 namespace qkv::nn {
 
@@ -275,5 +276,22 @@ Model::OutputLayer RecurrentSeq2Seq::output_layer() const {
 }
 
 Model::Stream RecurrentSeq2Seq::output_stream() const { return {"decoder.rnn.", 0, nullptr}; }
+
+// The encoder's, and the decoder's: W_s (d/2 or d -> d), the alignment model's W_a and U_a
+// (2 d^2), the GRU cell over [E y; c] (9 d^2), the readout U_o, V_o, C_o (3 d^2); the output
+// reads the d / 2 maxout. Saved per target token: the cell's input, gates and state, the
+// context, the readout and the maxout (about 12 d); per (target, source) pair the alignment
+// model's W_a s + U_a h_j, its tanh and the tanh times v_a, d wide each, and in backward their
+// gradient (measured: about 4 d at the peak), and the score and weight.
+StackCost recurrent_seq2seq_cost(const ModelConfig& c) {
+  const double d = static_cast<double>(c.d_model);
+  StackCost s =
+      sequence_encoder_cost({c.encoder, c.d_model, c.encoder_layers, c.norm, c.activation});
+  s.params_d += (c.cross_attention ? 0.5 + 2 : 1) * d * d + 9 * d * d + 3 * d * d;
+  s.act_d += 12 * d;
+  s.pair_always = c.cross_attention ? 4 * d + 2 : 0;
+  s.output_in = d / 2;
+  return s;
+}
 
 }  // namespace qkv::nn

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/hooks.hpp"
+#include "nn/model_cost.hpp"
 
 namespace qkv::nn {
 
@@ -241,6 +242,24 @@ Var Seq2Seq::decode_step(DecodeState& state, const Tensor& tokens) const {
   const Var h = decoder->forward_step(y, s.memory, s.cross_mask, s.cache);
   ++s.position;
   return ag::select(project(h), 1, 0);  // (B, V)
+}
+
+// Per block: self-attention's four d x d projections (a decoder block adds cross-attention's
+// four) and the feed-forward's matrices; saved for backward per token about 16 d (projections,
+// residuals, norms) and the feed-forward's hidden values; per (query, key) pair and head, the
+// scores and weights where they are formed.
+StackCost transformer_blocks_cost(const ModelConfig& c, int64_t enc, int64_t dec) {
+  const double d = static_cast<double>(c.d_model), ff = c.attn_only ? 0.0 : double(c.d_ff);
+  const double e = static_cast<double>(enc), k = static_cast<double>(dec);
+  const double ffm = c.activation == Activation::swiglu ? 3 : 2;  // swiglu: a third matrix
+  StackCost s;
+  s.params_d = (e * 4 + k * 8) * d * d;
+  s.params_ff = (e + k) * ffm * d * ff;
+  s.act_d = (e + k) * 16 * d;
+  s.act_ff = (e + k) * (ffm + 1) * ff;
+  s.pair_dense = (e + k) * 2 * static_cast<double>(c.heads);
+  s.output_in = d;
+  return s;
 }
 
 }  // namespace qkv::nn

@@ -1,5 +1,7 @@
 #include "nn/sequence_encoder.hpp"
 
+#include "nn/model_cost.hpp"
+
 namespace qkv::nn {
 
 SequenceEncoder::SequenceEncoder(const SequenceEncoderOptions& o, Generator& gen) : options(o) {
@@ -39,6 +41,29 @@ void SequenceEncoder::name_hooks(const std::string& prefix) {
 void SequenceEncoder::list_hooks(std::vector<std::string>& out) const {
   if (rnn) rnn->list_hooks(out);
   if (conv) conv->list_hooks(out);
+}
+
+// Per layer: a bidirectional GRU (LSTM) has 3 (4) gates of d / 2 units each way over an input of
+// d and a state of d / 2: 4.5 d^2 (6 d^2); a kernel-3 conv 3 d^2. Saved for backward per token
+// and layer: each direction's gates and states, and the layer's output (conv: its input, the
+// convolution, the activation and the norm's).
+StackCost sequence_encoder_cost(const SequenceEncoderOptions& o) {
+  const double d = static_cast<double>(o.d), l = static_cast<double>(o.layers);
+  StackCost s;
+  switch (o.kind) {
+    case EncoderKind::gru:
+      s.params_d = l * 4.5 * d * d, s.act_d = l * 6 * d;
+      break;
+    case EncoderKind::lstm:
+      s.params_d = l * 6 * d * d, s.act_d = l * 8 * d;
+      break;
+    case EncoderKind::conv:
+      s.params_d = l * 3 * d * d, s.act_d = l * 6 * d;
+      break;
+    case EncoderKind::attention:
+      break;  // Transformer blocks: transformer_blocks_cost
+  }
+  return s;
 }
 
 }  // namespace qkv::nn

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "data/task_kind.hpp"
+#include "nn/model_cost.hpp"
 #include "run/family.hpp"
 
 namespace qkv::run {
@@ -83,8 +84,7 @@ void check_model_memory(const config::RunConfig& c, int64_t src_vocab, int64_t t
 MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_vocab,
                                      int64_t tgt_vocab) {
   const nn::ModelConfig& m = c.model;
-  const double d = static_cast<double>(m.d_model),
-               ff = m.attn_only ? 0.0 : static_cast<double>(m.d_ff);  // attn_only: no FFN
+  const double d = static_cast<double>(m.d_model);
   const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
   const double enc = static_cast<double>(m.encoder_layers),
                dec = static_cast<double>(m.decoder_layers), layers = enc + dec;
@@ -99,26 +99,25 @@ MemoryEstimate estimate_model_memory(const config::RunConfig& c, int64_t src_voc
   const double states = static_cast<double>(optim::state_buffers(c.optim.optim));
   const double per_param = 4 * (2 + states);
   // The terms, each with the key that drives it: parameters (embeddings and output layer,
-  // learned positions, attention and feed-forward blocks) and one batch's activations saved
-  // for backward (per layer and token, and the logits over the target vocabulary).
+  // learned positions, the model's layers as its kind counts them: nn/model_cost.hpp) and one
+  // batch's activations saved for backward (per token, per (query, key) pair, and the logits
+  // over the target vocabulary).
+  const nn::StackCost s = nn::model_cost(m);
   const double vocab_params =
-      (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (d + 1));
+      (m.share_embeddings ? sv : sv + tv) * d + (m.tie_output ? 0 : tv * (s.output_in + 1));
   const double pos_params =
       m.position == nn::PositionKind::learned ? 2 * static_cast<double>(m.max_len) * d : 0;
-  const double ffm = m.activation == nn::Activation::swiglu ? 3 : 2;  // swiglu: a third matrix
-  const double block_params = enc * (4 * d * d + ffm * d * ff) + dec * (8 * d * d + ffm * d * ff);
-  const double params = vocab_params + pos_params + block_params;
+  const double params = vocab_params + pos_params + s.params_d + s.params_ff;
   const double t_vocab = per_param * vocab_params + 4 * tokens * 3 * tv;
   const double t_pos = per_param * pos_params;
-  const double t_d = per_param * (enc * 4 + dec * 8) * d * d + 4 * tokens * layers * 16 * d;
-  const double t_ff = per_param * layers * ffm * d * ff + 4 * tokens * layers * (ffm + 1) * ff;
+  const double t_d = per_param * s.params_d + 4 * tokens * s.act_d;
+  const double t_ff = per_param * s.params_ff + 4 * tokens * s.act_ff;
   // (batch, heads, n, n) weights exist only where no fused kernel is used
   const bool weights = m.attention_dropout > 0 || nn::traits_of(m.attention).dense_scores ||
                        c.train.log_attention_entropy || m.position == nn::PositionKind::relative;
-  const double t_attn =
-      weights ? 4 * tokens * layers * 2 * static_cast<double>(m.heads) * len : 0.0;
+  const double t_attn = 4 * tokens * len * (s.pair_always + (weights ? s.pair_dense : 0.0));
   const double total = t_vocab + t_pos + t_d + t_ff + t_attn;
-  const double act = t_attn + 4 * tokens * (layers * (16 * d + 3 * ff) + 3 * tv);
+  const double act = t_attn + 4 * tokens * (s.act_d + s.act_ff + 3 * tv);
   std::string key = "model.d_model";
   double top = t_d;
   for (const auto& [k, v] :

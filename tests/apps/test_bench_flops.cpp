@@ -49,3 +49,27 @@ TEST_CASE("bench flops: one attention layer counted by hand") {
   // projections 4 x 192, QK^T and PV 2 x 144: no FFN, no output layer
   CHECK(train_flops(m) == 3 * (4 * 192 + 2 * 144));
 }
+
+TEST_CASE("bench flops: Bahdanau's GRU encoder-decoder counted by hand") {
+  // d 4 (2 units each way in the encoder), vocabulary 5, batch 2, source 3, target 2
+  BenchModel m{"hand", true, 4, 1, 0, 1, 1, 5, 3, 2, 2, false, true};
+  // encoder, 6 source rows, per direction: x W_ih^T (6 x 4 x 6) and h W_hh^T (6 x 2 x 6), 2 x
+  // (288 + 144); the keys U_a h (6 x 4 x 4) 192; s_0 = W_s h<-_1 on 2 rows (2 x 2 x 4) 32
+  const double encoder = 2 * (288 + 144) + 192 + 32;
+  // decoder, 4 target rows: W_a s (4 x 4 x 4) 128; the GRU cell's input (4 x 8 x 12) 768 and
+  // state (4 x 4 x 12) 384; U_o, V_o, C_o 3 x 128; W_o (4 x 2 x 5) 80; per (target, source)
+  // pair, 2 x 2 x 3 of them, the score v . tanh(..) and the context, 2 x 4 each: 2 x 96
+  const double decoder = 128 + 768 + 384 + 3 * 128 + 80 + 2 * 96;
+  CHECK(encoder + decoder == 3024);
+  CHECK(train_flops(m) == 3 * 3024);
+}
+
+TEST_CASE("bench: the bahdanau model trains through the Trainer's step") {
+  const nlohmann::json j = qkv::app::run_one(qkv::app::find_model("bahdanau"), 0, false, false);
+  CHECK(j.at("model") == "bahdanau");
+  CHECK(j.at("steps").get<int64_t>() >= 5);
+  // parameters, gradients and Adam's moments alone: 80,974 parameters x 4 floats
+  CHECK(j.at("peak_tensor_mb").get<double>() > 80974.0 * 16 / (1 << 20));
+  CHECK_THROWS_WITH(qkv::app::run_one(qkv::app::find_model("bahdanau"), 0, true, false),
+                    Catch::Contains("--data-parallel needs a Seq2Seq model"));
+}

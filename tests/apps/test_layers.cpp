@@ -4,11 +4,13 @@
 // are measurements and are never asserted.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.hpp"
 #include "figures/layer_study.hpp"
+#include "figures/length_study.hpp"
 #include "support/common.hpp"
 
 using namespace qkv;
@@ -109,6 +111,61 @@ TEST_CASE("layers: attention's gradient reaches every distance, at initialisatio
   }
 }
 
+TEST_CASE("layers --quick trains every encoder on copy and reverse and scores every length") {
+  const json& t = quick_run().at("training");
+  const std::vector<int64_t> ns = {3, 6, 9};  // quick's: past its training lengths 1..6 too
+  CHECK(t.at("settings").at("eval_lengths").get<std::vector<int64_t>>() == ns);
+  std::vector<std::string> seen;
+  for (const json& c : t.at("curves")) {
+    seen.push_back(c.at("model").get<std::string>() + "/" + c.at("task").get<std::string>());
+    CHECK(c.at("n").get<std::vector<int64_t>>() == ns);
+    for (double e : c.at("exact_match").get<std::vector<double>>()) CHECK((e >= 0 && e <= 1));
+    CHECK(c.at("profile_init").size() == 8);  // quick's profile length
+    CHECK(c.at("profile_trained").size() == 8);
+    CHECK(c.at("profile_trained") != c.at("profile_init"));  // the steps moved the weights
+    CHECK(std::isfinite(c.at("final_loss").get<double>()));
+  }
+  std::vector<std::string> want;
+  for (const std::string& m : length_study_models())
+    for (const char* task : {"copy", "reverse"}) want.push_back(m + "/" + task);
+  CHECK(seen == want);
+  for (const char* f : {"exact_match_copy.svg", "exact_match_reverse.svg", "path_trained.svg"})
+    CHECK(std::filesystem::file_size(quick_dir().file(f)) > 0);
+}
+
+TEST_CASE("layers: a trained encoder keeps its structure: conv's reach, attention's everywhere") {
+  // One conv layer of kernel 3 (not causal): memory at j = n - 1 reads embeddings j - 1 and j
+  // only, before training and after; attention reads every position.
+  for (const json& c : quick_run().at("training").at("curves")) {
+    const std::string m = c.at("model");
+    if (m != "conv" && m != "attention") continue;
+    for (const char* when : {"profile_init", "profile_trained"}) {
+      const auto p = c.at(when).get<std::vector<double>>();
+      for (size_t dist = 0; dist < p.size(); ++dist) {
+        INFO(m << " " << when << " distance " << dist);
+        if (m == "conv" && dist > 1)
+          CHECK(p[dist] == 0.0);
+        else
+          CHECK(p[dist] > 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("layers: the length study is the same bits for the same seed") {
+  LengthStudyOptions o;
+  o.models = {"bahdanau"}, o.tasks = {"reverse"};
+  o.d = 8, o.heads = 2, o.layers = 1, o.steps = 3, o.batch = 4, o.train_max_len = 4;
+  o.eval_lengths = {2, 5}, o.eval_examples = 3, o.profile_length = 4;
+  const std::vector<LengthCurve> a = run_length_study(o), b = run_length_study(o);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].final_loss == b[0].final_loss);
+  CHECK(a[0].exact_match == b[0].exact_match);
+  CHECK(a[0].profile_trained == b[0].profile_trained);
+  o.steps = 0;  // no training: no study
+  CHECK(run_length_study(o).empty());
+}
+
 TEST_CASE("layers: bad options are refused with one line") {
   LayerStudyOptions o;
   o.d = 10, o.heads = 4;
@@ -117,4 +174,16 @@ TEST_CASE("layers: bad options are refused with one line") {
   o.heads = 2;
   o.lengths = {1, 8};
   CHECK_THROWS_WITH(run_layer_study(o), Catch::Contains("length must be >= 2"));
+
+  LengthStudyOptions l;
+  l.models = {"gru", "transformer"};
+  CHECK_THROWS_WITH(check_length_study(l),
+                    "layers --train-models: unknown model \"transformer\"; valid: attention, gru, "
+                    "lstm, conv, gru-no-attention, bahdanau");
+  l.models = {"gru"}, l.tasks = {"sort"};
+  CHECK_THROWS_WITH(check_length_study(l), Catch::Contains("--train-tasks: unknown task \"sort\""));
+  l.tasks = {"copy"}, l.eval_lengths = {4, 0};
+  CHECK_THROWS_WITH(check_length_study(l), Catch::Contains("--eval-lengths: every length"));
+  l.eval_lengths = {4}, l.d = 9, l.heads = 1;
+  CHECK_THROWS_WITH(check_length_study(l), Catch::Contains("must be even"));
 }

@@ -406,8 +406,12 @@ TEST_CASE("report: qkv layers folders on one page, overlaid, checked, never mixe
   REQUIRE(r.status == 0);
   const std::string html = read_file(t.file("l.html"));
   check_page_basics(html);
-  CHECK(count(html, "<figure class=\"chart\"") == 2);  // time against n, the gradient profile
+  // time against n, the gradient profile; exact match against length on copy and on reverse,
+  // the profile before and after training
+  CHECK(count(html, "<figure class=\"chart\"") == 5);
   CHECK(html.find(">l2: gru</text>") != std::string::npos);
+  CHECK(html.find(">l2: gru-no-attention</text>") != std::string::npos);  // a trained model
+  CHECK(html.find(">l1: bahdanau (trained)</text>") != std::string::npos);
   CHECK(html.find("O(log_w n)") != std::string::npos);  // the lesson's column, from layers.json
   CHECK(count(html, "<td>l1</td><td>lstm</td>") == 1);  // one results row per folder and layer
 
@@ -420,6 +424,12 @@ TEST_CASE("report: qkv layers folders on one page, overlaid, checked, never mixe
                                     t.file("c.html") + "'");
   CHECK(corrupt.status == 1);
   CHECK(corrupt.output.find("layers.json: not a qkv layers result") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.file("c.html")));
+  // The same for the trained models' curves.
+  bad = good;
+  bad["training"]["curves"][2]["exact_match"].erase(0);
+  write(t.file("l2") + "/layers.json", bad.dump());
+  CHECK(run_qkv("report '" + t.file("l2") + "' --out '" + t.file("c.html") + "'").status == 1);
   CHECK_FALSE(std::filesystem::exists(t.file("c.html")));
 
   // Two kinds of study folder: refused, naming both commands.
