@@ -148,6 +148,15 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-
 // RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * gamma (gamma undefined: no gain),
 // composed of the ops above. x: (..., d), gamma: (d).
 Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-6);
+// A residual add and the norm after it, one pass over memory (core/fused.hpp): layer_norm(x + a,
+// gamma, beta, eps) and rms_norm(x + a, gamma, eps), with the composed ops' values and gradients
+// bit for bit. x, a: (..., d), one shape (otherwise the composed ops run). sum: when given, it
+// receives x + a, the residual stream that flows on (pre-LN), and the tape holds add and the
+// norm as the composed ops do. Without it (post-LN: only the norm reads x + a) one op, whose
+// backward in a bf16 scope rounds dx in its pass for the product behind a.
+Var add_layer_norm(const Var& x, const Var& a, const Var& gamma, const Var& beta, double eps,
+                   Var* sum = nullptr);
+Var add_rms_norm(const Var& x, const Var& a, const Var& gamma, double eps, Var* sum = nullptr);
 
 // --- losses (ops_loss.cpp) ---
 // Cross-entropy of logits (N, C) against int64 targets (N), fused log-softmax + NLL, mean over

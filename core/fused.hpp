@@ -101,6 +101,25 @@ LayerNormResult rms_norm_forward(const Tensor& x, const Tensor& gamma, double ep
 Tensor rms_norm_backward(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
                          const Tensor& rstd);
 
+// --- a residual add and the norm after it (core/layer_norm.cpp) ---
+// s = x + a, then LayerNorm of s (centered) or RMSNorm (not; beta undefined), one pass per row
+// with the bits of add then layer_norm_forward / rms_norm_forward. The residual stream's add
+// and the norm that reads it: s is not written out and read back, and in a bf16 PrecisionScope
+// the norm's output gets its bfloat16 copy in the same pass, for the product that reads it next
+// (core/bf16_cache.hpp).
+struct AddNormResult {
+  LayerNormResult norm;  // the norm of s
+  Tensor sum;            // s (x's shape) when keep_sum, else undefined (only the norm reads s)
+};
+// x, a: (..., d) one shape and float dtype; gamma, beta: (d) or undefined
+AddNormResult add_norm_forward(const Tensor& x, const Tensor& a, const Tensor& gamma,
+                               const Tensor& beta, double eps, bool centered, bool keep_sum);
+// layer_norm_backward (centered) or rms_norm_backward with their bits, and in a bf16 scope dx's
+// bfloat16 copy in the same pass: for a dx that flows on to a product's output (a post-LN
+// sublayer's last linear layer), whose backward products read it rounded.
+Tensor norm_backward_rounded(const Tensor& g, const Tensor& gamma, const Tensor& xhat,
+                             const Tensor& rstd, bool centered);
+
 // --- rotary positions (core/rotary.cpp) ---
 // Each pair (x[2i], x[2i+1]) of a row at position p turned by the angle a of (p, i), in one pass
 // over x instead of the slices, products, sums and stack of the composed op (nn/rotary.hpp):

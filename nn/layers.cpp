@@ -37,7 +37,17 @@ LayerNorm::LayerNorm(int64_t d, double eps_) : eps(eps_) {
   bias = register_parameter("bias", zeros({d}));
 }
 
+Var Norm::forward_add(const Var& x, const Var& a, Var* sum) const {
+  const Var s = ag::add(x, a);
+  if (sum) *sum = s;
+  return forward(s);
+}
+
 Var LayerNorm::forward(const Var& x) const { return ag::layer_norm(x, weight, bias, eps); }
+
+Var LayerNorm::forward_add(const Var& x, const Var& a, Var* sum) const {
+  return ag::add_layer_norm(x, a, weight, bias, eps, sum);
+}
 
 RMSNorm::RMSNorm(int64_t d, double eps_) : eps(eps_) {
   QKV_CHECK(d > 0 && eps_ > 0, "RMSNorm", "needs d > 0 and eps > 0, got d ", d, " eps ", eps_);
@@ -45,6 +55,10 @@ RMSNorm::RMSNorm(int64_t d, double eps_) : eps(eps_) {
 }
 
 Var RMSNorm::forward(const Var& x) const { return ag::rms_norm(x, weight, eps); }
+
+Var RMSNorm::forward_add(const Var& x, const Var& a, Var* sum) const {
+  return ag::add_rms_norm(x, a, weight, eps, sum);
+}
 
 std::shared_ptr<Norm> make_norm(NormKind kind, int64_t d, double eps) {
   switch (kind) {

@@ -37,6 +37,10 @@ class Embedding : public Module {
 class Norm : public Module {
  public:
   virtual Var forward(const Var& x) const = 0;
+  // forward(x + a), x and a of one shape: a residual add and this norm, fused where the kind
+  // has a fused op (ag::add_layer_norm), with forward(ag::add(x, a))'s bits. sum: when given,
+  // receives x + a (pre-LN's stream, which flows on).
+  virtual Var forward_add(const Var& x, const Var& a, Var* sum = nullptr) const;
 };
 
 // (x - mean) / sqrt(var + eps) * weight + bias.
@@ -44,6 +48,7 @@ class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t d, double eps = 1e-5);
   Var forward(const Var& x) const override;
+  Var forward_add(const Var& x, const Var& a, Var* sum = nullptr) const override;
   Var weight, bias;
   double eps;
 };
@@ -54,6 +59,7 @@ class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t d, double eps = 1e-5);
   Var forward(const Var& x) const override;
+  Var forward_add(const Var& x, const Var& a, Var* sum = nullptr) const override;
   Var weight;
   double eps;
 };

@@ -19,11 +19,25 @@ std::shared_ptr<MultiHeadAttention> make_attention(const BlockConfig& c, Generat
   return a;
 }
 
-// One residual sublayer around f: pre-LN x + f(norm(x)); post-LN norm(x + f(x)).
+// One residual sublayer around f: pre-LN x + f(norm(x)); post-LN norm(x + f(x)), the add and
+// the norm in one pass.
 template <class F>
 Var residual(const Var& x, const Norm& norm, bool norm_first, const F& f) {
-  return norm_first ? ag::add(x, f(norm.forward(x))) : norm.forward(ag::add(x, f(x)));
+  return norm_first ? ag::add(x, f(norm.forward(x))) : norm.forward_add(x, f(x));
 }
+
+// A pre-LN block's last add, x + a, and the norm after it (the next block's first, or the
+// stack's final norm) in one pass when there is one: then *next_h receives next(x + a).
+Var last_add(const Var& x, const Var& a, const Norm* next, Var* next_h) {
+  if (!next) return ag::add(x, a);
+  Var s;
+  *next_h = next->forward_add(x, a, &s);
+  return s;
+}
+
+// Whether a pre-LN stack may fuse its adds with the norms after them: not while hooks are in
+// scope, which may sit between (resid_mid, resid_post, resid_pre).
+bool fuse_pre_ln(bool norm_first) { return norm_first && !hooks_active(); }
 
 }  // namespace
 
@@ -55,14 +69,33 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockConfig& c, Generator
 }
 
 Var TransformerEncoderBlock::forward(const Var& x, const Tensor& mask) const {
-  auto sa = [&](const Var& h) {
-    return dropout1->forward(
-        hook_point(self_attn->forward(h, h, h, mask), hook_prefix, "attn_out"));
-  };
-  auto ff = [&](const Var& h) {
-    return dropout2->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
-  };
+  auto sa = [&](const Var& h) { return attention_sublayer(h, mask); };
+  auto ff = [&](const Var& h) { return ffn_sublayer(h); };
   return sublayers(x, sa, ff);
+}
+
+Var TransformerEncoderBlock::forward_pre_ln(const Var& x, const Var& h, const Tensor& mask,
+                                            const Norm* next, Var* next_h) const {
+  auto sa = [&](const Var& a) { return attention_sublayer(a, mask); };
+  auto ff = [&](const Var& a) { return ffn_sublayer(a); };
+  return pre_ln(x, h, sa, ff, next, next_h);
+}
+
+Var TransformerEncoderBlock::attention_sublayer(const Var& h, const Tensor& mask) const {
+  return dropout1->forward(hook_point(self_attn->forward(h, h, h, mask), hook_prefix, "attn_out"));
+}
+
+Var TransformerEncoderBlock::ffn_sublayer(const Var& h) const {
+  return dropout2->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
+}
+
+template <class SA, class FF>
+Var TransformerEncoderBlock::pre_ln(const Var& x, const Var& h, const SA& sa, const FF& ff,
+                                    const Norm* next, Var* next_h) const {
+  if (!ffn) return last_add(x, sa(h), next, next_h);
+  Var x1;
+  const Var h2 = norm2->forward_add(x, sa(h), &x1);
+  return last_add(x1, ff(h2), next, next_h);
 }
 
 Var TransformerEncoderBlock::forward_step(const Var& x, SelfAttentionCache& cache) const {
@@ -77,6 +110,7 @@ Var TransformerEncoderBlock::forward_step(const Var& x, SelfAttentionCache& cach
 template <class SA, class FF>
 Var TransformerEncoderBlock::sublayers(const Var& x, const SA& sa, const FF& ff) const {
   const Var x0 = hook_point(x, hook_prefix, "resid_pre");
+  if (fuse_pre_ln(norm_first)) return pre_ln(x0, norm1->forward(x0), sa, ff, nullptr, nullptr);
   // Attention alone: its sublayer's output is the block's (no resid_mid between sublayers).
   if (!ffn) return hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_post");
   const Var x1 = hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_mid");
@@ -123,18 +157,44 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockConfig& c, Generator
 
 Var TransformerDecoderBlock::forward(const Var& x, const Var& memory, const Tensor& self_mask,
                                      const Tensor& cross_mask) const {
-  auto sa = [&](const Var& h) {
-    return dropout1->forward(
-        hook_point(self_attn->forward(h, h, h, self_mask), hook_prefix, "attn_out"));
-  };
-  auto ca = [&](const Var& h) {
-    return dropout2->forward(
-        hook_point(cross_attn->forward(h, memory, memory, cross_mask), hook_prefix, "cross_out"));
-  };
-  auto ff = [&](const Var& h) {
-    return dropout3->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
-  };
+  auto sa = [&](const Var& h) { return self_sublayer(h, self_mask); };
+  auto ca = [&](const Var& h) { return cross_sublayer(h, memory, cross_mask); };
+  auto ff = [&](const Var& h) { return ffn_sublayer(h); };
   return sublayers(x, sa, ca, ff);
+}
+
+Var TransformerDecoderBlock::forward_pre_ln(const Var& x, const Var& h, const Var& memory,
+                                            const Tensor& self_mask, const Tensor& cross_mask,
+                                            const Norm* next, Var* next_h) const {
+  auto sa = [&](const Var& a) { return self_sublayer(a, self_mask); };
+  auto ca = [&](const Var& a) { return cross_sublayer(a, memory, cross_mask); };
+  auto ff = [&](const Var& a) { return ffn_sublayer(a); };
+  return pre_ln(x, h, sa, ca, ff, next, next_h);
+}
+
+Var TransformerDecoderBlock::self_sublayer(const Var& h, const Tensor& mask) const {
+  return dropout1->forward(hook_point(self_attn->forward(h, h, h, mask), hook_prefix, "attn_out"));
+}
+
+Var TransformerDecoderBlock::cross_sublayer(const Var& h, const Var& memory,
+                                            const Tensor& mask) const {
+  return dropout2->forward(
+      hook_point(cross_attn->forward(h, memory, memory, mask), hook_prefix, "cross_out"));
+}
+
+Var TransformerDecoderBlock::ffn_sublayer(const Var& h) const {
+  return dropout3->forward(hook_point(ffn->forward(h), hook_prefix, "mlp_out"));
+}
+
+template <class SA, class CA, class FF>
+Var TransformerDecoderBlock::pre_ln(const Var& x, const Var& h, const SA& sa, const CA& ca,
+                                    const FF& ff, const Norm* next, Var* next_h) const {
+  Var x1;
+  const Var h2 = norm2->forward_add(x, sa(h), &x1);
+  if (!ffn) return last_add(x1, ca(h2), next, next_h);
+  Var x2;
+  const Var h3 = norm3->forward_add(x1, ca(h2), &x2);
+  return last_add(x2, ff(h3), next, next_h);
 }
 
 Var TransformerDecoderBlock::forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
@@ -159,6 +219,7 @@ template <class SA, class CA, class FF>
 Var TransformerDecoderBlock::sublayers(const Var& x, const SA& sa, const CA& ca,
                                        const FF& ff) const {
   const Var x0 = hook_point(x, hook_prefix, "resid_pre");
+  if (fuse_pre_ln(norm_first)) return pre_ln(x0, norm1->forward(x0), sa, ca, ff, nullptr, nullptr);
   const Var x1 = hook_point(residual(x0, *norm1, norm_first, sa), hook_prefix, "resid_mid");
   // Attention alone: cross-attention's sublayer output is the block's.
   if (!ffn) return hook_point(residual(x1, *norm2, norm_first, ca), hook_prefix, "resid_post");
@@ -212,6 +273,16 @@ void Encoder::list_hooks(std::vector<std::string>& out) const {
 }
 
 Var Encoder::forward(const Var& x, const Tensor& mask) const {
+  if (!layers.empty() && fuse_pre_ln(layers[0]->norm_first)) {
+    // each block's last add fused with the next norm: the next block's first, or the final one
+    Var s = x, h = layers[0]->norm1->forward(x);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      ag::ModuleScope scope("layers." + std::to_string(i));
+      const Norm* next = i + 1 < layers.size() ? layers[i + 1]->norm1.get() : norm.get();
+      s = layers[i]->forward_pre_ln(s, h, mask, next, &h);
+    }
+    return norm ? h : s;
+  }
   Var h = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     ag::ModuleScope scope("layers." + std::to_string(i));
@@ -250,6 +321,15 @@ void Decoder::list_hooks(std::vector<std::string>& out) const {
 
 Var Decoder::forward(const Var& x, const Var& memory, const Tensor& self_mask,
                      const Tensor& cross_mask) const {
+  if (!layers.empty() && fuse_pre_ln(layers[0]->norm_first)) {  // as Encoder::forward
+    Var s = x, h = layers[0]->norm1->forward(x);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      ag::ModuleScope scope("layers." + std::to_string(i));
+      const Norm* next = i + 1 < layers.size() ? layers[i + 1]->norm1.get() : norm.get();
+      s = layers[i]->forward_pre_ln(s, h, memory, self_mask, cross_mask, next, &h);
+    }
+    return norm ? h : s;
+  }
   Var h = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     ag::ModuleScope scope("layers." + std::to_string(i));

@@ -57,6 +57,12 @@ class TransformerEncoderBlock : public Module {
   // Causal incremental form: x (B, n, d) holds the next n positions; the cache holds the
   // earlier ones and receives these. No autograd (inference), no dropout.
   Var forward_step(const Var& x, SelfAttentionCache& cache) const;
+  // Pre-LN with no hooks in scope, as forward computes it, for a stack: h = norm1(x) already
+  // computed (fused with the previous block's last add), and the block's last add fused with
+  // next (the next block's norm1 or the stack's final norm; null: none), whose output goes to
+  // *next_h. Returns the block's output, the stream.
+  Var forward_pre_ln(const Var& x, const Var& h, const Tensor& mask, const Norm* next,
+                     Var* next_h) const;
 
   // Names its hook points prefix + resid_pre, attn_out, resid_mid, mlp_out, resid_post and its
   // attention's and FFN's (prefix + "attn.", prefix + "mlp."); nn/hooks.hpp. Attention alone
@@ -75,6 +81,11 @@ class TransformerEncoderBlock : public Module {
  private:
   template <class SA, class FF>
   Var sublayers(const Var& x, const SA& sa, const FF& ff) const;
+  template <class SA, class FF>
+  Var pre_ln(const Var& x, const Var& h, const SA& sa, const FF& ff, const Norm* next,
+             Var* next_h) const;
+  Var attention_sublayer(const Var& h, const Tensor& mask) const;  // dropout1(attention(h))
+  Var ffn_sublayer(const Var& h) const;                            // dropout2(ffn(h))
 };
 
 // Cached keys and values of one decoder block, for incremental decoding.
@@ -97,6 +108,9 @@ class TransformerDecoderBlock : public Module {
   // cross_mask broadcastable to (B, h, 1, m). No autograd (inference).
   Var forward_step(const Var& x, const Var& memory, const Tensor& cross_mask,
                    DecoderBlockCache& cache) const;
+  // As the encoder block's forward_pre_ln.
+  Var forward_pre_ln(const Var& x, const Var& h, const Var& memory, const Tensor& self_mask,
+                     const Tensor& cross_mask, const Norm* next, Var* next_h) const;
 
   // As the encoder block's, plus cross_out, resid_cross and the cross-attention's (prefix +
   // "cross.").
@@ -113,6 +127,12 @@ class TransformerDecoderBlock : public Module {
  private:
   template <class SA, class CA, class FF>
   Var sublayers(const Var& x, const SA& sa, const CA& ca, const FF& ff) const;
+  template <class SA, class CA, class FF>
+  Var pre_ln(const Var& x, const Var& h, const SA& sa, const CA& ca, const FF& ff, const Norm* next,
+             Var* next_h) const;
+  Var self_sublayer(const Var& h, const Tensor& mask) const;  // dropout1(self-attention(h))
+  Var cross_sublayer(const Var& h, const Var& memory, const Tensor& mask) const;
+  Var ffn_sublayer(const Var& h) const;  // dropout3(ffn(h))
 };
 
 // N encoder blocks, with a final norm (BlockConfig::norm) when final_norm (pre-LN stacks need one;

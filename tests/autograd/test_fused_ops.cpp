@@ -7,6 +7,7 @@
 
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
+#include "core/bf16_cache.hpp"
 #include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "support/tensors.hpp"
@@ -157,6 +158,125 @@ TEST_CASE("fused linear_act equals linear then the activation, float32 and bf16,
         CHECK(testing::same_bits(wf.grad(), wc.grad()));
         CHECK(testing::same_bits(bf.grad(), bc.grad()));
       }
+  }
+  set_num_threads(before);
+}
+
+namespace {
+
+// The residual add and the norm after it, fused (rms: add_rms_norm) or composed of add and the
+// norm; sum receives x + a when given.
+Var add_norm(const Var& x, const Var& a, const Var& gamma, const Var& beta, bool rms, bool fused,
+             Var* sum) {
+  const double eps = 1e-5;
+  if (fused)
+    return rms ? add_rms_norm(x, a, gamma, eps, sum) : add_layer_norm(x, a, gamma, beta, eps, sum);
+  const Var s = add(x, a);
+  if (sum) *sum = s;
+  return rms ? rms_norm(s, gamma, eps) : layer_norm(s, gamma, beta, eps);
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: add_layer_norm and add_rms_norm, with and without the sum, threaded rows") {
+  Generator g(47);
+  for (const bool rms : {false, true})
+    for (const bool keep_sum : {false, true}) {
+      INFO((rms ? "rms" : "layer") << (keep_sum ? ", sum kept" : ""));
+      // the sum, when kept, flows on beside the norm (as pre-LN's residual stream)
+      auto f = [rms, keep_sum](Ins in) {
+        Var s;
+        const Var h =
+            add_norm(in[0], in[1], in[2], rms ? Var() : in[3], rms, true, keep_sum ? &s : nullptr);
+        return keep_sum ? add(h, mul(s, 0.5)) : h;
+      };
+      check(f, {testing::leaf({2, 3, 5}, g), testing::leaf({2, 3, 5}, g), testing::leaf({5}, g),
+                testing::leaf({5}, g)});
+      // 260 rows of 64: split across threads
+      check(f, {testing::leaf({260, 64}, g), testing::leaf({260, 64}, g), testing::leaf({64}, g),
+                testing::leaf({64}, g)});
+    }
+  // shapes that differ (a broadcast) take the composed ops
+  check([](Ins in) { return add_layer_norm(in[0], in[1], in[2], in[3], 1e-5); },
+        {testing::leaf({3, 4}, g), testing::leaf({4}, g), testing::leaf({4}, g),
+         testing::leaf({4}, g)});
+}
+
+// The fused add and norm against add then the norm, forward and backward, bit for bit, in
+// float32 and in a bf16 scope (the norm's output rounded in its pass for the product after
+// it; without the sum, dx rounded in the backward's pass for the product behind a). The order
+// of operations is the composed ops' on each element, so nothing differs. 300 rows over 2
+// threads and 5 rows on one.
+TEST_CASE("fused add_layer_norm and add_rms_norm equal add then the norm, float32 and bf16") {
+  const int before = get_num_threads();
+  set_num_threads(2);
+  Generator g(48);
+  for (const Precision p : {Precision::fp32, Precision::bf16}) {
+    if (p == Precision::bf16 && !bf16_unsupported_reason().empty()) continue;
+    for (const int64_t rows : {int64_t{300}, int64_t{5}})
+      for (const bool rms : {false, true})
+        for (const bool keep_sum : {false, true}) {
+          INFO(precision_name(p) << ", " << rows << " rows, " << (rms ? "rms" : "layer")
+                                 << (keep_sum ? ", sum kept" : ""));
+          const Tensor x0 = randn({rows, 96}, g), z0 = randn({rows, 40}, g);
+          const Tensor wa0 = mul(randn({96, 40}, g), 0.2), wo0 = mul(randn({50, 96}, g), 0.2);
+          const Tensor ga0 = add(mul(randn({96}, g), 0.1), 1.0), be0 = randn({96}, g);
+          const Tensor dy = randn({rows, 50}, g), ds = randn({rows, 96}, g);
+          struct Side {
+            Var x, z, wa, wo, gamma, beta;
+          };
+          // copies: the sides share no storage, so neither reuses the other's bf16 copies
+          auto make = [&] {
+            return Side{Var(x0.clone(), true),  Var(z0.clone(), true),  Var(wa0.clone(), true),
+                        Var(wo0.clone(), true), Var(ga0.clone(), true), Var(be0.clone(), true)};
+          };
+          Side f = make(), c = make();
+          {
+            PrecisionScope scope(p);
+            // a: a product's output; the norm's output: a product's input
+            auto run = [&](Side& v, bool fused) {
+              Var s;
+              const Var a = linear(v.z, v.wa, Var());
+              const Var h = add_norm(v.x, a, v.gamma, rms ? Var() : v.beta, rms, fused,
+                                     keep_sum ? &s : nullptr);
+              const Var y = linear(h, v.wo, Var());
+              return std::pair{y, s};
+            };
+            // Each side's roundings: in bf16 the fused op writes the norm's copy for the next
+            // product (1 fewer forward) and, without the sum, dx's copy for a's product (1
+            // fewer backward).
+            const uint64_t f0 = detail::bf16_activation_roundings();
+            const auto [yf, sf] = run(f, true);
+            const uint64_t f1 = detail::bf16_activation_roundings();
+            const auto [yc, sc] = run(c, false);
+            if (p == Precision::bf16)
+              CHECK(detail::bf16_activation_roundings() - f1 == f1 - f0 + 1);
+            CHECK(testing::same_bits(yf.data(), yc.data()));
+            const uint64_t r0 = detail::bf16_activation_roundings();
+            if (keep_sum) {  // the loss reads both: sum(y dy) + sum(s ds)
+              CHECK(testing::same_bits(sf.data(), sc.data()));
+              auto loss = [&](const Var& y, const Var& s) {
+                return add(sum(mul(y, constant(dy.clone()))), sum(mul(s, constant(ds.clone()))));
+              };
+              loss(yf, sf).backward();
+              const uint64_t r1 = detail::bf16_activation_roundings();
+              loss(yc, sc).backward();
+              if (p == Precision::bf16) CHECK(detail::bf16_activation_roundings() - r1 == r1 - r0);
+            } else {
+              yf.backward(dy);
+              const uint64_t r1 = detail::bf16_activation_roundings();
+              yc.backward(dy.clone());
+              if (p == Precision::bf16)
+                CHECK(detail::bf16_activation_roundings() - r1 == r1 - r0 + 1);
+            }
+          }
+          CHECK(testing::same_bits(f.x.grad(), c.x.grad()));
+          CHECK(testing::same_bits(f.z.grad(), c.z.grad()));
+          CHECK(testing::same_bits(f.wa.grad(), c.wa.grad()));
+          CHECK(testing::same_bits(f.wo.grad(), c.wo.grad()));
+          CHECK(testing::same_bits(f.gamma.grad(), c.gamma.grad()));
+          if (!rms) CHECK(testing::same_bits(f.beta.grad(), c.beta.grad()));
+        }
   }
   set_num_threads(before);
 }

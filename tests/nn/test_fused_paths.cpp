@@ -1,11 +1,15 @@
 // The fused attention path inside nn: same results as the reference path (taken when the
-// pattern hook point is replaced: the output is pattern @ v), and training steps that repeat bit
-// for bit.
+// pattern hook point is replaced: the output is pattern @ v), training steps that repeat bit
+// for bit, and pre-LN stacks whose adds run fused with the norms after them.
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "core/parallel.hpp"
+#include "core/precision.hpp"
+#include "nn/decoder_lm.hpp"
 #include "nn/hooks.hpp"
 #include "nn/seq2seq.hpp"
 #include "optim/optimizers.hpp"
@@ -80,4 +84,65 @@ TEST_CASE("Seq2Seq training steps repeat bit for bit at a fixed thread count") {
     INFO(a[i].first);
     CHECK(max_abs_diff(a[i].second.data(), b[i].second.data()) == 0);
   }
+}
+
+namespace {
+
+// One forward and backward of a model's loss, in precision p, with an empty HookScope around
+// it or not: with hooks in scope the pre-LN blocks add and normalise op by op (hook points sit
+// between), without they fuse each add with the norm after it, within and across blocks.
+// Returns the loss and every parameter's gradient.
+std::vector<Tensor> loss_and_grads(Module& m, const std::function<Var()>& loss, Precision p,
+                                   bool hooks) {
+  m.zero_grad();
+  Hooks none;
+  std::optional<HookScope> scope;
+  if (hooks) scope.emplace(none);
+  PrecisionScope precision(p);
+  const Var l = loss();
+  l.backward();
+  std::vector<Tensor> out = {l.data()};
+  for (const auto& [name, v] : m.named_parameters()) out.push_back(v.grad());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pre-LN stacks: adds fused with the norms after them change no bit, float32 and bf16") {
+  const int saved = get_num_threads();
+  set_num_threads(2);
+  for (const Precision p : {Precision::fp32, Precision::bf16}) {
+    if (p == Precision::bf16 && !bf16_unsupported_reason().empty()) continue;
+    for (const NormKind norm : {NormKind::layernorm, NormKind::rmsnorm})
+      for (const bool lm : {true, false}) {
+        INFO(precision_name(p) << (norm == NormKind::rmsnorm ? ", rmsnorm" : ", layernorm")
+                               << (lm ? ", decoder-only LM" : ", encoder-decoder"));
+        ModelConfig c = lm ? ModelConfig::decoder_defaults() : ModelConfig();
+        c.src_vocab = c.tgt_vocab = 11;
+        c.d_model = 32, c.heads = 4, c.d_ff = 64, c.dropout = 0, c.max_len = 40;
+        c.encoder_layers = 2, c.decoder_layers = 2;
+        c.norm_first = true, c.final_norm = true, c.norm = norm;
+        Generator g(9);
+        const Tensor src = randint({6, 40}, 0, 11, g), tgt = randint({6, 40}, 0, 11, g);
+        const Tensor out = randint({6 * 40}, 0, 11, g);
+        const Tensor valid = ones({6, 40}, DType::b8);
+        std::unique_ptr<Model> model;
+        if (lm)
+          model = std::make_unique<DecoderLM>(c, g);
+        else
+          model = std::make_unique<Seq2Seq>(c, g);
+        auto loss = [&] {
+          return model->forward_loss(lm ? Tensor() : src, tgt, lm ? Tensor() : valid,
+                                     lm ? Tensor() : valid, out, -100, 0.0);
+        };
+        const auto fused = loss_and_grads(*model, loss, p, false);
+        const auto composed = loss_and_grads(*model, loss, p, true);
+        REQUIRE(fused.size() == composed.size());
+        for (size_t i = 0; i < fused.size(); ++i) {
+          INFO("tensor " << i);
+          CHECK(max_abs_diff(fused[i], composed[i]) == 0);
+        }
+      }
+  }
+  set_num_threads(saved);
 }
