@@ -358,12 +358,8 @@ void RunConfig::validate() const {
   need(train.grad_accum >= 1,
        "train.grad_accum: must be >= 1 (micro-batches per optimizer step), got " +
            std::to_string(train.grad_accum));
-  const bool lm = data::is_language_model(data.task);
   const std::string task(name_of(data.task));
   check_model_kind(model.kind, data.task);
-  need(!lm || model.position != nn::PositionKind::learned || data.block_size <= model.max_len,
-       "model.max_len: learned positions cover " + std::to_string(model.max_len) +
-           " tokens, less than data.block_size = " + std::to_string(data.block_size));
   need(train.best_metric != BestMetric::bleu || data::is_text_pairs(data.task),
        "train.best_metric: bleu needs a text task (tsv, dates or parallel), not " + task);
   need(checkpoint.every >= 0, "checkpoint.every: must be >= 0");

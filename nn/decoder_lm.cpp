@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/hooks.hpp"
+#include "nn/model_sites.hpp"
 
 #include "nn/seq2seq.hpp"
 
@@ -82,10 +83,16 @@ std::vector<std::string> DecoderLM::hook_points() const {
   return out;
 }
 
-std::vector<AttentionSite> DecoderLM::attention_sites() const {
+std::vector<AttentionSite> decoder_lm_sites(const ModelConfig& c) {
   return {{"self", "causal self-attention", "blocks.", "attn", Side::output, Side::output, true,
-           static_cast<int64_t>(blocks->layers.size()), blocks->layers[0]->self_attn->heads,
-           "query (token)", "key (the text so far)", "causal"}};
+           c.decoder_layers, c.heads, "query (token)", "key (the text so far)", "causal"}};
+}
+
+std::vector<AttentionSite> DecoderLM::attention_sites() const {
+  ModelConfig c;  // the sizes the sites read, as built
+  c.decoder_layers = static_cast<int64_t>(blocks->layers.size());
+  c.heads = blocks->layers[0]->self_attn->heads;
+  return decoder_lm_sites(c);
 }
 
 const MultiHeadAttention& DecoderLM::attention_of(const AttentionSite& site, int64_t layer) const {

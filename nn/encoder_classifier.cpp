@@ -1,6 +1,7 @@
 #include "nn/encoder_classifier.hpp"
 
 #include "nn/hooks.hpp"
+#include "nn/model_sites.hpp"
 #include "nn/seq2seq.hpp"
 
 namespace qkv::nn {
@@ -118,10 +119,16 @@ Model::OutputLayer EncoderClassifier::output_layer() const {
   return {classifier->weight, classifier->bias, logit_softcap};
 }
 
-std::vector<AttentionSite> EncoderClassifier::attention_sites() const {
+std::vector<AttentionSite> encoder_classifier_sites(const ModelConfig& c) {
   return {{"self", "self-attention", "blocks.", "attn", Side::input, Side::input, false,
-           static_cast<int64_t>(blocks->layers.size()), blocks->layers[0]->self_attn->heads,
-           "query (token)", "key (token)", "encoder_self"}};
+           c.encoder_layers, c.heads, "query (token)", "key (token)", "encoder_self"}};
+}
+
+std::vector<AttentionSite> EncoderClassifier::attention_sites() const {
+  ModelConfig c;  // the sizes the sites read, as built
+  c.encoder_layers = static_cast<int64_t>(blocks->layers.size());
+  c.heads = blocks->layers[0]->self_attn->heads;
+  return encoder_classifier_sites(c);
 }
 
 const MultiHeadAttention& EncoderClassifier::attention_of(const AttentionSite& site,

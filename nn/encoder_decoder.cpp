@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "nn/model_cost.hpp"
+#include "nn/model_sites.hpp"
 #include "nn/rnn_seq2seq.hpp"
 #include "nn/seq2seq.hpp"
 
@@ -42,6 +43,16 @@ StackCost model_cost(const ModelConfig& c) {
   StackCost s = transformer_blocks_cost(c, 0, c.decoder_layers);
   s += sequence_encoder_cost({c.encoder, c.d_model, c.encoder_layers, c.norm, c.activation});
   return s;
+}
+
+std::vector<AttentionSite> encoder_decoder_sites(const ModelConfig& c) {
+  switch (c.decoder) {
+    case DecoderKind::attention:
+      return seq2seq_sites(c);
+    case DecoderKind::gru:
+      return recurrent_seq2seq_sites(c);
+  }
+  throw Error("model.decoder: unknown kind");
 }
 
 }  // namespace qkv::nn

@@ -5,6 +5,7 @@
 #include "nn/attention.hpp"
 #include "nn/hooks.hpp"
 #include "nn/model_cost.hpp"
+#include "nn/model_sites.hpp"
 
 namespace qkv::nn {
 
@@ -260,7 +261,11 @@ std::vector<std::string> RecurrentSeq2Seq::hook_points() const {
 }
 
 std::vector<AttentionSite> RecurrentSeq2Seq::attention_sites() const {
-  if (!attention) return {};
+  return recurrent_seq2seq_sites(config);
+}
+
+std::vector<AttentionSite> recurrent_seq2seq_sites(const ModelConfig& c) {
+  if (!c.cross_attention) return {};
   return {{"cross", "additive cross-attention", "decoder.rnn.", "cross", Side::output, Side::input,
            false, 1, 1, "output token", "key (source)", "cross"}};
 }

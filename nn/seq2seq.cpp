@@ -4,6 +4,7 @@
 
 #include "nn/hooks.hpp"
 #include "nn/model_cost.hpp"
+#include "nn/model_sites.hpp"
 
 namespace qkv::nn {
 
@@ -185,9 +186,12 @@ std::vector<std::string> Seq2Seq::hook_points() const {
   return out;
 }
 
-std::vector<AttentionSite> Seq2Seq::attention_sites() const {
-  const int64_t enc = static_cast<int64_t>(encoder->layers.size()),
-                dec = static_cast<int64_t>(decoder->layers.size()), h = config.heads;
+std::vector<AttentionSite> Seq2Seq::attention_sites() const { return seq2seq_sites(config); }
+
+std::vector<AttentionSite> seq2seq_sites(const ModelConfig& c) {
+  // a recurrent or convolutional encoder has no attention (Seq2Seq's empty Encoder)
+  const int64_t enc = c.encoder == EncoderKind::attention ? c.encoder_layers : 0,
+                dec = c.decoder_layers, h = c.heads;
   std::vector<AttentionSite> out;
   if (enc > 0)
     out.push_back({"encoder", "encoder self-attention", "encoder.blocks.", "attn", Side::input,

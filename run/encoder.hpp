@@ -1,9 +1,9 @@
 // The encoder-only family (model.kind = "encoder", data family classify: dyck, parity,
 // majority): an nn::EncoderClassifier reads <cls> + a string of symbols and gives one class.
-// Its Family (run/family_encoder.cpp: model, batches, validation and test by accuracy, loss
-// and per-class counts) and its Inference (run/inference_encoder.cpp: classify, score, the
-// encoder's self-attention), made by the registry's encoder_family (run/family.cpp); no
-// consumer names them.
+// Its Family: run/family_encoder.cpp (model, batches, validation and test by accuracy, loss and
+// per-class counts) and, over a loaded run, run/family_encoder_inference.cpp (classify, score,
+// the encoder's self-attention); the registry's encoder_family (run/family.cpp) returns it, and
+// no consumer names it.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -44,6 +44,7 @@ class EncoderFamily : public Family {
   int64_t ignore_label() const override { return -1; }  // class 0 is a label like any other
   std::vector<Capability> capabilities() const override { return {Capability::classify}; }
   std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const override;
+  std::vector<nn::AttentionSite> attention_sites(const nn::ModelConfig& c) const override;
   void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const override;
   std::unique_ptr<data::BatchSource> make_loader(const config::RunConfig& cfg,
                                                  const data::DataSplits& d, int rank,
@@ -53,7 +54,6 @@ class EncoderFamily : public Family {
   bool validate(RunContext& c, train::TrainState& st) const override;
   std::string final_result(TrainingRun& r, const train::TrainState& st,
                            MetricsLog& metrics) const override;
-  std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const override;
   int64_t max_input_tokens(const config::RunConfig& c, const nn::Model& model) const override;
   int64_t max_output_tokens(const config::RunConfig&, int64_t) const override { return 1; }
   config::ProbeRoom probe_room(const config::RunConfig& c, const nn::Model& model) const override;
@@ -71,39 +71,30 @@ class EncoderFamily : public Family {
   Inspection inspect(const nn::Model& model, const config::RunConfig& c, const data::DataSplits& d,
                      const data::Ids& input) const override;
   void describe(const config::RunConfig& c, nlohmann::json& facts) const override;
+  // over a loaded run (run/family_encoder_inference.cpp)
+  // <cls> then one id per symbol: each non-space character of text is a symbol of the task.
+  data::Ids encode(const Inference& inf, const std::string& text, const char* op) const override;
+  std::string text(const Inference& inf, const data::Ids& ids) const override;
+  std::vector<std::string> input_labels(const Inference& inf, const data::Ids& ids) const override;
+  std::vector<std::string> output_labels(const Inference& inf, const data::Ids& ids) const override;
+  std::string output_name(const Inference& inf) const override;
+  std::vector<Classification> classify(const Inference& inf,
+                                       const std::vector<data::Ids>& inputs) const override;
+  Scores score(const Inference& inf, const ScoreOptions& o) const override;
+  void for_each_batch(const Inference& inf, const PassOptions& o,
+                      const std::function<void(const BatchPass&)>& fn) const override;
+  int64_t pass_tokens(const Inference& inf, const PassOptions& o) const override;
+  // The class logits (1, C) of input; tgt_in is not read (a classifier has no output side).
+  Tensor logits(const Inference& inf, const data::Ids& input, const data::Ids& tgt_in,
+                nn::Hooks* hooks) const override;
+  // (B, 1, C) over input (B, S); tgt_in is not read.
+  Tensor batch_logits(const Inference& inf, const Tensor& input, const Tensor& tgt_in,
+                      nn::Hooks* hooks, const Tensor& input_valid,
+                      const Tensor& tgt_valid) const override;
 };
 
 // An inspection's read-out (its tgt_in's one id): the position the classifier pools, labelled
 // "<cls>" or "mean" on the output side.
 inline constexpr int64_t kReadout = -1;
-
-class EncoderInference : public Inference {
- public:
-  EncoderInference(LoadedRun r, Precision p) : Inference(std::move(r), p) {}
-  // <cls> then one id per symbol: each non-space character of text is a symbol of the task.
-  data::Ids encode(const std::string& text, const char* op) const override;
-  std::string text(const data::Ids& ids) const override;  // class ids as their names
-  std::vector<std::string> input_labels(const data::Ids& ids) const override;
-  std::vector<std::string> output_labels(const data::Ids& ids) const override;
-  std::vector<Classification> classify(const std::vector<data::Ids>& inputs) const override;
-  Scores score(const ScoreOptions& o) const override;
-  Inspection inspect(const data::Ids& input) const override;
-  void for_each_batch(const PassOptions& o,
-                      const std::function<void(const BatchPass&)>& fn) const override;
-  int64_t pass_tokens(const PassOptions& o) const override;
-  // The class logits (1, C) of input; tgt_in is not read (a classifier has no output side).
-  Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
-                nn::Hooks* hooks = nullptr) const override;
-  // (B, 1, C) over input (B, S); tgt_in is not read.
-  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks = nullptr,
-                      const Tensor& input_valid = Tensor(),
-                      const Tensor& tgt_valid = Tensor()) const override;
-  std::string output_name() const override { return "class"; }
-
- private:
-  const nn::EncoderClassifier& classifier(const char* op) const {
-    return nn::model_as<nn::EncoderClassifier>(*run_.model, op);
-  }
-};
 
 }  // namespace qkv::run

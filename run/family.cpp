@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "run/families.hpp"
+#include "run/inference.hpp"
 
 namespace qkv::run {
 
@@ -28,6 +29,22 @@ QKV_FAMILIES(QKV_FAMILY_DECLARE)
 int64_t Family::scored_output_tokens(const config::RunConfig& c, const data::Framing&, int64_t n,
                                      int64_t) const {
   return max_output_tokens(c, n);
+}
+
+// Reached only by a family listing a capability without its call: a programming error.
+std::vector<data::Ids> Family::decode(const Inference& inf, const std::vector<data::Ids>&,
+                                      const DecodeOptions&) const {
+  throw Error(cat("decode: the family of ", inf.run().dir, " lists no decode call"));
+}
+
+void Family::generate(const Inference& inf, const data::Ids&, int64_t, const SampleOptions&,
+                      Generator&, bool, const std::function<void(int64_t)>&) const {
+  throw Error(cat("generate: the family of ", inf.run().dir, " lists no generate call"));
+}
+
+std::vector<Classification> Family::classify(const Inference& inf,
+                                             const std::vector<data::Ids>&) const {
+  throw Error(cat("classify: the family of ", inf.run().dir, " lists no classify call"));
 }
 
 void Family::check_probe_length(const config::RunConfig& c, const nn::Model& model) const {

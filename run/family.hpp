@@ -9,17 +9,18 @@
 //   EncoderFamily        (run/family_encoder.cpp)  classes (dyck, parity, majority); an
 //                                                  nn::EncoderClassifier, accuracy
 //
-// A family is two classes, by lifetime: its Family, one static object answering everything
-// that needs no loaded weights (config checks, building the model, loaders, the length rules,
-// validation during training), and the Inference it makes over one loaded run
-// (Family::inference; run/inference_<name>.cpp), which holds the weights and answers many
-// threads at once. Both are the family's own files; a consumer holds a Family or an Inference
-// and never names a family.
+// A family is one class: one static object, stateless, answering everything family-specific.
+// Part of it needs no loaded weights (config checks, building the model, loaders, the length
+// rules, validation during training); the rest is asked by the one family-free Inference
+// (run/inference.hpp) holding a loaded run, passed in as the first argument of each such call
+// (the section "over a loaded run" below; by convention in run/family_<name>_inference.cpp).
+// A consumer holds a Family or an Inference and never names a family.
 //
 // family_for (run/family.cpp) is the registry: one line per data family (QKV_FAMILIES), naming
 // the function of the family's own file that returns it, e.g. `const Family& seq2seq_family()`.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -38,12 +39,18 @@
 
 namespace qkv::run {
 
-struct RunContext;   // run/train_hooks.hpp
-struct Inspection;   // run/inference.hpp
-struct LoadedRun;    // run/run.hpp
-class Inference;     // run/inference.hpp
-class MetricsLog;    // run/train_hooks.hpp
-struct TrainingRun;  // run/train_run.hpp
+struct RunContext;      // run/train_hooks.hpp
+struct Inspection;      // run/inference.hpp
+class Inference;        // run/inference.hpp
+struct DecodeOptions;   // run/inference.hpp
+struct ScoreOptions;    // run/inference.hpp
+struct PassOptions;     // run/inference.hpp
+struct BatchPass;       // run/inference.hpp
+struct Classification;  // run/inference.hpp
+struct Scores;          // run/scores.hpp
+struct SampleOptions;   // run/lm.hpp
+class MetricsLog;       // run/train_hooks.hpp
+struct TrainingRun;     // run/train_run.hpp
 
 // The training data of a run as `qkv train --dry-run` reports it (apps/dry_run.cpp).
 struct DataPlan {
@@ -65,6 +72,9 @@ class Family {
   // The family's model, an nn::EncoderDecoder or nn::DecoderLM, for c (vocabularies filled in), its
   // weights drawn from gen.
   virtual std::unique_ptr<nn::Model> make_model(const nn::ModelConfig& c, Generator& gen) const = 0;
+  // The attention sites make_model(c)'s model has (its attention_sites()), from c alone: what a
+  // run's page reads without loading its weights (serve's run facts, "sites").
+  virtual std::vector<nn::AttentionSite> attention_sites(const nn::ModelConfig& c) const = 0;
 
   // Refuses, naming the key, data the model's positions cannot hold (before any file exists).
   virtual void check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const = 0;
@@ -92,9 +102,6 @@ class Family {
   // Inference answers (Inference::capabilities) and the page offers (run facts' "capabilities").
   virtual std::vector<Capability> capabilities() const = 0;
 
-  // The family's inference (run/inference.hpp) over a loaded run, its products in precision p:
-  // what eval, translate, generate, attention, report and serve call.
-  virtual std::unique_ptr<Inference> inference(LoadedRun r, Precision p) const = 0;
   // The family's length rules, for any model of config c: what decoding, evaluation, the
   // position checks, the probe and the family's Inference all ask, each written once here.
   // The longest input model reads (its context, or its source positions).
@@ -134,7 +141,7 @@ class Family {
   // What `qkv train --dry-run` says of r's training data, in its words.
   virtual DataPlan data_plan(const TrainingRun& r) const = 0;
 
-  // One input through model as the family's Inference::inspect passes it: a language model
+  // One input through model as Inference::inspect passes it: a language model
   // reads it; an encoder-decoder decodes it greedily, then reads <bos> + its output
   // teacher-forced. That reading pass captures every attention pattern (an inner hook layer)
   // into the views, labelled by d's vocabularies. Runs in the caller's InferenceScope and under
@@ -146,6 +153,35 @@ class Family {
   // ("model"), "capabilities" by name (write_capabilities) and the sizes
   // only it has (encoder_layers, block_size).
   virtual void describe(const config::RunConfig& c, nlohmann::json& facts) const = 0;
+
+  // --- over a loaded run: the bodies of Inference's calls of the same names (run/inference.hpp
+  // says what each returns). inf holds the run, its precision and its scope (inf.call()).
+  // The ids of one typed input, read as the run's data was; qkv::Error naming op otherwise.
+  virtual data::Ids encode(const Inference& inf, const std::string& text, const char* op) const = 0;
+  virtual std::string text(const Inference& inf, const data::Ids& ids) const = 0;
+  virtual std::vector<std::string> input_labels(const Inference& inf,
+                                                const data::Ids& ids) const = 0;
+  virtual std::vector<std::string> output_labels(const Inference& inf,
+                                                 const data::Ids& ids) const = 0;
+  virtual std::string output_name(const Inference& inf) const = 0;
+  // The capabilities' calls, asked only when capabilities() lists them (Inference::require);
+  // a family that lists one overrides its call (the defaults throw qkv::Error).
+  virtual std::vector<data::Ids> decode(const Inference& inf, const std::vector<data::Ids>& inputs,
+                                        const DecodeOptions& o) const;
+  virtual void generate(const Inference& inf, const data::Ids& prompt, int64_t n,
+                        const SampleOptions& o, Generator& gen, bool cached,
+                        const std::function<void(int64_t)>& on_token) const;
+  virtual std::vector<Classification> classify(const Inference& inf,
+                                               const std::vector<data::Ids>& inputs) const;
+  virtual Scores score(const Inference& inf, const ScoreOptions& o) const = 0;
+  virtual void for_each_batch(const Inference& inf, const PassOptions& o,
+                              const std::function<void(const BatchPass&)>& fn) const = 0;
+  virtual int64_t pass_tokens(const Inference& inf, const PassOptions& o) const = 0;
+  virtual Tensor logits(const Inference& inf, const data::Ids& input, const data::Ids& tgt_in,
+                        nn::Hooks* hooks) const = 0;
+  virtual Tensor batch_logits(const Inference& inf, const Tensor& input, const Tensor& tgt_in,
+                              nn::Hooks* hooks, const Tensor& input_valid,
+                              const Tensor& tgt_valid) const = 0;
 
  protected:
   // facts["capabilities"] = the names of capabilities() ("decode", "generate").

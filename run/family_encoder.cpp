@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cancel.hpp"
+#include "nn/model_sites.hpp"
 #include "run/encoder.hpp"
 #include "run/limits.hpp"
 #include "run/run.hpp"
@@ -86,6 +87,10 @@ std::unique_ptr<nn::Model> EncoderFamily::make_model(const nn::ModelConfig& c,
   return std::make_unique<nn::EncoderClassifier>(c, gen, c.pool);
 }
 
+std::vector<nn::AttentionSite> EncoderFamily::attention_sites(const nn::ModelConfig& c) const {
+  return nn::encoder_classifier_sites(c);
+}
+
 // Learned positions end at model.max_len: refuse a longest source beyond them up front.
 void EncoderFamily::check_positions(const config::RunConfig& cfg, const data::DataSplits& d) const {
   if (cfg.model.position != nn::PositionKind::learned) return;
@@ -154,10 +159,6 @@ std::string EncoderFamily::final_result(TrainingRun& r, const train::TrainState&
 const Family& encoder_family() {  // the registry's (run/family.cpp)
   static const EncoderFamily family;
   return family;
-}
-
-std::unique_ptr<Inference> EncoderFamily::inference(LoadedRun r, Precision p) const {
-  return std::make_unique<EncoderInference>(std::move(r), p);
 }
 
 int64_t EncoderFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {

@@ -12,11 +12,12 @@
 #include "core/random.hpp"
 #include "data/lm.hpp"
 #include "nn/decoder_lm.hpp"
+#include "nn/model_sites.hpp"
 #include "run/families.hpp"
 #include "run/lm.hpp"
 #include "runfolder/average.hpp"
 
-#include "run/inference_families.hpp"
+#include "run/inference.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 
@@ -25,6 +26,11 @@ namespace qkv::run {
 std::unique_ptr<nn::Model> LanguageModelFamily::make_model(const nn::ModelConfig& c,
                                                            Generator& gen) const {
   return std::make_unique<nn::DecoderLM>(c, gen);
+}
+
+std::vector<nn::AttentionSite> LanguageModelFamily::attention_sites(
+    const nn::ModelConfig& c) const {
+  return nn::decoder_lm_sites(c);
 }
 
 std::unique_ptr<data::BatchSource> LanguageModelFamily::make_loader(const config::RunConfig& cfg,
@@ -99,13 +105,17 @@ std::string LanguageModelFamily::final_result(TrainingRun& r, const train::Train
   return line + fmt::format("; {}: val loss {:.4f}", averaged, loss);
 }
 
+void LanguageModelFamily::check_positions(const config::RunConfig& cfg,
+                                          const data::DataSplits&) const {
+  const nn::ModelConfig& m = cfg.model;
+  if (m.position == nn::PositionKind::learned && cfg.data.block_size > m.max_len)
+    throw Error("model.max_len: learned positions cover " + std::to_string(m.max_len) +
+                " tokens, less than data.block_size = " + std::to_string(cfg.data.block_size));
+}
+
 const Family& language_model_family() {  // the registry's (run/family.cpp)
   static const LanguageModelFamily family;
   return family;
-}
-
-std::unique_ptr<Inference> LanguageModelFamily::inference(LoadedRun r, Precision p) const {
-  return std::make_unique<LanguageModelInference>(std::move(r), p);
 }
 
 int64_t LanguageModelFamily::max_input_tokens(const config::RunConfig& c,
@@ -174,8 +184,12 @@ DataPlan LanguageModelFamily::data_plan(const TrainingRun& r) const {
   return p;
 }
 
-Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig&,
+Inspection LanguageModelFamily::inspect(const nn::Model& model, const config::RunConfig& c,
                                         const data::DataSplits& d, const data::Ids& ids) const {
+  QKV_CHECK(!ids.empty(), "attention", "the text is empty");
+  QKV_CHECK(static_cast<int64_t>(ids.size()) <= max_input_tokens(c, model), "attention",
+            "the text has ", ids.size(), " tokens, more than the model's context of ",
+            max_input_tokens(c, model));
   cancellation_point();  // one pass: the probe's pattern scores run one per input
   Inspection a;
   a.input = a.tgt_in = a.tgt_out = ids;  // each query is a token of the text

@@ -7,13 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "data/subword_sampling.hpp"
+#include "nn/model_sites.hpp"
 #include "nn/seq2seq.hpp"
 #include "run/decode.hpp"
 #include "run/families.hpp"
 #include "run/run.hpp"
 #include "runfolder/average.hpp"
 
-#include "run/inference_families.hpp"
+#include "run/inference.hpp"
 #include "run/train_hooks.hpp"
 #include "run/train_run.hpp"
 
@@ -100,6 +101,10 @@ std::unique_ptr<nn::Model> Seq2SeqFamily::make_model(const nn::ModelConfig& c,
   return nn::make_encoder_decoder(c, gen);
 }
 
+std::vector<nn::AttentionSite> Seq2SeqFamily::attention_sites(const nn::ModelConfig& c) const {
+  return nn::encoder_decoder_sites(c);
+}
+
 bool Seq2SeqFamily::validate(RunContext& c, train::TrainState& st) const {
   const config::RunConfig& cfg = c.run.config;
   const Metrics m =
@@ -173,10 +178,6 @@ std::string Seq2SeqFamily::final_result(TrainingRun& r, const train::TrainState&
 const Family& seq2seq_family() {  // the registry's (run/family.cpp)
   static const Seq2SeqFamily family;
   return family;
-}
-
-std::unique_ptr<Inference> Seq2SeqFamily::inference(LoadedRun r, Precision p) const {
-  return std::make_unique<Seq2SeqInference>(std::move(r), p, *this);
 }
 
 int64_t Seq2SeqFamily::max_input_tokens(const config::RunConfig& c, const nn::Model&) const {

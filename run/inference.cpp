@@ -131,20 +131,70 @@ void Inference::require(Capability c, const char* op) const {
             instead.empty() ? std::string("") : cat(": use ", instead));
 }
 
-std::vector<data::Ids> Inference::decode(const std::vector<data::Ids>&,
-                                         const DecodeOptions&) const {
+// The calls the run's family answers (Family's calls over a loaded run), each in its words.
+data::Ids Inference::encode(const std::string& text, const char* op) const {
+  return family().encode(*this, text, op);
+}
+std::string Inference::text(const data::Ids& ids) const { return family().text(*this, ids); }
+std::vector<std::string> Inference::input_labels(const data::Ids& ids) const {
+  return family().input_labels(*this, ids);
+}
+std::vector<std::string> Inference::output_labels(const data::Ids& ids) const {
+  return family().output_labels(*this, ids);
+}
+std::string Inference::output_name() const { return family().output_name(*this); }
+
+std::vector<data::Ids> Inference::decode(const std::vector<data::Ids>& inputs,
+                                         const DecodeOptions& o) const {
   require(Capability::decode, "translate");
-  return {};
+  return family().decode(*this, inputs, o);
 }
 
-void Inference::generate(const data::Ids&, int64_t, const SampleOptions&, Generator&, bool,
-                         const std::function<void(int64_t)>&) const {
+void Inference::generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
+                         bool cached, const std::function<void(int64_t)>& on_token) const {
   require(Capability::generate, "generate");
+  family().generate(*this, prompt, n, o, gen, cached, on_token);
 }
 
-std::vector<Classification> Inference::classify(const std::vector<data::Ids>&) const {
+std::vector<Classification> Inference::classify(const std::vector<data::Ids>& inputs) const {
   require(Capability::classify, "classify");
-  return {};
+  return family().classify(*this, inputs);
+}
+
+Scores Inference::score(const ScoreOptions& o) const { return family().score(*this, o); }
+
+Inspection Inference::inspect(const data::Ids& input) const {
+  const auto c = call();
+  return family().inspect(*run_.model, run_.config, run_.data, input);
+}
+
+void Inference::for_each_batch(const PassOptions& o,
+                               const std::function<void(const BatchPass&)>& fn) const {
+  family().for_each_batch(*this, o, fn);
+}
+
+int64_t Inference::pass_tokens(const PassOptions& o) const {
+  return family().pass_tokens(*this, o);
+}
+
+Tensor Inference::logits(const data::Ids& input, const data::Ids& tgt_in, nn::Hooks* hooks) const {
+  return family().logits(*this, input, tgt_in, hooks);
+}
+
+Tensor Inference::batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks,
+                               const Tensor& input_valid, const Tensor& tgt_valid) const {
+  return family().batch_logits(*this, input, tgt_in, hooks, input_valid, tgt_valid);
+}
+
+const data::DataSplits& Inference::full_data(const char* op) const {
+  std::lock_guard<std::mutex> lock(data_mu_);
+  if (!data_) {
+    auto d = std::make_shared<data::DataSplits>(data::load_data(run_.config.data));
+    QKV_CHECK(d->tgt_vocab == run_.data.tgt_vocab, op, run_.dir,
+              ": the text's vocabulary differs from the run's; the data changed since training");
+    data_ = std::move(d);
+  }
+  return *data_;
 }
 
 const AttentionView* Inspection::view(const std::string& hook) const {
@@ -283,8 +333,7 @@ std::unique_ptr<Inference> open_inference(const std::string& run_dir, const Open
     apply_threads(o.threads > 0 ? o.threads : r.config.threads,
                   o.threads > 0 ? "--threads" : "threads");
   const Precision p = choose_precision(o.precision, r.config.precision, "precision");
-  const Family& task = r.family();
-  std::unique_ptr<Inference> inf = task.inference(std::move(r), p);
+  auto inf = std::make_unique<Inference>(std::move(r), p);
   inf->set_max_input(o.max_input);
   return inf;
 }

@@ -1,7 +1,6 @@
 // Inference: what every consumer of a trained run asks of it -- `qkv eval`, `translate`,
-// `generate`, `attention`, `report` and `qkv serve` -- in one interface per task family, beside
-// the training one (run/family.hpp). A consumer opens a run and calls; it never asks which family
-// the model is.
+// `generate`, `attention`, `report` and `qkv serve` -- in one class for every family. A consumer
+// opens a run and calls; it never asks which family the model is.
 //
 //   auto inf = run::open_inference("runs/demo", {.checkpoint = "best"});
 //   data::Ids src = inf->encode("3 1 4", "translate");
@@ -20,18 +19,18 @@
 // model stays in eval mode for the Inference's life (InferenceScope writes no flag that is
 // already what it wants), and what a pass changes is its thread's own (precision, bf16 copies,
 // thread-invariant products, the tape switch, hooks, the cancellation token) or its call's (KV
-// caches, decode states). Locks remain where something is shared and written: the text splits
-// a language model reads once (their own lock), and a pass that records a tape (record = true),
-// whose backward adds into the weights' gradients: such calls run one at a time on an
-// Inference. Each call is a cancellation point (core/cancel.hpp), and so is each batch,
-// decoded token and sampled token inside one.
+// caches, decode states). Locks remain where something is shared and written: the data read
+// again once (full_data: a language model's text splits, their own lock), and a pass that
+// records a tape (record = true), whose backward adds into the weights' gradients: such calls
+// run one at a time on an Inference. Each call is a cancellation point (core/cancel.hpp), and
+// so is each batch, decoded token and sampled token inside one.
 //
-// Families: Seq2SeqInference (run/inference_seq2seq.cpp) translates, scores pairs (loss,
-// accuracy, exact match, BLEU, chrF); LanguageModelInference (run/inference_lm.cpp) samples,
-// scores a token stream (loss, perplexity, bits per character). Each shows its model's attention
-// sites (nn/attention_site.hpp), one view per site (views_of). Each lists its capabilities
-// (run/capability.hpp); an operation a run cannot do throws qkv::Error from require, naming
-// what it can do instead.
+// One class for every family: an Inference holds one loaded run (its weights, data, precision
+// and scope) and asks the run's Family (run/family.hpp) for everything family-specific -- how
+// text is read, what a pass is, what a split's scores are -- so a consumer holds an Inference
+// and never a family's name. Each model shows its attention sites (nn/attention_site.hpp), one
+// view per site (views_of). The run lists its capabilities (run/capability.hpp); an operation
+// it cannot do throws qkv::Error from require, naming what it can do instead.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -131,25 +130,28 @@ struct PassOptions {
 
 class Inference {
  public:
-  virtual ~Inference() = default;
+  // Puts the model in eval mode for good: calls from many threads then only read the flag.
+  Inference(LoadedRun run, Precision p);
   Inference(const Inference&) = delete;
   Inference& operator=(const Inference&) = delete;
 
   const LoadedRun& run() const { return run_; }
   const nn::Model& model() const { return *run_.model; }
+  const Family& family() const { return run_.family(); }
   Precision precision() const { return precision_; }
   // The longest input encode accepts (OpenOptions::max_input).
   void set_max_input(int64_t n) { max_input_ = n; }
+  int64_t max_input() const { return max_input_; }
 
   // --- text in and out
   // The ids of one input (a source, or a prompt), read as the run's data was; an empty input,
   // an unknown symbol or one longer than max_input_tokens throws qkv::Error naming op.
-  virtual data::Ids encode(const std::string& text, const char* op) const = 0;
+  data::Ids encode(const std::string& text, const char* op) const;
   // Output ids as text: symbols joined by spaces, detokenized text, a language model's text.
-  virtual std::string text(const data::Ids& ids) const = 0;
+  std::string text(const data::Ids& ids) const;
   // Labels for the axes of maps: input ids, or output-side ids.
-  virtual std::vector<std::string> input_labels(const data::Ids& ids) const = 0;
-  virtual std::vector<std::string> output_labels(const data::Ids& ids) const = 0;
+  std::vector<std::string> input_labels(const data::Ids& ids) const;
+  std::vector<std::string> output_labels(const data::Ids& ids) const;
   // The longest input the model reads (its context or source positions): the family's rule
   // (Family::max_input_tokens).
   int64_t max_input_tokens() const;
@@ -170,40 +172,38 @@ class Inference {
 
   // Each input's output (greedy, or beam search); stops at <eos> or the length rule.
   // Capability::decode.
-  virtual std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs,
-                                        const DecodeOptions& o) const;
+  std::vector<data::Ids> decode(const std::vector<data::Ids>& inputs, const DecodeOptions& o) const;
   // n tokens sampled after prompt, each handed to on_token as it is made (cached: the KV cache).
   // Capability::generate.
-  virtual void generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
-                        bool cached, const std::function<void(int64_t)>& on_token) const;
+  void generate(const data::Ids& prompt, int64_t n, const SampleOptions& o, Generator& gen,
+                bool cached, const std::function<void(int64_t)>& on_token) const;
   // Each input's class probabilities, in class-id order. Capability::classify.
-  virtual std::vector<Classification> classify(const std::vector<data::Ids>& inputs) const;
+  std::vector<Classification> classify(const std::vector<data::Ids>& inputs) const;
 
   // --- scoring and looking inside
   // A split scored: the family's metrics, named and formatted (run/scores.hpp).
-  virtual Scores score(const ScoreOptions& o) const = 0;
-  virtual Inspection inspect(const data::Ids& input) const = 0;
+  Scores score(const ScoreOptions& o) const;
+  // One input through the model as the family passes it (Family::inspect), in this run's scope.
+  Inspection inspect(const data::Ids& input) const;
   // The site `qkv attention` draws by default, the map that shows the most: the model's last
   // site (an encoder-decoder's cross-attention; a model of one site, that one).
-  virtual std::string default_map_kind() const;
+  std::string default_map_kind() const;
   // What an inspection's output is, for a caption: "output", "next-character guesses".
-  virtual std::string output_name() const = 0;
+  std::string output_name() const;
   // Each batch of a split (in order, the run's batch size) through the model, handed to fn
   // inside the pass's scope (o.hooks' cache holds what they captured in this batch). What
   // looking inside needs of a split: losses under ablations, gradients of the loss with
   // respect to a hook's variables (record), activations' means over real positions.
-  virtual void for_each_batch(const PassOptions& o,
-                              const std::function<void(const BatchPass&)>& fn) const = 0;
+  void for_each_batch(const PassOptions& o, const std::function<void(const BatchPass&)>& fn) const;
   // The tokens for_each_batch(o) puts through the model in all (both sides of a pair, padding
   // included): the size of one pass over those batches, counted without running it (the work
   // bounds of inspect/work.hpp).
-  virtual int64_t pass_tokens(const PassOptions& o) const = 0;
+  int64_t pass_tokens(const PassOptions& o) const;
   // The logits (T, V) float32 of one teacher-forced pass, with hooks (non-null) as a layer
   // inside the caller's: an encoder-decoder reads the source `input` and its decoder reads
   // tgt_in (an inspection's tgt_in); a language model reads `input` alone (tgt_in is ignored).
   // What patching runs: two inputs through the same output side.
-  virtual Tensor logits(const data::Ids& input, const data::Ids& tgt_in,
-                        nn::Hooks* hooks = nullptr) const = 0;
+  Tensor logits(const data::Ids& input, const data::Ids& tgt_in, nn::Hooks* hooks = nullptr) const;
   // The logits of one teacher-forced pass over a batch of B inputs, with hooks (non-null) as a
   // layer inside the caller's: input (B, S) int64 ids; an encoder-decoder's decoder reads tgt_in
   // (B, T) (required), a language model reads input alone (tgt_in ignored) -> (B, S, V); a
@@ -213,15 +213,13 @@ class Inference {
   // activations at its real positions are those of the row alone, up to rounding. A shape,
   // dtype or id the model cannot read, or a row with no real position, throws qkv::Error naming
   // "forward". What the Python module's run_with_cache and run_with_hooks run (python/).
-  virtual Tensor batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks = nullptr,
-                              const Tensor& input_valid = Tensor(),
-                              const Tensor& tgt_valid = Tensor()) const = 0;
+  Tensor batch_logits(const Tensor& input, const Tensor& tgt_in, nn::Hooks* hooks = nullptr,
+                      const Tensor& input_valid = Tensor(),
+                      const Tensor& tgt_valid = Tensor()) const;
   // The k most likely next tokens at each position of inspect(input)'s pass.
   std::vector<NextTokens> next_tokens(const Inspection& in, int64_t k) const;
 
- protected:
-  // Puts the model in eval mode for good: calls from many threads then only read the flag.
-  Inference(LoadedRun run, Precision p);
+  // --- for the family's passes (Family's calls over a loaded run)
   // The scope every call opens, with `hooks` (non-null) as the innermost layer over the calling
   // thread's; a cancellation point. A recording call (record) holds the Inference's tape lock.
   struct Call {
@@ -229,15 +227,21 @@ class Inference {
     nn::InferenceScope scope;
   };
   std::unique_ptr<Call> call(bool record = false, nn::Hooks* hooks = nullptr) const;
+  // The run's data read again from its config, once, by the first call that needs it (the
+  // others wait for that read): what a loaded run may hold only the vocabularies of
+  // (Family::needs_data), a language model's text. qkv::Error naming op when its vocabulary
+  // differs from the run's (the data changed since training).
+  const data::DataSplits& full_data(const char* op) const;
 
+ private:
   LoadedRun run_;
   Precision precision_;
   int64_t max_input_ = 1024;
-
- private:
   // A recording pass's backward adds into the weights' .grad(), which every such pass shares:
   // they take turns (recursive: a recording call may make calls of its own).
   mutable std::recursive_mutex tape_mu_;
+  mutable std::mutex data_mu_;  // data_
+  mutable std::shared_ptr<const data::DataSplits> data_;
 };
 
 // ids as one row (1, n) int64.
@@ -289,7 +293,7 @@ struct OpenOptions {
   int64_t max_input = 1024;
 };
 
-// The run's checkpoint loaded and its family's Inference made (Family::inference).
+// The run's checkpoint loaded, in an Inference.
 std::unique_ptr<Inference> open_inference(const std::string& run_dir, const OpenOptions& o = {});
 
 }  // namespace qkv::run

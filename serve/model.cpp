@@ -333,6 +333,7 @@ json run_facts(const std::string& run_dir) {
   f["d_ff"] = c.model.attn_only ? json("attention-only") : json(c.model.d_ff);
   const run::Family& family = run::family_for(c.data.task);
   family.describe(c, f);
+  f["sites"] = inspect::sites_json(family.attention_sites(c.model));  // without its weights
   if (c.train.max_steps > 0)
     f["max_steps"] = c.train.max_steps;
   else

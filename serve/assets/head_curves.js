@@ -1,13 +1,16 @@
 // qkv serve's "Heads while training": the probe records a training with a [probe] section
 // appends to metrics.jsonl ({"step", "probe": {"attentions": {NAME: {"layers", "heads", SCORE:
-// [[per head] per layer]}}, "sites": [{"name", "title", ...}], "icl"}}), drawn as small multiples as `qkv report` draws them: for
+// [[per head] per layer]}}, "icl"}}), drawn as small multiples as `qkv report` draws them: for
 // one run, attention and score, a panel per head (layers as rows, heads as columns) with that
 // head's score against step, every panel on the same y range. The panels are built once per
 // choice and their lines redrawn as records arrive. Clicking a panel marks that head's map in
-// the attention grid. Uses app.js's el(), svg(), fmt(), state, currentRun(), fillCheckpoints()
-// and panels.js's headName(), siteTitle(), headColumn(), forgetOtherRun() at call time
-// (a score's title, unit, range and format are its column's: state.headColumns, from the
-// server's score registry); app.js calls addProbe(), renderHeadCurves() and markLinkedMap().
+// the attention grid. Which attentions there are, their order, titles and head names are the
+// run's attention sites (the run facts' "sites", which the server reads from the run's config
+// without loading it); a score's title, unit, range and format are its column's
+// (state.headColumns, from the server's score registry). Uses app.js's el(), svg(), fmt(),
+// state, currentRun(), fillCheckpoints() and panels.js's headName(), headColumn(),
+// forgetOtherRun() at call time; app.js calls addProbe(), renderHeadCurves() and
+// markLinkedMap().
 'use strict';
 
 const PANEL = {w: 120, h: 56, top: 14};  // one head's panel; its line below a 14 px label row
@@ -16,9 +19,8 @@ const PANEL = {w: 120, h: 56, top: 14};  // one head's panel; its line below a 1
 function addProbe(run, r) {
   const p = r.probe;
   if (!p || typeof p !== 'object' || !p.attentions || typeof p.attentions !== 'object') return;
-  const sites = Array.isArray(p.sites) ? p.sites : [];
   (state.probes[run.name] || (state.probes[run.name] = [])).push({step: r.step,
-                                                                  attentions: p.attentions, sites});
+                                                                  attentions: p.attentions});
 }
 
 // True when a (layers, heads) array of arrays.
@@ -27,9 +29,8 @@ function isGrid(a, layers, heads) {
          a.every(row => Array.isArray(row) && row.length === heads);
 }
 
-// The order of the choices (the record's attentions have their keys sorted): the sites in the
-// model's order (the record's "sites"), then the columns' order of the scores; an attention or a
-// score not listed last.
+// A score's place: its column's (the server's score registry); a score without a column (a
+// record of another version) last, by name.
 const rank = (list, x) => (list.includes(x) ? list.indexOf(x) : list.length);
 const columnNames = () => state.headColumns.map(c => c.name);
 
@@ -39,27 +40,22 @@ function scoreTitle(score) {
   return c ? c.title : score.replaceAll('_', ' ');
 }
 
-// The attention/score pairs to choose from, laid out as the run's first probe record has them
-// (as report's probe_head_curves): [{attention, score, layers, heads}].
-function probeChoices(probes) {
-  const out = [];
+// The attention/score pairs to choose from (as report's probe_head_curves): each of the run's
+// attention sites in the model's order, with the scores the run's first probe record has for
+// it in the columns' order: [{attention, score, layers, heads, prefix, title}].
+function probeChoices(probes, sites) {
+  const out = [], names = columnNames();
   const first = probes[0].attentions;
-  for (const [attention, a] of Object.entries(first)) {
+  for (const site of sites) {
+    const a = first[site.name];
     if (!a || !(a.layers > 0) || !(a.heads > 0)) continue;
-    for (const [score, v] of Object.entries(a))
-      if (isGrid(v, a.layers, a.heads))
-        out.push({attention, score, layers: a.layers, heads: a.heads,
-                  // a model of one attention site names its heads without a prefix
-                  prefix: Object.keys(first).length === 1 ? '' : attention + '.',
-                  title: siteTitle(probes[0].sites, attention)});
+    const scores = Object.keys(a).filter(score => isGrid(a[score], a.layers, a.heads));
+    scores.sort((x, y) => rank(names, x) - rank(names, y) || x.localeCompare(y));
+    for (const score of scores)
+      out.push({attention: site.name, score, layers: a.layers, heads: a.heads,
+                prefix: site.head_prefix, title: site.title});
   }
-  const names = columnNames();
-  const siteOrder = probes[0].sites.map(s => s.name);
-  const order = c => [rank(siteOrder, c.attention), rank(names, c.score), c.score];
-  return out.sort((x, y) => {
-    const a = order(x), b = order(y);
-    return a[0] - b[0] || a[1] - b[1] || a[2].localeCompare(b[2]);
-  });
+  return out;
 }
 
 // The choice's curves: the steps of the records with that layout, and per head
@@ -107,7 +103,8 @@ function renderHeadCurves() {
   const look = currentRun();
   fillOptions(runSel, names, names, look && names.includes(look.name) ? look.name : names[0]);
   const probes = state.probes[runSel.value];
-  const choices = probeChoices(probes);
+  const run = runs.find(r => r.name === runSel.value);
+  const choices = probeChoices(probes, (run.facts && run.facts.sites) || []);
   const scoreSel = document.getElementById('hc-score');
   const keys = choices.map(c => c.attention + '/' + c.score);
   // A score of one kind of attention first (a pattern: what forms), not one every head has.

@@ -12,9 +12,8 @@ function headName(prefix, layer, head) {
   return prefix + layer + '.' + head;
 }
 
-// An attention site's title as the model gives it, from a head table's or a probe record's
-// "sites" ([{name, title}], inspect/site_json.hpp); a name not listed (a record of an older
-// version) is its own title.
+// An attention site's title as the model gives it, from a head table's "sites" ([{name,
+// title}], inspect/site_json.hpp); a name not listed is its own title.
 function siteTitle(sites, name) {
   const s = (sites || []).find(x => x && x.name === name);
   return s && typeof s.title === 'string' ? s.title : name;

@@ -13,7 +13,11 @@ probabilities, most probable first, summing to 1, predicted as `qkv classify` pr
 panel has qkv lens's ranks; clicking a head's map removes it (the probabilities become `qkv
 classify --ablate`'s, the head marked and listed) and clear restores them; "Score heads" draws
 the head panels of the classifier's one attention site, titled as the model titles it, with `qkv
-heads --json`'s numbers; no console errors.
+heads --json`'s numbers; "Heads while training" (the run trained with a probe every 50 steps)
+shows the one site as the run's facts title it (read from its config, without its weights;
+the records' own "sites" are removed first),
+its panels named L.H with the probe records' numbers, and clicking panel 1.0 outlines head
+1.0's map in the grid; no console errors.
 
 Usage: serve_encoder_test.py QKV_BINARY SOURCE_DIR
 """
@@ -31,7 +35,7 @@ TINY = ["--quiet", "--threads", "1", "--train.max_steps", "150", "--train.epochs
         "--train.eval_every", "50", "--data.train_size", "2000", "--data.valid_size", "100",
         "--data.test_size", "100", "--data.max_len", "12", "--model.d_model", "32",
         "--model.d_ff", "64", "--model.heads", "2", "--model.encoder_layers", "2",
-        "--optim.warmup", "10", "--optim.lr", "3e-3"]
+        "--optim.warmup", "10", "--optim.lr", "3e-3", "--probe.every", "50"]
 TEXT = "( [ ] ( ) )"
 
 
@@ -46,6 +50,11 @@ def api(server, qkv, run):
     facts = runs[0]["facts"] if code == 200 and runs else {}
     check(facts.get("capabilities") == ["classify"] and "classifier" in facts.get("model", ""),
           f"the run's facts: capabilities classify, an encoder-only classifier ({facts})")
+    sites = [{k: s.get(k) for k in ("name", "title", "head_prefix", "layers", "heads")}
+             for s in facts.get("sites", [])]
+    check(sites == [{"name": "self", "title": "self-attention", "head_prefix": "", "layers": 2,
+                     "heads": 2}],
+          f"the run's facts: its one attention site, from its config ({sites})")
     code, got, _ = server.post("/api/runs/dyck/classify", {"text": TEXT})
     cli = json.loads(fx.run([qkv, "classify", run, TEXT, "--json"]).stdout)
     check(code == 200 and got["predicted"] == cli["predicted"] and got["tokens"] == cli["tokens"]
@@ -80,6 +89,8 @@ def api(server, qkv, run):
 def page(qkv, run, server, chromium, work):
     import serve_browser_test as page_test  # its Browser, grid check and lens panel
     b = page_test.Browser(chromium, tempfile.mkdtemp(prefix="profile_", dir=work))
+    code, answer, _ = server.get("/api/head_columns")
+    page_test.COLUMNS[:] = answer["columns"] if code == 200 else []
     try:
         b.call("Page.navigate", url=server.url)
         b.wait("document.body && document.body.dataset.ready === 'true'", 60, "the page to load")
@@ -109,6 +120,7 @@ def page(qkv, run, server, chromium, work):
               f"the lens panel has qkv lens's ranks ({lens})")
         ablate_a_head(b, qkv, run)
         head_panels(b, qkv, run)
+        heads_while_training(b, run)
         b.screenshot(os.path.join(work, "dyck.png"))
         ok, size = page_test.png_ok(os.path.join(work, "dyck.png"))
         check(ok, f"a screenshot of the classifier's page, not blank ({size} bytes)")
@@ -186,6 +198,49 @@ def head_panels(b, qkv, run):
           f"({sorted(mine)} vs {sorted(want)})")
 
 
+def heads_while_training(b, run):
+    """The run's probe records (its training probed every 50 steps): the section offers the
+    classifier's one site, titled as the run's facts title it, with each score its records have
+    in the server's column order; the panels are named as --ablate names the heads (L.H) and
+    hold the records' numbers; clicking panel 1.0 outlines head 1.0's map in the grid."""
+    import serve_browser_test as page_test
+    records = page_test.probe_records(run)
+    check(len(records) >= 2, f"the training wrote probe records ({len(records)})")
+    if len(records) < 2:
+        return
+    b.wait("[...document.getElementById('hc-run').options].some(o => o.value === 'dyck')", 30,
+           "dyck among the runs with probe records")
+    page_test.choose(b, "#hc-run", "dyck")
+    b.wait("document.querySelectorAll('#head-curves svg.head-panel').length === 4", 30,
+           "the classifier's per-head grid")
+    recorded = records[0]["probe"]["attentions"]["self"]
+    scores = [c["name"] for c in page_test.COLUMNS if c["name"] in recorded]
+    want = [[f"self/{s}", "self-attention: " + page_test.column(s)["title"]] for s in scores]
+    options = b.js("[...document.getElementById('hc-score').options].map(o =>"
+                   " [o.value, o.textContent])")
+    check(options == want and "entropy" in scores,
+          f"heads while training: the site titled from the run's facts, its scores in the "
+          f"columns' order ({options})")
+    page_test.choose(b, "#hc-score", "self/entropy")
+    page_test.check_panels(b, records, "self", "entropy", "", "dyck, entropy")
+    page_test.click(b, *page_test.center(b, "#head-curves svg.head-panel[data-name='1.0']"))
+    b.wait(f"{page_test.LINKED}.length === 1", 10, "the clicked head's map outlined")
+    check(b.js(page_test.LINKED) == ["1.0"],
+          f"heads while training: clicking panel 1.0 outlines map 1.0 ({b.js(page_test.LINKED)})")
+
+
+def drop_record_sites(run):
+    """The probe records without their "sites", so the page can only title, order and name
+    the attentions from the run's facts (what the server reads from the run's config)."""
+    path = os.path.join(run, "metrics.jsonl")
+    with open(path) as f:
+        records = [json.loads(line) for line in f]
+    for r in records:
+        r.get("probe", {}).pop("sites", None)
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+
+
 def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
@@ -196,6 +251,7 @@ def main():
     try:
         run = os.path.join(work, "dyck")
         fx.run([qkv, "train", os.path.join(source, "configs", "dyck.toml"), "--run-dir", run, *TINY])
+        drop_record_sites(run)
         server = fx.Server(qkv, [run])
         api(server, qkv, run)
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")

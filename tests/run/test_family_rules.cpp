@@ -1,7 +1,12 @@
 // What each family answers so that no consumer asks which family it holds: the length rules
-// (run/family.hpp), the named metrics `qkv eval` prints as given (run/scores.hpp) and the
-// capabilities a run lists.
+// (run/family.hpp), the named metrics `qkv eval` prints as given (run/scores.hpp), the
+// capabilities a run lists and its model's attention sites, known from its config alone.
 #include <catch2/catch.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "run/family.hpp"
@@ -74,4 +79,64 @@ TEST_CASE("scores: a metric's line and the JSON are what the family wrote, in it
   CHECK(j["examples"].is_number_integer());  // counts stay integers
   CHECK(j.size() == 5);
   CHECK(run::fixed(2.5, 0) == "2");  // printf's rounding: a tie to even
+}
+
+namespace {
+
+// Each site's fields, in order: what a comparison of two site lists reads.
+std::vector<std::string> described(const std::vector<nn::AttentionSite>& sites) {
+  std::vector<std::string> out;
+  for (const nn::AttentionSite& s : sites)
+    out.push_back(cat(s.name, "|", s.title, "|", s.hook(), "|", s.queries == nn::Side::input, "|",
+                      s.keys == nn::Side::input, "|", s.causal, "|", s.layers, "|", s.heads, "|",
+                      s.query_axis, "|", s.key_axis, "|", s.key));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("family rules: a model's attention sites are known from its config, without weights") {
+  struct Case {
+    const char* what;
+    data::TaskKind task;
+    std::function<void(nn::ModelConfig&)> set;
+  };
+  const std::vector<Case> cases = {
+      {"transformer encoder-decoder", data::TaskKind::copy,
+       [](nn::ModelConfig& m) { m.encoder_layers = 3, m.decoder_layers = 1; }},
+      {"gru encoder, transformer decoder", data::TaskKind::copy,
+       [](nn::ModelConfig& m) { m.encoder = nn::EncoderKind::gru; }},
+      {"gru decoder with cross-attention", data::TaskKind::copy,
+       [](nn::ModelConfig& m) {
+         m.decoder = nn::DecoderKind::gru, m.encoder = nn::EncoderKind::gru, m.decoder_layers = 1;
+         m.position = nn::PositionKind::none;
+         m.cross_attention = true, m.attention = nn::AttentionKind::additive;
+       }},
+      {"gru decoder without attention", data::TaskKind::copy,
+       [](nn::ModelConfig& m) {
+         m.decoder = nn::DecoderKind::gru, m.encoder = nn::EncoderKind::gru, m.decoder_layers = 1;
+         m.position = nn::PositionKind::none;
+         m.cross_attention = false;
+       }},
+      {"language model", data::TaskKind::lm,
+       [](nn::ModelConfig& m) {
+         const nn::ModelConfig small = m;  // the sizes set below, kept
+         m = nn::ModelConfig::decoder_defaults();
+         m.d_model = small.d_model, m.d_ff = small.d_ff, m.max_len = small.max_len;
+         m.decoder_layers = 3, m.heads = 2;
+       }},
+      {"encoder classifier", data::TaskKind::dyck, [](nn::ModelConfig& m) {
+         m.kind = nn::ModelKind::encoder, m.encoder_layers = 2, m.heads = 2;
+       }}};
+  for (const Case& k : cases) {
+    INFO(k.what);
+    nn::ModelConfig m;
+    m.d_model = 16, m.d_ff = 32, m.heads = 4, m.max_len = 32;
+    k.set(m);
+    m.src_vocab = m.tgt_vocab = 12;
+    const run::Family& family = run::family_for(k.task);
+    Generator gen(1);
+    const std::unique_ptr<nn::Model> model = family.make_model(m, gen);
+    CHECK(described(family.attention_sites(m)) == described(model->attention_sites()));
+  }
 }

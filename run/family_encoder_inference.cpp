@@ -1,5 +1,6 @@
-// The encoder-only family's inference (run/inference.hpp): classify, score a split (loss,
-// accuracy, per-class counts), show the encoder's self-attention over <cls> + the input.
+// The encoder-only family over a loaded run (run/family.hpp's calls of an Inference): classify,
+// score a split (loss, accuracy, per-class counts), the pass that shows the encoder's
+// self-attention over <cls> + the input.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -46,58 +47,68 @@ std::vector<double> softmax_row(const double* row, int64_t n) {
 
 }  // namespace
 
-data::Ids EncoderInference::encode(const std::string& text, const char* op) const {
-  const data::Vocab& v = run_.data.src_vocab;
+data::Ids EncoderFamily::encode(const Inference& inf, const std::string& text,
+                                const char* op) const {
+  const data::Vocab& v = inf.run().data.src_vocab;
   data::Ids ids{data::kClsId};
   for (const unsigned char ch : text) {
     if (std::isspace(ch)) continue;
     const std::string s(1, static_cast<char>(ch));
     QKV_CHECK(v.contains(s) && !v.is_special(v.id(s)) && v.id(s) != data::kClsId, op, "'",
               std::isprint(ch) ? s : fmt::format("\\x{:02x}", ch), "' is not a symbol of ",
-              name_of(run_.config.data.task), " (", run_.dir, "/src_vocab.txt)");
+              name_of(inf.run().config.data.task), " (", inf.run().dir, "/src_vocab.txt)");
     ids.push_back(v.id(s));
   }
   QKV_CHECK(ids.size() > 1, op, "the input has no symbols");
   const auto n = static_cast<int64_t>(ids.size());
-  QKV_CHECK(n <= max_input_tokens(), op, "the input has ", n, " tokens with <cls>, more than the ",
-            max_input_tokens(), " positions the model has (learned positions, model.max_len)");
-  QKV_CHECK(n <= max_input_, op, "the input has ", n, " tokens, more than --max-input ",
-            max_input_);
+  QKV_CHECK(n <= inf.max_input_tokens(), op, "the input has ", n,
+            " tokens with <cls>, more than the ", inf.max_input_tokens(),
+            " positions the model has (learned positions, model.max_len)");
+  QKV_CHECK(n <= inf.max_input(), op, "the input has ", n, " tokens, more than --max-input ",
+            inf.max_input());
   return ids;
 }
 
-std::string EncoderInference::text(const data::Ids& ids) const {
+std::string EncoderFamily::text(const Inference& inf, const data::Ids& ids) const {
   std::string out;
-  for (const std::string& t : output_labels(ids)) out += (out.empty() ? "" : " ") + t;
+  for (const std::string& t : output_labels(inf, ids)) out += (out.empty() ? "" : " ") + t;
   return out;
 }
 
-std::vector<std::string> EncoderInference::input_labels(const data::Ids& ids) const {
-  return token_labels(ids, run_.data.src_vocab);
+std::string EncoderFamily::output_name(const Inference&) const { return "class"; }
+
+std::vector<std::string> EncoderFamily::input_labels(const Inference& inf,
+                                                     const data::Ids& ids) const {
+  return token_labels(ids, inf.run().data.src_vocab);
 }
 
 // Class ids as names; the read-out (kReadout) as the position it pools.
-std::vector<std::string> EncoderInference::output_labels(const data::Ids& ids) const {
+std::vector<std::string> EncoderFamily::output_labels(const Inference& inf,
+                                                      const data::Ids& ids) const {
   std::vector<std::string> out;
   for (const int64_t id : ids)
     out.push_back(id == kReadout
-                      ? (run_.config.model.pool == nn::Pooling::cls ? data::kCls : "mean")
-                      : run_.data.tgt_vocab.token(id));
+                      ? (inf.run().config.model.pool == nn::Pooling::cls ? data::kCls : "mean")
+                      : inf.run().data.tgt_vocab.token(id));
   return out;
 }
 
-std::vector<Classification> EncoderInference::classify(const std::vector<data::Ids>& inputs) const {
+std::vector<Classification> EncoderFamily::classify(const Inference& inf,
+                                                    const std::vector<data::Ids>& inputs) const {
   std::vector<Classification> out;
-  const auto c = call();
+  const auto c = inf.call();
   for (const data::Ids& ids : inputs) {
     cancellation_point();
-    const Tensor logits =
-        classifier("classify").classify(row_of(ids)).data().to(DType::f64).contiguous();  // (1, C)
+    const Tensor logits = nn::model_as<nn::EncoderClassifier>(inf.model(), "classify")
+                              .classify(row_of(ids))
+                              .data()
+                              .to(DType::f64)
+                              .contiguous();  // (1, C)
     const std::vector<double> row = to_vector<double>(logits);
     Classification k;
     k.probabilities = softmax_row(row.data(), static_cast<int64_t>(row.size()));
     for (int64_t i = 0; i < static_cast<int64_t>(row.size()); ++i)
-      k.classes.push_back(run_.data.tgt_vocab.token(i));
+      k.classes.push_back(inf.run().data.tgt_vocab.token(i));
     k.predicted = std::max_element(k.probabilities.begin(), k.probabilities.end()) -
                   k.probabilities.begin();  // the first maximum: the lowest id on a tie
     out.push_back(std::move(k));
@@ -105,16 +116,16 @@ std::vector<Classification> EncoderInference::classify(const std::vector<data::I
   return out;
 }
 
-Scores EncoderInference::score(const ScoreOptions& o) const {
+Scores EncoderFamily::score(const Inference& inf, const ScoreOptions& o) const {
   QKV_CHECK(o.decode.beam == 1 && !o.lowercase && !o.hypotheses, "eval",
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
-            name_of(run_.config.data.task));
+            name_of(inf.run().config.data.task));
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
-  const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
+  const int64_t lo = o.min_len > 0 ? o.min_len : std::min(inf.run().config.data.min_len, o.max_len);
   const data::DataSplits regen =
-      o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
+      o.max_len > 0 ? regenerated(inf.run(), lo, o.max_len) : data::DataSplits();
   Scores s;
-  const data::Dataset& ds = split_named(o.split, o.max_len > 0 ? regen : run_.data, "eval");
+  const data::Dataset& ds = split_named(o.split, o.max_len > 0 ? regen : inf.run().data, "eval");
   const int64_t longest =
       ds.examples.empty()
           ? 0
@@ -123,12 +134,13 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
                                                     return a.src.size() < b.src.size();
                                                   })
                                      ->src.size());
-  QKV_CHECK(longest <= max_input_tokens(), "eval", ds.name, " has inputs of ", longest,
-            " tokens, more than the model's ", max_input_tokens(),
+  QKV_CHECK(longest <= inf.max_input_tokens(), "eval", ds.name, " has inputs of ", longest,
+            " tokens, more than the model's ", inf.max_input_tokens(),
             " positions (learned positions, model.max_len)");
-  const auto c = call();
-  const ClassMetrics m = evaluate_classes(classifier("eval"), ds, run_.data.framing,
-                                          run_.data.tgt_vocab, run_.config.data.batch_size);
+  const auto c = inf.call();
+  const ClassMetrics m = evaluate_classes(nn::model_as<nn::EncoderClassifier>(inf.model(), "eval"),
+                                          ds, inf.run().data.framing, inf.run().data.tgt_vocab,
+                                          inf.run().config.data.batch_size);
   s.summary = examples_summary(m.examples, lo, o.max_len);
   s.metrics = loss_metrics(m.loss, "example");
   s.metrics.push_back({.key = "accuracy", .label = "accuracy", .value = m.accuracy});
@@ -139,11 +151,6 @@ Scores EncoderInference::score(const ScoreOptions& o) const {
   s.json["classes"] = m.counts_json();
   if (o.max_len > 0) s.json["min_len"] = lo, s.json["max_len"] = o.max_len;
   return s;
-}
-
-Inspection EncoderInference::inspect(const data::Ids& input) const {
-  const auto c = call();
-  return run_.family().inspect(*run_.model, run_.config, run_.data, input);
 }
 
 Inspection EncoderFamily::inspect(const nn::Model& model, const config::RunConfig&,
@@ -168,16 +175,16 @@ Inspection EncoderFamily::inspect(const nn::Model& model, const config::RunConfi
   return a;
 }
 
-void EncoderInference::for_each_batch(const PassOptions& o,
-                                      const std::function<void(const BatchPass&)>& fn) const {
-  const data::Dataset& ds = split_named(o.split, run_.data, "inference");
+void EncoderFamily::for_each_batch(const Inference& inf, const PassOptions& o,
+                                   const std::function<void(const BatchPass&)>& fn) const {
+  const data::Dataset& ds = split_named(o.split, inf.run().data, "inference");
   QKV_CHECK(ds.size() > 0, "inference", "the ", o.split, " split is empty");
-  const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
-  const auto c = call(o.record, o.hooks);
+  const int64_t batch = std::max<int64_t>(1, inf.run().config.data.batch_size);
+  const auto c = inf.call(o.record, o.hooks);
   for (const std::vector<int64_t>& idx : batches_of(ds, batch, o.max_batches)) {
     cancellation_point();
-    const data::Batch b = data::make_batch(ds, idx, run_.data.framing);
-    const ag::Var logits = model().forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask);  // (B,1,C)
+    const data::Batch b = data::make_batch(ds, idx, inf.run().data.framing);
+    const ag::Var logits = inf.model().forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask);  // (B,1,C)
     BatchPass p;
     p.loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(),
                                -1);  // every class is a label: nothing ignored
@@ -188,9 +195,9 @@ void EncoderInference::for_each_batch(const PassOptions& o,
   }
 }
 
-int64_t EncoderInference::pass_tokens(const PassOptions& o) const {
-  const data::Dataset& ds = split_named(o.split, run_.data, "inference");
-  const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
+int64_t EncoderFamily::pass_tokens(const Inference& inf, const PassOptions& o) const {
+  const data::Dataset& ds = split_named(o.split, inf.run().data, "inference");
+  const int64_t batch = std::max<int64_t>(1, inf.run().config.data.batch_size);
   int64_t tokens = 0;
   for (const std::vector<int64_t>& idx : batches_of(ds, batch, o.max_batches)) {
     int64_t longest = 0;
@@ -202,20 +209,26 @@ int64_t EncoderInference::pass_tokens(const PassOptions& o) const {
   return tokens;
 }
 
-Tensor EncoderInference::logits(const data::Ids& input, const data::Ids&, nn::Hooks* hooks) const {
-  QKV_CHECK(!input.empty() && static_cast<int64_t>(input.size()) <= max_input_tokens(), "logits",
-            "the input has ", input.size(), " tokens; the model reads 1 to ", max_input_tokens());
-  const auto c = call(false, hooks);
-  return classifier("logits").classify(row_of(input)).data().to(DType::f32);  // (1, C)
+Tensor EncoderFamily::logits(const Inference& inf, const data::Ids& input, const data::Ids&,
+                             nn::Hooks* hooks) const {
+  QKV_CHECK(!input.empty() && static_cast<int64_t>(input.size()) <= inf.max_input_tokens(),
+            "logits", "the input has ", input.size(), " tokens; the model reads 1 to ",
+            inf.max_input_tokens());
+  const auto c = inf.call(false, hooks);
+  return nn::model_as<nn::EncoderClassifier>(inf.model(), "logits")
+      .classify(row_of(input))
+      .data()
+      .to(DType::f32);  // (1, C)
 }
 
-Tensor EncoderInference::batch_logits(const Tensor& input, const Tensor&, nn::Hooks* hooks,
-                                      const Tensor& input_valid, const Tensor&) const {
-  check_batch_ids(input, std::min(max_input_tokens(), max_input_), "input");
+Tensor EncoderFamily::batch_logits(const Inference& inf, const Tensor& input, const Tensor&,
+                                   nn::Hooks* hooks, const Tensor& input_valid,
+                                   const Tensor&) const {
+  check_batch_ids(input, std::min(inf.max_input_tokens(), inf.max_input()), "input");
   check_batch_valid(input_valid, input, "input");
-  const auto c = call(false, hooks);
+  const auto c = inf.call(false, hooks);
   const Tensor s = input.contiguous();
-  return model()
+  return inf.model()
       .forward(s, Tensor(), valid_or_all(input_valid, s), Tensor())
       .data()
       .to(DType::f32)

@@ -1,6 +1,7 @@
-// The encoder-decoder family's inference (run/inference.hpp): translate, score pairs, show the
-// encoder's, the decoder's and the cross attention.
-#include "run/inference_families.hpp"
+// The encoder-decoder family over a loaded run (run/family.hpp's calls of an Inference):
+// translate, score pairs, the passes that show the encoder's, the decoder's and the cross
+// attention.
+#include "run/inference.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "core/cancel.hpp"
 #include "core/parallel.hpp"
 #include "data/tokenizer.hpp"
+#include "nn/seq2seq.hpp"
 #include "run/families.hpp"
 #include "run/limits.hpp"
 
@@ -44,38 +46,45 @@ const data::Dataset& select_split(const std::string& split, const LoadedRun& r,
 
 }  // namespace
 
-data::Ids Seq2SeqInference::encode(const std::string& text, const char* op) const {
-  const data::Ids src = encode_source(run_, text, run_.dir, op);
+data::Ids Seq2SeqFamily::encode(const Inference& inf, const std::string& text,
+                                const char* op) const {
+  const data::Ids src = encode_source(inf.run(), text, inf.run().dir, op);
   const int64_t n = static_cast<int64_t>(src.size());
-  QKV_CHECK(n <= max_input_tokens(), op, "the input has ", n, " tokens, more than the model's ",
-            max_input_tokens(), " source positions (learned positions, model.max_len)");
-  QKV_CHECK(n <= max_input_, op, "the input has ", n, " tokens, more than --max-input ", max_input_,
+  QKV_CHECK(n <= inf.max_input_tokens(), op, "the input has ", n, " tokens, more than the model's ",
+            inf.max_input_tokens(), " source positions (learned positions, model.max_len)");
+  QKV_CHECK(n <= inf.max_input(), op, "the input has ", n, " tokens, more than --max-input ",
+            inf.max_input(),
             " (decoding time and memory grow with the square of the input; raise "
             "--max-input to decode it)");
   return src;
 }
 
-std::string Seq2SeqInference::text(const data::Ids& ids) const {
-  if (!is_symbol_task(run_.config.data)) return data::decode_target(run_.data, ids);
-  const std::vector<std::string> toks = run_.data.tgt_vocab.decode(ids);
+std::string Seq2SeqFamily::text(const Inference& inf, const data::Ids& ids) const {
+  if (!is_symbol_task(inf.run().config.data)) return data::decode_target(inf.run().data, ids);
+  const std::vector<std::string> toks = inf.run().data.tgt_vocab.decode(ids);
   std::string shown;
   for (size_t i = 0; i < toks.size(); ++i) shown += (i ? " " : "") + toks[i];
   return shown;
 }
 
-std::vector<std::string> Seq2SeqInference::input_labels(const data::Ids& ids) const {
-  return token_labels(ids, run_.data.src_vocab);
+std::string Seq2SeqFamily::output_name(const Inference&) const { return "output"; }
+
+std::vector<std::string> Seq2SeqFamily::input_labels(const Inference& inf,
+                                                     const data::Ids& ids) const {
+  return token_labels(ids, inf.run().data.src_vocab);
 }
-std::vector<std::string> Seq2SeqInference::output_labels(const data::Ids& ids) const {
-  return token_labels(ids, run_.data.tgt_vocab);
+std::vector<std::string> Seq2SeqFamily::output_labels(const Inference& inf,
+                                                      const data::Ids& ids) const {
+  return token_labels(ids, inf.run().data.tgt_vocab);
 }
 
-std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& inputs,
-                                                const DecodeOptions& o) const {
+std::vector<data::Ids> Seq2SeqFamily::decode(const Inference& inf,
+                                             const std::vector<data::Ids>& inputs,
+                                             const DecodeOptions& o) const {
   QKV_CHECK(o.beam >= 1, "decode", "beam must be >= 1, got ", o.beam);
-  const auto c = call();
-  const nn::EncoderDecoder& model = seq2seq("decode");
-  const int64_t bs = std::max<int64_t>(1, run_.config.data.batch_size);
+  const auto c = inf.call();
+  const nn::EncoderDecoder& model = nn::model_as<nn::EncoderDecoder>(inf.model(), "decode");
+  const int64_t bs = std::max<int64_t>(1, inf.run().config.data.batch_size);
   std::vector<data::Ids> outs;
   for (size_t at = 0; at < inputs.size(); at += static_cast<size_t>(bs)) {
     const std::vector<data::Ids> srcs(
@@ -83,10 +92,11 @@ std::vector<data::Ids> Seq2SeqInference::decode(const std::vector<data::Ids>& in
         inputs.begin() + static_cast<std::ptrdiff_t>(std::min(inputs.size(), at + bs)));
     std::vector<int64_t> lens;
     for (const data::Ids& s : srcs)
-      lens.push_back(o.max_len > 0 ? o.max_len : max_output_tokens(static_cast<int64_t>(s.size())));
+      lens.push_back(o.max_len > 0 ? o.max_len
+                                   : inf.max_output_tokens(static_cast<int64_t>(s.size())));
     std::vector<data::Ids> part =
-        o.beam > 1 ? beam_decode(model, srcs, run_.data.framing, o.beam, lens, o.alpha)
-                   : greedy_decode(model, srcs, run_.data.framing, lens);
+        o.beam > 1 ? beam_decode(model, srcs, inf.run().data.framing, o.beam, lens, o.alpha)
+                   : greedy_decode(model, srcs, inf.run().data.framing, lens);
     for (data::Ids& x : part) outs.push_back(std::move(x));
   }
   return outs;
@@ -134,26 +144,28 @@ void add_text_metrics(Scores& s, const data::BleuScore& bleu, const data::ChrfSc
 
 }  // namespace
 
-Scores Seq2SeqInference::score(const ScoreOptions& o) const {
+Scores Seq2SeqFamily::score(const Inference& inf, const ScoreOptions& o) const {
   QKV_CHECK(o.min_len == 0 || o.max_len > 0, "eval", "--min-len needs --max-len");
-  const int64_t lo = o.min_len > 0 ? o.min_len : std::min(run_.config.data.min_len, o.max_len);
+  const int64_t lo = o.min_len > 0 ? o.min_len : std::min(inf.run().config.data.min_len, o.max_len);
   const data::DataSplits regen =
-      o.max_len > 0 ? regenerated(run_, lo, o.max_len) : data::DataSplits();
+      o.max_len > 0 ? regenerated(inf.run(), lo, o.max_len) : data::DataSplits();
   data::Dataset named;
-  const data::Dataset& ds = select_split(o.split, run_, o.max_len > 0 ? regen : run_.data, named);
-  family_.check_evaluable(run_.config, run_.data.framing, ds);
-  const bool text_task = !is_symbol_task(run_.config.data);
+  const data::Dataset& ds =
+      select_split(o.split, inf.run(), o.max_len > 0 ? regen : inf.run().data, named);
+  check_evaluable(inf.run().config, inf.run().data.framing, ds);
+  const bool text_task = !is_symbol_task(inf.run().config.data);
   QKV_CHECK(text_task || (o.decode.beam == 1 && !o.lowercase && !o.hypotheses), "eval",
             "--beam, --hyp-out and --lowercase are for text tasks (BLEU), not data.task = ",
-            name_of(run_.config.data.task));
+            name_of(inf.run().config.data.task));
   // Greedy BLEU scores the decodes exact match made (the same rule decodes both): one pass.
   const bool once = text_task && o.decode.beam == 1;
   Metrics m;
   {
-    const auto c = call();
-    m = evaluate(seq2seq("eval"), ds, run_.data.framing, run_.config.data.batch_size,
-                 family_.scored_length(run_.config, run_.data.framing), 0,
-                 once ? &run_.data : nullptr);
+    const auto c = inf.call();
+    m = evaluate(nn::model_as<nn::EncoderDecoder>(inf.model(), "eval"), ds, inf.run().data.framing,
+                 inf.run().config.data.batch_size,
+                 scored_length(inf.run().config, inf.run().data.framing), 0,
+                 once ? &inf.run().data : nullptr);
   }
   Scores s;
   s.summary = examples_summary(m.examples, lo, o.max_len);
@@ -169,9 +181,10 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
     std::vector<data::Ids> srcs;
     for (const auto& e : ds.examples) srcs.push_back(e.src);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<data::Ids> outs = decode(srcs, o.decode);
+    const std::vector<data::Ids> outs = decode(inf, srcs, o.decode);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (const data::Ids& out : outs) s.hypotheses.push_back(data::decode_target(run_.data, out));
+    for (const data::Ids& out : outs)
+      s.hypotheses.push_back(data::decode_target(inf.run().data, out));
   }
   std::vector<std::string> refs;
   for (const auto& p : ds.text) refs.push_back(p.tgt);
@@ -180,22 +193,22 @@ Scores Seq2SeqInference::score(const ScoreOptions& o) const {
   return s;
 }
 
-void Seq2SeqInference::for_each_batch(const PassOptions& o,
-                                      const std::function<void(const BatchPass&)>& fn) const {
+void Seq2SeqFamily::for_each_batch(const Inference& inf, const PassOptions& o,
+                                   const std::function<void(const BatchPass&)>& fn) const {
   data::Dataset named;
-  const data::Dataset& ds = select_split(o.split, run_, run_.data, named);
+  const data::Dataset& ds = select_split(o.split, inf.run(), inf.run().data, named);
   QKV_CHECK(ds.size() > 0, "inference", "the ", o.split, " split is empty");
-  family_.check_evaluable(run_.config, run_.data.framing, ds);
-  const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
-  const auto c = call(o.record, o.hooks);
+  check_evaluable(inf.run().config, inf.run().data.framing, ds);
+  const int64_t batch = std::max<int64_t>(1, inf.run().config.data.batch_size);
+  const auto c = inf.call(o.record, o.hooks);
   int64_t done = 0;
   for (int64_t at = 0; at < ds.size(); at += batch) {  // evaluate()'s batches, in its order
     if (o.max_batches > 0 && done++ == o.max_batches) break;
     cancellation_point();
     std::vector<int64_t> idx;
     for (int64_t i = at; i < std::min(ds.size(), at + batch); ++i) idx.push_back(i);
-    const data::Batch b = data::make_batch(ds, idx, run_.data.framing);
-    const ag::Var logits = model().forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask);
+    const data::Batch b = data::make_batch(ds, idx, inf.run().data.framing);
+    const ag::Var logits = inf.model().forward(b.src, b.tgt_in, b.src_mask, b.tgt_mask);
     BatchPass p;
     p.loss = ag::cross_entropy(ag::reshape(logits, {-1, logits.size(-1)}), b.tgt_out.flatten(), 0);
     p.tokens = b.tgt_tokens;
@@ -205,10 +218,10 @@ void Seq2SeqInference::for_each_batch(const PassOptions& o,
   }
 }
 
-int64_t Seq2SeqInference::pass_tokens(const PassOptions& o) const {
+int64_t Seq2SeqFamily::pass_tokens(const Inference& inf, const PassOptions& o) const {
   data::Dataset named;
-  const data::Dataset& ds = select_split(o.split, run_, run_.data, named);
-  const int64_t batch = std::max<int64_t>(1, run_.config.data.batch_size);
+  const data::Dataset& ds = select_split(o.split, inf.run(), inf.run().data, named);
+  const int64_t batch = std::max<int64_t>(1, inf.run().config.data.batch_size);
   int64_t tokens = 0, done = 0;
   for (int64_t at = 0; at < ds.size(); at += batch) {  // for_each_batch's batches
     if (o.max_batches > 0 && done++ == o.max_batches) break;
@@ -216,44 +229,44 @@ int64_t Seq2SeqInference::pass_tokens(const PassOptions& o) const {
     for (int64_t i = at; i < std::min(ds.size(), at + batch); ++i) {
       const data::Example& e = ds.examples[static_cast<size_t>(i)];
       src = std::max(src, static_cast<int64_t>(e.src.size()));
-      tgt = std::max(tgt, run_.data.framing.target_len(static_cast<int64_t>(e.tgt.size())));
+      tgt = std::max(tgt, inf.run().data.framing.target_len(static_cast<int64_t>(e.tgt.size())));
     }
     tokens += (std::min(ds.size(), at + batch) - at) * (src + tgt);
   }
   return tokens;
 }
 
-Tensor Seq2SeqInference::logits(const data::Ids& src, const data::Ids& tgt_in,
-                                nn::Hooks* hooks) const {
+Tensor Seq2SeqFamily::logits(const Inference& inf, const data::Ids& src, const data::Ids& tgt_in,
+                             nn::Hooks* hooks) const {
   QKV_CHECK(!src.empty() && !tgt_in.empty(), "logits", "an empty source or decoder input");
   const Tensor sv = ones({1, static_cast<int64_t>(src.size())}, DType::b8);
   const Tensor tv = ones({1, static_cast<int64_t>(tgt_in.size())}, DType::b8);
-  const auto c = call(false, hooks);
-  return model().forward(row_of(src), row_of(tgt_in), sv, tv).data().select(0, 0).to(DType::f32);
+  const auto c = inf.call(false, hooks);
+  return inf.model()
+      .forward(row_of(src), row_of(tgt_in), sv, tv)
+      .data()
+      .select(0, 0)
+      .to(DType::f32);
 }
 
-Tensor Seq2SeqInference::batch_logits(const Tensor& src, const Tensor& tgt_in, nn::Hooks* hooks,
-                                      const Tensor& src_valid, const Tensor& tgt_valid) const {
+Tensor Seq2SeqFamily::batch_logits(const Inference& inf, const Tensor& src, const Tensor& tgt_in,
+                                   nn::Hooks* hooks, const Tensor& src_valid,
+                                   const Tensor& tgt_valid) const {
   // Within the model's positions, and the longest input encode accepts (OpenOptions::max_input)
-  const int64_t longest = std::min(max_input_tokens(), max_input_);
+  const int64_t longest = std::min(inf.max_input_tokens(), inf.max_input());
   check_batch_ids(src, longest, "input");
   check_batch_ids(tgt_in, longest, "decoder input");
   QKV_CHECK(tgt_in.size(0) == src.size(0), "forward", "the decoder input ", tgt_in.shape(),
             " has another batch size than the input ", src.shape());
   check_batch_valid(src_valid, src, "input");
   check_batch_valid(tgt_valid, tgt_in, "decoder input");
-  const auto c = call(false, hooks);
+  const auto c = inf.call(false, hooks);
   const Tensor s = src.contiguous(), t = tgt_in.contiguous();
-  return model()
+  return inf.model()
       .forward(s, t, valid_or_all(src_valid, s), valid_or_all(tgt_valid, t))
       .data()
       .to(DType::f32)
       .contiguous();
-}
-
-Inspection Seq2SeqInference::inspect(const data::Ids& src) const {
-  const auto c = call();
-  return run_.family().inspect(*run_.model, run_.config, run_.data, src);
 }
 
 }  // namespace qkv::run
