@@ -16,6 +16,7 @@
 #include "nn/hooks.hpp"
 #include "run/decode.hpp"
 #include "run/family.hpp"
+#include "run/limits.hpp"
 #include "run/run.hpp"
 #include "train/seq2seq_step.hpp"
 #include "train/trainer.hpp"
@@ -58,6 +59,35 @@ config::RunConfig study_config(const std::string& model, const std::string& task
       config::config_from_toml(config::parse_config(t.str(), "<qkv layers: " + model + ">"));
   c.validate();
   return c;
+}
+
+// run/limits' memory estimates of what the study trains (study_config) and scores (eval_examples
+// at the longest eval length), refused in one line naming layers' options rather than the
+// config keys behind them.
+void check_study_memory(const std::string& model, const std::string& task,
+                        const LengthStudyOptions& o) {
+  static const std::pair<std::string, std::string> kOptions[] = {
+      {"data.batch_size", "--train-batch"},
+      {"data.train_size", "--train-steps x --train-batch"},
+      {"data.test_size", "--eval-examples"},
+      {"data.max_len", "--train-max-len or --eval-lengths"},
+      {"model.d_model", "--d"},
+      {"model.encoder_layers", "--train-layers"}};
+  try {
+    const config::RunConfig train = study_config(model, task, o);
+    config::RunConfig score = train;
+    const int64_t longest = *std::max_element(o.eval_lengths.begin(), o.eval_lengths.end());
+    score.data.min_len = score.data.max_len = std::max(longest, train.data.max_len);
+    score.data.train_size = score.data.valid_size = 0;
+    score.data.test_size = o.eval_examples;
+    run::check_data_memory(train);
+    run::check_data_memory(score);
+  } catch (const Error& e) {
+    std::string what = e.what();
+    for (const auto& [key, option] : kOptions)
+      if (what.rfind(key + ":", 0) == 0) what = option + what.substr(key.size());
+    throw Error("layers (" + model + " on " + task + "): " + what);
+  }
 }
 
 // length_study.hpp's path profile of model's encoder on fresh sources of profile_length symbols.
@@ -203,6 +233,9 @@ void check_length_study(const LengthStudyOptions& o) {
     throw Error(
         "layers: d = " + std::to_string(o.d) +
         " must be even (two directions) and a multiple of heads = " + std::to_string(o.heads));
+  if (o.steps > 0)
+    for (const std::string& m : o.models)
+      for (const std::string& t : o.tasks) check_study_memory(m, t, o);
 }
 
 std::vector<LengthCurve> run_length_study(const LengthStudyOptions& o) {

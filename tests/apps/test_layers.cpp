@@ -186,4 +186,14 @@ TEST_CASE("layers: bad options are refused with one line") {
   CHECK_THROWS_WITH(check_length_study(l), Catch::Contains("--eval-lengths: every length"));
   l.eval_lengths = {4}, l.d = 9, l.heads = 1;
   CHECK_THROWS_WITH(check_length_study(l), Catch::Contains("must be even"));
+  // more than the machine's memory: refused before any training, naming layers' own option
+  l.d = 16, l.heads = 2, l.models = {"bahdanau"};
+  l.batch = int64_t{1} << 40;
+  CHECK_THROWS_WITH(check_length_study(l), Catch::StartsWith("layers (bahdanau on copy): ") &&
+                                               Catch::Contains("--train-batch: ") &&
+                                               Catch::Contains("memory available"));
+  l.batch = 8, l.eval_examples = int64_t{1} << 40;
+  CHECK_THROWS_WITH(check_length_study(l), Catch::Contains("--eval-examples: "));
+  l.eval_examples = 10;
+  CHECK_NOTHROW(check_length_study(l));
 }
