@@ -37,11 +37,6 @@ constexpr std::array<std::pair<AttributionMethod, std::string_view>, 5> kMethods
 // The longest output side a query may score: a work bound where positions do not bound it.
 constexpr int64_t kMaxOutputTokens = 1024;
 
-// The embedding hook point of the blocks under prefix: "encoder.blocks." -> "encoder.embed".
-std::string embed_of(const std::string& prefix) {
-  return prefix.substr(0, prefix.size() - std::string("blocks.").size()) + "embed";
-}
-
 // One pass's layout: which ids go to which side, where each output row is read, and the
 // embedding hook points (slots) whose positions are the columns, in order.
 struct Frame {
@@ -59,11 +54,9 @@ Frame frame_of(const run::Inference& inf, const AttributionQuery& q) {
   QKV_CHECK(!q.outputs.empty(), "attribute",
             "no output token to score (the model's output is empty: give --target)");
   Frame f;
-  std::string in_embed, out_embed;
-  for (const nn::AttentionSite& s : inf.model().attention_sites()) {
-    if (s.queries == nn::Side::input) f.has_input = true, in_embed = embed_of(s.prefix);
-    if (s.queries == nn::Side::output) f.has_output = true, out_embed = embed_of(s.prefix);
-  }
+  const nn::Model::Embeddings embeds = inf.model().embeddings();
+  const std::string &in_embed = embeds.input, &out_embed = embeds.output;
+  f.has_input = !in_embed.empty(), f.has_output = !out_embed.empty();
   const int64_t V = inf.model().output_layer().weight.size(0);
   for (const int64_t id : q.outputs)
     QKV_CHECK(id >= 0 && id < V, "attribute", "output id ", id, " is outside the output layer's ",

@@ -50,6 +50,7 @@ class DecoderLM : public Model {
   std::vector<std::string> hook_points() const override;
   // Its one site, "self": causal self-attention over the text (nn/attention_site.hpp).
   std::vector<AttentionSite> attention_sites() const override;
+  Embeddings embeddings() const override { return {"", "embed"}; }
   OutputLayer output_layer() const override;  // output, or the embedding when tied
   Stream output_stream() const override;      // its blocks and final norm
 

@@ -77,6 +77,7 @@ class EncoderClassifier : public Model {
   std::vector<std::string> hook_points() const override;
   // Its one site, "self": self-attention over every real position (nn/attention_site.hpp).
   std::vector<AttentionSite> attention_sites() const override;
+  Embeddings embeddings() const override { return {"embed", ""}; }
   OutputLayer output_layer() const override;  // the classifier
   // Its blocks and final norm: the lens reads the class logits from each layer at the pooled
   // position.

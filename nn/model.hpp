@@ -46,6 +46,13 @@ class Model : public Module {
 
   // Its attentions, in forward order, from its structure alone (nn/attention_site.hpp).
   virtual std::vector<AttentionSite> attention_sites() const = 0;
+  // The hook points of its token embeddings, whose positions are the columns token attribution
+  // scores: the input side's (a translator's source, a classifier's text; "" when it has none)
+  // and the output side's (a decoder's input; "" for a classifier).
+  struct Embeddings {
+    std::string input, output;
+  };
+  virtual Embeddings embeddings() const = 0;
   // The output projection W_O of one layer of a site: weight (d, d) out x in, whose columns
   // head * d_head .. (head + 1) * d_head read that head's z; bias (d) or undefined. qkv::Error
   // for a site that is not the model's or a layer out of range.

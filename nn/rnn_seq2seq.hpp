@@ -52,6 +52,7 @@ class RecurrentSeq2Seq : public EncoderDecoder {
   std::vector<std::string> hook_points() const override;
   // cross (one layer, one head) with cross_attention; none without.
   std::vector<AttentionSite> attention_sites() const override;
+  Embeddings embeddings() const override { return {"encoder.embed", "decoder.embed"}; }
   OutputLayer output_layer() const override;  // W_o: (V, d / 2)
   Stream output_stream() const override;      // no residual stream: "decoder.rnn.", 0 layers
 

@@ -97,6 +97,7 @@ class Seq2Seq : public EncoderDecoder {
   std::vector<std::string> hook_points() const override;
   // encoder (when encoder_layers > 0), decoder and cross (nn/attention_site.hpp).
   std::vector<AttentionSite> attention_sites() const override;
+  Embeddings embeddings() const override { return {"encoder.embed", "decoder.embed"}; }
   OutputLayer output_layer() const override;
   Stream output_stream() const override;  // the decoder's blocks and final norm
 
