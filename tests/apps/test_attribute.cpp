@@ -15,9 +15,9 @@
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "run/inference.hpp"
+#include "support/inspect_runs.hpp"
 #include "support/nn.hpp"
 #include "support/process.hpp"
-#include "support/tiny_runs.hpp"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -25,30 +25,15 @@ using inspect::AttributionMethod;
 
 namespace {
 
-// The tiny GPT ("lm") and copy translator ("copy") of tests/support/tiny_runs.hpp, and a tiny
-// majority classifier ("majority", as tests/apps/test_encoder.cpp trains it).
+// The tiny GPT ("lm"), copy translator ("copy") and majority classifier ("majority"), and a
+// translator of reference_nn.py's nn.Transformer layout ("translator": post-LN with a final norm).
 const TempDir& runs() {
-  const TempDir& dir = tiny_runs("attribute", 60);
-  static const bool classifier = [&] {
-    train_tiny_classifier(dir, "majority");
-    // a translator of reference_nn.py's nn.Transformer layout: post-LN with a final norm
-    const RunResult t =
-        run_qkv("train " + shipped_config("copy.toml") + " --run-dir '" + dir.file("translator") +
-                "' --threads 1 --quiet --train.max_steps 60 --train.eval_examples 10"
-                " --data.train_size 500 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
-                " --model.d_model 32 --model.d_ff 64 --model.heads 2 --model.final_norm true");
-    INFO(t.output);
-    REQUIRE(t.status == 0);
-    return true;
-  }();
-  (void)classifier;
-  return dir;
+  return inspect_runs("attribute", [](const TempDir& dir) {
+    train_tiny_copy(dir, "translator", 60, 500, " --model.final_norm true");
+  });
 }
 
-std::unique_ptr<run::Inference> open(const std::string& name) {
-  return run::open_inference(runs().file(name),
-                             {.precision = Precision::fp32, .threads = 1, .op = "test"});
-}
+std::unique_ptr<run::Inference> open(const std::string& name) { return open_tiny(runs(), name); }
 
 std::vector<double> as_vec(const Tensor& t) {
   return to_vector<double>(t.to(DType::f64).contiguous());
@@ -58,14 +43,6 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
-}
-
-// The hook point the output layer reads: the final norm, or the last block's output.
-std::string read_point(const nn::Model& m) {
-  const nn::Model::Stream s = m.output_stream();
-  if (s.final_norm)
-    return s.blocks.substr(0, s.blocks.size() - std::string("blocks.").size()) + "final_norm";
-  return s.blocks + std::to_string(s.layers - 1) + ".resid_post";
 }
 
 // Hooks that make the model linear in its embeddings: the stream the output layer reads is
@@ -444,16 +421,11 @@ TEST_CASE("reference: gradients and integrated gradients at the embeddings match
       ids.insert(ids.end(), head.begin(), head.end());
       t = {{"input.ids", run::row_of(ids)}};
       for (int64_t r = 0; r < k; ++r) rows.push_back(n - 1 + r);
-      cfg.update({{"kind", "gpt"},
-                  {"vocab", inf.run().data.tgt_vocab.size()},
-                  {"layers", mc.decoder_layers},
-                  {"max_len", mc.max_len},
-                  {"attn_only", mc.attn_only}});
+      cfg.update(gpt_reference_config(inf));
+      cfg["kind"] = "gpt";
     }
     cfg["rows"] = rows;
-    for (const auto& [name, v] : inf.model().named_parameters())
-      t.push_back({"param." + name, v.data()});
-    nn::save_safetensors(dir.file(c.run + ".in.safetensors"), t, {{"config", cfg.dump()}});
+    save_reference_case(dir.file(c.run + ".in.safetensors"), inf, t, cfg);
     for (const AttributionMethod m :
          {AttributionMethod::saliency, AttributionMethod::input_x_gradient,
           AttributionMethod::integrated_gradients}) {
@@ -461,8 +433,7 @@ TEST_CASE("reference: gradients and integrated gradients at the embeddings match
       c.ours[std::string(inspect::name_of(m))] = inspect::attribute_tokens(inf, c.q);
     }
   }
-  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
-    QKV_SKIP("/usr/bin/python3 has no torch (Debian's python3-torch)");
+  SKIP_WITHOUT_TORCH();
   const ReferenceRun ref = run_reference(source_dir() + "/tests/apps/reference_attribute.py", dir);
   INFO(ref.report());
   REQUIRE(ref.status == 0);

@@ -15,9 +15,9 @@
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "run/inference.hpp"
+#include "support/inspect_runs.hpp"
 #include "support/nn.hpp"
 #include "support/process.hpp"
-#include "support/tiny_runs.hpp"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -25,22 +25,10 @@ using nlohmann::json;
 
 namespace {
 
-// The tiny GPT ("lm") and copy translator ("copy") of tests/support/tiny_runs.hpp, and a tiny
-// majority classifier ("majority", as tests/apps/test_encoder.cpp trains it).
-const TempDir& runs() {
-  const TempDir& dir = tiny_runs("attribution_patching", 60);
-  static const bool classifier = [&] {
-    train_tiny_classifier(dir, "majority");
-    return true;
-  }();
-  (void)classifier;
-  return dir;
-}
+// The tiny GPT ("lm"), copy translator ("copy") and majority classifier ("majority").
+const TempDir& runs() { return inspect_runs("attribution_patching"); }
 
-std::unique_ptr<run::Inference> open(const std::string& name) {
-  return run::open_inference(runs().file(name),
-                             {.precision = Precision::fp32, .threads = 1, .op = "test"});
-}
+std::unique_ptr<run::Inference> open(const std::string& name) { return open_tiny(runs(), name); }
 
 // Each run's pair of inputs: of one length, with different answers.
 struct Pair {
@@ -51,14 +39,6 @@ const std::vector<Pair>& pairs() {
                                    {"copy", "5 6 7 8", "1 2 3 4"},
                                    {"majority", "0110111", "0000100"}};
   return p;
-}
-
-// The hook point the output layer reads: the final norm, or the last block's output.
-std::string read_point(const nn::Model& m) {
-  const nn::Model::Stream s = m.output_stream();
-  if (s.final_norm)
-    return s.blocks.substr(0, s.blocks.size() - std::string("blocks.").size()) + "final_norm";
-  return s.blocks + std::to_string(s.layers - 1) + ".resid_post";
 }
 
 // Hooks under which the logits are linear in the activation at `from` (1, n, d): the stream the
@@ -90,8 +70,6 @@ const inspect::HeadEstimate& estimate_of(const inspect::AttributionPatching& r,
   return r.heads.front();
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
 // Inputs of one length for each run, to find a pair whose answers differ under some hooks.
 std::vector<std::pair<std::string, std::string>> candidates(const std::string& run) {
   if (run == "lm")
@@ -111,15 +89,7 @@ std::vector<std::pair<std::string, std::string>> candidates(const std::string& r
 // The first candidate pair of the run whose answers differ under the calling thread's hooks;
 // empty ids when none does.
 std::pair<data::Ids, data::Ids> differing(const run::Inference& inf, const std::string& run) {
-  for (const auto& [c, x] : candidates(run)) {
-    const data::Ids clean = inf.encode(c, "test"), corrupt = inf.encode(x, "test");
-    try {
-      inspect::PatchRuns probe(inf, clean, corrupt);
-      return {clean, corrupt};
-    } catch (const Error&) {  // the same answer: the next pair
-    }
-  }
-  return {};
+  return first_differing(inf, candidates(run));
 }
 
 }  // namespace
@@ -287,23 +257,12 @@ TEST_CASE("reference: attribution patching's estimates match torch autograd on t
   const data::Ids clean = inf->encode(pr.clean, "test"), corrupt = inf->encode(pr.corrupt, "test");
   const inspect::AttributionPatching ours = inspect::attribution_patching(*inf, clean, corrupt, 0);
   const inspect::PatchRuns runs(*inf, clean, corrupt);
-  const auto& mc = inf->run().config.model;
-  const json cfg{{"d_model", mc.d_model},
-                 {"heads", mc.heads},
-                 {"d_ff", mc.d_ff},
-                 {"bias", mc.bias},
-                 {"vocab", inf->run().data.tgt_vocab.size()},
-                 {"layers", mc.decoder_layers},
-                 {"max_len", mc.max_len},
-                 {"attn_only", mc.attn_only},
-                 {"a", runs.clean_id()},
-                 {"b", runs.corrupt_id()}};
-  nn::NamedTensors t{{"input.clean", run::row_of(clean)}, {"input.corrupt", run::row_of(corrupt)}};
-  for (const auto& [name, v] : inf->model().named_parameters())
-    t.push_back({"param." + name, v.data()});
-  nn::save_safetensors(dir.file("lm.in.safetensors"), t, {{"config", cfg.dump()}});
-  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
-    QKV_SKIP("/usr/bin/python3 has no torch (Debian's python3-torch)");
+  json cfg = gpt_reference_config(*inf);
+  cfg.update({{"a", runs.clean_id()}, {"b", runs.corrupt_id()}});
+  save_reference_case(
+      dir.file("lm.in.safetensors"), *inf,
+      {{"input.clean", run::row_of(clean)}, {"input.corrupt", run::row_of(corrupt)}}, cfg);
+  SKIP_WITHOUT_TORCH();
   const ReferenceRun ref =
       run_reference(source_dir() + "/tests/apps/reference_attribution_patching.py", dir);
   INFO(ref.report());

@@ -16,9 +16,9 @@
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "run/inference.hpp"
+#include "support/inspect_runs.hpp"
 #include "support/nn.hpp"
 #include "support/process.hpp"
-#include "support/tiny_runs.hpp"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -29,26 +29,12 @@ namespace {
 // The tiny GPT ("lm", pre-LN), the copy translator trained post-LN ("copy") and pre-LN
 // ("copy_pre"), and a tiny majority classifier ("majority", pre-LN).
 const TempDir& runs() {
-  const TempDir& dir = tiny_runs("path_patching", 60);
-  static const bool more = [&] {
-    train_tiny_classifier(dir, "majority");
-    const RunResult r = run_qkv(
-        "train '" + source_dir() + "/configs/copy.toml' --run-dir '" + dir.file("copy_pre") +
-        "' --threads 1 --quiet --train.max_steps 40 --train.eval_examples 10"
-        " --data.train_size 200 --data.valid_size 20 --data.test_size 20 --optim.warmup 10"
-        " --model.d_model 32 --model.d_ff 64 --model.heads 2 --model.norm_first true");
-    INFO(r.output);
-    REQUIRE(r.status == 0);
-    return true;
-  }();
-  (void)more;
-  return dir;
+  return inspect_runs("path_patching", [](const TempDir& dir) {
+    train_tiny_copy(dir, "copy_pre", 40, 200, " --model.norm_first true");
+  });
 }
 
-std::unique_ptr<run::Inference> open(const std::string& name) {
-  return run::open_inference(runs().file(name),
-                             {.precision = Precision::fp32, .threads = 1, .op = "test"});
-}
+std::unique_ptr<run::Inference> open(const std::string& name) { return open_tiny(runs(), name); }
 
 std::vector<std::pair<std::string, std::string>> candidates(const std::string& run) {
   if (run == "lm")
@@ -62,19 +48,10 @@ std::vector<std::pair<std::string, std::string>> candidates(const std::string& r
 
 // The first candidate pair whose answers differ.
 std::pair<data::Ids, data::Ids> differing(const run::Inference& inf, const std::string& run) {
-  for (const auto& [c, x] : candidates(run)) {
-    const data::Ids clean = inf.encode(c, "test"), corrupt = inf.encode(x, "test");
-    try {
-      inspect::PatchRuns probe(inf, clean, corrupt);
-      return {clean, corrupt};
-    } catch (const Error&) {
-    }
-  }
-  FAIL("no pair of inputs of " << run << " with different answers");
-  return {};
+  std::pair<data::Ids, data::Ids> p = first_differing(inf, candidates(run));
+  if (p.first.empty()) FAIL("no pair of inputs of " << run << " with different answers");
+  return p;
 }
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
 
@@ -185,25 +162,15 @@ TEST_CASE("reference: path patching's values match torch on the tiny GPT", "[ref
   const inspect::HeadRef sender = inspect::path_senders(*inf, "0.1", "test")[0];
   const inspect::PathRuns paths(*inf, runs, inspect::direct_paths(*inf, sender, "test"));
   const std::vector<double> ours = paths.each();
-  const auto& mc = inf->run().config.model;
-  const json cfg{{"d_model", mc.d_model},
-                 {"heads", mc.heads},
-                 {"d_ff", mc.d_ff},
-                 {"bias", mc.bias},
-                 {"vocab", inf->run().data.tgt_vocab.size()},
-                 {"layers", mc.decoder_layers},
-                 {"max_len", mc.max_len},
-                 {"attn_only", mc.attn_only},
-                 {"a", runs.clean_id()},
-                 {"b", runs.corrupt_id()},
-                 {"sender_layer", sender.layer},
-                 {"sender_head", sender.head}};
-  nn::NamedTensors t{{"input.clean", run::row_of(clean)}, {"input.corrupt", run::row_of(corrupt)}};
-  for (const auto& [name, v] : inf->model().named_parameters())
-    t.push_back({"param." + name, v.data()});
-  nn::save_safetensors(dir.file("lm.in.safetensors"), t, {{"config", cfg.dump()}});
-  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
-    QKV_SKIP("/usr/bin/python3 has no torch (Debian's python3-torch)");
+  json cfg = gpt_reference_config(*inf);
+  cfg.update({{"a", runs.clean_id()},
+              {"b", runs.corrupt_id()},
+              {"sender_layer", sender.layer},
+              {"sender_head", sender.head}});
+  save_reference_case(
+      dir.file("lm.in.safetensors"), *inf,
+      {{"input.clean", run::row_of(clean)}, {"input.corrupt", run::row_of(corrupt)}}, cfg);
+  SKIP_WITHOUT_TORCH();
   const ReferenceRun ref =
       run_reference(source_dir() + "/tests/apps/reference_path_patching.py", dir);
   INFO(ref.report());

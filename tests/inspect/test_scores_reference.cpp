@@ -29,8 +29,7 @@ json flat(const Tensor& t) {
 
 TEST_CASE("reference: a small model's head scores match TransformerLens's in torch",
           "[reference]") {
-  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
-    QKV_SKIP("/usr/bin/python3 has no torch (Debian's python3-torch)");
+  SKIP_WITHOUT_TORCH();
   nn::ModelConfig c = tiny_lm();
   c.decoder_layers = 2, c.heads = 2, c.src_vocab = c.tgt_vocab = 12;
   Generator g(45);

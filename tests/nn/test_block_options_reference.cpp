@@ -62,8 +62,7 @@ void add_params(Case& c, Module& m, Generator& g) {
 }  // namespace
 
 TEST_CASE("block options match their PyTorch formulas, outputs and gradients", "[reference]") {
-  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
-    QKV_SKIP("/usr/bin/python3 has no torch (Debian's python3-torch)");
+  SKIP_WITHOUT_TORCH();
   Generator g(31);
   std::deque<Case> cases;  // (a deque: the forwards hold references to their cases)
   const double eps = 1e-5;

@@ -152,3 +152,11 @@ inline ReferenceRun run_reference(const std::string& script, const TempDir& dir)
 }
 
 }  // namespace qkv::testing
+
+// Ends the running test case as skipped where /usr/bin/python3 cannot import torch. Only where
+// QKV_SKIP may stand.
+#define SKIP_WITHOUT_TORCH()                                                     \
+  do {                                                                           \
+    if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) \
+      QKV_SKIP("/usr/bin/python3 has no torch (Debian's python3-torch)");        \
+  } while (0)
