@@ -3,9 +3,8 @@
 // and shows its alignment as a cross-attention map; the fixed-context model trains and
 // decodes; a config whose keys cannot go together is one line.
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
-#include "support/process.hpp"
+#include "support/copy_runs.hpp"
 
 using namespace qkv::testing;
 
@@ -13,12 +12,8 @@ namespace {
 
 // configs/bahdanau-copy.toml at d_model 32 on 3000 examples, one thread.
 RunResult train_copy(const TempDir& t, const std::string& name, const std::string& more) {
-  return run_qkv(
-      "train " + shipped_config("bahdanau-copy.toml") + " --run-dir " + t.file(name) +
-      " --threads 1 --quiet --data.train_size 3000 --data.valid_size 100"
-      " --data.test_size 200 --train.eval_examples 100 --model.d_model 32 --optim.lr 1e-2"
-      " --optim.warmup 10 " +
-      more);
+  return train_small_copy(t, "bahdanau-copy.toml", name,
+                          "--optim.lr 1e-2 --optim.warmup 10 " + more);
 }
 
 }  // namespace
@@ -28,14 +23,8 @@ TEST_CASE("train: Bahdanau's GRU encoder-decoder learns to copy and shows its al
   const RunResult r = train_copy(t, "additive", "--train.epochs 12");
   INFO(r.output);
   REQUIRE(r.status == 0);
-  const RunResult e = run_qkv("eval " + t.file("additive") + " --split test --json");
-  INFO(e.output);
-  REQUIRE(e.status == 0);
-  // 0.95 on a 2-core AMD EPYC (10 s under load); fixed seed, 1 thread
-  CHECK(nlohmann::json::parse(e.output)["exact_match"].get<double>() >= 0.9);
-  const RunResult x = run_qkv("translate " + t.file("additive") + " '3 1 4 1 5' '9 2 6'");
-  CHECK(x.status == 0);
-  CHECK(x.output == "3 1 4 1 5\n9 2 6\n");
+  // exact match 0.95 on a 2-core AMD EPYC (10 s under load); fixed seed, 1 thread
+  check_copies(t, "additive");
   const RunResult b = run_qkv("translate " + t.file("additive") + " --beam 3 '3 1 4 1 5'");
   CHECK(b.status == 0);
   CHECK(b.output == "3 1 4 1 5\n");
@@ -52,11 +41,7 @@ TEST_CASE("train: the fixed-context GRU encoder-decoder trains and decodes", "[e
       t, "fixed", "--model.cross_attention false --train.max_steps 40 --train.eval_every 40");
   INFO(r.output);
   REQUIRE(r.status == 0);
-  const RunResult e = run_qkv("eval " + t.file("fixed") + " --split test --json");
-  INFO(e.output);
-  CHECK(e.status == 0);
-  CHECK(nlohmann::json::parse(e.output).contains("exact_match"));
-  CHECK(run_qkv("translate " + t.file("fixed") + " --beam 2 '3 1 4'").status == 0);
+  check_evaluates_and_decodes(t, "fixed");
   const RunResult a =
       run_qkv("attention " + t.file("fixed") + " '3 1 4' --out " + t.file("map.svg"));
   CHECK(a.status != 0);
