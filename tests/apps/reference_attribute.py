@@ -16,18 +16,15 @@ being the embeddings' positions in order (source, then decoder input):
   "input_x_gradient"      e_i . df/de_i
   "integrated_gradients"  e_i . mean_k df/de(a_k e), a_k = (k + 1/2) / steps (zero baseline)
 """
-import json
 import math
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
-from reference_nn import (GPT, Wrapped, causal, load_into, qkv_to_wrapped,  # noqa: E402
-                          read_safetensors, run_all, sinusoidal, write_safetensors)
+# reference_inspect (beside this file) puts tests/nn, reference_nn.py's folder, on the path
+from reference_inspect import gpt_of, read_case, write_case
+from reference_nn import Wrapped, causal, load_into, qkv_to_wrapped, run_all, sinusoidal
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
 
 
 def gpt_logits(m, embeds):
@@ -50,8 +47,7 @@ def transformer_logits(m, embeds):
 def build(c, params, t):
     """The module, its logits from embeddings, and the embeddings (each (1, n, d))."""
     if c["kind"] == "gpt":
-        m = GPT(c)
-        load_into(m, params)
+        m = gpt_of(c, params)
         return m, gpt_logits, [m.embed(torch.from_numpy(t["input.ids"]))]
     m = Wrapped(c, np.float64)
     load_into(m, qkv_to_wrapped(params), aliases=m.aliases())
@@ -76,11 +72,7 @@ def gradients(logits_of, m, embeds, c, r, alphas):
 
 
 def run_case(path):
-    t, meta = read_safetensors(path)
-    c = json.loads(meta["config"])
-    torch.set_default_dtype(torch.float64)
-    params = {k[len("param."):]: v.astype(np.float64) for k, v in t.items()
-              if k.startswith("param.")}
+    t, c, params = read_case(path)
     m, logits_of, embeds = build(c, params, t)
     # training mode (torch's default; dropout is 0): it keeps torch off its inference fast path
     embeds = [e.detach()[0:1] for e in embeds]
@@ -96,8 +88,7 @@ def run_case(path):
         out["integrated_gradients"].append(
             torch.cat([(a * x / steps).sum(-1) for a, x in zip(e, ig)]))
     res = {k: torch.stack(v).detach().numpy() for k, v in out.items()}
-    write_safetensors(path.replace(".in.safetensors", ".out.safetensors"), res,
-                      {"torch": torch.__version__})
+    write_case(path, res)
 
 
 def main():

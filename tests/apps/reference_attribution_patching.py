@@ -15,30 +15,24 @@ the corrupted run. Writes DIR/<case>.out.safetensors with float64:
   "residual"  (layers, n)         the same for each block's input
   "diff"      (2,)                d_clean, d_corrupt
 """
-import json
 import math
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
-from reference_nn import GPT, causal, load_into, read_safetensors, run_all, write_safetensors  # noqa: E402,E501
+# reference_inspect (beside this file) puts tests/nn, reference_nn.py's folder, on the path
+from reference_inspect import gpt_of, heads_of, read_case, write_case
+from reference_nn import causal, run_all
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
 
 
 def self_attention(sa, x, H):
     """torch's MultiheadAttention under the causal mask, written out: (output, z (1, H, T, dh))."""
     _, T, d = x.shape
     dh = d // H
-    q, k, v = F.linear(x, sa.in_proj_weight, sa.in_proj_bias).split(d, -1)
-
-    def heads(t):
-        return t.reshape(1, T, H, dh).transpose(1, 2)
-
-    p = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / math.sqrt(dh) + causal(T), -1)
-    z = p @ heads(v)
+    q, k, v = [heads_of(t, H) for t in F.linear(x, sa.in_proj_weight, sa.in_proj_bias).split(d, -1)]
+    p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh) + causal(T), -1)
+    z = p @ v
     out = F.linear(z.transpose(1, 2).reshape(1, T, d), sa.out_proj.weight, sa.out_proj.bias)
     return out, z
 
@@ -62,13 +56,8 @@ def run(m, c, ids):
 
 
 def run_case(path):
-    t, meta = read_safetensors(path)
-    c = json.loads(meta["config"])
-    torch.set_default_dtype(torch.float64)
-    params = {k[len("param."):]: v.astype(np.float64) for k, v in t.items()
-              if k.startswith("param.")}
-    m = GPT(c)
-    load_into(m, params)
+    t, c, params = read_case(path)
+    m = gpt_of(c, params)
     d_clean, clean = run(m, c, t["input.clean"])
     d_corrupt, corrupt = run(m, c, t["input.corrupt"])
     d_corrupt.backward()
@@ -80,8 +69,7 @@ def run_case(path):
 
     out = {"heads": estimate("z", -1), "residual": estimate("resid", -1),
            "diff": np.array([d_clean.item(), d_corrupt.item()])}
-    write_safetensors(path.replace(".in.safetensors", ".out.safetensors"), out,
-                      {"torch": torch.__version__})
+    write_case(path, out)
 
 
 def main():

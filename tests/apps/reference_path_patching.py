@@ -16,22 +16,15 @@ MLP, or the final norm and the unembedding. Writes DIR/<case>.out.safetensors wi
                          the logits
   "diff"   (2,)          d_clean, d_corrupt
 """
-import json
 import math
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn"))
-from reference_nn import GPT, causal, load_into, read_safetensors, run_all, write_safetensors  # noqa: E402,E501
+# reference_inspect (beside this file) puts tests/nn, reference_nn.py's folder, on the path
+from reference_inspect import gpt_of, heads_of, read_case, write_case
+from reference_nn import causal, run_all
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-
-def heads_of(t, H):
-    _, T, d = t.shape
-    return t.reshape(1, T, H, d // H).transpose(1, 2)
+import numpy as np
+import torch
+import torch.nn.functional as F
 
 
 def run(m, c, ids, delta=None, recv=None):
@@ -70,13 +63,8 @@ def run(m, c, ids, delta=None, recv=None):
 
 
 def run_case(path):
-    t, meta = read_safetensors(path)
-    c = json.loads(meta["config"])
-    torch.set_default_dtype(torch.float64)
-    params = {k[len("param."):]: v.astype(np.float64) for k, v in t.items()
-              if k.startswith("param.")}
-    m = GPT(c)
-    load_into(m, params)
+    t, c, params = read_case(path)
+    m = gpt_of(c, params)
     with torch.no_grad():
         d_clean, z_clean = run(m, c, t["input.clean"])
         d_corrupt, z_corrupt = run(m, c, t["input.corrupt"])
@@ -93,9 +81,7 @@ def run_case(path):
         scale = d_clean - d_corrupt
         paths = [(run(m, c, t["input.corrupt"], delta, r)[0] - d_corrupt) / scale
                  for r in receivers]
-    write_safetensors(path.replace(".in.safetensors", ".out.safetensors"),
-                      {"paths": np.array(paths), "diff": np.array([d_clean, d_corrupt])},
-                      {"torch": torch.__version__})
+    write_case(path, {"paths": np.array(paths), "diff": np.array([d_clean, d_corrupt])})
 
 
 def main():
