@@ -626,11 +626,7 @@ def main():
     if len(args) != 2:
         raise SystemExit(__doc__)
     qkv, source = os.path.abspath(args[0]), os.path.abspath(args[1])
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    try:
-        import websocket  # noqa: F401
-    except ImportError:
-        chromium = None
+    chromium = fx.chromium_for_pages()
     if not chromium:
         print("SKIPPED: needs chromium and python3-websocket (scripts/install-deps.sh)")
         return SKIP

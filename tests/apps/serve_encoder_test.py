@@ -254,11 +254,7 @@ def main():
         drop_record_sites(run)
         server = fx.Server(qkv, [run])
         api(server, qkv, run)
-        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-        try:
-            import websocket  # noqa: F401
-        except ImportError:
-            chromium = None
+        chromium = fx.chromium_for_pages()
         if chromium:
             failures.extend(page(qkv, run, server, chromium, work))
         else:
@@ -267,14 +263,7 @@ def main():
         if server:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("FAILED: " + "; ".join(failures))
-        return 1
-    if skipped:
-        print("SKIPPED (the page): needs chromium and python3-websocket")
-        return 77
-    print("passed")
-    return 0
+    return fx.exit_status(failures, skipped)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ Trains, through the real binary, a short copy-task run and a tiny character lang
 (seconds each, one thread), and can keep a third copy run training in the background (the
 run a page watches grow; extra flags, such as --probe.every, added to its training). Starts
 `qkv serve ... --port 0` and reads the chosen port from its first line on stdout. HTTP goes
-through http.client straight to 127.0.0.1 (no proxy).
+through http.client straight to 127.0.0.1 (no proxy). Finds the Chromium a page test drives,
+and turns a test's failures and skipped page into its exit status.
 """
 import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -129,3 +131,27 @@ def generated_text(status_body):
             raise AssertionError(f"sample failed: {j['error']}")
         text += j.get("text", "")
     return status, text
+
+
+def chromium_for_pages():
+    """The Chromium a page test drives over the DevTools protocol, or None where the page cannot
+    be checked: no chromium on PATH, or no python3-websocket to speak to it."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        chromium = None
+    return chromium
+
+
+def exit_status(failures, page_skipped):
+    """A test's verdict printed and its exit status: 1 when anything failed, else 77 (skipped)
+    when its page could not be checked (chromium_for_pages), else 0."""
+    if failures:
+        print("FAILED: " + "; ".join(failures))
+        return 1
+    if page_skipped:
+        print("SKIPPED (the page): needs chromium and python3-websocket")
+        return 77
+    print("passed")
+    return 0

@@ -331,11 +331,7 @@ def main():
         api_attribute(server, qkv, runs)
         api_patch(server, qkv, runs, pairs)
         api_bad(server)
-        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-        try:
-            import websocket  # noqa: F401
-        except ImportError:
-            chromium = None
+        chromium = fx.chromium_for_pages()
         if chromium:
             failures.extend(page(qkv, runs, server, chromium, work, pairs))
         else:
@@ -344,14 +340,7 @@ def main():
         if server:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("FAILED: " + "; ".join(failures))
-        return 1
-    if skipped:
-        print("SKIPPED (the page): needs chromium and python3-websocket")
-        return 77
-    print("passed")
-    return 0
+    return fx.exit_status(failures, skipped)
 
 
 if __name__ == "__main__":
