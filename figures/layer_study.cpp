@@ -136,19 +136,23 @@ std::vector<double> gradient_profile(LayerKind k, int64_t n, const LayerStudyOpt
   check_options(o);
   const Layer layer = build_layer(k, o);
   Generator g(o.seed + 11);
-  const int64_t B = o.profile_batch, d = o.d;
-  Var x(randn({B, n, d}, g), true);
-  const Var out = layer.forward(x);
+  Var x(randn({o.profile_batch, n, o.d}, g), true);
+  return last_position_profile(layer.forward(x), x, g);
+}
+
+std::vector<double> last_position_profile(const Var& out, const Var& x, Generator& g) {
+  const int64_t B = out.data().size(0), n = out.data().size(1), dm = out.data().size(2);
+  const int64_t d = x.data().size(2);
   // The output gradient: u at position n - 1 of every row, 0 elsewhere.
-  std::vector<float> u = to_vector<float>(randn({d}, g));
+  std::vector<float> u = to_vector<float>(randn({dm}, g));
   double un = 0;
   for (float v : u) un += double(v) * v;
-  std::vector<float> seed_grad(static_cast<size_t>(B * n * d), 0.0f);
+  std::vector<float> seed_grad(static_cast<size_t>(B * n * dm), 0.0f);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < d; ++c)
-      seed_grad[static_cast<size_t>((b * n + n - 1) * d + c)] =
+    for (int64_t c = 0; c < dm; ++c)
+      seed_grad[static_cast<size_t>((b * n + n - 1) * dm + c)] =
           static_cast<float>(u[static_cast<size_t>(c)] / std::sqrt(un));
-  out.backward(from_vector(seed_grad, {B, n, d}));
+  out.backward(from_vector(seed_grad, {B, n, dm}));
   const std::vector<float> gx = to_vector<float>(x.grad().contiguous());
   std::vector<double> norms(static_cast<size_t>(n), 0.0);
   for (int64_t b = 0; b < B; ++b)

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/var.hpp"
+#include "core/random.hpp"
 #include "figures/plot.hpp"
 
 namespace qkv::figures {
@@ -65,6 +67,11 @@ double time_forward_backward(LayerKind k, int64_t n, const LayerStudyOptions& o)
 
 // norms[i] = mean over the batch of || d (u . out[b, n-1]) / d x[b, i] ||, i = 0 .. n - 1.
 std::vector<double> gradient_profile(LayerKind k, int64_t n, const LayerStudyOptions& o);
+
+// The same for any out (B, n, d_out) on the tape of the leaf x (B, n, d): u a unit vector drawn
+// from g (randn of d_out, normalised), seeded at position n - 1 of every row, one backward;
+// norms[i] for i = 0 .. n - 1. length_study.cpp takes it through a trained encoder.
+std::vector<double> last_position_profile(const ag::Var& out, const ag::Var& x, Generator& g);
 
 // Least-squares slope of log y against log x (at least two points, all > 0).
 double loglog_slope(const std::vector<double>& x, const std::vector<double>& y);

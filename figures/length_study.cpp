@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/random.hpp"
 #include "data/tasks.hpp"
+#include "figures/layer_study.hpp"
 #include "nn/encoder_decoder.hpp"
 #include "nn/hooks.hpp"
 #include "run/decode.hpp"
@@ -110,30 +111,10 @@ std::vector<double> encoder_profile(nn::EncoderDecoder& model, const LengthStudy
     const nn::HookScope scope(hooks);
     memory = model.encode(src, valid);  // (B, n, d_mem)
   }
-  const int64_t dm = memory.data().size(2), d = x.data().size(2);
   Generator g(seed + 11);
-  std::vector<float> u = to_vector<float>(randn({dm}, g));
-  double un = 0;
-  for (float v : u) un += double(v) * v;
-  std::vector<float> seed_grad(static_cast<size_t>(B * n * dm), 0.0f);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < dm; ++c)
-      seed_grad[static_cast<size_t>((b * n + n - 1) * dm + c)] =
-          static_cast<float>(u[static_cast<size_t>(c)] / std::sqrt(un));
-  memory.backward(from_vector(seed_grad, {B, n, dm}));
-  const std::vector<float> gx = to_vector<float>(x.grad().contiguous());
-  std::vector<double> norms(static_cast<size_t>(n), 0.0);  // index: distance n - 1 - i
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < n; ++i) {
-      double s = 0;
-      for (int64_t c = 0; c < d; ++c) {
-        const double v = gx[static_cast<size_t>((b * n + i) * d + c)];
-        s += v * v;
-      }
-      norms[static_cast<size_t>(n - 1 - i)] += std::sqrt(s) / static_cast<double>(B);
-    }
+  const std::vector<double> by_position = last_position_profile(memory, x, g);
   model.zero_grad();
-  return norms;
+  return {by_position.rbegin(), by_position.rend()};  // index: distance n - 1 - i
 }
 
 // Trains model on cfg's training split for o.steps steps; returns the mean loss of the last
