@@ -125,13 +125,6 @@ struct ForwardPacks {
   int64_t entry() const { return q_size + kt_size + v_size; }
 };
 
-// The buffer of all entries' forward packs, kept by the calling thread between calls.
-std::vector<bf16_t>& forward_pack_buffer(size_t n) {
-  thread_local std::vector<bf16_t> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf;
-}
-
 // One batch entry's operands packed for the backward, in the thread's workspace: q and dO as A
 // (S = q k^T, dP = dO v^T), q^T and dO^T as A (dK^T += q^T dS, dV^T += dO^T P), k^T and v^T as
 // B (over d), k as B (over keys: dQ += dS k).

@@ -42,12 +42,6 @@ struct Packs {
   }
 };
 
-std::vector<bf16_t>& forward_pack_buffer(size_t n) {
-  thread_local std::vector<bf16_t> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf;
-}
-
 // Query block [q0, q0 + qb) of batch entry bi over every key block: the online softmax with its
 // two products per key block, then the rows' out and log-sum-exp.
 struct ForwardBlock {

@@ -12,6 +12,7 @@
 // Accumulation in float32 in pair order; C float32 with row stride ldc.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "bf16.hpp"
 
@@ -40,6 +41,16 @@ void pack_bf16_pairs(const float* src, int64_t rows, int64_t cols, int64_t lds, 
 //   2p, 2p + 1 of every row, so column r of B is row r of src.
 void pack_bf16_pairs_transposed(const float* src, int64_t rows, int64_t cols, int64_t lds,
                                 bf16_t* dst, int64_t ldd);
+
+// The buffer the attention forwards (core/attention_bf16.cpp, attention_onednn.cpp) pack every
+// batch entry's operands into ahead of their parallel region, at least n elements, kept by the
+// calling thread between calls: apart from workspace() (core/kernel_util.hpp), which the
+// region's items use, the calling thread among them.
+inline std::vector<bf16_t>& forward_pack_buffer(size_t n) {
+  thread_local std::vector<bf16_t> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf;
+}
 
 // Padded sizes: an even count, and the pair count.
 constexpr int64_t even_up(int64_t n) { return n + (n & 1); }

@@ -42,7 +42,6 @@ using Inputs = AttentionInputs;
 using Run = AttentionRun;
 constexpr auto inputs = attention_inputs;
 constexpr auto run = attention_run;
-constexpr auto values = values_of;
 
 Run fp32(const Inputs& x, const Tensor& mask) {
   return run(x, mask, Precision::fp32, AttentionBackend::tiles);
@@ -112,11 +111,7 @@ TEST_CASE("oneDNN attention gives a fully masked row 0 out and 0 gradients") {
   const Tensor mask =
       mask_of({n, m}, [&](const Shape& i) { return i[0] != 5 && i[0] != 66 && i[1] <= i[0] + 73; });
   const Run d = run(x, mask, Precision::bf16, AttentionBackend::onednn);
-  for (int64_t row : {5, 66}) {
-    CHECK(max(abs(d.r.out.select(2, row))).item() == 0);
-    CHECK(max(abs(d.g.dq.select(2, row))).item() == 0);
-    for (double l : values(d.r.lse.select(2, row))) CHECK(l == -INFINITY);
-  }
+  check_dead_rows(d, {5, 66});
   check_close(d, fp32(x, mask), kBf16Tol, true);
 }
 
@@ -124,20 +119,7 @@ TEST_CASE("oneDNN attention gives the same bits twice and at 1 and 2 threads") {
   SKIP_WITHOUT_BF16();
   const Inputs x = inputs(2, 3, 300, 600, 32, 32, 13);
   const Tensor causal = mask_of({300, 600}, [](const Shape& i) { return i[1] <= i[0] + 300; });
-  const int saved = get_num_threads();
-  set_num_threads(2);
-  const Run a = run(x, causal, Precision::bf16, AttentionBackend::onednn);
-  const Run b = run(x, causal, Precision::bf16, AttentionBackend::onednn);
-  set_num_threads(1);
-  const Run c = run(x, causal, Precision::bf16, AttentionBackend::onednn);
-  set_num_threads(saved);
-  for (const Run* o : {&b, &c}) {
-    CHECK(same_bits(o->r.out, a.r.out));
-    CHECK(same_bits(o->r.lse, a.r.lse));
-    CHECK(same_bits(o->g.dq, a.g.dq));
-    CHECK(same_bits(o->g.dk, a.g.dk));
-    CHECK(same_bits(o->g.dv, a.g.dv));
-  }
+  check_same_bits_across_threads(x, causal, AttentionBackend::onednn);
 }
 
 // The kernel called directly, as a bf16 scope would call it, whether or not qkv allows bf16

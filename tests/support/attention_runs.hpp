@@ -1,16 +1,19 @@
 // Helpers shared by the fused attention kernels' tests (tests/core/test_attention_bf16.cpp,
 // test_attention_onednn.cpp): random inputs, one forward + backward on a chosen backend and
-// precision, masks from a predicate, and the comparison of two runs part by part.
+// precision, masks from a predicate, the comparison of two runs part by part, bit for bit across
+// thread counts, and fully masked rows.
 #pragma once
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
 #include "core/attention_backend.hpp"
 #include "core/fused.hpp"
+#include "core/parallel.hpp"
 #include "core/precision.hpp"
 #include "core/random.hpp"
 #include "support/common.hpp"
@@ -90,6 +93,35 @@ inline double check_close(const AttentionRun& a, const AttentionRun& b, double t
   }
   CHECK(worst < 0.05);
   return largest;
+}
+
+// Rows `rows` of every head fully masked in run r: out and dq 0 there, log-sum-exp -inf.
+inline void check_dead_rows(const AttentionRun& r, std::initializer_list<int64_t> rows) {
+  for (int64_t row : rows) {
+    CHECK(max(abs(r.r.out.select(2, row))).item() == 0);
+    CHECK(max(abs(r.g.dq.select(2, row))).item() == 0);
+    for (double l : values_of(r.r.lse.select(2, row))) CHECK(l == -INFINITY);
+  }
+}
+
+// Forward and backward in bf16 on backend b twice at 2 threads and once at 1: every part the
+// same bits each time.
+inline void check_same_bits_across_threads(const AttentionInputs& x, const Tensor& mask,
+                                           AttentionBackend b) {
+  const int saved = get_num_threads();
+  set_num_threads(2);
+  const AttentionRun a = attention_run(x, mask, Precision::bf16, b);
+  const AttentionRun again = attention_run(x, mask, Precision::bf16, b);
+  set_num_threads(1);
+  const AttentionRun one = attention_run(x, mask, Precision::bf16, b);
+  set_num_threads(saved);
+  for (const AttentionRun* o : {&again, &one}) {
+    CHECK(same_bits(o->r.out, a.r.out));
+    CHECK(same_bits(o->r.lse, a.r.lse));
+    CHECK(same_bits(o->g.dq, a.g.dq));
+    CHECK(same_bits(o->g.dk, a.g.dk));
+    CHECK(same_bits(o->g.dv, a.g.dv));
+  }
 }
 
 }  // namespace qkv::testing
