@@ -25,7 +25,9 @@ in an order that alternates from round to round:
                corrupted pass with autograd and one backward of the logit difference,
                (clean - corrupted) . gradient per cell
 
-Both sides run in float32 (the run opened with precision="fp32") on the same threads
+The process runs with OMP_WAIT_POLICY=passive unless the environment sets it (both sides' OpenMP
+threads sleep when idle, as `qkv bench --passive` runs its two sides on a busy machine: two
+runtimes spinning in one process would slow whichever runs next). Both sides run in float32 (the run opened with precision="fp32") on the same threads
 (qkv.open(threads=N), torch.set_num_threads(N); default: the CPUs this process may use). Before
 timing, the torch results are checked against qkv's (the same scores to float32 rounding), so the
 two compute the same thing. Prints one line per measurement: the median seconds of each side, the
@@ -37,9 +39,11 @@ import statistics
 import sys
 import time
 
-import numpy as np
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # before either side's OpenMP starts
 
-import qkv
+import numpy as np  # noqa: E402
+
+import qkv  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
 import torch  # noqa: E402
@@ -222,7 +226,8 @@ def main():
             for s in order:
                 times[m][s].append(timed(fns[s]))
     load_after = os.getloadavg()
-    load = f"load {load_before[0]:.1f} before, {load_after[0]:.1f} after"
+    load = (f"load {load_before[0]:.1f} before, {load_after[0]:.1f} after, "
+            f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
     for m, t in times.items():
         q, tt = statistics.median(t["qkv"]), statistics.median(t["torch"])
         print(f"{m}: qkv {q:.3f} s, torch {tt:.3f} s, qkv/torch {q / tt:.2f} "
