@@ -559,7 +559,9 @@ Work attribution_work(const run::Inference& inf, const AttributionQuery& q) {
   }
   const bool ig = q.method == AttributionMethod::integrated_gradients;
   const double copies = ig ? static_cast<double>(q.steps) : 1.0;
-  return {copies * tokens * (1 + 2 * rows) + (ig ? 3 : 1) * tokens,
+  // the plain passes: the embeddings; IG's f(input) and f(baseline), and the pad embeddings
+  const double plain = !ig ? 1 : q.baseline == IgBaseline::pad ? 4 : 3;
+  return {copies * tokens * (1 + 2 * rows) + plain * tokens,
           fmt::format("{} {} of {} tokens, a backward for each of {} output tokens", copies,
                       ig ? "interpolated inputs" : "input", tokens, rows)};
 }

@@ -132,7 +132,7 @@ data::Ids output_ids(const run::Inference& inf, const std::string& text, const c
 
 // The work of q: each pass's tokens (both sides) times its copies, times 1 + 2 x the output rows
 // (a forward, and a backward per row), plus the plain passes (the embeddings, IG's f(input) and
-// f(baseline); the rollout's one pass).
+// f(baseline), the pad baseline's embeddings; the rollout's one pass).
 Work attribution_work(const run::Inference& inf, const AttributionQuery& q);
 
 // The attribution of q (see above). qkv::Error naming "attribute" for outputs past the model's

@@ -233,13 +233,17 @@ TEST_CASE("attribute: with the padding baseline the sum is f(input) - f(pad ever
   for (const char* name : {"copy", "majority"}) {
     INFO(name);
     const auto inf = open(name);
+    const bool pair = name == std::string("copy");
     inspect::AttributionQuery q =
         sample_query(*inf, name, AttributionMethod::integrated_gradients, 3);
+    const double zero_work = inspect::attribution_work(*inf, q).token_passes;
     q.baseline = inspect::IgBaseline::pad;
     const inspect::TokenAttribution a = inspect::attribute_tokens(*inf, q);
     CHECK(a.baseline == "pad");
+    // one plain pass more than the zero baseline's: the one that embeds the <pad>s
+    const auto tokens = static_cast<double>(q.input.size() + (pair ? q.outputs.size() : 0));
+    CHECK(inspect::attribution_work(*inf, q).token_passes == zero_work + tokens);
     // f(baseline) is the model's own logit on a pass whose every token is <pad>
-    const bool pair = name == std::string("copy");
     const data::Ids src(q.input.size(), inf->run().data.src_vocab.pad());
     const Tensor logits =
         inf->logits(src, pair ? data::Ids{inf->run().data.tgt_vocab.pad()} : data::Ids{});
