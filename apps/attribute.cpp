@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "apps/commands.hpp"
+#include "core/error.hpp"
 #include "figures/heatmap.hpp"
 #include "inspect/attribution.hpp"
 #include "inspect/heads.hpp"
@@ -20,7 +21,10 @@ void print_table(const inspect::TokenAttribution& a) {
               a.contrast.empty() ? "" : " of the logit difference against '",
               a.contrast.empty() ? "" : (a.contrast + "'").c_str(),
               a.context.empty() ? "" : " | earlier output tokens");
-  if (a.steps > 0) std::printf("baseline: zero embeddings, %lld steps\n", (long long)a.steps);
+  if (a.steps > 0)
+    std::printf("baseline: %s, %lld steps\n",
+                inspect::describe(inspect::ig_baseline(a.baseline, "attribute")),
+                (long long)a.steps);
   std::printf("\n%-10s", "");
   for (const auto& t : a.inputs) std::printf(" %9.9s", t.c_str());
   if (!a.context.empty()) std::printf(" |");
@@ -75,6 +79,10 @@ void write_heatmap(const inspect::TokenAttribution& a, const std::string& path) 
 
 int cmd_attribute(const AttributeArgs& a) {
   const inspect::AttributionMethod method = inspect::attribution_method(a.method, "attribute");
+  QKV_CHECK(a.baseline.empty() || method == inspect::AttributionMethod::integrated_gradients,
+            "attribute", "--baseline is integrated gradients' (--method integrated-gradients)");
+  const inspect::IgBaseline baseline =
+      inspect::ig_baseline(a.baseline.empty() ? "zero" : a.baseline, "attribute --baseline");
   const auto inf = run::open_inference(a.run_dir, {.checkpoint = a.checkpoint,
                                                    .precision = a.precision,
                                                    .threads = a.threads,
@@ -89,6 +97,7 @@ int cmd_attribute(const AttributeArgs& a) {
   q.method = method;
   q.steps = a.steps;
   q.batch = a.batch;
+  q.baseline = baseline;
   q.max_work = a.max_work;
   const inspect::TokenAttribution at = inspect::attribute_tokens(*inf, q);
   if (!a.out.empty()) write_heatmap(at, a.out);

@@ -235,6 +235,7 @@ struct AttributeArgs {
   std::string target, contrast;     // the outputs scored; the token they are set against
   std::string method = "saliency";  // inspect::attribution_method's names
   int64_t steps = 64, batch = 16;   // integrated gradients
+  std::string baseline;             // integrated gradients: ig_baseline's names (empty: zero)
   int64_t tokens = 1;               // a language model's greedy next tokens (no --target)
   int64_t max_work = inspect::kMaxAttributionWork;  // token passes (inspect/work.hpp)
   bool json = false;

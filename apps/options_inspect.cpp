@@ -96,6 +96,9 @@ void add_attribute(CLI::App* cmd, AttributeArgs& a) {
       ->capture_default_str();
   cmd->add_option("--steps", a.steps, "integrated gradients: steps of the path (1..512)")
       ->capture_default_str();
+  cmd->add_option("--baseline", a.baseline,
+                  "integrated gradients: zero (every embedding 0, the default) or pad (every "
+                  "token's embedding the padding token's)");
   cmd->add_option("--batch", a.batch, "integrated gradients: interpolated inputs per pass")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{512}));

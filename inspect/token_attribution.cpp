@@ -34,6 +34,11 @@ constexpr std::array<std::pair<AttributionMethod, std::string_view>, 5> kMethods
     {AttributionMethod::value_zeroing, "value-zeroing"},
 }};
 
+constexpr std::array<std::pair<IgBaseline, std::string_view>, 2> kBaselines{{
+    {IgBaseline::zero, "zero"},
+    {IgBaseline::pad, "pad"},
+}};
+
 // The longest output side a query may score: a work bound where positions do not bound it.
 constexpr int64_t kMaxOutputTokens = 1024;
 
@@ -134,27 +139,48 @@ std::vector<Tensor> embeddings(const run::Inference& inf, const Frame& f) {
   return out;
 }
 
-// e (n, d) scaled by each alpha, as copies (K, n, d) in e's dtype.
-Tensor scaled_copies(const Tensor& e, const std::vector<double>& alphas) {
-  const Vec v = as_vec(e);
+// Each slot's baseline b (n_s, d) for the frame's pass: zeros, or the embeddings of a pass
+// whose every id is its side's <pad> (so the model embeds pad as it embeds any token).
+std::vector<Tensor> baseline_embeddings(const run::Inference& inf, const Frame& f, IgBaseline b,
+                                        const std::vector<Tensor>& embeds) {
+  std::vector<Tensor> out;
+  if (b == IgBaseline::zero) {
+    for (const Tensor& e : embeds) out.push_back(zeros_like(e));
+    return out;
+  }
+  const data::DataSplits& d = inf.run().data;
+  Frame pads = f;
+  const auto fill = [](data::Ids& ids, const data::Vocab& v, const char* side) {
+    QKV_CHECK(ids.empty() || v.pad() >= 0, "attribute", "--baseline pad: the ", side,
+              " vocabulary has no <pad> token (use --baseline zero)");
+    std::fill(ids.begin(), ids.end(), v.pad());
+  };
+  fill(pads.src, d.src_vocab, "input");
+  fill(pads.tgt, d.tgt_vocab, f.has_input ? "output" : "model's");
+  return embeddings(inf, pads);
+}
+
+// b + alpha (e - b) (n, d) for each alpha, as copies (K, n, d) in e's dtype.
+Tensor scaled_copies(const Tensor& e, const Tensor& b, const std::vector<double>& alphas) {
+  const Vec v = as_vec(e), base = as_vec(b);
   Vec out;
   for (const double a : alphas)
-    for (const double x : v) out.push_back(a * x);
+    for (size_t i = 0; i < v.size(); ++i) out.push_back(base[i] + a * (v[i] - base[i]));
   return from_vector<double>(out, {static_cast<int64_t>(alphas.size()), e.size(0), e.size(1)})
       .to(e.dtype());
 }
 
 // Adds into sum[r][s] (n_s * d) the gradient of row r's f at slot s, summed over one recorded
-// pass of copies with the embeddings scaled by alphas.
+// pass of copies with the embeddings at base + alpha (embeds - base) for each alpha.
 void add_gradients(const run::Inference& inf, const Frame& f, const AttributionQuery& q,
-                   const std::vector<Tensor>& embeds, const std::vector<double>& alphas,
-                   std::vector<std::vector<Vec>>& sum) {
+                   const std::vector<Tensor>& embeds, const std::vector<Tensor>& base,
+                   const std::vector<double>& alphas, std::vector<std::vector<Vec>>& sum) {
   cancellation_point();
   const auto K = static_cast<int64_t>(alphas.size());
   nn::Hooks hooks;
   std::vector<ag::Var> leaves;
   for (size_t s = 0; s < f.slots.size(); ++s) {
-    leaves.emplace_back(scaled_copies(embeds[s], alphas), true);
+    leaves.emplace_back(scaled_copies(embeds[s], base[s], alphas), true);
     hooks.add(f.slots[s].first, [leaf = leaves.back()](const ag::Var&) { return leaf; });
   }
   // A pass of its own with a tape: the inference calls record none. ag::grad below writes no
@@ -173,20 +199,21 @@ void add_gradients(const run::Inference& inf, const Frame& f, const AttributionQ
   }
 }
 
-// Per row, per column: saliency |g|, or (e - 0) . g for the products.
+// Per row, per column: saliency |g|, or (e - b) . g for the products.
 std::vector<Vec> reduce(const Frame& f, AttributionMethod m, const std::vector<Tensor>& embeds,
-                        const std::vector<std::vector<Vec>>& grads, double scale) {
+                        const std::vector<Tensor>& base, const std::vector<std::vector<Vec>>& grads,
+                        double scale) {
   std::vector<Vec> out;
   for (size_t r = 0; r < f.rows.size(); ++r) {
     Vec row;
     for (size_t s = 0; s < f.slots.size(); ++s) {
-      const Vec e = as_vec(embeds[s]);
+      const Vec e = as_vec(embeds[s]), b = as_vec(base[s]);
       const int64_t n = f.slots[s].second, d = embeds[s].size(1);
       for (int64_t i = 0; i < n; ++i) {
         double v = 0;
         for (int64_t j = 0; j < d; ++j) {
           const double g = grads[r][s][i * d + j] * scale;
-          v += m == AttributionMethod::saliency ? g * g : e[i * d + j] * g;
+          v += m == AttributionMethod::saliency ? g * g : (e[i * d + j] - b[i * d + j]) * g;
         }
         row.push_back(m == AttributionMethod::saliency ? std::sqrt(v) : v);
       }
@@ -199,26 +226,33 @@ std::vector<Vec> reduce(const Frame& f, AttributionMethod m, const std::vector<T
 void gradient_scores(const run::Inference& inf, const Frame& f, const AttributionQuery& q,
                      TokenAttribution& a) {
   const std::vector<Tensor> embeds = embeddings(inf, f);
+  const bool ig = q.method == AttributionMethod::integrated_gradients;
+  // input x gradient is e . g: the zero baseline, one step at alpha = 1
+  const std::vector<Tensor> base =
+      baseline_embeddings(inf, f, ig ? q.baseline : IgBaseline::zero, embeds);
   std::vector<std::vector<Vec>> grads(f.rows.size(), std::vector<Vec>(f.slots.size()));
-  if (q.method != AttributionMethod::integrated_gradients) {
-    add_gradients(inf, f, q, embeds, {1.0}, grads);
-    a.scores = reduce(f, q.method, embeds, grads, 1.0);
+  if (!ig) {
+    add_gradients(inf, f, q, embeds, base, {1.0}, grads);
+    a.scores = reduce(f, q.method, embeds, base, grads, 1.0);
     return;
   }
   for (int64_t at = 0; at < q.steps; at += q.batch) {  // the midpoints (k + 1/2) / m
     std::vector<double> alphas;
     for (int64_t k = at; k < std::min(q.steps, at + q.batch); ++k)
       alphas.push_back((static_cast<double>(k) + 0.5) / static_cast<double>(q.steps));
-    add_gradients(inf, f, q, embeds, alphas, grads);
+    add_gradients(inf, f, q, embeds, base, alphas, grads);
   }
-  a.scores = reduce(f, q.method, embeds, grads, 1.0 / static_cast<double>(q.steps));
+  a.scores = reduce(f, q.method, embeds, base, grads, 1.0 / static_cast<double>(q.steps));
   a.steps = q.steps;
-  // f at the input and at the zero baseline, through the inference interface
+  a.baseline = name_of(q.baseline);
+  // f at the input and at the baseline, through the inference interface
   const Tensor at_input = frame_logits(inf, f, nullptr);
-  nn::Hooks zero;
-  for (const auto& s : f.slots)
-    zero.add(s.first, [](const ag::Var& e) { return ag::Var(zeros_like(e.data())); });
-  const Tensor at_baseline = frame_logits(inf, f, &zero);
+  nn::Hooks at_b;
+  for (size_t s = 0; s < f.slots.size(); ++s)  // (1, n_s, d), as the hook point carries it
+    at_b.add(f.slots[s].first, [b = base[s]](const ag::Var& e) {
+      return ag::Var(b.reshape({1, b.size(0), b.size(1)}).to(e.dtype()));
+    });
+  const Tensor at_baseline = frame_logits(inf, f, &at_b);
   for (size_t r = 0; r < f.rows.size(); ++r) {
     a.value.push_back(row_value(at_input, f, q, r));
     a.baseline_value.push_back(row_value(at_baseline, f, q, r));
@@ -434,6 +468,29 @@ AttributionMethod attribution_method(const std::string& name, const char* op) {
                   " (the methods: ", all, ")"));
 }
 
+const char* name_of(IgBaseline b) {
+  for (const auto& [baseline, name] : kBaselines)
+    if (baseline == b) return name.data();
+  return "?";
+}
+
+const char* describe(IgBaseline b) {
+  return b == IgBaseline::pad ? "the padding token's embedding at every position"
+                              : "zero embeddings";
+}
+
+IgBaseline ig_baseline(const std::string& name, const char* op) {
+  std::vector<std::string_view> names;
+  for (const auto& [baseline, n] : kBaselines) {
+    if (n == name) return baseline;
+    names.push_back(n);
+  }
+  std::string all;
+  for (const std::string_view n : names) all += (all.empty() ? "" : ", ") + std::string(n);
+  throw Error(cat(op, ": unknown baseline '", name, "'", did_you_mean(name, names, "'", "'"),
+                  " (the baselines: ", all, ")"));
+}
+
 double TokenAttribution::completeness_error(size_t row) const {
   double sum = 0;
   for (const double v : scores[row]) sum += v;
@@ -502,7 +559,9 @@ Work attribution_work(const run::Inference& inf, const AttributionQuery& q) {
   }
   const bool ig = q.method == AttributionMethod::integrated_gradients;
   const double copies = ig ? static_cast<double>(q.steps) : 1.0;
-  return {copies * tokens * (1 + 2 * rows) + (ig ? 3 : 1) * tokens,
+  // the plain passes: the embeddings; IG's f(input) and f(baseline), and the pad embeddings
+  const double plain = !ig ? 1 : q.baseline == IgBaseline::pad ? 4 : 3;
+  return {copies * tokens * (1 + 2 * rows) + plain * tokens,
           fmt::format("{} {} of {} tokens, a backward for each of {} output tokens", copies,
                       ig ? "interpolated inputs" : "input", tokens, rows)};
 }
@@ -558,7 +617,7 @@ nlohmann::json token_attribution_json(const TokenAttribution& a) {
                    {"inputs", a.inputs},
                    {"context", a.context},
                    {"outputs", rows}};
-  if (a.steps > 0) j["steps"] = a.steps, j["baseline"] = "zero";
+  if (a.steps > 0) j["steps"] = a.steps, j["baseline"] = a.baseline;
   return j;
 }
 

@@ -20,9 +20,11 @@
 //   input-x-gradient     sum_d e_i,d g_i,d                          (Shrikumar et al. 2016)
 //   integrated-gradients sum_d (e_i,d - b_i,d) * mean_k g_i,d(b + a_k (e - b)),
 //                        a_k = (k + 1/2) / m, k = 0..m-1 (the midpoint Riemann sum, Captum's
-//                        "riemann_middle"), baseline b = 0 (every embedding of both sides zero,
-//                        the positions still added)                    (Sundararajan et al. 2017)
-//                        completeness: sum_i IG_i = f(e) - f(0) up to the sum's error, reported
+//                        "riemann_middle"), baseline b (IgBaseline): zero (every embedding of
+//                        both sides 0) or pad (every token's embedding the padding token's,
+//                        Captum's and Inseq's usual choice for text), the positions still added
+//                                                                  (Sundararajan et al. 2017)
+//                        completeness: sum_i IG_i = f(e) - f(b) up to the sum's error, reported
 //                        per row (value, baseline_value, the sum).
 //   attention-rollout    per self-attention layer A = mean over heads of the pattern,
 //                        A' = 0.5 A + 0.5 I, rolled out R = A'_L ... A'_1 (Abnar and Zuidema
@@ -76,6 +78,16 @@ const char* name_of(AttributionMethod m);
 // The method named; qkv::Error naming op, the nearest name and every name otherwise.
 AttributionMethod attribution_method(const std::string& name, const char* op);
 
+// Integrated gradients' baseline b, at every embedding hook point of the pass (both sides):
+//   zero  every position's embedding 0
+//   pad   every position's embedding that of the side's <pad> token (as the model embeds it,
+//         times sqrt(d) when scale_embedding); a vocabulary without <pad> is an error
+enum class IgBaseline { zero, pad };
+const char* name_of(IgBaseline b);   // "zero", "pad"
+const char* describe(IgBaseline b);  // one line, as the table prints it
+// The baseline named; qkv::Error naming op, the nearest name and every name otherwise.
+IgBaseline ig_baseline(const std::string& name, const char* op);
+
 inline constexpr int64_t kMaxAttributionSteps = 512;  // IG's --steps bound
 inline constexpr int64_t kMaxAttributionTokens = 64;  // a language model's --tokens bound
 // qkv attribute --max-work, in token passes (inspect/work.hpp): integrated gradients' 64 steps
@@ -89,6 +101,7 @@ struct AttributionQuery {
   AttributionMethod method = AttributionMethod::saliency;
   int64_t steps = 64;  // integrated gradients: 1..kMaxAttributionSteps
   int64_t batch = 16;  // integrated gradients: interpolated inputs per recorded pass, >= 1
+  IgBaseline baseline = IgBaseline::zero;  // integrated gradients' b
   int64_t max_work = kMaxAttributionWork;  // refused before any pass past it (check_work)
 };
 
@@ -103,7 +116,8 @@ struct TokenAttribution {
   std::vector<int64_t> visible;  // per row: the context columns it reads
   // Integrated gradients (else empty): f at the input and at the baseline, per row.
   std::vector<double> value, baseline_value;
-  int64_t steps = 0;  // integrated gradients' m; 0 otherwise
+  int64_t steps = 0;     // integrated gradients' m; 0 otherwise
+  std::string baseline;  // integrated gradients: name_of(its IgBaseline); empty otherwise
   // The row's sum of scores against value - baseline_value, relative to |value - baseline|.
   double completeness_error(size_t row) const;
 };
@@ -118,15 +132,15 @@ data::Ids output_ids(const run::Inference& inf, const std::string& text, const c
 
 // The work of q: each pass's tokens (both sides) times its copies, times 1 + 2 x the output rows
 // (a forward, and a backward per row), plus the plain passes (the embeddings, IG's f(input) and
-// f(baseline); the rollout's one pass).
+// f(baseline), the pad baseline's embeddings; the rollout's one pass).
 Work attribution_work(const run::Inference& inf, const AttributionQuery& q);
 
 // The attribution of q (see above). qkv::Error naming "attribute" for outputs past the model's
 // positions, an empty output, steps or batch out of range, a contrast with attention-rollout,
-// work past q.max_work.
+// work past q.max_work, a pad baseline for a vocabulary without <pad>.
 TokenAttribution attribute_tokens(const run::Inference& inf, const AttributionQuery& q);
 
-// {"method", "contrast" (null or a token), "baseline" ("zero", IG) , "steps" (IG),
+// {"method", "contrast" (null or a token), "baseline" ("zero" or "pad", IG), "steps" (IG),
 //  "inputs": [labels], "context": [labels],
 //  "outputs": [{"token", "inputs": [scores], "context": [scores of the visible context],
 //               IG: "value", "baseline_value", "sum", "completeness_error"}]}

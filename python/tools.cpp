@@ -1,9 +1,9 @@
-// The commands as functions: translate, generate, classify, score (qkv eval), heads, lens and
-// patch, each with ablate= (the heads removed, as --ablate removes them: an inspect::Ablation
-// on the thread that runs the call). The dicts are the commands' --json, built by the same
-// library functions (run::scores_json, inspect::head_table_json, lens_json, patch_json,
-// run::classification_json), so the numbers are the command line's to the last bit.
-// The GIL is released while each runs.
+// The commands as functions: translate, generate, classify, score (qkv eval), heads, lens,
+// patch and attribute, each with ablate= (the heads removed, as --ablate removes them: an
+// inspect::Ablation on the thread that runs the call). The dicts are the commands' --json, built by
+// the same library functions (run::scores_json, inspect::head_table_json, lens_json, patch_json,
+// token_attribution_json, run::classification_json), so the numbers are the command line's to the
+// last bit. The GIL is released while each runs.
 #include <pybind11/stl.h>
 
 #include <chrono>
@@ -18,6 +18,7 @@
 #include "inspect/lens.hpp"
 #include "inspect/patch.hpp"
 #include "inspect/path_patching.hpp"
+#include "inspect/token_attribution.hpp"
 #include "inspect/work.hpp"
 #include "python/run.hpp"
 
@@ -205,6 +206,36 @@ py::object patch(const Run& r, const std::string& clean, const std::string& corr
   return to_python(j);
 }
 
+// What qkv attribute --json prints: the model's own outputs or target's, scored by method.
+py::object attribute(const Run& r, const std::string& text, const std::string& method,
+                     const py::handle& target, const py::handle& contrast, int64_t tokens,
+                     int64_t steps, int64_t batch, const std::string& baseline, int64_t max_work,
+                     const py::handle& ablate) {
+  const auto inf = r.get("attribute");
+  const std::string spec = ablate_spec(ablate);
+  const std::optional<std::string> t =
+      target.is_none() ? std::nullopt : std::optional(py::cast<std::string>(target));
+  const std::optional<std::string> c =
+      contrast.is_none() ? std::nullopt : std::optional(py::cast<std::string>(contrast));
+  Json j;
+  {
+    py::gil_scoped_release release;
+    const inspect::Ablation ablation(*inf, spec, "attribute");
+    inspect::AttributionQuery q;
+    q.method = inspect::attribution_method(method, "attribute");
+    q.baseline = inspect::ig_baseline(baseline, "attribute: baseline");
+    q.input = inf->encode(text, "attribute");
+    q.outputs = t ? inspect::output_ids(*inf, *t, "attribute: target")
+                  : inspect::default_outputs(*inf, q.input, tokens);
+    if (c) q.contrast = inspect::output_token_id(*inf, *c, "attribute: contrast");
+    QKV_CHECK(batch >= 1 && batch <= inspect::kMaxAttributionSteps, "attribute",
+              "batch must be 1..", inspect::kMaxAttributionSteps, ", got ", batch);
+    q.steps = steps, q.batch = batch, q.max_work = max_work;
+    j = inspect::token_attribution_json(inspect::attribute_tokens(*inf, q));
+  }
+  return to_python(j);
+}
+
 }  // namespace
 
 void bind_tools(py::class_<Run>& run) {
@@ -233,6 +264,12 @@ void bind_tools(py::class_<Run>& run) {
           "Activation patching: the dict qkv patch --json prints; approx=True: attribution "
           "patching's estimates (qkv patch --approx), check=K the K largest patched exactly; "
           "path='1.0': path patching of those heads (qkv patch --path).");
+  run.def("attribute", &attribute, py::arg("text"), py::arg("method") = "saliency",
+          py::arg("target") = none, py::arg("contrast") = none, py::arg("tokens") = 1,
+          py::arg("steps") = 64, py::arg("batch") = 16, py::arg("baseline") = "zero",
+          py::arg("max_work") = inspect::kMaxAttributionWork, py::arg("ablate") = none,
+          "Token attribution: the dict qkv attribute --json prints (method, target, contrast, "
+          "tokens, steps, batch, baseline: its options).");
 }
 
 }  // namespace qkv::python

@@ -15,6 +15,9 @@ being the embeddings' positions in order (source, then decoder input):
   "saliency"              |df/de_i|_2
   "input_x_gradient"      e_i . df/de_i
   "integrated_gradients"  e_i . mean_k df/de(a_k e), a_k = (k + 1/2) / steps (zero baseline)
+With "pad" in the config ([source pad id, target pad id], an encoder-decoder), also
+  "integrated_gradients_pad"  (e_i - b_i) . mean_k df/de(b + a_k (e - b)), b every position's
+                              embedding of the side's pad id (times sqrt(d), as e)
 """
 import math
 
@@ -64,9 +67,11 @@ def row_value(logits, c, r):
     return v
 
 
-def gradients(logits_of, m, embeds, c, r, alphas):
-    """Sum over the alphas of df_r/de at alpha * e, each (n, d)."""
-    xs = [torch.cat([a * e for a in alphas], 0).detach().requires_grad_(True) for e in embeds]
+def gradients(logits_of, m, embeds, c, r, alphas, base=None):
+    """Sum over the alphas of df_r/de at b + alpha * (e - b) (b: base, or 0), each (n, d)."""
+    base = base or [torch.zeros_like(e) for e in embeds]
+    xs = [torch.cat([b + a * (e - b) for a in alphas], 0).detach().requires_grad_(True)
+          for e, b in zip(embeds, base)]
     f = row_value(logits_of(m, xs), c, r).sum()
     return [g.sum(0) for g in torch.autograd.grad(f, xs)]
 
@@ -79,10 +84,20 @@ def run_case(path):
     steps = c["steps"]
     alphas = [(k + 0.5) / steps for k in range(steps)]
     out = {"saliency": [], "input_x_gradient": [], "integrated_gradients": []}
+    e = [x[0] for x in embeds]
+    if "pad" in c:  # each side's pad embedding at every position, as build() embeds tokens
+        scale = math.sqrt(c["d_model"])
+        pads = [torch.full_like(torch.from_numpy(t["input." + side]), pad)
+                for side, pad in zip(("src", "tgt"), c["pad"])]
+        base = [(m.src_embed(pads[0]) * scale).detach(), (m.tgt_embed(pads[1]) * scale).detach()]
+        out["integrated_gradients_pad"] = []
     for r in range(len(c["rows"])):
+        if "pad" in c:
+            ig = gradients(logits_of, m, embeds, c, r, alphas, base)
+            out["integrated_gradients_pad"].append(
+                torch.cat([((a - b[0]) * x / steps).sum(-1) for a, b, x in zip(e, base, ig)]))
         g = gradients(logits_of, m, embeds, c, r, [1.0])
         ig = gradients(logits_of, m, embeds, c, r, alphas)
-        e = [x[0] for x in embeds]
         out["saliency"].append(torch.cat([x.norm(dim=-1) for x in g]))
         out["input_x_gradient"].append(torch.cat([(a * x).sum(-1) for a, x in zip(e, g)]))
         out["integrated_gradients"].append(

@@ -206,6 +206,41 @@ TEST_CASE("attribute: integrated gradients' sum is f(input) - f(baseline) within
   }
 }
 
+TEST_CASE("attribute: with the padding baseline the sum is f(input) - f(pad everywhere)") {
+  for (const char* name : {"copy", "majority"}) {
+    INFO(name);
+    const auto inf = open(name);
+    const bool pair = name == std::string("copy");
+    inspect::AttributionQuery q =
+        sample_query(*inf, name, AttributionMethod::integrated_gradients, 3);
+    const double zero_work = inspect::attribution_work(*inf, q).token_passes;
+    q.baseline = inspect::IgBaseline::pad;
+    const inspect::TokenAttribution a = inspect::attribute_tokens(*inf, q);
+    CHECK(a.baseline == "pad");
+    // one plain pass more than the zero baseline's: the one that embeds the <pad>s
+    const auto tokens = static_cast<double>(q.input.size() + (pair ? q.outputs.size() : 0));
+    CHECK(inspect::attribution_work(*inf, q).token_passes == zero_work + tokens);
+    // f(baseline) is the model's own logit on a pass whose every token is <pad>
+    const data::Ids src(q.input.size(), inf->run().data.src_vocab.pad());
+    const Tensor logits =
+        inf->logits(src, pair ? data::Ids{inf->run().data.tgt_vocab.pad()} : data::Ids{});
+    CHECK(a.baseline_value[0] ==
+          Approx(as_vec(logits.select(0, 0))[static_cast<size_t>(q.outputs[0])]).margin(1e-4));
+    for (size_t r = 0; r < a.scores.size(); ++r) {
+      double sum = 0;
+      for (const double v : a.scores[r]) sum += v;
+      const double change = a.value[r] - a.baseline_value[r];
+      INFO("row " << r << ": sum " << sum << ", f " << a.value[r] << " - " << a.baseline_value[r]);
+      CHECK(std::abs(sum - change) < 0.01 * std::max(std::abs(change), 1.0));
+    }
+  }
+  // a vocabulary without <pad> (the character GPT's) has no such baseline
+  const auto lm = open("lm");
+  inspect::AttributionQuery q = sample_query(*lm, "lm", AttributionMethod::integrated_gradients, 1);
+  q.baseline = inspect::IgBaseline::pad;
+  CHECK_THROWS_WITH(inspect::attribute_tokens(*lm, q), Catch::Contains("has no <pad> token"));
+}
+
 TEST_CASE("attribute: attention rollout equals the rollout by hand of patterns set by hooks") {
   // Patterns replaced by hooks (the layer's output is then pattern @ v): every head of every
   // self-attention on its own position except the input side's first layer and the language
@@ -358,6 +393,10 @@ TEST_CASE("attribute: the command prints a table, JSON and a heatmap, and refuse
            {copy + " '1 2' --method integrated-gradient", "did you mean 'integrated-gradients'"},
            {copy + " '1 2' --contrast nonesuch", "'nonesuch' is no token"},
            {copy + " '1 2' --method integrated-gradients --steps 0", "--steps must be 1..512"},
+           {copy + " '1 2' --method integrated-gradients --baseline pda",
+            "unknown baseline 'pda'; did you mean 'pad'? (the baselines: zero, pad)"},
+           {copy + " '1 2' --baseline pad", "--baseline is integrated gradients'"},
+           {lm + " 'First' --method integrated-gradients --baseline pad", "has no <pad> token"},
            {lm + " 'First Citizen' --target 'abcdefgh'", "more than the model's context of 16"},
            {copy + " '1 2' --method attention-rollout --contrast 3", "no contrast"},
            {copy + " '1 2' --method value-zeroing --contrast 3", "no contrast"},
@@ -425,12 +464,18 @@ TEST_CASE("reference: gradients and integrated gradients at the embeddings match
       cfg["kind"] = "gpt";
     }
     cfg["rows"] = rows;
+    if (pair)  // the padding baseline's ids: the translator's vocabularies have <pad>
+      cfg["pad"] = {inf.run().data.src_vocab.pad(), inf.run().data.tgt_vocab.pad()};
     save_reference_case(dir.file(c.run + ".in.safetensors"), inf, t, cfg);
     for (const AttributionMethod m :
          {AttributionMethod::saliency, AttributionMethod::input_x_gradient,
           AttributionMethod::integrated_gradients}) {
       c.q.method = m;
       c.ours[std::string(inspect::name_of(m))] = inspect::attribute_tokens(inf, c.q);
+    }
+    if (pair) {  // integrated gradients from the padding baseline too
+      c.q.baseline = inspect::IgBaseline::pad;
+      c.ours["integrated-gradients-pad"] = inspect::attribute_tokens(inf, c.q);
     }
   }
   SKIP_WITHOUT_TORCH();

@@ -1,6 +1,6 @@
 """The commands as functions return the command line's numbers: translate, generate and classify
 what `qkv translate / generate / classify --json` print, score the dict of `qkv eval --json`
-(less its timings), heads, lens and patch their --json, each with and without ablate=."""
+(less its timings), heads, lens, patch and attribute their --json, each with and without ablate=."""
 import subprocess
 
 import pytest
@@ -158,3 +158,17 @@ def test_patch_path_is_patch_path_json(runs, qkv_bin, cli):
         with pytest.raises(ValueError, match="--path needs a pre-LN model"):
             run.patch(clean="1 2 3 4 5", corrupt="1 2 3 4 7", path="encoder.0.0")
     assert compared >= 1
+
+
+@pytest.mark.parametrize("name,text,kw,args", [
+    ("copy", "3 1 4 1 5", {"method": "integrated-gradients", "baseline": "pad", "steps": 16},
+     ["--method", "integrated-gradients", "--baseline", "pad", "--steps", "16"]),
+    ("copy", "3 1 4", {"target": "3 1", "contrast": "4", "ablate": "cross.0.1"},
+     ["--target", "3 1", "--contrast", "4", "--ablate", "cross.0.1"]),
+    ("lm", "ROMEO", {"method": "value-zeroing", "tokens": 2}, ["--method", "value-zeroing",
+                                                               "--tokens", "2"])])
+def test_attribute_is_attribute_json(runs, cli, name, text, kw, args):
+    with qkv.open(runs[name]) as run:
+        assert run.attribute(text, **kw) == cli("attribute", runs[name], text, "--json", *args)
+        with pytest.raises(ValueError, match="unknown baseline 'zeros'; did you mean 'zero'"):
+            run.attribute(text, method="integrated-gradients", baseline="zeros")
