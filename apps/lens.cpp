@@ -36,12 +36,13 @@ int cmd_lens(const LensArgs& a) {
   const data::Ids input = inf->encode(a.text, "lens");
   QKV_CHECK(a.position == -1 || a.target.empty(), "lens",
             "--target's attribution reads the last position; use --position without it");
-  // The attribution first: a model it does not apply to fails before anything is printed.
+  // The lens, then the attribution: a model either does not apply to fails before anything is
+  // printed, and one without a residual stream says so rather than why it has no attribution.
+  const inspect::Lens lens = inspect::logit_lens(*inf, input, a.top, a.position);
   std::optional<inspect::Attribution> parts;
   if (!a.target.empty())
     parts = inspect::direct_logit_attribution(
         *inf, input, inspect::output_token_id(*inf, a.target, "lens --target"));
-  const inspect::Lens lens = inspect::logit_lens(*inf, input, a.top, a.position);
   if (a.json) {
     std::printf("%s\n", inspect::lens_json(lens, parts ? &*parts : nullptr).dump(2).c_str());
     return 0;

@@ -30,6 +30,9 @@ std::vector<double> probabilities(const Tensor& row) {
 Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k, int64_t position) {
   // The stream the output layer reads (a language model's blocks, a decoder's, a classifier's).
   const nn::Model::Stream out = inf.model().output_stream();
+  QKV_CHECK(out.layers > 0, "lens",
+            "the logit lens reads the residual stream between blocks, and this model's output "
+            "layer reads none (a recurrent decoder's read-out of its state)");
   const run::Inspection in = inf.inspect(input);
   std::vector<std::pair<std::string, std::string>> points{{"embed", out.blocks + "0.resid_pre"}};
   for (int64_t l = 0; l < out.layers; ++l)

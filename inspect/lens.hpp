@@ -49,7 +49,8 @@ struct Lens {
 };
 
 // The lens of one input, the k most likely tokens per layer, at `position` of the pass (-1: the
-// last; qkv::Error naming "lens" past the pass's positions). Under the calling thread's hooks.
+// last; qkv::Error naming "lens" past the pass's positions, or for a model whose output layer
+// reads no blocks' stream: a recurrent decoder). Under the calling thread's hooks.
 Lens logit_lens(const run::Inference& inf, const data::Ids& input, int64_t k = 5,
                 int64_t position = -1);
 

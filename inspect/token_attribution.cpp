@@ -336,6 +336,25 @@ int64_t output_layers(const std::vector<nn::AttentionSite>& sites) {
   return layers;
 }
 
+// Rollout and value zeroing compose the attention layers' mixing of positions, which describes
+// the model only where attention is what mixes them: each side with token embeddings has
+// self-attention. A side without (a recurrent or convolutional encoder, Bahdanau's recurrent
+// decoder) mixes its positions in layers the composition cannot see, and would be scored as if
+// each position held its own token alone.
+void check_composable(const run::Inference& inf, AttributionMethod m) {
+  const nn::Model::Embeddings e = inf.model().embeddings();
+  bool in = false, out = false;
+  for (const nn::AttentionSite& s : inf.model().attention_sites())
+    if (s.queries == s.keys) (s.queries == nn::Side::input ? in : out) = true;
+  std::string sides;  // the embeddings whose positions mix outside attention
+  for (const auto& [point, attends] : {std::pair{e.input, in}, std::pair{e.output, out}})
+    if (!point.empty() && !attends) sides.append(sides.empty() ? "" : " and ").append(point);
+  QKV_CHECK(sides.empty(), "attribute", name_of(m),
+            " composes attention layers, but the positions after ", sides,
+            " mix in layers that are no attention (recurrent or convolutional); use saliency, "
+            "input-x-gradient or integrated-gradients");
+}
+
 void rollout_scores(const run::Inference& inf, const Frame& f, TokenAttribution& a) {
   nn::Hooks cap = run::pattern_capture();
   frame_logits(inf, f, &cap);
@@ -499,10 +518,9 @@ double TokenAttribution::completeness_error(size_t row) const {
 }
 
 data::Ids default_outputs(const run::Inference& inf, const data::Ids& input, int64_t tokens) {
-  bool in = false, out = false;
-  for (const nn::AttentionSite& s : inf.model().attention_sites())
-    (s.queries == nn::Side::input ? in : out) = true;
-  if (in) return inf.inspect(input).output;  // a translator's greedy output; the class
+  // the sides by their embeddings, not their attention sites: a recurrent encoder has none
+  if (!inf.model().embeddings().input.empty())
+    return inf.inspect(input).output;  // a translator's greedy output; the class
   QKV_CHECK(tokens >= 1 && tokens <= kMaxAttributionTokens, "attribute", "--tokens must be 1..",
             kMaxAttributionTokens, ", got ", tokens);
   QKV_CHECK(static_cast<int64_t>(input.size()) + tokens - 1 <= inf.max_input_tokens(), "attribute",
@@ -518,9 +536,8 @@ data::Ids default_outputs(const run::Inference& inf, const data::Ids& input, int
 }
 
 data::Ids output_ids(const run::Inference& inf, const std::string& text, const char* op) {
-  bool in = false, out = false;
-  for (const nn::AttentionSite& s : inf.model().attention_sites())
-    (s.queries == nn::Side::input ? in : out) = true;
+  const nn::Model::Embeddings e = inf.model().embeddings();
+  const bool in = !e.input.empty(), out = !e.output.empty();
   if (!out) return {output_token_id(inf, text, op)};  // a class name
   if (!in) return inf.encode(text, op);               // a language model's text
   const data::DataSplits& d = inf.run().data;
@@ -575,6 +592,9 @@ TokenAttribution attribute_tokens(const run::Inference& inf, const AttributionQu
             "attribute", name_of(q.method),
             " does not depend on the output token, so it has no contrast; --contrast needs a "
             "gradient method");
+  if (q.method == AttributionMethod::attention_rollout ||
+      q.method == AttributionMethod::value_zeroing)
+    check_composable(inf, q.method);
   check_work(attribution_work(inf, q), q.max_work, "attribute",
              "--max-work; use a shorter input or target, or fewer --steps");
   const Frame f = frame_of(inf, q);

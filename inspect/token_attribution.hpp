@@ -45,6 +45,9 @@
 //                        (T keys) and its cross-attention's (the S encoder outputs), normalizes
 //                        each row over both, and D <- C_self D + C_cross [R_enc | 0]. One pass of
 //                        m + 1 copies per layer (m keys). Independent of the output token.
+// Rollout and value zeroing apply where attention is what mixes positions: a model with a side
+// that has no self-attention (a recurrent or convolutional encoder, a recurrent decoder) is a
+// qkv::Error naming the side's embedding; the gradient methods apply to every model.
 // All gradients are taken in one recorded pass per batch of interpolated inputs (IG: `batch`
 // inputs per pass, each a copy of the input with its embeddings scaled), then one backward per
 // output row through ag::grad, which writes no weight's .grad(): concurrent calls share nothing.

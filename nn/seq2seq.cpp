@@ -262,6 +262,12 @@ StackCost transformer_blocks_cost(const ModelConfig& c, int64_t enc, int64_t dec
   s.act_d = (e + k) * 16 * d;
   s.act_ff = (e + k) * (ffm + 1) * ff;
   s.pair_dense = (e + k) * 2 * static_cast<double>(c.heads);
+  // Additive scores form tanh(q_i + k_j) per (query, key) pair, d wide over the heads, in every
+  // attention layer whatever the kernels: the sum, its tanh and their product with v saved for
+  // backward, and one layer's gradients at the peak (tests/run/test_limits.cpp: 156 MB
+  // measured at d 64, 4 layers, batch 32 x 32 tokens, estimated 22 MB without this term).
+  if (c.attention == AttentionKind::additive)
+    s.pair_always = (3 * (e + k * (c.kind == ModelKind::encoder_decoder ? 2 : 1)) + 4) * d;
   s.output_in = d;
   return s;
 }

@@ -45,6 +45,38 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+// Integrated gradients' completeness as the tests require it: the row's sum within 1% of
+// f(input) - f(baseline), or of one logit when the change is smaller (the tiny copy run's first
+// row changes by 0.21 and its sum is off by 0.0034, 1.6% of it).
+void check_completeness(double sum, double value, double baseline) {
+  const double change = value - baseline;
+  INFO("sum " << sum << ", f " << value << " - " << baseline);
+  CHECK(std::abs(sum - change) < 0.01 * std::max(std::abs(change), 1.0));
+}
+
+// Tiny recurrent runs, trained on first use only (not for the tests above): Bahdanau's GRU
+// encoder-decoder ("bahdanau", configs/bahdanau-copy.toml) and a GRU encoder under a Transformer
+// decoder ("gru_encoder"), d_model 32, 30 steps each.
+const TempDir& recurrent_runs() {
+  static TempDir dir("attribute_recurrent");
+  static const bool trained = [] {
+    const std::string tiny =
+        " --threads 1 --quiet --train.max_steps 30 --optim.warmup 5 --train.eval_examples 10"
+        " --data.train_size 200 --data.valid_size 20 --data.test_size 20 --model.d_model 32";
+    for (const auto& [name, args] : std::vector<std::pair<std::string, std::string>>{
+             {"bahdanau", shipped_config("bahdanau-copy.toml")},
+             {"gru_encoder", shipped_config("copy.toml") +
+                                 " --model.encoder gru --model.d_ff 64 --model.heads 2"}}) {
+      const RunResult r = run_qkv("train " + args + " --run-dir " + quoted(dir.file(name)) + tiny);
+      INFO(r.output);
+      REQUIRE(r.status == 0);
+    }
+    return true;
+  }();
+  (void)trained;
+  return dir;
+}
+
 // Hooks that make the model linear in its embeddings: the stream the output layer reads is
 // replaced by the output side's embedding plus the mean of the input side's (an
 // encoder-decoder), or the embedding alone (a language model). The embeddings are read from
@@ -183,12 +215,8 @@ TEST_CASE("attribute: integrated gradients' sum is f(input) - f(baseline) within
     for (size_t r = 0; r < a.scores.size(); ++r) {
       double sum = 0;
       for (const double v : a.scores[r]) sum += v;
-      const double change = a.value[r] - a.baseline_value[r];
-      INFO("row " << r << ": sum " << sum << ", f " << a.value[r] << " - " << a.baseline_value[r]
-                  << ", relative error " << a.completeness_error(r));
-      // 1% of the change; of one logit when the change is smaller (the tiny copy run's first
-      // row changes by 0.21 and its sum is off by 0.0034, 1.6% of it)
-      CHECK(std::abs(sum - change) < 0.01 * std::max(std::abs(change), 1.0));
+      INFO("row " << r << ": relative error " << a.completeness_error(r));
+      check_completeness(sum, a.value[r], a.baseline_value[r]);
     }
     // f(input) is the model's own logit of the row's token
     const Tensor logits =
@@ -408,6 +436,63 @@ TEST_CASE("attribute: the command prints a table, JSON and a heatmap, and refuse
     CHECK(r.output.find(says) != std::string::npos);
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   }
+}
+
+TEST_CASE(
+    "attribute: a recurrent encoder-decoder's gradients cover both sides, and what "
+    "composes attention layers refuses a recurrent side in one line") {
+  const TempDir& dir = recurrent_runs();
+  const std::string bahdanau = quoted(dir.file("bahdanau"));
+  for (const char* method : {"saliency", "input-x-gradient", "integrated-gradients"}) {
+    INFO(method);
+    // the outputs are the model's greedy translation (no --target): read by its embeddings
+    const RunResult r = run_qkv("attribute " + bahdanau + " '3 1 4 1 5' --json --method " + method);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const nlohmann::json js = nlohmann::json::parse(r.output);
+    CHECK(js["inputs"].size() == 5);
+    REQUIRE(!js["outputs"].empty());
+    CHECK(js["context"].size() == js["outputs"].size());  // <bos> and all but the last output
+    double input_side = 0, output_side = 0;
+    for (size_t row = 0; row < js["outputs"].size(); ++row) {
+      const nlohmann::json& o = js["outputs"][row];
+      INFO("row " << row);
+      REQUIRE(o["inputs"].size() == 5);
+      REQUIRE(o["context"].size() == row + 1);  // <bos> and the outputs before it
+      double sum = 0;
+      for (const char* side : {"inputs", "context"})
+        for (const double v : o[side].get<std::vector<double>>()) {
+          CHECK(std::isfinite(v));
+          sum += v;
+          (side == std::string("inputs") ? input_side : output_side) += std::abs(v);
+        }
+      if (o.contains("value")) {  // integrated gradients: completeness
+        CHECK(o["sum"].get<double>() == Approx(sum).margin(1e-9));
+        check_completeness(sum, o["value"].get<double>(), o["baseline_value"].get<double>());
+      }
+    }
+    // the recurrence reads the source through attention and the earlier outputs through its
+    // state: both sides move the logits
+    CHECK(input_side > 0);
+    CHECK(output_side > 0);
+  }
+  // rollout and value zeroing would score a recurrent side's positions as if each held only its
+  // own token: refused, naming the side without self-attention
+  for (const auto& [run, side] : std::vector<std::pair<std::string, std::string>>{
+           {bahdanau, "encoder.embed and decoder.embed"},
+           {quoted(dir.file("gru_encoder")), "encoder.embed"}})
+    for (const char* method : {"attention-rollout", "value-zeroing"}) {
+      const RunResult r = run_qkv("attribute " + run + " '3 1 4' --method " + method);
+      INFO(run << " " << method << ": " << r.output);
+      CHECK(r.status == 1);
+      CHECK(r.output.find("the positions after " + side + " mix in layers that are no attention") !=
+            std::string::npos);
+      CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+    }
+  // the gradient methods on the Transformer decoder over a GRU encoder: its greedy output
+  const RunResult g = run_qkv("attribute " + quoted(dir.file("gru_encoder")) + " '3 1 4' --json");
+  INFO(g.output);
+  CHECK(g.status == 0);
 }
 
 TEST_CASE("reference: gradients and integrated gradients at the embeddings match torch autograd",

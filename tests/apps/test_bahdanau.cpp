@@ -4,7 +4,10 @@
 // decodes; a config whose keys cannot go together is one line.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "support/copy_runs.hpp"
+#include "support/process.hpp"
 
 using namespace qkv::testing;
 
@@ -33,6 +36,18 @@ TEST_CASE("train: Bahdanau's GRU encoder-decoder learns to copy and shows its al
   INFO(a.output);
   CHECK(a.status == 0);
   CHECK(a.output.find("additive cross-attention, layer 1/1, 1 head") != std::string::npos);
+  // heads: the one cross head's row; the logit lens reads a residual stream between blocks,
+  // which a recurrent decoder has not: one line
+  const RunResult h = run_qkv("heads " + t.file("additive") + " --batches 1");
+  INFO(h.output);
+  CHECK(h.status == 0);
+  CHECK(h.output.find("cross.0.0") != std::string::npos);
+  const RunResult l = run_qkv("lens " + t.file("additive") + " '3 1 4' --target 4");
+  INFO(l.output);
+  CHECK(l.status == 1);
+  CHECK(l.output.find("lens: the logit lens reads the residual stream between blocks") !=
+        std::string::npos);
+  CHECK(std::count(l.output.begin(), l.output.end(), '\n') == 1);
 }
 
 TEST_CASE("train: the fixed-context GRU encoder-decoder trains and decodes", "[e2e]") {

@@ -65,6 +65,9 @@ TEST_CASE("limits: each encoder-decoder's memory estimate is within 2x of its me
   };
   for (const Case& k : std::vector<Case>{
            {"transformer", "", 10},
+           // additive scores form tanh(q_i + k_j), d wide per (query, key) pair, in every
+           // attention layer
+           {"transformer, additive", "attention = \"additive\"\n", 30},
            {"gru encoder", "encoder = \"gru\"\n", 10},
            {"lstm encoder", "encoder = \"lstm\"\n", 10},
            {"conv encoder", "encoder = \"conv\"\n", 10},
