@@ -39,6 +39,29 @@ constexpr std::array<std::pair<IgBaseline, std::string_view>, 2> kBaselines{{
     {IgBaseline::pad, "pad"},
 }};
 
+// The name of v in a {value, name} table ("?" if missing, which its test rules out).
+template <class E, size_t N>
+const char* name_in(const std::array<std::pair<E, std::string_view>, N>& table, E v) {
+  for (const auto& [value, name] : table)
+    if (value == v) return name.data();
+  return "?";
+}
+
+// The value named name; qkv::Error "OP: unknown WHAT 'name'; did you mean ...? (the WHATs: ...)".
+template <class E, size_t N>
+E named(const std::array<std::pair<E, std::string_view>, N>& table, const std::string& name,
+        const char* op, const char* what) {
+  std::vector<std::string_view> names;
+  for (const auto& [value, n] : table) {
+    if (n == name) return value;
+    names.push_back(n);
+  }
+  std::string all;
+  for (const std::string_view n : names) all += (all.empty() ? "" : ", ") + std::string(n);
+  throw Error(cat(op, ": unknown ", what, " '", name, "'", did_you_mean(name, names, "'", "'"),
+                  " (the ", what, "s: ", all, ")"));
+}
+
 // The longest output side a query may score: a work bound where positions do not bound it.
 constexpr int64_t kMaxOutputTokens = 1024;
 
@@ -469,29 +492,13 @@ void label(const run::Inference& inf, const Frame& f, const AttributionQuery& q,
 
 }  // namespace
 
-const char* name_of(AttributionMethod m) {
-  for (const auto& [method, name] : kMethods)
-    if (method == m) return name.data();
-  return "?";
-}
+const char* name_of(AttributionMethod m) { return name_in(kMethods, m); }
 
 AttributionMethod attribution_method(const std::string& name, const char* op) {
-  std::vector<std::string_view> names;
-  for (const auto& [method, n] : kMethods) {
-    if (n == name) return method;
-    names.push_back(n);
-  }
-  std::string all;
-  for (const std::string_view n : names) all += (all.empty() ? "" : ", ") + std::string(n);
-  throw Error(cat(op, ": unknown method '", name, "'", did_you_mean(name, names, "'", "'"),
-                  " (the methods: ", all, ")"));
+  return named(kMethods, name, op, "method");
 }
 
-const char* name_of(IgBaseline b) {
-  for (const auto& [baseline, name] : kBaselines)
-    if (baseline == b) return name.data();
-  return "?";
-}
+const char* name_of(IgBaseline b) { return name_in(kBaselines, b); }
 
 const char* describe(IgBaseline b) {
   return b == IgBaseline::pad ? "the padding token's embedding at every position"
@@ -499,15 +506,7 @@ const char* describe(IgBaseline b) {
 }
 
 IgBaseline ig_baseline(const std::string& name, const char* op) {
-  std::vector<std::string_view> names;
-  for (const auto& [baseline, n] : kBaselines) {
-    if (n == name) return baseline;
-    names.push_back(n);
-  }
-  std::string all;
-  for (const std::string_view n : names) all += (all.empty() ? "" : ", ") + std::string(n);
-  throw Error(cat(op, ": unknown baseline '", name, "'", did_you_mean(name, names, "'", "'"),
-                  " (the baselines: ", all, ")"));
+  return named(kBaselines, name, op, "baseline");
 }
 
 double TokenAttribution::completeness_error(size_t row) const {
